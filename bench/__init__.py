@@ -1,0 +1,3 @@
+"""bench: an open benchmarking suite for large-batch ImageNet training."""
+
+__version__ = "0.1.0"

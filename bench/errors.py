@@ -1,0 +1,10 @@
+"""The one exception type for bad user input.
+
+Anything raised as `UserError` is printed by the CLI as one sentence with exit
+code 2 and no traceback. It subclasses ValueError so library users (who call
+`bench.optim.create` from their own code) can catch it the usual way.
+"""
+
+
+class UserError(ValueError):
+    """Bad input from a user: a recipe, a CLI argument, a dataset, a run directory."""
