@@ -1,0 +1,1 @@
+"""Analysis of run directories with pandas; knows nothing about torch."""

@@ -1,0 +1,147 @@
+"""The embedded default dataset: deterministic, learnable, ImageNet-layout JPEGs.
+
+Each class is a combination of three cues that survive the usual ImageNet
+augmentations (random-resized crop, horizontal flip): the hue of an object, the
+spatial frequency of the grating drawn on it, and its shape. Every cue is
+jittered per image so that neighbouring classes overlap: a small ResNet learns
+the classes well above chance but not perfectly, and with few images per class
+it overfits, so the train/validation gap the suite measures is visible.
+
+Files: ``<out>/{train,val}/<wnid>/<wnid>_<i>.JPEG`` with ImageNet-style wnids
+``n%08d``. The bytes depend only on the arguments (each image has its own
+seeded generator), so the same seed gives the same files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from bench.recipe import SynthData as SynthSpec
+
+SHAPES = ("disc", "square", "ring", "diamond")
+GENERATOR_VERSION = 1  # bump when render() changes, so caches are regenerated
+
+
+def cache_key(spec: SynthSpec) -> str:
+    """A short stable name for the cache directory of this dataset."""
+    text = ",".join(f"{k}={v}" for k, v in sorted(spec.model_dump().items()))
+    return f"synth-v{GENERATOR_VERSION}-" + hashlib.sha1(text.encode()).hexdigest()[:12]
+
+
+def wnid(c: int) -> str:
+    return f"n{c:08d}"
+
+
+def _class_cues(spec: SynthSpec, c: int) -> tuple[float, float, str]:
+    """Hue in [0, 1), grating frequency in cycles per object, shape name."""
+    rng = np.random.default_rng([spec.seed, 7919, c])
+    hue = (c * 0.61803398875 + rng.uniform(0, 0.1)) % 1.0  # golden-ratio spread
+    freq = 2.0 + 6.0 * ((c * 0.3819660113 + rng.uniform(0, 0.1)) % 1.0)
+    return hue, freq, SHAPES[c % len(SHAPES)]
+
+
+def _hsv_to_rgb(h: float, s: float, v: float) -> np.ndarray:
+    i = int(h * 6) % 6
+    f = h * 6 - int(h * 6)
+    p, q, t = v * (1 - s), v * (1 - f * s), v * (1 - (1 - f) * s)
+    return np.array([(v, t, p), (q, v, p), (p, v, t), (p, q, v), (t, p, v), (v, p, q)][i])
+
+
+def _shape_mask(shape: str, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Soft-edged mask of a unit shape in object coordinates (u, v)."""
+    if shape == "disc":
+        d = np.hypot(u, v)
+    elif shape == "square":
+        d = np.maximum(abs(u), abs(v))
+    elif shape == "ring":
+        d = abs(np.hypot(u, v) - 0.7) / 0.3
+    else:  # diamond
+        d = abs(u) + abs(v)
+    return np.clip((1.0 - d) * 8.0, 0.0, 1.0)
+
+
+def render(spec: SynthSpec, c: int, split: str, i: int) -> bytes:
+    """One JPEG of class c; a pure function of its arguments."""
+    rng = np.random.default_rng([spec.seed, c, 0 if split == "train" else 1, i])
+    n = spec.size
+    y, x = np.mgrid[0:n, 0:n].astype(np.float64) / n
+
+    # Cluttered background: a dim random colour plus a few distractor blobs.
+    img = np.empty((n, n, 3))
+    img[:] = _hsv_to_rgb(rng.uniform(), rng.uniform(0.1, 0.5), rng.uniform(0.2, 0.6))
+    for _ in range(3):
+        cx, cy, r = rng.uniform(0, 1), rng.uniform(0, 1), rng.uniform(0.05, 0.2)
+        blob = np.clip((r - np.hypot(x - cx, y - cy)) * 40, 0, 1)[..., None]
+        img = img * (1 - blob) + blob * _hsv_to_rgb(rng.uniform(), 0.7, rng.uniform(0.4, 1.0))
+
+    # The object: the class's shape, filled with a grating of the class's frequency
+    # in the class's hue, each cue jittered so neighbouring classes overlap.
+    hue, freq, shape = _class_cues(spec, c)
+    hue = (hue + rng.normal(0, 0.06)) % 1.0
+    freq *= np.exp(rng.normal(0, 0.2))
+    if rng.uniform() < 0.2:  # sometimes the shape is borrowed from another class
+        shape = SHAPES[rng.integers(len(SHAPES))]
+    cx, cy = rng.uniform(0.3, 0.7, size=2)
+    scale = rng.uniform(0.22, 0.4)
+    angle = rng.uniform(0, np.pi)
+    u = ((x - cx) * np.cos(angle) + (y - cy) * np.sin(angle)) / scale
+    v = (-(x - cx) * np.sin(angle) + (y - cy) * np.cos(angle)) / scale
+    grating = 0.5 + 0.5 * np.sin(np.pi * freq * u + rng.uniform(0, 2 * np.pi))
+    light = _hsv_to_rgb(hue, rng.uniform(0.5, 0.9), rng.uniform(0.7, 1.0))
+    dark = light * rng.uniform(0.1, 0.5)
+    fill = dark + grating[..., None] * (light - dark)
+    mask = _shape_mask(shape, u, v)[..., None]
+    img = img * (1 - mask) + fill * mask
+
+    img += rng.normal(0, 0.08, size=img.shape)
+    pixels = (np.clip(img, 0, 1) * 255).round().astype(np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(pixels).save(buf, format="JPEG", quality=90)
+    return buf.getvalue()
+
+
+def write_dataset(out: Path, spec: SynthSpec) -> Path:
+    """Write the dataset to `out` atomically: a crash leaves no half-written folder."""
+    out = Path(out)
+    if out.exists():
+        raise FileExistsError(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        for split, count in (("train", spec.train_per_class), ("val", spec.val_per_class)):
+            for c in range(spec.classes):
+                folder = tmp / split / wnid(c)
+                folder.mkdir(parents=True)
+                for i in range(count):
+                    (folder / f"{wnid(c)}_{i}.JPEG").write_bytes(render(spec, c, split, i))
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+def cache_root() -> Path:
+    """Where generated datasets live: $BENCH_CACHE, else the XDG cache directory."""
+    if "BENCH_CACHE" in os.environ:
+        return Path(os.environ["BENCH_CACHE"])
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "bench"
+
+
+def cached(spec: SynthSpec) -> Path:
+    """The dataset for `spec`, generated on first use and reused after."""
+    path = cache_root() / cache_key(spec)
+    if not path.exists():
+        try:
+            write_dataset(path, spec)
+        except FileExistsError:  # another process finished it first
+            pass
+    return path

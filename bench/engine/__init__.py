@@ -1,0 +1,1 @@
+"""The training engine: batch plan, training loop, run directory."""

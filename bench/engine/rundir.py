@@ -1,0 +1,129 @@
+"""The run directory: the contract between the runner and the analysis.
+
+    <results>/<recipe name>/<run id>/
+        recipe.yaml    the resolved recipe
+        meta.json      status, versions, git commit, hardware, world size, times
+        metrics.csv    one row per evaluation (METRIC_COLUMNS)
+        events.jsonl   per-step scalars (lr, loss, optimizer diagnostics)
+
+Every file but the append-only events log is replaced atomically (write a
+temporary file, then rename), so a crash never leaves a half-written file.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import platform
+import socket
+import subprocess
+import tempfile
+
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+
+from bench.errors import UserError
+
+METRIC_COLUMNS = (
+    "epoch", "step", "images_seen", "train_time_s", "lr", "train_loss",
+    "train_eval_top1", "train_eval_loss", "val_top1", "val_top5", "val_loss",
+)
+PACKAGES = ("bench", "torch", "torchvision", "timm", "nvidia-dali-cuda130", "pandas", "numpy")
+
+
+def atomic_write(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def git_commit() -> str | None:
+    """The commit of the checkout bench runs from ('+dirty' when modified), if any."""
+    here = Path(__file__).resolve().parent
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return sha + ("+dirty" if dirty else "")
+
+
+def versions() -> dict[str, str | None]:
+    out = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+class RunDir:
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.metrics: list[dict] = []
+        self.meta: dict = {}
+
+    @classmethod
+    def create(cls, results: Path, recipe_name: str, recipe_yaml: str) -> "RunDir":
+        """A new, uniquely named run directory (a second run started the same second gets '-2')."""
+        parent = Path(results) / recipe_name
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise UserError(f"{parent}: cannot create the results directory ({e.strerror})") from None
+        if not os.access(parent, os.W_OK):
+            raise UserError(f"{parent}: the results directory is not writable")
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+        for n in range(1, 1000):
+            path = parent / (stamp if n == 1 else f"{stamp}-{n}")
+            try:
+                path.mkdir()
+                break
+            except FileExistsError:
+                continue
+        run = cls(path)
+        atomic_write(path / "recipe.yaml", recipe_yaml)
+        return run
+
+    def write_meta(self, **fields) -> None:
+        self.meta.update(fields)
+        atomic_write(self.path / "meta.json", json.dumps(self.meta, indent=2) + "\n")
+
+    def add_metrics(self, row: dict) -> None:
+        self.metrics.append({k: row[k] for k in METRIC_COLUMNS})
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=METRIC_COLUMNS, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(self.metrics)
+        atomic_write(self.path / "metrics.csv", buf.getvalue())
+
+    def log_event(self, event: dict) -> None:
+        with open(self.path / "events.jsonl", "a") as f:
+            f.write(json.dumps(event) + "\n")
+
+
+def host_info(device) -> dict:
+    import torch
+
+    info = {"host": socket.gethostname(), "platform": platform.platform(), "cpu_threads": torch.get_num_threads()}
+    if device.type == "cuda":
+        info["gpu"] = torch.cuda.get_device_name(device)
+    return info
+
+

@@ -1,0 +1,193 @@
+"""Recipe files: YAML in, one fully resolved and validated `Recipe` out.
+
+Every default lives in the schema below; nothing downstream reads YAML or
+invents a default. Bad input raises `UserError` with one sentence naming the
+file, the key and what is allowed.
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any, Literal, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError, model_validator
+
+from bench.errors import UserError
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelSpec(_Strict):
+    name: str = Field(description="a timm model name, e.g. resnet50")
+    kwargs: dict[str, Any] = Field(default_factory=dict, description="passed to timm.create_model")
+
+
+class SynthData(_Strict):
+    """Parameters of the generated dataset (`bench data synth`)."""
+
+    classes: int = Field(10, ge=2)
+    train_per_class: PositiveInt = 100
+    val_per_class: PositiveInt = 30
+    size: int = Field(72, ge=16)
+    seed: int = 0
+
+
+class DataSpec(_Strict):
+    dataset: Literal["synthetic", "folder"] = "synthetic"
+    path: Path | None = Field(None, description="ImageNet-layout root with train/ and val/ (dataset: folder)")
+    synth: SynthData = SynthData()
+    image_size: int = Field(224, ge=8)
+    crop_scale_min: float = Field(0.08, gt=0, le=1, description="random-resized-crop area lower bound")
+    loader: Literal["torchvision"] = "torchvision"
+    workers: int = Field(2, ge=0)
+    eval_batch: PositiveInt = 256
+    train_eval_size: PositiveInt | None = Field(None, description="images in the train-eval subset; null = size of val")
+
+    @model_validator(mode="after")
+    def _path_matches_dataset(self):
+        if self.dataset == "folder" and self.path is None:
+            raise ValueError("data.path is required when data.dataset is 'folder'")
+        return self
+
+
+class OptimizerSpec(BaseModel):
+    """`name` and `lr` plus the optimizer's own hyperparameters (checked by bench.optim)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    name: str
+    lr: PositiveFloat = Field(description="peak learning rate, reached at the end of warm-up")
+
+    @property
+    def hparams(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+class ScheduleSpec(_Strict):
+    warmup_epochs: float = Field(0.0, ge=0)
+    decay: Literal["cosine", "poly", "step", "constant"] = "cosine"
+    power: PositiveFloat = Field(2.0, description="poly decay exponent")
+    end_lr: float = Field(0.0, ge=0)
+    milestones: list[float] = Field(default_factory=list, description="step decay: epochs at which lr *= step_factor")
+    step_factor: float = Field(0.1, gt=0, le=1)
+
+
+class EvalSpec(_Strict):
+    every_epochs: PositiveFloat = 1.0
+
+
+class Recipe(_Strict):
+    name: str
+    model: ModelSpec
+    data: DataSpec = DataSpec()
+    global_batch: PositiveInt
+    micro_batch: Union[PositiveInt, Literal["auto"]] = "auto"
+    optimizer: OptimizerSpec
+    schedule: ScheduleSpec = ScheduleSpec()
+    epochs: PositiveFloat
+    label_smoothing: float = Field(0.0, ge=0, lt=1)
+    weight_decay: float = Field(0.0, ge=0)
+    seed: int = 0
+    eval: EvalSpec = EvalSpec()
+    target_top1: float = Field(gt=0, le=100, description="percent; epochs-to-target uses the first eval at or above it")
+
+    @model_validator(mode="after")
+    def _batch_divides(self):
+        if isinstance(self.micro_batch, int) and self.global_batch % self.micro_batch:
+            raise ValueError(
+                f"global_batch {self.global_batch} is not a multiple of micro_batch {self.micro_batch}"
+            )
+        return self
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
+
+
+def describe_error(error: ValidationError) -> str:
+    """The first problem of a pydantic error as one sentence naming the key."""
+    err = error.errors()[0]
+    key = ".".join(str(p) for p in err["loc"]) or "(top level)"
+    if err["type"] == "extra_forbidden":
+        return f"unknown key '{key}'"
+    if err["type"] == "missing":
+        return f"missing required key '{key}'"
+    msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "value_error":
+        return msg if not err["loc"] else f"key '{key}': {msg}"
+    return f"key '{key}': {msg[0].lower() + msg[1:]} (got {err['input']!r})"
+
+
+def _check_names(recipe: Recipe) -> None:
+    import timm
+
+    from bench import optim
+
+    if not timm.is_model(recipe.model.name):
+        close = difflib.get_close_matches(recipe.model.name, timm.list_models(), n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else "; see timm.list_models()"
+        raise UserError(f"key 'model.name': unknown timm model '{recipe.model.name}'{hint}")
+    optim.check(recipe.optimizer.name, recipe.optimizer.hparams)
+
+
+def parse_set(assignment: str) -> tuple[list[str], Any]:
+    """'schedule.decay=poly' -> (['schedule', 'decay'], 'poly'); values parse as YAML."""
+    key, sep, value = assignment.partition("=")
+    if not sep or not key:
+        raise UserError(f"--set '{assignment}': expected KEY.PATH=VALUE, e.g. --set optimizer.lr=0.5")
+    return key.split("."), yaml.safe_load(value)
+
+
+def _known_key(path: list[str]) -> bool:
+    """Whether a dotted key exists in the schema (free-form dicts accept any sub-key)."""
+    model: Any = Recipe
+    for part in path:
+        if model is OptimizerSpec and part not in model.model_fields:
+            return True  # optimizer hyperparameters are checked by bench.optim
+        if not (isinstance(model, type) and issubclass(model, BaseModel)) or part not in model.model_fields:
+            return model is dict
+        ann = model.model_fields[part].annotation
+        model = ann if isinstance(ann, type) and issubclass(ann, BaseModel) else getattr(ann, "__origin__", ann)
+    return True
+
+
+def apply_sets(raw: dict, assignments: list[str]) -> dict:
+    for assignment in assignments:
+        path, value = parse_set(assignment)
+        if not _known_key(path):
+            raise UserError(f"--set '{assignment}': '{'.'.join(path)}' is not a recipe key")
+        node = raw
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise UserError(f"--set '{assignment}': '{part}' is not a section")
+        node[path[-1]] = value
+    return raw
+
+
+def load(path: str | Path, sets: list[str] = ()) -> Recipe:
+    """Read, override, validate and resolve one recipe file."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such recipe file") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise UserError(f"{path}: malformed YAML{where}: {getattr(e, 'problem', e)}") from None
+    if not isinstance(raw, dict):
+        raise UserError(f"{path}: a recipe is a YAML mapping of keys (model, global_batch, optimizer, ...)")
+    raw.setdefault("name", path.stem)
+    apply_sets(raw, list(sets))
+    try:
+        recipe = Recipe.model_validate(raw)
+    except ValidationError as e:
+        raise UserError(f"{path}: {describe_error(e)}") from None
+    try:
+        _check_names(recipe)
+    except UserError as e:
+        raise UserError(f"{path}: {e}") from None
+    return recipe

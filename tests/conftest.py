@@ -1,0 +1,36 @@
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.cli import main
+
+RECIPES = Path(__file__).resolve().parents[1] / "recipes"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path, monkeypatch):
+    """Generated datasets go to a per-test cache, never the user's."""
+    monkeypatch.setenv("BENCH_CACHE", str(tmp_path / "cache"))
+
+
+@pytest.fixture(scope="session")
+def tiny_dataset(tmp_path_factory) -> Path:
+    """A small generated ImageNet-layout folder: 4 classes, 40 train / 10 val images each."""
+    root = tmp_path_factory.mktemp("data") / "tiny"
+    assert main(["data", "synth", "--out", str(root), "--classes", "4", "--train-per-class", "40",
+                 "--val-per-class", "10", "--size", "40", "--seed", "3"]) == 0
+    return root
+
+
+def write_recipe(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """`bench ARGS` in a subprocess, as a user runs it (exit code, stdout, stderr)."""
+    env = dict(os.environ, PYTHONWARNINGS="ignore")
+    return subprocess.run([sys.executable, "-m", "bench", *args], capture_output=True, text=True, cwd=cwd, env=env)

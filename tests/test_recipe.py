@@ -1,0 +1,109 @@
+"""Recipe loading, overrides, and every bad input: one sentence, exit 2, nothing written."""
+
+import pytest
+import yaml
+
+from bench import recipe
+from bench.cli import main
+from bench.errors import UserError
+from tests.conftest import RECIPES, write_recipe
+
+BASE = """
+model: {name: resnet10t}
+data: {dataset: folder, path: DATA, image_size: 32, workers: 0}
+global_batch: 64
+micro_batch: 16
+optimizer: {name: sgd, lr: 0.1, momentum: 0.9}
+epochs: 1
+target_top1: 50
+"""
+
+
+def test_defaults_are_resolved_and_round_trip(tmp_path):
+    r = recipe.load(write_recipe(tmp_path / "r.yaml", BASE))
+    assert r.name == "r"  # from the file name
+    assert r.schedule.decay == "cosine" and r.label_smoothing == 0.0 and r.eval.every_epochs == 1.0
+    assert r.optimizer.hparams == {"momentum": 0.9}
+    # The resolved YAML holds every key and loads back to the same recipe.
+    resolved = yaml.safe_load(r.to_yaml())
+    assert resolved["schedule"]["warmup_epochs"] == 0.0 and resolved["data"]["crop_scale_min"] == 0.08
+    again = recipe.load(write_recipe(tmp_path / "r.yaml", r.to_yaml()))
+    assert again == r
+
+
+def test_set_overrides_nested_keys_and_optimizer_hparams(tmp_path):
+    path = write_recipe(tmp_path / "r.yaml", BASE)
+    r = recipe.load(path, ["schedule.decay=poly", "optimizer.lr=0.5", "optimizer.nesterov=true",
+                           "global_batch=98304", "micro_batch=auto", "model.kwargs.drop_rate=0.1"])
+    assert (r.schedule.decay, r.optimizer.lr, r.global_batch, r.micro_batch) == ("poly", 0.5, 98304, "auto")
+    assert r.optimizer.hparams["nesterov"] is True and r.model.kwargs == {"drop_rate": 0.1}
+
+
+def test_every_shipped_recipe_validates():
+    paths = sorted(str(p) for p in RECIPES.rglob("*.yaml"))
+    assert paths and main(["validate", *paths]) == 0
+
+
+BAD = [
+    # (what, change to the base text or a raw text, --set args, words the message must contain)
+    ("unknown key", BASE + "colour: blue\n", [], ["unknown key 'colour'"]),
+    ("wrong type", BASE.replace("global_batch: 64", "global_batch: lots"), [], ["global_batch", "integer"]),
+    ("zero batch", BASE.replace("global_batch: 64", "global_batch: 0"), [], ["global_batch", "greater than 0"]),
+    ("negative lr", BASE.replace("lr: 0.1", "lr: -0.1"), [], ["optimizer.lr", "greater than 0"]),
+    ("indivisible batch", BASE.replace("micro_batch: 16", "micro_batch: 24"), [], ["global_batch 64", "micro_batch 24"]),
+    ("unknown model", BASE.replace("resnet10t", "resnet5O"), [], ["model.name", "resnet50"]),
+    ("unknown optimizer", BASE.replace("name: sgd", "name: lasr"), [], ["lasr", "lars"]),
+    ("unknown optimizer hparam", BASE.replace("momentum: 0.9", "momentun: 0.9"), [], ["momentun", "momentum"]),
+    ("bad decay", BASE + "schedule: {decay: cosin}\n", [], ["schedule.decay", "'cosine'"]),
+    ("malformed yaml", BASE + "epochs: [1,\n", [], ["malformed YAML", "line"]),
+    ("not a mapping", "- just\n- a list\n", [], ["YAML mapping"]),
+    ("missing key", BASE.replace("target_top1: 50\n", ""), [], ["missing required key 'target_top1'"]),
+    ("set unknown key", BASE, ["schedule.colour=1"], ["--set", "schedule.colour", "not a recipe key"]),
+    ("set without value", BASE, ["schedule.decay"], ["--set", "KEY.PATH=VALUE"]),
+    ("folder without path", BASE.replace("path: DATA, ", ""), [], ["data.path is required"]),
+]
+
+
+@pytest.mark.parametrize("what,text,sets,words", BAD, ids=[b[0] for b in BAD])
+def test_bad_recipe_is_one_sentence_exit_2_nothing_written(tmp_path, capsys, what, text, sets, words):
+    path = write_recipe(tmp_path / "bad.yaml", text.replace("DATA", str(tmp_path / "data")))
+    out = tmp_path / "results"
+    args = [a for s in sets for a in ("--set", s)]
+    assert main(["run", str(path), "--out", str(out), *args]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("bench: error: ") and str(path) in err
+    for word in words:
+        assert word in err
+    assert "Traceback" not in err
+    assert not out.exists()
+
+
+def test_missing_recipe_file(tmp_path, capsys):
+    assert main(["validate", str(tmp_path / "nope.yaml")]) == 2
+    assert "no such recipe file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("layout,words", [
+    ("missing", ["does not exist"]),
+    ("no val", ["missing split folder 'val/'"]),
+    ("empty class", ["empty class folder"]),
+    ("different classes", ["classes differ from train/"]),
+])
+def test_bad_dataset_is_exit_2_and_nothing_written(tmp_path, capsys, layout, words):
+    data = tmp_path / "data"
+    if layout != "missing":
+        (data / "train" / "n1").mkdir(parents=True)
+        (data / "train" / "n1" / "a.JPEG").write_bytes(b"x")
+    if layout in ("empty class", "different classes"):
+        (data / "val" / ("n1" if layout == "empty class" else "n2")).mkdir(parents=True)
+    path = write_recipe(tmp_path / "r.yaml", BASE.replace("DATA", str(data)))
+    out = tmp_path / "results"
+    assert main(["run", str(path), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert all(w in err for w in words) and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_user_error_is_a_value_error():
+    with pytest.raises(ValueError):
+        raise UserError("x")
