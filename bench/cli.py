@@ -3,7 +3,7 @@
     bench validate RECIPE...
     bench run RECIPE [--set KEY.PATH=VALUE ...] [--out DIR]
     bench report PATH...
-    bench data synth --out DIR [--classes N ...]
+    bench data synth --out DIR [--classes N ...]   (bench/data/commands.py)
     bench perf optim [...]
 
 Bad input (a `UserError`) prints one line and exits with code 2; tracebacks
@@ -49,30 +49,22 @@ def cmd_report(args) -> int:
     return 0
 
 
-def cmd_data_synth(args) -> int:
-    from pydantic import ValidationError
+def perf_benchmarks() -> dict[str, str]:
+    """Each module of bench.perf is a benchmark; its docstring's first line is the help."""
+    import ast
 
-    from bench.data import synthetic
-    from bench.recipe import describe_error
-
-    try:
-        spec = synthetic.SynthSpec(classes=args.classes, train_per_class=args.train_per_class,
-                                   val_per_class=args.val_per_class, size=args.size, seed=args.seed)
-    except ValidationError as e:
-        raise UserError(f"bench data synth: {describe_error(e)}") from None
-    out = Path(args.out)
-    if out.exists():
-        raise UserError(f"{out}: already exists; choose a new --out directory")
-    synthetic.write_dataset(out, spec)
-    n = spec.classes * (spec.train_per_class + spec.val_per_class)
-    print(f"wrote {n} images in {spec.classes} classes to {out}")
-    return 0
+    folder = Path(__file__).parent / "perf"
+    found = {}
+    for path in sorted(folder.glob("[!_]*.py")):
+        doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+        found[path.stem] = doc.split("\n")[0]
+    return found
 
 
 def cmd_perf(args) -> int:
-    from bench.perf import optim as perf_optim
+    import importlib
 
-    return perf_optim.main(args.rest)
+    return importlib.import_module(f"bench.perf.{args.benchmark}").main(args.rest)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -95,20 +87,15 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("paths", nargs="*", default=[str(DEFAULT_RESULTS)], metavar="PATH")
     s.set_defaults(func=cmd_report)
 
-    data = sub.add_parser("data", help="datasets").add_subparsers(dest="data_command", required=True, metavar="COMMAND")
-    s = data.add_parser("synth", help="write the generated ImageNet-layout dataset")
-    s.add_argument("--out", required=True)
-    s.add_argument("--classes", type=int, default=10)
-    s.add_argument("--train-per-class", type=int, default=100)
-    s.add_argument("--val-per-class", type=int, default=30)
-    s.add_argument("--size", type=int, default=72)
-    s.add_argument("--seed", type=int, default=0)
-    s.set_defaults(func=cmd_data_synth)
+    from bench.data import commands as data_commands
 
-    perf = sub.add_parser("perf", help="micro-benchmarks").add_subparsers(dest="perf_command", required=True, metavar="BENCHMARK")
-    s = perf.add_parser("optim", help="optimizer step times on ResNet-50 shapes", add_help=False)
-    s.add_argument("rest", nargs=argparse.REMAINDER)
-    s.set_defaults(func=cmd_perf)
+    data_commands.add_parser(sub)
+
+    perf = sub.add_parser("perf", help="micro-benchmarks").add_subparsers(dest="benchmark", required=True, metavar="BENCHMARK")
+    for name, help in perf_benchmarks().items():
+        s = perf.add_parser(name, help=help, add_help=False)
+        s.add_argument("rest", nargs=argparse.REMAINDER)
+        s.set_defaults(func=cmd_perf)
     return p
 
 
