@@ -1,8 +1,9 @@
 """The `bench` command line.
 
     bench validate RECIPE...
-    bench run RECIPE [--set KEY.PATH=VALUE ...] [--out DIR]
-    bench report PATH...
+    bench run RECIPE [--set KEY.PATH=VALUE ...] [--out DIR] [--nproc N]
+    bench submit RECIPE --nodes N --gpus-per-node G [--partition P] [--dry-run]
+    bench report | table | plot PATH...   (bench/analysis/commands.py)
     bench data synth --out DIR [--classes N ...]   (bench/data/commands.py)
     bench perf optim [...]
 
@@ -30,22 +31,45 @@ def cmd_validate(args) -> int:
     return 0
 
 
+def _worker_args(args) -> list[str]:
+    """The `bench run` arguments each torchrun worker receives."""
+    out = ["run", args.recipe, "--out", args.out, *(a for s in args.set for a in ("--set", s))]
+    return out + (["--no-progress"] if args.no_progress else [])
+
+
 def cmd_run(args) -> int:
     from bench import recipe
+
+    r = recipe.load(args.recipe, args.set)  # bad input stops here, before any worker starts
+    if args.nproc > 1:
+        from bench.engine import launch
+
+        return launch.run_local(args.nproc, _worker_args(args), args.max_restarts)
+
     from bench.analysis import report, results
     from bench.engine.train import train
 
-    r = recipe.load(args.recipe, args.set)
     run = train(r, Path(args.out), progress=not args.no_progress)
-    print()
-    print(report.render(results.load([run.path])))
+    if run:  # rank 0
+        print()
+        print(report.render(results.load([run.path])))
     return 0
 
 
-def cmd_report(args) -> int:
-    from bench.analysis import report, results
+def cmd_submit(args) -> int:
+    from datetime import datetime
 
-    print(report.render(results.load(args.paths)))
+    from bench import recipe
+    from bench.engine import launch
+
+    r = recipe.load(args.recipe, args.set)
+    script = launch.sbatch_script(_worker_args(args), args.nodes, args.gpus_per_node, args.partition,
+                                  args.time, f"bench-{r.name}", Path.cwd())
+    if args.dry_run:
+        print(script, end="")
+        return 0
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    print(launch.submit(script, Path(args.out).parent / "slurm" / f"{r.name}-{stamp}.sbatch"))
     return 0
 
 
@@ -81,11 +105,25 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="override a recipe key")
     s.add_argument("--out", default=str(DEFAULT_RESULTS), help="results directory (default: %(default)s)")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    s.add_argument("--nproc", type=int, default=1, metavar="N", help="start N local workers through torchrun")
+    s.add_argument("--max-restarts", type=int, default=0, help="torchrun restarts after a worker fails")
     s.set_defaults(func=cmd_run)
 
-    s = sub.add_parser("report", help="summarise run directories")
-    s.add_argument("paths", nargs="*", default=[str(DEFAULT_RESULTS)], metavar="PATH")
-    s.set_defaults(func=cmd_report)
+    s = sub.add_parser("submit", help="submit a recipe as a SLURM job (sbatch + torchrun)")
+    s.add_argument("recipe", metavar="RECIPE")
+    s.add_argument("--nodes", type=int, required=True)
+    s.add_argument("--gpus-per-node", type=int, required=True)
+    s.add_argument("--partition")
+    s.add_argument("--time", help="SLURM time limit, e.g. 12:00:00")
+    s.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="override a recipe key")
+    s.add_argument("--out", default=str(DEFAULT_RESULTS), help="results directory (default: %(default)s)")
+    s.add_argument("--no-progress", action="store_true", default=True, help=argparse.SUPPRESS)
+    s.add_argument("--dry-run", action="store_true", help="print the batch script instead of submitting it")
+    s.set_defaults(func=cmd_submit)
+
+    from bench.analysis import commands as analysis_commands
+
+    analysis_commands.add_parsers(sub, DEFAULT_RESULTS)
 
     from bench.data import commands as data_commands
 
