@@ -32,25 +32,40 @@ class SynthData(_Strict):
     classes: int = Field(10, ge=2)
     train_per_class: PositiveInt = 100
     val_per_class: PositiveInt = 30
-    size: int = Field(72, ge=16)
+    size: int = Field(72, ge=16, description="image side in pixels (square images)")
+    width: int | None = Field(None, ge=16, description="image width; null = size (ImageNet-like: 500)")
+    height: int | None = Field(None, ge=16, description="image height; null = size (ImageNet-like: 375)")
+    quality: int = Field(90, ge=1, le=100, description="JPEG quality")
     seed: int = 0
 
 
+class DigitsData(_Strict):
+    """scikit-learn's handwritten digits, upscaled (`bench data digits`)."""
+
+    size: int = Field(32, ge=8, description="image side in pixels (the originals are 8x8)")
+
+
 class DataSpec(_Strict):
-    dataset: Literal["synthetic", "folder"] = "synthetic"
-    path: Path | None = Field(None, description="ImageNet-layout root with train/ and val/ (dataset: folder)")
+    dataset: Literal["synthetic", "digits", "folder", "filelist"] = Field(
+        "synthetic", description="synthetic/digits: generated into the cache; folder: <path>/{train,val}/<class>/<image>; "
+        "filelist: <path>/{train,val}.txt with lines '<file relative to path> <label>'")
+    path: Path | None = Field(None, description="dataset root (dataset: folder or filelist)")
     synth: SynthData = SynthData()
+    digits: DigitsData = DigitsData()
     image_size: int = Field(224, ge=8)
     crop_scale_min: float = Field(0.08, gt=0, le=1, description="random-resized-crop area lower bound")
-    loader: Literal["torchvision"] = "torchvision"
-    workers: int = Field(2, ge=0)
+    random_flip: bool = Field(True, description="random horizontal flip in training")
+    loader: Literal["auto", "dali", "torchvision", "synthetic"] = Field(
+        "auto", description="auto = dali when nvidia.dali imports, else torchvision; synthetic = random tensors, no I/O")
+    workers: int = Field(2, ge=0, description="torchvision DataLoader workers, or DALI CPU threads (at least 1)")
+    strict: bool = Field(False, description="an unreadable image is an error (false: skipped with a warning)")
     eval_batch: PositiveInt = 256
     train_eval_size: PositiveInt | None = Field(None, description="images in the train-eval subset; null = size of val")
 
     @model_validator(mode="after")
     def _path_matches_dataset(self):
-        if self.dataset == "folder" and self.path is None:
-            raise ValueError("data.path is required when data.dataset is 'folder'")
+        if self.dataset in ("folder", "filelist") and self.path is None:
+            raise ValueError(f"data.path is required when data.dataset is '{self.dataset}'")
         return self
 
 
@@ -79,12 +94,23 @@ class EvalSpec(_Strict):
     every_epochs: PositiveFloat = 1.0
 
 
+class EngineSpec(_Strict):
+    """How the step is computed; none of these change the mathematics except sync_bn."""
+
+    precision: Literal["fp32", "bf16"] = Field("fp32", description="bf16 = autocast forward/backward, fp32 weights")
+    channels_last: bool = False
+    compile: bool = Field(False, description="torch.compile the model")
+    sync_bn: bool = Field(False, description="BatchNorm statistics over all ranks' micro-batches (SyncBatchNorm)")
+    micro_batch_cap: PositiveInt = Field(256, description="largest micro-batch `micro_batch: auto` may pick")
+
+
 class Recipe(_Strict):
     name: str
     model: ModelSpec
     data: DataSpec = DataSpec()
     global_batch: PositiveInt
     micro_batch: Union[PositiveInt, Literal["auto"]] = "auto"
+    gsnr_groups: PositiveInt | None = Field(None, description="gradient groups k per step; null = one per micro-batch")
     optimizer: OptimizerSpec
     schedule: ScheduleSpec = ScheduleSpec()
     epochs: PositiveFloat
@@ -92,14 +118,15 @@ class Recipe(_Strict):
     weight_decay: float = Field(0.0, ge=0)
     seed: int = 0
     eval: EvalSpec = EvalSpec()
+    engine: EngineSpec = EngineSpec()
     target_top1: float = Field(gt=0, le=100, description="percent; epochs-to-target uses the first eval at or above it")
 
     @model_validator(mode="after")
     def _batch_divides(self):
-        if isinstance(self.micro_batch, int) and self.global_batch % self.micro_batch:
-            raise ValueError(
-                f"global_batch {self.global_batch} is not a multiple of micro_batch {self.micro_batch}"
-            )
+        for key in ("micro_batch", "gsnr_groups"):
+            value = getattr(self, key)
+            if isinstance(value, int) and self.global_batch % value:
+                raise ValueError(f"global_batch {self.global_batch} is not a multiple of {key} {value}")
         return self
 
     def to_yaml(self) -> str:

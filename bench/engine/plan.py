@@ -1,9 +1,14 @@
-"""The batch plan: how a global batch is split over ranks and micro-batches.
+"""The batch plan: how a global batch is split over ranks, GSNR groups and micro-batches.
 
     global_batch = world_size x accum_steps x micro_batch
+    gsnr_groups  = world_size x groups per rank;  a group = accum_steps / groups-per-rank
+                   consecutive micro-batches on one rank
 
-`micro_batch: auto` takes the largest micro-batch not above `cap` that divides
-the per-rank batch, so accumulation covers the rest.
+A group is what a VRGD optimizer treats as one device's gradient (the paper's
+k); plain optimizers simply average the groups. By default every micro-batch
+is a group (k = world_size x accum_steps). `micro_batch: auto` takes the
+largest micro-batch not above the cap that divides a group, so accumulation
+covers the rest.
 """
 
 from __future__ import annotations
@@ -21,21 +26,41 @@ class BatchPlan:
     world_size: int
     accum_steps: int
     micro_batch: int
+    gsnr_groups: int
+
+    @property
+    def micro_per_group(self) -> int:
+        return self.accum_steps * self.world_size // self.gsnr_groups
 
     def __str__(self) -> str:
         return (f"{self.world_size} ranks x {self.accum_steps} micro-batches x {self.micro_batch} images"
-                f" = global batch {self.global_batch}")
+                f" = global batch {self.global_batch}; {self.gsnr_groups} gradient groups"
+                f" of {self.micro_per_group} micro-batch(es)")
+
+    def as_dict(self) -> dict:
+        return {"global_batch": self.global_batch, "world_size": self.world_size, "accum_steps": self.accum_steps,
+                "micro_batch": self.micro_batch, "gsnr_groups": self.gsnr_groups}
 
 
-def make_plan(global_batch: int, micro_batch: int | str, world_size: int, cap: int = DEFAULT_MICRO_BATCH_CAP) -> BatchPlan:
+def make_plan(global_batch: int, micro_batch: int | str, world_size: int, gsnr_groups: int | None = None,
+              cap: int = DEFAULT_MICRO_BATCH_CAP) -> BatchPlan:
     if global_batch % world_size:
         raise UserError(f"global_batch {global_batch} cannot be split evenly over {world_size} ranks")
     per_rank = global_batch // world_size
+    if gsnr_groups is not None and gsnr_groups % world_size:
+        raise UserError(f"gsnr_groups {gsnr_groups} is not a multiple of the {world_size} ranks "
+                        "(each rank contributes whole groups)")
+    groups_per_rank = 1 if gsnr_groups is None else gsnr_groups // world_size
+    if per_rank % groups_per_rank:
+        raise UserError(f"gsnr_groups {gsnr_groups} does not divide global_batch {global_batch} "
+                        f"into equal groups over {world_size} ranks")
+    group = per_rank // groups_per_rank
     if micro_batch == "auto":
-        micro_batch = max(d for d in range(1, min(cap, per_rank) + 1) if per_rank % d == 0)
-    if per_rank % micro_batch:
-        raise UserError(
-            f"micro_batch {micro_batch} does not divide the per-rank batch {per_rank} "
-            f"(global_batch {global_batch} / {world_size} ranks)"
-        )
-    return BatchPlan(global_batch, world_size, per_rank // micro_batch, micro_batch)
+        micro_batch = max(d for d in range(1, min(cap, group) + 1) if group % d == 0)
+    if group % micro_batch:
+        what = f"group of {group} images" if gsnr_groups else f"per-rank batch {per_rank}"
+        raise UserError(f"micro_batch {micro_batch} does not divide the {what} "
+                        f"(global_batch {global_batch} over {world_size} ranks)")
+    accum_steps = per_rank // micro_batch
+    return BatchPlan(global_batch, world_size, accum_steps, micro_batch,
+                     gsnr_groups if gsnr_groups is not None else world_size * accum_steps)
