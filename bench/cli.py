@@ -34,7 +34,13 @@ def cmd_validate(args) -> int:
 def _worker_args(args) -> list[str]:
     """The `bench run` arguments each torchrun worker receives."""
     out = ["run", args.recipe, "--out", args.out, *(a for s in args.set for a in ("--set", s))]
-    return out + (["--no-progress"] if args.no_progress else [])
+    if args.run_dir:
+        out += ["--run-dir", args.run_dir]
+    if args.restart:
+        out.append("--restart")
+    if args.no_progress:
+        out.append("--no-progress")
+    return out
 
 
 def cmd_run(args) -> int:
@@ -49,7 +55,8 @@ def cmd_run(args) -> int:
     from bench.analysis import report, results
     from bench.engine.train import train
 
-    run = train(r, Path(args.out), progress=not args.no_progress)
+    run = train(r, Path(args.out), progress=not args.no_progress, restart=args.restart,
+                run_dir=Path(args.run_dir) if args.run_dir else None)
     if run:  # rank 0
         print()
         print(report.render(results.load([run.path])))
@@ -100,26 +107,28 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="override a recipe key")
     s.set_defaults(func=cmd_validate)
 
-    s = sub.add_parser("run", help="train one recipe into a new run directory")
-    s.add_argument("recipe", metavar="RECIPE")
-    s.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="override a recipe key")
-    s.add_argument("--out", default=str(DEFAULT_RESULTS), help="results directory (default: %(default)s)")
+    def run_arguments(s):
+        s.add_argument("recipe", metavar="RECIPE")
+        s.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="override a recipe key")
+        s.add_argument("--out", default=str(DEFAULT_RESULTS), help="results directory (default: %(default)s)")
+        s.add_argument("--restart", action="store_true", help="start a new run even if an unfinished one can be resumed")
+        s.add_argument("--run-dir", help="resume this run directory")
+
+    s = sub.add_parser("run", help="train one recipe (resuming its unfinished run, if any)")
+    run_arguments(s)
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     s.add_argument("--nproc", type=int, default=1, metavar="N", help="start N local workers through torchrun")
     s.add_argument("--max-restarts", type=int, default=0, help="torchrun restarts after a worker fails")
     s.set_defaults(func=cmd_run)
 
     s = sub.add_parser("submit", help="submit a recipe as a SLURM job (sbatch + torchrun)")
-    s.add_argument("recipe", metavar="RECIPE")
+    run_arguments(s)
     s.add_argument("--nodes", type=int, required=True)
     s.add_argument("--gpus-per-node", type=int, required=True)
     s.add_argument("--partition")
     s.add_argument("--time", help="SLURM time limit, e.g. 12:00:00")
-    s.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="override a recipe key")
-    s.add_argument("--out", default=str(DEFAULT_RESULTS), help="results directory (default: %(default)s)")
-    s.add_argument("--no-progress", action="store_true", default=True, help=argparse.SUPPRESS)
     s.add_argument("--dry-run", action="store_true", help="print the batch script instead of submitting it")
-    s.set_defaults(func=cmd_submit)
+    s.set_defaults(func=cmd_submit, no_progress=True)
 
     from bench.analysis import commands as analysis_commands
 

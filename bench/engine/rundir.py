@@ -13,6 +13,7 @@ temporary file, then rename), so a crash never leaves a half-written file.
 from __future__ import annotations
 
 import csv
+import fcntl
 import io
 import json
 import os
@@ -73,11 +74,42 @@ def versions() -> dict[str, str | None]:
     return out
 
 
+RESUMABLE = ("running", "preempted", "failed")  # "running" without a lock holder = killed
+
+
 class RunDir:
     def __init__(self, path: Path):
         self.path = Path(path)
         self.metrics: list[dict] = []
         self.meta: dict = {}
+        self._lock = None
+
+    def lock(self) -> None:
+        """Hold this run directory for this process (released when it exits, even when killed)."""
+        self._lock = open(self.path / ".lock", "w")
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._lock.close()
+            raise UserError(f"{self.path}: this run is in progress in another process; "
+                            "wait for it, or start a separate run with --restart") from None
+
+    @classmethod
+    def reopen(cls, path: Path, step: int) -> "RunDir":
+        """An existing run, rolled back to `step`: later metrics rows and events are dropped
+        (the resumed run computes them again, identically)."""
+        run = cls(path)
+        run.lock()
+        run.meta = json.loads((run.path / "meta.json").read_text())
+        if (run.path / "metrics.csv").is_file():
+            with open(run.path / "metrics.csv") as f:
+                run.metrics = [row for row in csv.DictReader(f) if int(row["step"]) <= step]
+            run._write_metrics()
+        events = run.path / "events.jsonl"
+        if events.is_file():
+            kept = [line for line in events.read_text().splitlines() if line and json.loads(line)["step"] < step]
+            atomic_write(events, "".join(line + "\n" for line in kept))
+        return run
 
     @classmethod
     def create(cls, results: Path, recipe_name: str, recipe_yaml: str) -> "RunDir":
@@ -98,8 +130,14 @@ class RunDir:
             except FileExistsError:
                 continue
         run = cls(path)
+        run.lock()
         atomic_write(path / "recipe.yaml", recipe_yaml)
         return run
+
+    @classmethod
+    def runs_of(cls, results: Path, recipe_name: str) -> list[Path]:
+        """This recipe's run directories, oldest first."""
+        return sorted(p.parent for p in (Path(results) / recipe_name).glob("*/meta.json"))
 
     def write_meta(self, **fields) -> None:
         self.meta.update(fields)
@@ -107,6 +145,9 @@ class RunDir:
 
     def add_metrics(self, row: dict) -> None:
         self.metrics.append({k: row[k] for k in METRIC_COLUMNS})
+        self._write_metrics()
+
+    def _write_metrics(self) -> None:
         buf = io.StringIO()
         writer = csv.DictWriter(buf, fieldnames=METRIC_COLUMNS, lineterminator="\n")
         writer.writeheader()

@@ -22,8 +22,12 @@ Training time is measured the AlgoPerf way: only training steps count
 from __future__ import annotations
 
 import contextlib
+import json
 import math
+import signal
+import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import timm
@@ -34,9 +38,10 @@ from tqdm import tqdm
 
 from bench import optim
 from bench.data import Data, build
-from bench.engine import distributed
+from bench.engine import checkpoint, distributed
+from bench.engine.faults import crash_point
 from bench.engine.plan import BatchPlan, make_plan
-from bench.engine.rundir import RunDir, git_commit, host_info, now, versions
+from bench.engine.rundir import RESUMABLE, RunDir, git_commit, host_info, now, versions
 from bench.errors import UserError
 from bench.recipe import Recipe
 from bench.schedule import lr_at
@@ -148,78 +153,195 @@ class Trainer:
         self.opt.zero_grad(set_to_none=True)
         return total / self.plan.accum_steps
 
-    def run(self, run: RunDir | None, progress: bool) -> tuple[str, str | None]:
-        """Train to the end; returns (status, reason)."""
+    def state(self, progress: "Progress") -> dict:
+        return {"recipe_yaml": self.recipe.to_yaml(), "model": self.model.state_dict(),
+                "optimizer": self.opt.state_dict(), "progress": vars(progress).copy(), "rng": checkpoint.rng_state()}
+
+    def load_state(self, state: dict) -> "Progress":
+        self.model.load_state_dict(state["model"])
+        self.opt.load_state_dict(state["optimizer"])
+        checkpoint.set_rng_state(state["rng"])
+        return Progress(**state["progress"])
+
+    def checkpoint_due(self, step: int, evaluated: bool) -> bool:
+        spec, B, N = self.recipe.checkpoint, self.plan.global_batch, self.data.train_size
+        if step == self.total_steps - 1 or (evaluated and spec.every_steps is None and spec.every_epochs is None):
+            return True
+        if spec.every_steps and (step + 1) % spec.every_steps == 0:
+            return True
+        return bool(spec.every_epochs) and math.floor((step + 1) * B / (spec.every_epochs * N)) > math.floor(
+            step * B / (spec.every_epochs * N))
+
+    def run(self, run: RunDir | None, progress: "Progress", show_bar: bool) -> tuple[str, str | None]:
+        """Train from `progress.step` to the end; returns (status, reason)."""
         recipe, plan, data, device = self.recipe, self.plan, self.data, self.device
-        status, reason = "completed", None
-        train_time, loss_sum, loss_count = 0.0, 0.0, 0
-        micro_batches = data.train(0, self.total_steps)
-        bar = tqdm(total=self.total_steps, unit="step", disable=not (progress and run), dynamic_ncols=True)
+        warmup_steps = recipe.schedule.warmup_epochs * self.steps_per_epoch
+        chance = 100.0 / data.num_classes
+        micro_batches = data.train(progress.step, self.total_steps)
+        bar = tqdm(initial=progress.step, total=self.total_steps, unit="step", disable=not (show_bar and run),
+                   dynamic_ncols=True)
         self.model.train()
-        for step in range(self.total_steps):
-            lr = lr_at(step, recipe.optimizer.lr, self.total_steps, self.steps_per_epoch, recipe.schedule)
-            _sync(device)
-            start = time.perf_counter()
-            loss = self.step(micro_batches, lr)
-            _sync(device)
-            train_time += time.perf_counter() - start
+        with bar, PreemptionFlag() as preempted:
+            while progress.step < self.total_steps:
+                step = progress.step
+                lr = lr_at(step, recipe.optimizer.lr, self.total_steps, self.steps_per_epoch, recipe.schedule)
+                _sync(device)
+                start = time.perf_counter()
+                loss = self.step(micro_batches, lr)
+                _sync(device)
+                progress.train_time += time.perf_counter() - start
 
-            if torch.distributed.is_initialized():  # the global batch's loss, so all ranks agree on divergence
-                torch.distributed.all_reduce(loss)
-                loss /= self.dist.world
-            loss = loss.item()
-            if not math.isfinite(loss):
-                status, reason = "diverged", f"non-finite training loss at step {step}"
-                break
-            loss_sum, loss_count = loss_sum + loss, loss_count + 1
-            images_seen = (step + 1) * plan.global_batch
-            bar.update()
-            bar.set_postfix(img_s=f"{images_seen / train_time:.0f}", loss=f"{loss:.3f}", lr=f"{lr:.3g}")
-            if run:
-                run.log_event({"step": step, "lr": lr, "loss": loss, **self.opt.diagnostics()})
-            if eval_due(step, plan, data.train_size, recipe.eval.every_epochs, self.total_steps):
-                val = evaluate(self.model, data.val(), recipe, device)
-                train_eval = evaluate(self.model, data.train_eval(), recipe, device)
-                slowest = distributed.max_over_ranks(train_time)
+                # One small all-reduce: the global batch's loss, and whether any rank was told to stop.
+                flags = torch.stack([loss.float(), torch.tensor(float(preempted.is_set), device=device)])
+                if torch.distributed.is_initialized():
+                    torch.distributed.all_reduce(flags)
+                loss, stop = flags[0].item() / self.dist.world, flags[1].item() > 0
+                if not math.isfinite(loss):
+                    return "diverged", f"non-finite training loss at step {step}"
+                progress.step += 1
+                crash_point("step", progress.step)
+                progress.loss_sum += loss
+                progress.loss_count += 1
+                images_seen = progress.step * plan.global_batch
+                bar.update()
+                bar.set_postfix(img_s=f"{images_seen / progress.train_time:.0f}", loss=f"{loss:.3f}", lr=f"{lr:.3g}")
                 if run:
-                    run.add_metrics({
-                        "epoch": images_seen / data.train_size, "step": step + 1, "images_seen": images_seen,
-                        "train_time_s": slowest, "lr": lr, "train_loss": loss_sum / loss_count,
-                        "train_eval_top1": train_eval["top1"], "train_eval_loss": train_eval["loss"],
-                        "val_top1": val["top1"], "val_top5": val["top5"], "val_loss": val["loss"],
-                    })
-                    run.write_meta(train_time_s=slowest, train_images_per_s=images_seen / slowest)
-                loss_sum, loss_count = 0.0, 0
-        bar.close()
-        return status, reason
+                    run.log_event({"step": step, "lr": lr, "loss": loss, **self.opt.diagnostics()})
+
+                evaluated = eval_due(step, plan, data.train_size, recipe.eval.every_epochs, self.total_steps)
+                if evaluated:
+                    val = evaluate(self.model, data.val(), recipe, device)
+                    crash_point("eval", progress.step)
+                    train_eval = evaluate(self.model, data.train_eval(), recipe, device)
+                    slowest = distributed.max_over_ranks(progress.train_time)
+                    if run:
+                        run.add_metrics({
+                            "epoch": images_seen / data.train_size, "step": progress.step, "images_seen": images_seen,
+                            "train_time_s": slowest, "lr": lr, "train_loss": progress.loss_sum / progress.loss_count,
+                            "train_eval_top1": train_eval["top1"], "train_eval_loss": train_eval["loss"],
+                            "val_top1": val["top1"], "val_top5": val["top5"], "val_loss": val["loss"],
+                        })
+                        run.write_meta(train_time_s=slowest, train_images_per_s=images_seen / slowest)
+                    progress.loss_sum, progress.loss_count = 0.0, 0
+                    at_chance = step >= warmup_steps and val["top1"] <= 1.5 * chance
+                    progress.chance_evals = progress.chance_evals + 1 if at_chance else 0
+                    if recipe.eval.stop_at_chance and progress.chance_evals >= recipe.eval.stop_at_chance:
+                        return "diverged", (f"val_top1 at chance ({val['top1']:.2f}% <= 1.5 x {chance:.2f}%) "
+                                            f"for {progress.chance_evals} evaluations after warm-up")
+                if stop or self.checkpoint_due(step, evaluated):
+                    self.save_checkpoint(run, progress)
+                if stop:
+                    return "preempted", f"stopped by a signal after step {step}; run the same command to resume"
+        return "completed", None
+
+    def save_checkpoint(self, run: RunDir | None, progress: "Progress") -> None:
+        if run:  # rank 0 writes; parameters and optimizer state are identical on every rank
+            checkpoint.save(run.path, progress.step, self.state(progress), self.recipe.checkpoint.keep)
+        if torch.distributed.is_initialized():
+            torch.distributed.barrier()
 
 
-def train(recipe: Recipe, results: Path, progress: bool = True) -> RunDir | None:
-    """Run `recipe` in this process (one rank of a torchrun job, or alone).
-    Rank 0 creates, writes and returns the run directory; other ranks return None."""
+@dataclass
+class Progress:
+    """The loop's own state, saved in checkpoints: the next step and the accumulators."""
+
+    step: int = 0
+    train_time: float = 0.0
+    loss_sum: float = 0.0
+    loss_count: int = 0
+    chance_evals: int = 0
+
+
+class PreemptionFlag:
+    """SIGTERM / SIGINT set a flag instead of killing: the loop finishes its step, checkpoints, exits."""
+
+    def __enter__(self):
+        self.is_set = False
+        self._previous = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum, frame):
+        self.is_set = True
+
+    def __exit__(self, *exc):
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+
+def open_run(results: Path, recipe: Recipe, restart: bool, run_dir: Path | None) -> tuple[RunDir, Path | None]:
+    """The run directory to write and the checkpoint to resume from (None: start at step 0).
+
+    Without --restart, the newest unfinished run of this exact recipe is resumed
+    when it has a checkpoint; --run-dir names the run to continue."""
+    recipe_yaml = recipe.to_yaml()
+    candidates = [Path(run_dir)] if run_dir else ([] if restart else RunDir.runs_of(results, recipe.name)[::-1])
+    for path in candidates:
+        meta_path, recipe_path = path / "meta.json", path / "recipe.yaml"
+        if run_dir and not meta_path.is_file():
+            raise UserError(f"{path}: not a run directory (no meta.json)")
+        try:
+            status = json.loads(meta_path.read_text()).get("status")
+            same = recipe_path.read_text() == recipe_yaml
+        except (OSError, ValueError):
+            continue
+        if run_dir and not same:
+            raise UserError(f"{path}: this run was made by a different recipe; pass that recipe, or drop --run-dir")
+        if run_dir and status not in RESUMABLE:
+            raise UserError(f"{path}: the run is {status}; nothing to resume")
+        saved = checkpoint.existing(path)
+        if same and status in RESUMABLE and saved:
+            state_step = int(saved[-1].stem.split("-")[1])
+            return RunDir.reopen(path, state_step), saved[-1]
+        if run_dir:
+            raise UserError(f"{path}: no checkpoint to resume from; start again with --restart")
+    return RunDir.create(results, recipe.name, recipe_yaml), None
+
+
+def train(recipe: Recipe, results: Path, progress: bool = True, restart: bool = False,
+          run_dir: Path | None = None) -> RunDir | None:
+    """Run `recipe` in this process (one rank of a torchrun job, or alone), resuming an
+    unfinished run of it unless `restart`. Rank 0 writes and returns the run directory."""
     dist = distributed.init()
     try:
         trainer = Trainer(recipe, dist)
-        run = RunDir.create(results, recipe.name, recipe.to_yaml()) if dist.is_main else None
+        run, resume_from = open_run(results, recipe, restart, run_dir) if dist.is_main else (None, None)
+        if torch.distributed.is_initialized():  # every rank resumes from the checkpoint rank 0 chose
+            shared = [str(resume_from) if resume_from else None]
+            torch.distributed.broadcast_object_list(shared, src=0)
+            resume_from = Path(shared[0]) if shared[0] else None
+        state = Progress()
+        if resume_from:
+            state = trainer.load_state(checkpoint.load(resume_from, recipe.to_yaml()))
         if run:
-            run.write_meta(
-                status="running", recipe=recipe.name, start_time=now(), end_time=None, git_commit=git_commit(),
-                versions=versions(), device=str(dist.device), world_size=dist.world, **host_info(dist.device),
-                plan=trainer.plan.as_dict(), data_root=str(trainer.data.root), train_size=trainer.data.train_size,
-                val_size=len(trainer.data.layout.val), train_eval_size=len(trainer.data.train_eval_indices),
-                total_steps=trainer.total_steps, train_time_s=0.0,
-            )
+            if resume_from:
+                resumed = run.meta.get("resumed", []) + [{"time": now(), "step": state.step}]
+                run.write_meta(status="running", reason=None, end_time=None, resumed=resumed)
+                print(f"resuming {run.path} at step {state.step}")
+            else:
+                run.write_meta(
+                    status="running", recipe=recipe.name, start_time=now(), end_time=None, git_commit=git_commit(),
+                    versions=versions(), device=str(dist.device), world_size=dist.world, **host_info(dist.device),
+                    plan=trainer.plan.as_dict(), data_root=str(trainer.data.root),
+                    train_size=trainer.data.train_size, val_size=len(trainer.data.layout.val),
+                    train_eval_size=len(trainer.data.train_eval_indices), total_steps=trainer.total_steps,
+                    train_time_s=0.0,
+                )
+                print(f"run directory: {run.path}")
             print(f"plan: {trainer.plan}")
             print(f"{trainer.total_steps} steps = {recipe.epochs:g} epochs of {trainer.data.train_size} images")
-            print(f"run directory: {run.path}")
         try:
-            status, reason = trainer.run(run, progress)
+            status, reason = trainer.run(run, state, progress)
         except BaseException as e:
             if run:
                 run.write_meta(status="failed", reason=f"{type(e).__name__}: {e}", end_time=now())
             raise
         if run:
             run.write_meta(status=status, reason=reason, end_time=now())
+            if status == "preempted":
+                print(f"preempted: checkpoint at step {state.step} in {run.path}")
         return run
     finally:
         distributed.shutdown()

@@ -1,0 +1,89 @@
+"""Checkpoints: everything needed to continue a run bit for bit.
+
+A checkpoint holds the model, the optimizer (with any VRGD statistics and
+GSNR momentum), the step to run next, the training-time and loss
+accumulators, and the RNG states (python, numpy, torch CPU and CUDA). The data
+position needs no state: the images of step s are a pure function of s
+(bench/data/sampling.py).
+
+Files are `ckpt-<step>.pt` in the run directory, written to a temporary file
+and renamed, so a crash during a write leaves the previous checkpoint intact;
+the newest `keep` are kept.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import pickle
+import random
+import tempfile
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from bench.engine.faults import crash_point
+from bench.errors import UserError
+
+FORMAT = "bench-checkpoint-1"
+
+
+def rng_state() -> dict:
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def path_for(run_dir: Path, step: int) -> Path:
+    return Path(run_dir) / f"ckpt-{step:09d}.pt"
+
+
+def existing(run_dir: Path) -> list[Path]:
+    return sorted(Path(run_dir).glob("ckpt-*.pt"))
+
+
+def save(run_dir: Path, step: int, state: dict, keep: int) -> Path:
+    """Write the checkpoint for `step` atomically, then drop all but the newest `keep`."""
+    path = path_for(run_dir, step)
+    buf = io.BytesIO()
+    torch.save({"format": FORMAT, "step": step, **state}, buf)
+    fd, tmp = tempfile.mkstemp(prefix=".ckpt-", suffix=".tmp", dir=run_dir)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(buf.getbuffer())
+            f.flush()
+            os.fsync(f.fileno())
+        crash_point("checkpoint", step)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    for old in existing(run_dir)[:-keep]:
+        old.unlink(missing_ok=True)
+    for stale in Path(run_dir).glob(".ckpt-*.tmp"):  # left by a crash during an earlier write
+        stale.unlink(missing_ok=True)
+    return path
+
+
+def load(path: Path, recipe_yaml: str) -> dict:
+    """Read a checkpoint of this recipe; anything else is a clear error."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=False)
+    except (OSError, EOFError, RuntimeError, pickle.UnpicklingError, zipfile.BadZipFile) as e:
+        raise UserError(f"{path}: unreadable checkpoint ({type(e).__name__}); delete it or start with --restart") from None
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        raise UserError(f"{path}: not a bench checkpoint (expected format {FORMAT}); start with --restart")
+    if state.get("recipe_yaml") != recipe_yaml:
+        raise UserError(f"{path}: checkpoint of a different recipe; resume with the recipe that made it, or --restart")
+    return state

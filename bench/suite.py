@@ -1,0 +1,66 @@
+"""`bench suite DIR`: run every recipe of a folder, then regenerate the analysis.
+
+A recipe whose results directory already holds a completed run of exactly the
+same resolved recipe is skipped, so a suite can be stopped and started again.
+Diverged runs are results (the papers' tables contain such collapses): the
+suite records them and goes on with the next recipe.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+from tqdm import tqdm
+
+from bench import recipe as recipe_mod
+from bench.errors import UserError
+
+
+def recipe_files(folder: Path) -> list[Path]:
+    if not folder.is_dir():
+        raise UserError(f"{folder}: no such recipe folder")
+    files = sorted(folder.rglob("*.yaml"))
+    if not files:
+        raise UserError(f"{folder}: no recipe files (*.yaml) in this folder")
+    return files
+
+
+def completed_run(results: Path, recipe: recipe_mod.Recipe) -> Path | None:
+    """A completed run of exactly this resolved recipe, if there is one."""
+    want = yaml.safe_load(recipe.to_yaml())
+    for meta in sorted((results / recipe.name).glob("*/meta.json")):
+        try:
+            done = json.loads(meta.read_text()).get("status") == "completed"
+            same = yaml.safe_load((meta.parent / "recipe.yaml").read_text()) == want
+        except (OSError, ValueError, yaml.YAMLError):
+            continue
+        if done and same:
+            return meta.parent
+    return None
+
+
+def run_suite(folder: Path, results: Path, sets: list[str] = ()) -> list[tuple[str, str]]:
+    """Run the folder's recipes in order; returns (recipe name, outcome) pairs."""
+    from bench.engine.train import train
+
+    recipes = [recipe_mod.load(p, sets) for p in recipe_files(folder)]  # all bad input first
+    names = [r.name for r in recipes]
+    if len(set(names)) != len(names):
+        raise UserError(f"{folder}: two recipes share a name; each recipe needs its own name")
+    outcomes = []
+    bar = tqdm(recipes, unit="run", desc="suite", dynamic_ncols=True)
+    for recipe in bar:
+        bar.set_postfix_str(recipe.name)
+        if completed_run(results, recipe):
+            outcomes.append((recipe.name, "skipped (completed before)"))
+            continue
+        run = train(recipe, results, progress=False)
+        outcomes.append((recipe.name, _status(run.path)))
+    return outcomes
+
+
+def _status(run: Path) -> str:
+    meta = json.loads((run / "meta.json").read_text())
+    return meta["status"] + (f" ({meta['reason']})" if meta.get("reason") else "")
