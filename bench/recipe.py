@@ -92,6 +92,17 @@ class ScheduleSpec(_Strict):
 
 class EvalSpec(_Strict):
     every_epochs: PositiveFloat = 1.0
+    stop_at_chance: int = Field(
+        2, ge=0, description="stop as diverged after this many consecutive evaluations after warm-up with "
+        "val_top1 at most 1.5x chance (0 = never)")
+
+
+class CheckpointSpec(_Strict):
+    """When to checkpoint (always also at the end); null cadences = at every evaluation."""
+
+    every_steps: PositiveInt | None = None
+    every_epochs: PositiveFloat | None = None
+    keep: PositiveInt = Field(2, description="newest checkpoints kept")
 
 
 class EngineSpec(_Strict):
@@ -119,6 +130,7 @@ class Recipe(_Strict):
     seed: int = 0
     eval: EvalSpec = EvalSpec()
     engine: EngineSpec = EngineSpec()
+    checkpoint: CheckpointSpec = CheckpointSpec()
     target_top1: float = Field(gt=0, le=100, description="percent; epochs-to-target uses the first eval at or above it")
 
     @model_validator(mode="after")
