@@ -1,0 +1,109 @@
+"""Optimizers for large-batch training: LARS, LAMB and the VRGD (GSNR) family, behind one factory.
+
+    opt = bench.optim.create(model, "vrgd_lars", lr=9.0, weight_decay=5e-5, gamma=0.1)
+
+Every optimizer is a torch.optim.Optimizer with the group interface of base.py (observe, step,
+diagnostics, reduces_gradients). `check(name, hparams)` validates a recipe's choice without
+building anything; `create` calls it too.
+"""
+
+import difflib
+import inspect
+
+import torch
+from torch import nn
+
+from bench.errors import UserError
+
+from .adamw import AdamW
+from .base import GroupOptimizer, validate
+from .lamb import LAMB
+from .lars import LARC, LARS
+from .sgd import SGD
+from .vrgd import VRGD, VRGDLAMB, VRGDSGD, VRGDAdam, VRGDLARS, gsnr_factors
+
+__all__ = [
+    "NAMES", "check", "create", "param_groups", "hyperparameters", "default_exclude", "gsnr_factors",
+    "GroupOptimizer", "SGD", "LARS", "LARC", "LAMB", "AdamW",
+    "VRGD", "VRGDSGD", "VRGDLARS", "VRGDAdam", "VRGDLAMB",
+]  # fmt: skip
+
+_REGISTRY = {
+    "sgd": SGD,
+    "lars": LARS,
+    "larc": LARC,
+    "lamb": LAMB,
+    "adamw": AdamW,
+    "vrgd_sgd": VRGDSGD,
+    "vrgd_lars": VRGDLARS,
+    "vrgd_adam": VRGDAdam,
+    "vrgd_lamb": VRGDLAMB,
+}
+NAMES = tuple(_REGISTRY)
+
+
+def hyperparameters(cls: type) -> dict:
+    """The keyword arguments an optimizer class accepts, with their defaults (lr has none: None).
+
+    Walks the class hierarchy, so a VRGD variant lists VRGD's options and its base optimizer's.
+    """
+    found = {}
+    for klass in reversed(cls.__mro__):
+        if issubclass(klass, GroupOptimizer) and klass is not GroupOptimizer and "__init__" in vars(klass):
+            for name, arg in inspect.signature(klass.__init__).parameters.items():
+                if name not in ("self", "params") and arg.kind is not arg.VAR_KEYWORD:
+                    found[name] = None if arg.default is arg.empty else arg.default
+    return found
+
+
+def _suggest(word: str, choices) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def check(name: str, hparams: dict) -> type:
+    """Validate an optimizer name and its hyperparameters (lr, weight_decay and the options); return its class.
+
+    Raises UserError for an unknown name, an unknown hyperparameter or a bad value.
+    """
+    if name not in _REGISTRY:
+        raise UserError(f"unknown optimizer {name!r}{_suggest(str(name), NAMES)}; valid names are: {', '.join(NAMES)}.")
+    cls = _REGISTRY[name]
+    valid = hyperparameters(cls)
+    for key in hparams:
+        if key not in valid:
+            raise UserError(
+                f"unknown hyperparameter {key!r} for optimizer {name!r}{_suggest(str(key), valid)}; "
+                f"valid ones are: {', '.join(sorted(valid))}."
+            )
+    validate(hparams)
+    return cls
+
+
+def default_exclude(p: torch.Tensor) -> bool:
+    """BatchNorm weights and biases and every bias: the tensors with ndim <= 1."""
+    return p.ndim <= 1
+
+
+def param_groups(model_or_params, exclude=default_exclude) -> list:
+    """Param groups for a module or an iterable of tensors: excluded tensors (`exclude(p)` true) go in a
+    group with weight_decay=0 and adapt=False (no trust ratio; LARS and LAMB read it). A list of
+    param-group dicts is returned as given. exclude=None excludes nothing."""
+    if isinstance(model_or_params, nn.Module):
+        params = [p for p in model_or_params.parameters() if p.requires_grad]
+    else:
+        params = list(model_or_params)
+        if params and isinstance(params[0], dict):
+            return params
+    flags = [exclude is not None and exclude(p) for p in params]
+    kept = [p for p, flag in zip(params, flags) if not flag]
+    excluded = [p for p, flag in zip(params, flags) if flag]
+    groups = [{"params": kept}] if kept else []
+    return groups + ([{"params": excluded, "weight_decay": 0.0, "adapt": False}] if excluded else [])
+
+
+def create(model_or_params, name: str, lr: float, weight_decay: float = 0.0, *, exclude=default_exclude, **hparams):
+    """Build the optimizer registered as `name` (see NAMES) over `model_or_params` (param_groups explains
+    the exclusion groups and `exclude`). lr is the peak learning rate; a scheduler sets group["lr"]."""
+    cls = check(name, {"lr": lr, "weight_decay": weight_decay, **hparams})
+    return cls(param_groups(model_or_params, exclude), lr=lr, weight_decay=weight_decay, **hparams)

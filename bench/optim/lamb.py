@@ -1,0 +1,44 @@
+"""LAMB: layer-wise adaptive moments (You et al., "Large Batch Optimization for Deep Learning:
+Training BERT in 76 minutes", arXiv 1904.00962); reference: timm `timm/optim/lamb.py`."""
+
+import torch
+
+from .adamw import adam_moments
+from .base import GroupOptimizer, norms
+
+
+class LAMB(GroupOptimizer):
+    """LAMB with bias-corrected moments and the weight decay inside the trust ratio:
+
+        m = b1 * m + (1 - b1) * g;   v = b2 * v + (1 - b2) * g^2;   bias-corrected m_hat, v_hat
+        u     = m_hat / (sqrt(v_hat) + eps) + wd * w
+        trust = ||w|| / ||u||             1 where either norm is 0
+        w     = w - lr * trust * u
+
+    Tensors of a group without `adapt` (create() puts ndim <= 1 tensors in a group with
+    adapt=False and weight_decay=0) use trust = 1. No global gradient clipping.
+
+    Args:
+        params: tensors or param-group dicts.
+        lr: learning rate.
+        weight_decay: decoupled weight decay, inside the trust ratio (default 0).
+        betas: (b1, b2) (default (0.9, 0.999)).
+        eps: added to sqrt(v_hat) (default 1e-6, the paper's).
+    """
+
+    def __init__(self, params, lr, weight_decay=0.0, betas=(0.9, 0.999), eps=1e-6):
+        super().__init__(params, dict(lr=lr, weight_decay=weight_decay, betas=betas, eps=eps, adapt=True))
+
+    def _update(self, group, params, grads):
+        lr, wd = group["lr"], group["weight_decay"]
+        exp_avgs, denom = adam_moments(self, group, params, grads)
+        update = torch._foreach_div(exp_avgs, denom)  # u = m_hat / (sqrt(v_hat) + eps) + wd * w
+        if wd:
+            torch._foreach_add_(update, params, alpha=wd)
+        if group["adapt"]:  # trust = ||w|| / ||u||
+            w_norm, u_norm = norms(params), norms(update)
+            trust = torch.where((w_norm > 0) & (u_norm > 0), w_norm / u_norm, 1.0)
+            self._trust.append(trust)
+        else:
+            trust = torch.ones(len(params), dtype=params[0].dtype, device=params[0].device)
+        torch._foreach_addcmul_(params, update, trust.unbind(0), value=-lr)  # w = w - lr * trust * u

@@ -1,0 +1,86 @@
+"""LARS and LARC: layer-wise adaptive rate scaling with the MLPerf ResNet-50 reference semantics.
+
+Paper: You, Gitman, Ginsburg, "Large Batch Training of Convolutional Networks", arXiv 1708.03888.
+Reference: MLPerf Training ResNet (TensorFlow) `lars_optimizer.py`; timm `timm/optim/lars.py`.
+"""
+
+import torch
+
+from .base import GroupOptimizer, norms
+
+
+class LARS(GroupOptimizer):
+    """LARS as in the MLPerf ResNet-50 reference: lr and the trust ratio sit inside the momentum buffer.
+
+    Per tensor of a group with `adapt` (the default; create() puts ndim <= 1 tensors in a group
+    with adapt=False and weight_decay=0):
+
+        trust = eta * ||w|| / (||g|| + wd * ||w|| + eps)
+        trust = 1                 where ||w|| == 0 or ||g|| == 0
+        v     = m * v + lr * trust * (g + wd * w)
+        w     = w - v                             nesterov: w = w - (m * v + lr * trust * (g + wd * w))
+
+    Tensors of a group without `adapt` use trust = 1.
+
+    lr inside the buffer (MLPerf/TF) rather than outside (torch.optim.SGD, timm Lars: v = m*v + d;
+    w -= lr*v): the two agree at constant lr and differ when lr changes between steps (warm-up,
+    decay); inside, a step's lr scales only that step's gradient. The buffer starts at zero, so
+    step 1 is v = lr * trust * (g + wd * w), as in the reference.
+
+    Args:
+        params: tensors or param-group dicts.
+        lr: learning rate.
+        weight_decay: L2 penalty, added to the gradient inside the trust ratio (default 0).
+        momentum: momentum factor m (default 0.9).
+        eta: trust coefficient (default 1e-3, MLPerf).
+        eps: added to the trust ratio's denominator (default 0, MLPerf; the zero-norm guard avoids 0/0).
+        nesterov: Nesterov momentum as TF applies it (default False).
+    """
+
+    clip = False  # LARC
+
+    def __init__(self, params, lr, weight_decay=0.0, momentum=0.9, eta=1e-3, eps=0.0, nesterov=False):
+        defaults = dict(lr=lr, weight_decay=weight_decay, momentum=momentum, eta=eta, eps=eps, nesterov=nesterov)
+        super().__init__(params, {**defaults, "adapt": True})
+
+    def _update(self, group, params, grads, trust_grads=None):
+        """trust_grads: the tensors whose norms enter the trust ratio (default: grads)."""
+        lr, wd, m = group["lr"], group["weight_decay"], group["momentum"]
+        bufs = self._state(params, "momentum_buffer")
+        if group["adapt"]:
+            trust = self._trust_ratio(group, params, grads if trust_grads is None else trust_grads)
+        else:
+            trust = torch.ones(len(params), dtype=params[0].dtype, device=params[0].device)
+        scale = (lr * trust).unbind(0)
+        torch._foreach_mul_(bufs, m)  # v = m * v + lr * trust * (g + wd * w)
+        torch._foreach_addcmul_(bufs, grads, scale)
+        if wd:
+            scale_wd = (lr * wd * trust).unbind(0)
+            torch._foreach_addcmul_(bufs, params, scale_wd)
+        if group["nesterov"]:  # w = w - (m * v + lr * trust * (g + wd * w))
+            if wd:
+                torch._foreach_addcmul_(params, params, scale_wd, value=-1)
+            torch._foreach_addcmul_(params, grads, scale, value=-1)
+            torch._foreach_add_(params, bufs, alpha=-m)
+        else:  # w = w - v
+            torch._foreach_sub_(params, bufs)
+
+    def _trust_ratio(self, group, params, grads):
+        w_norm, g_norm = norms(params), norms(grads)
+        trust = group["eta"] * w_norm / (g_norm + group["weight_decay"] * w_norm + group["eps"])
+        trust = torch.where((w_norm > 0) & (g_norm > 0), trust, 1.0)
+        if self.clip:
+            trust = torch.clamp(trust / group["lr"], max=1.0)
+        self._trust.append(trust)
+        return trust
+
+
+class LARC(LARS):
+    """LARS with LARC trust clipping (NVIDIA apex LARC clip mode, timm `trust_clip`):
+
+        trust = min(trust / lr, 1)      so lr * trust = min(trust_lars, lr): no tensor's step exceeds lr
+
+    Everything else, and the options, as LARS.
+    """
+
+    clip = True

@@ -1,0 +1,204 @@
+"""VRGD: variance-reduced gradient descent from the gradient signal-to-noise ratio (GSNR).
+
+Paper: "Accelerating Large Batch Training via Gradient Signal to Noise Ratio (GSNR)", arXiv 2309.13681.
+No official code was published: the GSNR core is the paper's Algorithm 1 (`gsnr_factors`), the
+variants follow its prose. VRGD is a mixin: `VRGDLARS(VRGD, LARS)` runs LARS's own update on the
+variance-reduced gradient, so every variant shares its base optimizer's code.
+"""
+
+import torch
+import torch.distributed as dist
+
+from .adamw import AdamW
+from .base import GroupOptimizer, validate
+from .lamb import LAMB
+from .lars import LARS
+from .sgd import SGD
+
+
+def gsnr_factors(mean, sumsq, k: int, layers, numels, gamma: float, eps: float):
+    """The GSNR core, in place on flat fp32 buffers; one call covers every parameter tensor.
+
+        var = (1/k) sum_d g_d^2 - g_bar^2           population variance over the k groups
+        r   = g_bar^2 / (var + eps)
+        r   = clip(r / mean(r over the tensor), gamma, 1)
+
+    mean: g_bar; sumsq: sum_d g_d^2, overwritten with the factors r; layers: views of sumsq, one
+    per parameter tensor, of sizes `numels`. A tensor whose r is 0 everywhere (g_bar == 0) keeps
+    r = 0 before clipping. Returns (fraction of all coordinates clipped at gamma, mean of r over
+    all coordinates before normalising), as 0-d tensors.
+    """
+    r = sumsq.addcmul_(mean, mean, value=-k)  # k * var = sum_d g_d^2 - k * g_bar^2
+    r.clamp_(min=0).add_(k * eps)  # k * (var + eps); rounding can make var slightly negative
+    torch.div(mean, r, out=r).mul_(mean)  # r / k = g_bar^2 / (k * (var + eps))
+    sums = torch.stack(torch._foreach_norm(layers, 1))  # per tensor sum of r / k (r >= 0)
+    layer_mean = sums / numels
+    torch._foreach_mul_(layers, torch.where(layer_mean > 0, 1 / layer_mean, 0.0).unbind(0))  # r / mean(r)
+    clipped = (r < gamma).sum() / r.numel()
+    r.clamp_(gamma, 1.0)
+    return clipped, sums.sum() * (k / r.numel())
+
+
+def _views(flat, params) -> dict:
+    """One view of `flat` per parameter, with its shape and strides (parameters are dense tensors)."""
+    views, offset = {}, 0
+    for p in params:
+        views[p] = flat[offset : offset + p.numel()].as_strided(p.shape, p.stride())
+        offset += p.numel()
+    return views
+
+
+class VRGD(GroupOptimizer):
+    """Mixin that feeds a base optimizer the variance-reduced gradient of the k observed groups:
+
+        g_bar = (1/k) sum_d g_d
+        r     = gsnr_factors(...)                                  see gsnr_factors: clip(r / mean(r), gamma, 1)
+        r     = p_hat,  p = b3 * p + (1 - b3) * r,  p_hat = p / (1 - b3^t)           only when beta3 > 0
+        g_vr  = r * g_bar                                          the base optimizer's gradient
+
+    Group interface: observe() adds each p.grad into one flat fp32 buffer [sum_d g_d | sum_d g_d^2 |
+    k] (2 floats per parameter element) and sets p.grad to None (the next backward then writes its
+    gradient rather than adding it to zeros); a parameter without a gradient in a group counts as a
+    zero gradient there. step() needs k >= 2 groups (RuntimeError otherwise); under
+    torch.distributed it all-reduces the buffer (SUM, one call: the runner keeps DDP from
+    all-reducing, `reduces_gradients = True`), sets p.grad to g_bar (a view of the buffer, valid
+    until the next observe()), applies the base update with g_vr, and starts new statistics.
+
+    Every tensor gets GSNR factors, including those excluded from weight decay and trust ratios.
+    All parameters must be on one device. state_dict() holds the GSNR momentum and its step
+    counter but not the statistics of a step in progress: save between steps.
+
+    Args (the OPEN choices of the paper marked):
+        gamma: lower clip of the factors (default 0.1, every experiment in the paper); 1 gives back
+            the base optimizer.
+        gsnr_eps: added to the variance (OPEN, the paper has none; default 1e-12: inert next to
+            ResNet-50 gradient variances, ~1e-8 at 64 samples a group, and it keeps zero-variance
+            coordinates finite). With all groups identical (var = 0) r is proportional to g_bar^2,
+            so the factors are clip(g_bar^2 / mean(g_bar^2), gamma, 1): finite, no NaN.
+        beta3: GSNR momentum (0 = off). Default 0.9 for VRGDAdam and VRGDLAMB (the paper), 0 for
+            VRGDSGD and VRGDLARS (OPEN: the paper names it only for Adam and LAMB). It costs one
+            more fp32 tensor per parameter, kept in the optimizer state.
+        gsnr_bias_correction: divide the GSNR momentum by (1 - b3^t) (OPEN; default True). The state
+            holds p_hat, updated as p_hat = lerp(p_hat, r, (1 - b3) / (1 - b3^t)).
+        **base: the base optimizer's arguments.
+    """
+
+    reduces_gradients = True
+
+    def __init__(self, params, *, gamma=0.1, gsnr_eps=1e-12, beta3=0.0, gsnr_bias_correction=True, **base):
+        validate(dict(gamma=gamma, gsnr_eps=gsnr_eps, beta3=beta3, gsnr_bias_correction=gsnr_bias_correction))
+        super().__init__(params, **base)
+        self.gamma, self.gsnr_eps, self.beta3, self.gsnr_bias_correction = gamma, gsnr_eps, beta3, gsnr_bias_correction
+        self.gsnr_step = 0
+        self._stats = None  # flat [sum_d g_d | sum_d g_d^2 | k], allocated by the first observe()
+        self._gsnr = None  # (clip fraction, mean r) of the last step
+
+    def _allocate(self):
+        params = [p for group in self.param_groups for p in group["params"]]
+        n = sum(p.numel() for p in params)
+        self._stats = torch.zeros(2 * n + 1, dtype=torch.float32, device=params[0].device)
+        self._sum, self._sumsq = _views(self._stats[:n], params), _views(self._stats[n : 2 * n], params)
+        self._numels = torch.tensor([p.numel() for p in params], dtype=torch.float32, device=params[0].device)
+
+    @torch.no_grad()
+    def observe(self):
+        """Add the current p.grad of every parameter to the statistics as one group's gradient."""
+        if self._stats is None:
+            self._allocate()
+        if self._groups == 0:
+            self._stats.zero_()
+        params = [p for p in self._sum if p.grad is not None]
+        grads = [p.grad for p in params]
+        if grads:
+            torch._foreach_add_([self._sum[p] for p in params], grads)  # sum += g_d
+            torch._foreach_addcmul_([self._sumsq[p] for p in params], grads, grads)  # sumsq += g_d^2
+        for p in params:
+            p.grad = None
+        self._groups += 1
+
+    def _gradients(self):
+        k = self._reduce()
+        if k < 2:
+            raise RuntimeError(
+                f"{type(self).__name__}.step() needs the gradients of at least 2 groups, got {k}: "
+                "call observe() after each group's backward"
+            )
+        n = (self._stats.numel() - 1) // 2
+        mean, r = self._stats[:n], self._stats[n : 2 * n]
+        mean.div_(k)  # g_bar = (1/k) sum_d g_d
+        layers = list(self._sumsq.values())
+        self._gsnr = gsnr_factors(mean, r, k, layers, self._numels, self.gamma, self.gsnr_eps)
+        if self.beta3:
+            self.gsnr_step += 1
+            weight = (1 - self.beta3) / (1 - self.beta3**self.gsnr_step if self.gsnr_bias_correction else 1)
+            momenta = self._state(list(self._sumsq), "gsnr_momentum", torch.float32)
+            torch._foreach_lerp_(momenta, layers, weight)  # p = b3 * p + (1 - b3) * r, bias-corrected
+            torch._foreach_copy_(layers, momenta)
+        r.mul_(mean)  # g_vr = r * g_bar
+        for p, g_bar in self._sum.items():
+            p.grad = g_bar if g_bar.dtype == p.dtype else g_bar.to(p.dtype)
+        for group in self.param_groups:
+            yield group, group["params"], [self._sumsq[p] for p in group["params"]]
+
+    def _reduce(self) -> int:
+        """The number of groups k over all ranks; all-reduces the statistics when distributed."""
+        if self._stats is None or not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
+            return self._groups
+        self._stats[-1] = self._groups
+        dist.all_reduce(self._stats)
+        return int(self._stats[-1])
+
+    def diagnostics(self):
+        """Base diagnostics plus gsnr_clip_frac (fraction of all coordinates clipped at gamma) and
+        gsnr_r_mean (mean GSNR r over all coordinates, before normalising and clipping)."""
+        out = super().diagnostics()
+        if self._gsnr is not None:
+            out.update(gsnr_clip_frac=float(self._gsnr[0]), gsnr_r_mean=float(self._gsnr[1]))
+        return out
+
+    def state_dict(self):
+        return {**super().state_dict(), "gsnr_step": self.gsnr_step}
+
+    def load_state_dict(self, state_dict):
+        state_dict = dict(state_dict)
+        self.gsnr_step = state_dict.pop("gsnr_step")
+        super().load_state_dict(state_dict)
+
+
+class VRGDSGD(VRGD, SGD):
+    """VR-Momentum: momentum SGD (sgd.py) on the variance-reduced gradient. Options: VRGD's and SGD's."""
+
+
+class VRGDLARS(VRGD, LARS):
+    """VR-LARS: LARS (lars.py) on the variance-reduced gradient. Options: VRGD's, LARS's and
+
+    trust_grad: the gradient whose norm enters LARS' trust ratio (OPEN). "vr" (default): ||g_vr||;
+        LARS sees only g_vr, so a layer's step keeps LARS' size (about lr * eta * ||w||) and VRGD
+        redistributes it inside the layer. "mean": ||g_bar||; the layer's step also shrinks with
+        its factors.
+    """
+
+    def __init__(self, params, *, trust_grad="vr", **kwargs):
+        validate({"trust_grad": trust_grad})
+        super().__init__(params, **kwargs)
+        self.trust_grad = trust_grad
+
+    def _update(self, group, params, grads):
+        trust_grads = [p.grad for p in params] if self.trust_grad == "mean" else grads  # p.grad is g_bar here
+        super()._update(group, params, grads, trust_grads)
+
+
+class VRGDAdam(VRGD, AdamW):
+    """VR-Adam: AdamW (adamw.py) with p_hat * g_bar fed into the moments (GSNR before the moments,
+    not on the final update). GSNR momentum on: beta3 = 0.9. Options: VRGD's and AdamW's."""
+
+    def __init__(self, params, *, beta3=0.9, **kwargs):
+        super().__init__(params, beta3=beta3, **kwargs)
+
+
+class VRGDLAMB(VRGD, LAMB):
+    """VR-LAMB: VR-Adam then LAMB's trust ratio (lamb.py). GSNR momentum on: beta3 = 0.9.
+    Options: VRGD's and LAMB's."""
+
+    def __init__(self, params, *, beta3=0.9, **kwargs):
+        super().__init__(params, beta3=beta3, **kwargs)
