@@ -1,18 +1,89 @@
-"""`bench report`, `bench table`, `bench plot`: analysis from run directories."""
+"""`bench report`, `bench table`, `bench plot`, and `regenerate()` for `bench suite`.
+
+    bench report [PATH...] [--runs] [--format markdown|csv|latex]
+    bench table NAME [PATH...] [--format markdown|csv|latex] [--baseline OPTIMIZER]
+    bench plot [PATH...] --out DIR
+
+PATH: run directories or results trees (any folder holding run directories).
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from bench.analysis.render import FORMATS
+
+TABLE_NAMES = ("vrgd-imagenet", "vrgd-gap", "vrgd-cifar10", "mlperf-epochs", "compare")
+EXTENSIONS = {"markdown": "md", "csv": "csv"}
+
 
 def cmd_report(args) -> int:
     from bench.analysis import report, results
 
-    print(report.render(results.load(args.paths)))
+    print(report.render(results.load(args.paths), args.format, per_run=args.runs), end="")
     return 0
 
 
+def cmd_table(args) -> int:
+    from bench.analysis import results, tables
+    from bench.analysis.render import render
+
+    table = tables.build(args.name, results.load_study(args.paths), args.baseline)
+    print(render(table, args.format), end="")
+    return 0
+
+
+def cmd_plot(args) -> int:
+    from bench.analysis import plots, results
+
+    for path in plots.plot_all(results.load_study(args.paths), args.out):
+        print(path)
+    return 0
+
+
+def regenerate(results_dir: str | Path, plots_dir: str | Path, baseline: str | None = None) -> list[Path]:
+    """Rewrite the report and tables (markdown and csv, in `results_dir`) and the plots (in `plots_dir`) of one
+    results tree; returns the files written. Paper tables are written only when some run is in their setting."""
+    from bench.analysis import plots, report, results, tables
+    from bench.analysis.render import render
+    from bench.engine.rundir import atomic_write
+
+    results_dir = Path(results_dir)
+    study = results.load_study([results_dir])
+    outputs = {"report": report.table(study.runs), "compare": tables.build("compare", study, baseline)}
+    for name, setting in tables.NEEDS.items():
+        if (study.groups["paper"] == setting).any():
+            outputs[name] = tables.build(name, study, baseline)
+    written = []
+    for name, table in outputs.items():
+        for fmt, ext in EXTENSIONS.items():
+            path = results_dir / f"{name}.{ext}"
+            atomic_write(path, render(table, fmt))
+            written.append(path)
+    return written + plots.plot_all(study, plots_dir)
+
+
 def add_parsers(sub, default_results: Path) -> None:
-    s = sub.add_parser("report", help="summarise run directories")
-    s.add_argument("paths", nargs="*", default=[str(default_results)], metavar="PATH")
+    where = dict(nargs="*", default=[str(default_results)], metavar="PATH",
+                 help=f"run directories or results trees (default: {default_results})")
+    fmt = dict(choices=FORMATS, default="markdown", help="output format (default: %(default)s)")
+
+    s = sub.add_parser("report", help="one row per recipe (seeds aggregated), or per run")
+    s.add_argument("paths", **where)
+    s.add_argument("--runs", action="store_true", help="one row per run instead of per recipe")
+    s.add_argument("--format", **fmt)
     s.set_defaults(func=cmd_report)
+
+    s = sub.add_parser("table", help="a paper's table side by side with measured runs, or `compare`",
+                       description="Tables: " + ", ".join(TABLE_NAMES) + ".")
+    s.add_argument("name", metavar="NAME", help=" | ".join(TABLE_NAMES))
+    s.add_argument("paths", **where)
+    s.add_argument("--format", **fmt)
+    s.add_argument("--baseline", metavar="OPTIMIZER", help="compare: the optimizer B of the speedups "
+                   "(default: lars, else sgd, else the first by name)")
+    s.set_defaults(func=cmd_table)
+
+    s = sub.add_parser("plot", help="figures (PNG and SVG) of the runs")
+    s.add_argument("paths", **where)
+    s.add_argument("--out", default="plots", metavar="DIR", help="output folder (default: %(default)s)")
+    s.set_defaults(func=cmd_plot)

@@ -1,29 +1,62 @@
-"""Load run directories into one DataFrame with the metrics users compare.
+"""Load run directories into DataFrames: one row per run, its evaluation curve, seed aggregates.
 
-Definitions (also printed under every report):
-- val_top1: validation Top-1 (%) at the last evaluation; best_val_top1 the maximum.
-- train_eval_top1: Top-1 (%) on the fixed train-eval subset (training images,
-  validation transforms, as many as the validation set) at the last evaluation.
-- gap_top1 = train_eval_top1 - val_top1 (percentage points), the generalization gap.
-- epochs_to_target: epoch of the first evaluation with val_top1 >= target_top1;
-  infinity when no evaluation reached it.
+Per run (`Study.runs`, `load()`):
+- val_top1 / val_top5 / train_eval_top1: Top-1/Top-5 (%) at the last evaluation;
+  best_val_top1 / best_val_top5 the maximum over evaluations. A diverged run has
+  no final model, so its final values are empty (NaN); its best values remain.
+- gap_top1 = train_eval_top1 - val_top1 (percentage points) and
+  gap_loss = val_loss - train_eval_loss, both at the last evaluation.
+- steps / epochs / images / seconds_to_target: `step`, `epoch`, `images_seen`
+  and `train_time_s` (training time only) of the first evaluation with
+  val_top1 >= target_top1. Infinity when a finished run (completed or diverged)
+  never reached it; NaN while an unfinished run has not reached it yet.
+
+Seeds (`Study.groups`): runs whose resolved recipes are equal once the fields in
+SEED_NEUTRAL are removed form one group (`group`, a hash of what is left). They
+are aggregated as mean, `<metric>_std` (sample std, NaN for one run) and `n`, over
+the group's finished runs (completed or diverged); only a group with no finished
+run is aggregated over its unfinished runs. A mean of steps-to-target is infinite
+when any seed missed the target (`n_reached` says how many reached it).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import yaml
 
+from bench.analysis.paper import paper_setting, setting_label
+from bench.engine.rundir import METRIC_COLUMNS
 from bench.errors import UserError
 
-DEFINITIONS = (
-    "val_top1 / train_eval_top1: Top-1 (%) at the last evaluation; gap = train_eval_top1 - val_top1 (pp); "
-    "epochs_to_target: first evaluation with val_top1 >= target_top1 (inf = never reached)."
+# Removed from the resolved recipe before comparing runs for seed aggregation:
+# the run's identity (name, seed) and fields that do not change the mathematics
+# of training (loader threads, eval batch, how unreadable files are reported,
+# which loader backend - all backends give the same crops - compile/memory
+# format). micro_batch and gsnr_groups are replaced by the batch plan that ran
+# (meta.json), since `auto` resolves per machine and both change the maths
+# (BatchNorm statistics, the VRGD group count k).
+SEED_NEUTRAL = (
+    ("name",), ("seed",), ("micro_batch",), ("gsnr_groups",),
+    ("data", "workers"), ("data", "eval_batch"), ("data", "strict"), ("data", "loader"),
+    ("engine", "compile"), ("engine", "channels_last"), ("engine", "micro_batch_cap"),
 )
+# What makes two groups comparable ("the same problem"): model, dataset, image size, target.
+SETTING_KEYS = (("model",), ("data", "dataset"), ("data", "path"), ("data", "synth"), ("data", "digits"),
+                ("data", "image_size"), ("data", "train_eval_size"), ("target_top1",))
+FINISHED = ("completed", "diverged")
+TO_TARGET = {"steps_to_target": "step", "epochs_to_target": "epoch", "images_to_target": "images_seen",
+             "seconds_to_target": "train_time_s"}
+FINAL = {"val_top1": "val_top1", "val_top5": "val_top5", "train_eval_top1": "train_eval_top1"}
+# Aggregated over seeds (mean and std).
+AGG_METRICS = ("val_top1", "best_val_top1", "val_top5", "best_val_top5", "train_eval_top1", "gap_top1", "gap_loss",
+               "epochs", "steps", "train_time_s", *TO_TARGET)
 
 
 def find_runs(paths: list[str | Path]) -> list[Path]:
@@ -36,41 +69,244 @@ def find_runs(paths: list[str | Path]) -> list[Path]:
         if not found:
             raise UserError(f"{p}: no run directories (folders with meta.json) found")
         runs += found
-    return runs
+    return list(dict.fromkeys(runs))
 
 
-def load_metrics(run: Path) -> pd.DataFrame:
-    path = run / "metrics.csv"
-    return pd.read_csv(path) if path.is_file() else pd.DataFrame()
-
-
-def summarize(run: Path) -> dict:
-    """One row of the report for one run directory."""
+def read_recipe_and_meta(run: Path) -> tuple[dict, dict]:
     try:
         meta = json.loads((run / "meta.json").read_text())
         recipe = yaml.safe_load((run / "recipe.yaml").read_text())
     except (OSError, ValueError, yaml.YAMLError) as e:
-        raise UserError(f"{run}: not a readable run directory ({e})") from None
-    metrics = load_metrics(run)
-    target = recipe["target_top1"]
+        raise UserError(f"{run}: not a readable run directory ({type(e).__name__}: {e})") from None
+    if not isinstance(meta, dict) or not isinstance(recipe, dict):
+        raise UserError(f"{run}: meta.json and recipe.yaml must each hold a mapping")
+    for key in ("name", "optimizer", "global_batch", "target_top1"):
+        if key not in recipe:
+            raise UserError(f"{run / 'recipe.yaml'}: missing key '{key}' (not a resolved bench recipe)")
+    if not isinstance(recipe["optimizer"], dict) or "name" not in recipe["optimizer"]:
+        raise UserError(f"{run / 'recipe.yaml'}: missing key 'optimizer.name'")
+    return recipe, meta
+
+
+def read_metrics(run: Path) -> pd.DataFrame:
+    """metrics.csv with every METRIC_COLUMNS column as numbers (empty before the first evaluation)."""
+    path = run / "metrics.csv"
+    if not path.is_file():
+        return pd.DataFrame(columns=list(METRIC_COLUMNS), dtype=float)
+    try:
+        metrics = pd.read_csv(path)
+    except (ValueError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+        raise UserError(f"{path}: not a readable metrics file ({type(e).__name__}: {e})") from None
+    missing = [c for c in METRIC_COLUMNS if c not in metrics.columns]
+    if missing:
+        raise UserError(f"{path}: missing column(s) {', '.join(missing)}; expected {', '.join(METRIC_COLUMNS)}")
+    try:
+        metrics = metrics[list(METRIC_COLUMNS)].apply(pd.to_numeric)
+    except (ValueError, TypeError) as e:
+        raise UserError(f"{path}: a value is not a number ({e})") from None
+    return metrics
+
+
+def read_events(run: str | Path) -> pd.DataFrame:
+    """events.jsonl as a DataFrame (one row per step); a truncated last line is skipped."""
+    path = Path(run) / "events.jsonl"
+    if not path.is_file():
+        return pd.DataFrame()
+    rows = []
+    lines = path.read_text().splitlines()
+    for i, line in enumerate(lines):
+        try:
+            row = json.loads(line)
+        except ValueError:
+            if i == len(lines) - 1:  # the append-only log of a killed run may end mid-line
+                break
+            raise UserError(f"{path}: line {i + 1} is not JSON") from None
+        if isinstance(row, dict):
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _drop(tree: dict, paths) -> dict:
+    out = json.loads(json.dumps(tree))  # a deep copy
+    for path in paths:
+        node = out
+        for part in path[:-1]:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node.pop(path[-1], None)
+    return out
+
+
+def _pick(tree: dict, paths) -> dict:
+    out = {}
+    for path in paths:
+        node = tree
+        for part in path:
+            node = node.get(part) if isinstance(node, dict) else None
+        out[".".join(path)] = node
+    return out
+
+
+def digest(obj) -> str:
+    return hashlib.sha1(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:8]
+
+
+def seed_key(recipe: dict, meta: dict) -> dict:
+    """What must be equal for two runs to count as seeds of one recipe (see SEED_NEUTRAL)."""
+    plan = meta.get("plan") or {}
+    key = _drop(recipe, SEED_NEUTRAL)
+    key["plan"] = {"micro_batch": plan.get("micro_batch", recipe.get("micro_batch")),
+                   "gsnr_groups": plan.get("gsnr_groups", recipe.get("gsnr_groups"))}
+    return key
+
+
+def first_at_or_above(curve: pd.DataFrame, threshold: float) -> pd.Series | None:
+    """The first evaluation whose val_top1 is at or above `threshold` (None when there is none)."""
+    reached = curve[curve["val_top1"] >= threshold]
+    return reached.iloc[0] if len(reached) else None
+
+
+def to_target(curve: pd.DataFrame, threshold: float, finished: bool) -> dict[str, float]:
+    """steps/epochs/images/seconds at the first evaluation >= threshold; inf when a finished run never got there."""
+    row = first_at_or_above(curve, threshold)
+    miss = math.inf if finished else math.nan
+    return {name: (float(row[col]) if row is not None else miss) for name, col in TO_TARGET.items()}
+
+
+def summarize(run: Path) -> tuple[dict, pd.DataFrame]:
+    """One run's row and its evaluation curve."""
+    recipe, meta = read_recipe_and_meta(run)
+    metrics = read_metrics(run)
+    status = meta.get("status", "unknown")
+    diverged, finished = status == "diverged", status in FINISHED
+    target = float(recipe["target_top1"])
+    data = recipe.get("data") or {}
+    setting = _pick(recipe, SETTING_KEYS)
+    paper = paper_setting(recipe, meta)
     row = {
-        "recipe": recipe["name"], "optimizer": recipe["optimizer"]["name"], "global_batch": recipe["global_batch"],
-        "seed": recipe["seed"], "status": meta.get("status"), "run": str(run),
-        "epochs": math.nan, "val_top1": math.nan, "best_val_top1": math.nan, "val_top5": math.nan,
-        "train_eval_top1": math.nan, "gap_top1": math.nan, "target_top1": target, "epochs_to_target": math.inf,
-        "train_time_s": meta.get("train_time_s", math.nan),
+        "recipe": recipe["name"], "optimizer": recipe["optimizer"]["name"], "global_batch": int(recipe["global_batch"]),
+        "seed": recipe.get("seed"), "status": status, "reason": meta.get("reason"), "diverged": diverged,
+        "finished": finished, "run": str(run), "group": digest(seed_key(recipe, meta)), "setting": digest(setting),
+        "setting_label": setting_label(recipe, meta, paper), "paper": paper,
+        "model": (recipe.get("model") or {}).get("name"), "dataset": data.get("dataset"),
+        "image_size": data.get("image_size"), "lr": recipe["optimizer"].get("lr"),
+        "planned_epochs": recipe.get("epochs"), "train_size": meta.get("train_size"),
+        "target_top1": target, "train_time_s": float(meta.get("train_time_s") or math.nan),
+        "evaluations": len(metrics), "epochs": math.nan, "steps": math.nan, "images": math.nan,
+        **{name: math.nan for name in FINAL}, "best_val_top1": math.nan, "best_val_top5": math.nan,
+        "gap_top1": math.nan, "gap_loss": math.nan,
+        **to_target(metrics, target, finished),
     }
-    if not metrics.empty:
+    if len(metrics):
         last = metrics.iloc[-1]
-        reached = metrics[metrics["val_top1"] >= target]
-        row.update(
-            epochs=last["epoch"], val_top1=last["val_top1"], best_val_top1=metrics["val_top1"].max(),
-            val_top5=last["val_top5"], train_eval_top1=last["train_eval_top1"],
-            gap_top1=last["train_eval_top1"] - last["val_top1"],
-            epochs_to_target=reached["epoch"].iloc[0] if len(reached) else math.inf,
-        )
-    return row
+        row.update(epochs=last["epoch"], steps=last["step"], images=last["images_seen"],
+                   best_val_top1=metrics["val_top1"].max(), best_val_top5=metrics["val_top5"].max())
+        if not diverged:
+            row.update({name: last[col] for name, col in FINAL.items()})
+            row.update(gap_top1=last["train_eval_top1"] - last["val_top1"],
+                       gap_loss=last["val_loss"] - last["train_eval_loss"])
+    return row, metrics.assign(run=str(run))
+
+
+def mean_std(values) -> tuple[float, float]:
+    """Mean and sample std over runs; an infinite value (a missed target) makes the mean infinite, the std NaN."""
+    values = pd.Series(values, dtype=float)
+    if np.isinf(values).any():
+        return math.inf, math.nan
+    return values.mean(), values.std()
+
+
+def _status_summary(statuses: pd.Series) -> str:
+    counts = statuses.value_counts()
+    return ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+
+
+def _common_name(names: list[str]) -> str:
+    unique = sorted(set(names))
+    if len(unique) == 1:
+        return unique[0]
+    prefix = unique[0]
+    for name in unique[1:]:
+        while not name.startswith(prefix):
+            prefix = prefix[:-1]
+    prefix = prefix.rstrip("-_.")
+    return f"{prefix}*" if prefix else "+".join(unique)
+
+
+def aggregate(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per group of seeds (see the module docstring)."""
+    rows = []
+    for group, members in runs.groupby("group", sort=False):
+        finished = members[members["finished"]]
+        used = finished if len(finished) else members
+        first = members.iloc[0]
+        row = {
+            "group": group, "recipe": _common_name(list(members["recipe"])), "optimizer": first["optimizer"],
+            "global_batch": first["global_batch"], "setting": first["setting"], "setting_label": first["setting_label"],
+            "paper": first["paper"], "model": first["model"], "dataset": first["dataset"], "lr": first["lr"],
+            "target_top1": first["target_top1"], "train_size": first["train_size"],
+            "status": _status_summary(members["status"]), "seeds": ",".join(str(s) for s in sorted(used["seed"])),
+            "n": len(used), "n_runs": len(members), "n_diverged": int(used["diverged"].sum()),
+            "n_reached": int(np.isfinite(used["steps_to_target"]).sum()),
+            "complete": bool(len(finished) == len(members)), "runs": tuple(used["run"]),
+        }
+        for m in AGG_METRICS:
+            row[m], row[f"{m}_std"] = mean_std(used[m])
+        row["unfinished"] = not len(finished)
+        rows.append(row)
+    groups = pd.DataFrame(rows)
+    return groups.sort_values(["setting_label", "global_batch", "optimizer", "recipe"], kind="stable",
+                              ignore_index=True) if len(groups) else groups
+
+
+def best_groups(groups: pd.DataFrame) -> dict[tuple, pd.Series]:
+    """(setting, batch, optimizer) -> the group with the highest mean final val Top-1 (fewest steps to target on ties)."""
+    ordered = groups.assign(_v=groups["val_top1"].fillna(-math.inf)).sort_values(
+        ["_v", "steps_to_target"], ascending=[False, True], kind="stable")
+    out = {}
+    for _, g in ordered.iterrows():
+        out.setdefault((g["setting"], g["global_batch"], g["optimizer"]), g)
+    return out
+
+
+@dataclass
+class Study:
+    """Everything the tables and plots read, loaded once."""
+
+    runs: pd.DataFrame
+    curves: pd.DataFrame
+    _groups: pd.DataFrame | None = field(default=None, repr=False)
+
+    @property
+    def groups(self) -> pd.DataFrame:
+        if self._groups is None:
+            self._groups = aggregate(self.runs)
+        return self._groups
+
+    def curves_of(self, runs) -> pd.DataFrame:
+        return self.curves[self.curves["run"].isin(list(runs))]
+
+    def mean_curve(self, runs) -> pd.DataFrame:
+        """Mean and std over `runs` (seeds, which evaluate at the same steps) at each evaluation step:
+        columns step, epoch, n, and <metric>, <metric>_std for val_top1 and train_eval_top1."""
+        c = self.curves_of(runs)
+        agg = {"epoch": ("epoch", "mean"), "n": ("val_top1", "count")}
+        for m in ("val_top1", "train_eval_top1"):
+            agg.update({m: (m, "mean"), f"{m}_std": (m, "std")})
+        return c.groupby("step", as_index=False).agg(**agg)
+
+    def reach(self, runs, threshold: float) -> dict[str, tuple[float, float]]:
+        """(mean, std) over `runs` of steps/epochs/images/seconds to the first evaluation >= threshold."""
+        finished = self.runs.set_index("run")["finished"]
+        per_run = [to_target(self.curves_of([r]), threshold, bool(finished[r])) for r in runs]
+        return {name: mean_std([t[name] for t in per_run]) for name in TO_TARGET}
+
+
+def load_study(paths: list[str | Path]) -> Study:
+    rows, curves = zip(*(summarize(r) for r in find_runs(paths)))
+    return Study(pd.DataFrame(list(rows)), pd.concat(curves, ignore_index=True))
 
 
 def load(paths: list[str | Path]) -> pd.DataFrame:
-    return pd.DataFrame([summarize(r) for r in find_runs(paths)])
+    """One row per run (columns: see the module docstring)."""
+    return load_study(paths).runs

@@ -1,0 +1,95 @@
+"""The published settings and numbers measured runs are compared with.
+
+A measured run sits next to a published number only when its recipe is the
+paper's setting, decided from the resolved recipe and the dataset sizes the
+runner recorded in meta.json (see CRITERIA). A scaled-down study on generated
+or toy data is never labelled ImageNet or CIFAR-10.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from bench.errors import UserError
+
+REFERENCE_DIR = Path(__file__).resolve().parents[2] / "results" / "reference"
+IMAGENET_TRAIN, IMAGENET_VAL = 1_281_167, 50_000
+CIFAR10_TRAIN, CIFAR10_VAL = 50_000, 10_000
+IMAGE_DATASETS = ("folder", "filelist")
+
+CRITERIA = {
+    "imagenet": (f"ImageNet setting = model resnet50, data.dataset folder or filelist, image_size 224, "
+                 f"{IMAGENET_VAL:,} validation images and 99-100% of the {IMAGENET_TRAIN:,} training images"),
+    "cifar10": (f"CIFAR-10 setting = a ResNet-56 (a model named resnet56*, or model.kwargs layers 9-9-9 with channels "
+                f"16-32-64), data.dataset folder or filelist, {CIFAR10_TRAIN:,} training and {CIFAR10_VAL:,} "
+                f"validation images"),
+}
+LABELS = {"imagenet": "ImageNet-1k, ResNet-50, 224 px", "cifar10": "CIFAR-10, ResNet-56"}
+
+# Published method name -> the optimizer names (bench.optim registry) measured for it.
+MEASURED_AS = {
+    "momentum": ("sgd",), "vrgd_momentum": ("vrgd_sgd",), "adam": ("adam", "adamw"), "vrgd_adam": ("vrgd_adam",),
+    "lamb": ("lamb",), "vrgd_lamb": ("vrgd_lamb",), "lars": ("lars",), "vrgd_lars": ("vrgd_lars",),
+}
+DISPLAY = {"sgd": "SGD", "momentum": "Momentum", "vrgd_momentum": "VR-Momentum", "vrgd_sgd": "VRGD-SGD",
+           "adam": "Adam", "adamw": "AdamW", "vrgd_adam": "VRGD-Adam", "lamb": "LAMB", "vrgd_lamb": "VRGD-LAMB",
+           "lars": "LARS", "larc": "LARC", "vrgd_lars": "VRGD-LARS"}
+
+
+def display(name: str) -> str:
+    return DISPLAY.get(name, name)
+
+
+def _is_resnet56(model: dict) -> bool:
+    kwargs = model.get("kwargs") or {}
+    layers, channels = list(kwargs.get("layers") or []), list(kwargs.get("channels") or [])
+    return str(model.get("name", "")).startswith("resnet56") or (
+        [n for n in layers if n] == [9, 9, 9] and channels[:3] == [16, 32, 64])
+
+
+def paper_setting(recipe: dict, meta: dict) -> str:
+    """'imagenet' or 'cifar10' when the run is that paper's setting (CRITERIA), else ''."""
+    model, data = recipe.get("model") or {}, recipe.get("data") or {}
+    train, val = meta.get("train_size") or 0, meta.get("val_size") or 0
+    if data.get("dataset") not in IMAGE_DATASETS:
+        return ""
+    if (model.get("name") == "resnet50" and data.get("image_size") == 224 and val == IMAGENET_VAL
+            and 0.99 * IMAGENET_TRAIN <= train <= IMAGENET_TRAIN):
+        return "imagenet"
+    if _is_resnet56(model) and train == CIFAR10_TRAIN and val == CIFAR10_VAL:
+        return "cifar10"
+    return ""
+
+
+def setting_label(recipe: dict, meta: dict, paper: str) -> str:
+    """A human name for the problem a run solves (model, data, image size, target)."""
+    model, data = recipe.get("model") or {}, recipe.get("data") or {}
+    target = f"target {float(recipe['target_top1']):g}%"
+    if paper:
+        return f"{LABELS[paper]}, {target}"
+    train = meta.get("train_size")
+    images = f"{train:,} train images" if train else "train size unknown"
+    dataset = data.get("dataset", "?")
+    if dataset == "synthetic":
+        synth = data.get("synth") or {}
+        what = f"synthetic data ({synth.get('classes', '?')} classes, {images})"
+    elif dataset == "digits":
+        what = f"sklearn digits ({images})"
+    else:
+        what = f"{dataset} {data.get('path')} ({images})"
+    kwargs = model.get("kwargs") or {}
+    name = model.get("name", "?") + (f"({', '.join(f'{k}={v}' for k, v in sorted(kwargs.items()))})" if kwargs else "")
+    return f"{name} on {what}, {data.get('image_size', '?')} px, {target}"
+
+
+def reference(stem: str) -> tuple[pd.DataFrame, str]:
+    """A published table from results/reference/<stem>.csv and its source (the '#' lines)."""
+    path = REFERENCE_DIR / f"{stem}.csv"
+    try:
+        text = path.read_text()
+    except OSError:
+        raise UserError(f"{path}: the published reference table is missing (restore results/reference/)") from None
+    source = " ".join(line.lstrip("# ").strip() for line in text.splitlines() if line.startswith("#"))
+    return pd.read_csv(path, comment="#"), source

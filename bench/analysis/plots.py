@@ -1,0 +1,368 @@
+"""`bench plot`: the figures of a large-batch study, PNG and SVG, matplotlib's Agg backend.
+
+Per setting (model, data, image size, target; see results.SETTING_KEYS), one
+line per optimizer; where several recipes exist for one optimizer at one batch
+the one with the highest mean final val Top-1 is drawn (results.best_groups).
+Means over seeds with ± 1 sample std bands or error bars.
+
+- curves:          val (solid) and train-eval (dashed) Top-1 against epochs, a panel per global batch
+- top1_vs_batch:   final val Top-1 against global batch (published points where the runs are a paper's setting)
+- gap_vs_batch:    train-eval − val Top-1 against global batch
+- steps_to_target: steps to the target against global batch, log-log, with the perfect-scaling line
+- gsnr, diagnostics: per-step optimizer statistics from events.jsonl, when runs logged them
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: E402
+
+from bench.analysis import paper  # noqa: E402
+from bench.analysis.paper import display  # noqa: E402
+from bench.analysis.results import Study, best_groups, read_events  # noqa: E402
+
+STYLE = {
+    "font.size": 9, "axes.titlesize": 9, "axes.labelsize": 9, "legend.fontsize": 8, "xtick.labelsize": 8,
+    "ytick.labelsize": 8, "axes.grid": True, "grid.alpha": 0.3, "grid.linewidth": 0.5, "axes.spines.top": False,
+    "axes.spines.right": False, "lines.linewidth": 1.4, "lines.markersize": 4, "savefig.dpi": 200,
+    "savefig.bbox": "tight", "svg.fonttype": "none", "legend.frameon": False,
+}
+WIDTH = 7.0  # inches: a two-column paper's text width
+COLORS = {"lars": "#1f77b4", "vrgd_lars": "#d62728", "sgd": "#555555", "vrgd_sgd": "#ff7f0e", "lamb": "#2ca02c",
+          "vrgd_lamb": "#9467bd", "adamw": "#8c564b", "adam": "#8c564b", "vrgd_adam": "#e377c2", "larc": "#17becf"}
+SPARE = ["#bcbd22", "#17becf", "#7f7f7f", "#aec7e8", "#ffbb78", "#98df8a"]
+DIAGNOSTICS = {
+    "gsnr_clip_frac": "GSNR factors clipped at γ (fraction)", "gsnr_r_mean": "mean GSNR r before clipping",
+    "trust": "LARS trust ratio", "gain": "AdaScale gain", "noise_scale": "gradient noise scale B_simple",
+    "similarity": "gradient cosine similarity", "batch": "batch size (images)",
+}
+NOT_DIAGNOSTICS = ("step", "lr", "loss")
+BINS = 200
+
+
+def color(optimizer: str, order: list[str]) -> str:
+    if optimizer in COLORS:
+        return COLORS[optimizer]
+    unknown = [o for o in order if o not in COLORS]
+    return SPARE[unknown.index(optimizer) % len(SPARE)] if optimizer in unknown else SPARE[0]
+
+
+def batch_label(b: float) -> str:
+    b = int(b)
+    return f"{b // 1024}k" if b >= 1024 and b % 1024 == 0 else str(b)
+
+
+def log2_batch_axis(ax, batches) -> None:
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_locator(FixedLocator(sorted(set(batches))))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda b, _: batch_label(b)))
+    ax.set_xlabel("global batch size")
+
+
+def save(fig, out: Path, stem: str) -> list[Path]:
+    """PNG and SVG, each written to a temporary name then renamed."""
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for ext in ("png", "svg"):
+        path = out / f"{stem}.{ext}"
+        tmp = out / f".{stem}.tmp.{ext}"
+        fig.savefig(tmp, format=ext)
+        os.replace(tmp, path)
+        paths.append(path)
+    plt.close(fig)
+    return paths
+
+
+def series(study: Study, setting: str) -> tuple[pd.DataFrame, list[str]]:
+    """The groups drawn for one setting (best recipe per batch and optimizer) and the optimizers' order."""
+    chosen = [g for (s, _, _), g in best_groups(study.groups).items() if s == setting]
+    groups = pd.DataFrame(chosen).sort_values(["optimizer", "global_batch"], ignore_index=True)
+    order = sorted(set(groups["optimizer"]), key=lambda o: (o not in ("sgd", "lars"), o))
+    return groups, order
+
+
+def legend_below(fig, handles, ncol=None) -> None:
+    fig.legend(handles=handles, loc="outside lower center", ncol=ncol or min(len(handles), 5))
+
+
+def plot_curves(study: Study, groups: pd.DataFrame, order: list[str], title: str) -> plt.Figure:
+    batches = sorted(set(groups["global_batch"]))
+    ncols = min(4, len(batches))
+    nrows = math.ceil(len(batches) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(WIDTH, 1.9 * nrows + 0.9), sharey=True, squeeze=False,
+                             layout="constrained")
+    target = groups["target_top1"].iloc[0]
+    for ax, b in zip(axes.flat, batches):
+        for _, g in groups[groups["global_batch"] == b].iterrows():
+            c = color(g["optimizer"], order)
+            m = study.mean_curve(g["runs"])
+            for column, style in (("val_top1", "-"), ("train_eval_top1", "--")):
+                std = m[f"{column}_std"].fillna(0)
+                ax.plot(m["epoch"], m[column], style, color=c)
+                ax.fill_between(m["epoch"], m[column] - std, m[column] + std, color=c, alpha=0.15, linewidth=0)
+            diverged = study.runs[study.runs["run"].isin(g["runs"]) & study.runs["diverged"]]
+            for run in diverged["run"]:
+                last = study.curves_of([run]).tail(1)
+                ax.plot(last["epoch"], last["val_top1"], "x", color=c, markersize=6, markeredgewidth=1.5)
+        ax.axhline(target, color="0.4", linestyle=":", linewidth=1)
+        ax.set_title(f"global batch {batch_label(b)}")
+    for ax in axes.flat[len(batches):]:
+        ax.set_visible(False)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("Top-1 (%)")
+    for ax in axes.flat[:len(batches)]:
+        ax.set_xlabel("epoch")
+        ax.tick_params(labelbottom=True)
+    handles = [Line2D([], [], color=color(o, order), label=display(o)) for o in order]
+    handles += [Line2D([], [], color="k", label="val"), Line2D([], [], color="k", linestyle="--", label="train-eval"),
+                Line2D([], [], color="0.4", linestyle=":", label=f"target {target:g}%")]
+    if study.runs["diverged"].any():
+        handles.append(Line2D([], [], color="k", marker="x", linestyle="", label="diverged (run's last eval)"))
+    fig.suptitle(title)
+    legend_below(fig, handles, ncol=min(len(handles), 6))
+    return fig
+
+
+PUBLISHED_TOP1 = {"imagenet": "vrgd_imagenet_top1", "cifar10": "vrgd_cifar10_resnet56"}
+
+
+def published_points(setting: str, optimizer: str) -> list[tuple[int, float]]:
+    """(batch, Top-1) the paper reports for the method measured as `optimizer` in this paper setting."""
+    if setting not in PUBLISHED_TOP1:
+        return []
+    table, _ = paper.reference(PUBLISHED_TOP1[setting])
+    table = table.set_index(table.columns[0])
+    methods = [m for m, names in paper.MEASURED_AS.items() if optimizer in names and m in table.index]
+    points = []
+    for m in methods[:1]:
+        points = [(int(b), float(v)) for b, v in table.loc[m].items() if v == v]
+    return points
+
+
+def _missing_marks(ax, xs, at_top: bool, c: str) -> None:
+    """Points with no value (all seeds diverged, or target never reached) as 'x' on the axis edge."""
+    if xs:
+        y = ax.get_ylim()[1 if at_top else 0]
+        ax.plot(xs, [y] * len(xs), "x", color=c, markersize=7, markeredgewidth=1.5, clip_on=False, zorder=5)
+
+
+def plot_vs_batch(groups: pd.DataFrame, order: list[str], metric: str, ylabel: str, title: str,
+                  paper_setting: str = "", gap_published: pd.DataFrame | None = None) -> plt.Figure:
+    fig, ax = plt.subplots(figsize=(WIDTH / 2, 2.8), layout="constrained")
+    missing = {}
+    handles = []
+    for o in order:
+        g = groups[groups["optimizer"] == o].sort_values("global_batch")
+        c = color(o, order)
+        ok = g[g[metric].notna()]
+        ax.errorbar(ok["global_batch"], ok[metric], yerr=ok[f"{metric}_std"].fillna(0), color=c, marker="o",
+                    capsize=2, label=f"{display(o)} (measured)")
+        missing[o] = list(g.loc[g[metric].isna(), "global_batch"])
+        handles.append(Line2D([], [], color=c, marker="o", label=f"{display(o)} (measured)"))
+        if metric == "val_top1":
+            pts = published_points(paper_setting, o)
+        elif gap_published is not None:
+            mine = gap_published[gap_published["method"].isin(
+                [m for m, names in paper.MEASURED_AS.items() if o in names])]
+            pts = list(zip(mine["batch"].astype(int), mine["gap"].astype(float)))
+        else:
+            pts = []
+        if pts:
+            ax.plot(*zip(*pts), linestyle="", marker="D", markerfacecolor="none", color=c, markersize=5)
+            handles.append(Line2D([], [], linestyle="", marker="D", markerfacecolor="none", color=c,
+                                  label=f"{display(o)} (published)"))
+    ax.relim()
+    for o in order:
+        _missing_marks(ax, missing[o], False, color(o, order))
+    if any(missing.values()):
+        handles.append(Line2D([], [], color="k", marker="x", linestyle="", label="all seeds diverged"))
+    log2_batch_axis(ax, list(groups["global_batch"]) + [b for o in order for b, _ in
+                                                       (published_points(paper_setting, o) if metric == "val_top1"
+                                                        else [])])
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=8)
+    ax.legend(handles=handles, loc="best", fontsize=7)
+    return fig
+
+
+MLPERF_TARGET = 75.9
+
+
+def plot_steps_to_target(groups: pd.DataFrame, order: list[str], title: str, paper_setting: str) -> plt.Figure:
+    fig, ax = plt.subplots(figsize=(WIDTH / 2, 2.8), layout="constrained")
+    handles, misses = [], {}
+    finite = groups[np.isfinite(groups["steps_to_target"])]
+    for o in order:
+        g = groups[groups["optimizer"] == o].sort_values("global_batch")
+        c = color(o, order)
+        ok = g[np.isfinite(g["steps_to_target"])]
+        ax.errorbar(ok["global_batch"], ok["steps_to_target"], yerr=ok["steps_to_target_std"].fillna(0), color=c,
+                    marker="o", capsize=2)
+        handles.append(Line2D([], [], color=c, marker="o", label=display(o)))
+        misses[o] = list(g.loc[~np.isfinite(g["steps_to_target"]), "global_batch"])
+    batches = sorted(set(groups["global_batch"]))
+    if len(finite):
+        b0 = finite["global_batch"].min()
+        s0 = finite.loc[finite["global_batch"] == b0, "steps_to_target"].min()
+        xs = np.array([b0, max(batches)], dtype=float)
+        ax.plot(xs, s0 * b0 / xs, "--", color="0.5", linewidth=1)
+        handles.append(Line2D([], [], color="0.5", linestyle="--", label="perfect scaling (∝ 1/batch)"))
+    target = groups["target_top1"].iloc[0]
+    if paper_setting == "imagenet" and target == MLPERF_TARGET:
+        ref, _ = paper.reference("mlperf_resnet50_rcp")
+        mid = (ref["epochs_min"] + ref["epochs_max"]) / 2 * paper.IMAGENET_TRAIN / ref["batch"]
+        half = (ref["epochs_max"] - ref["epochs_min"]) / 2 * paper.IMAGENET_TRAIN / ref["batch"]
+        ax.errorbar(ref["batch"], mid, yerr=half, linestyle="", marker="D", markerfacecolor="none", color="0.3",
+                    capsize=2)
+        handles.append(Line2D([], [], linestyle="", marker="D", markerfacecolor="none", color="0.3",
+                              label="MLPerf LARS reference"))
+        batches = sorted(set(batches) | set(ref["batch"]))
+    ax.set_yscale("log")
+    log2_batch_axis(ax, batches)
+    if len(batches) > 8:
+        ax.tick_params(axis="x", labelrotation=45)
+    for o in order:
+        _missing_marks(ax, misses[o], True, color(o, order))
+    if any(misses.values()):
+        handles.append(Line2D([], [], color="k", marker="x", linestyle="", label="target not reached"))
+    ax.set_ylabel(f"steps to {target:g}% val Top-1")
+    ax.set_title(title, fontsize=8)
+    ax.legend(handles=handles, loc="best", fontsize=7)
+    return fig
+
+
+def binned(events: pd.DataFrame, key: str, bins: int = BINS) -> pd.DataFrame:
+    """Mean of `key` in at most `bins` equal slices of the epoch axis (smooths per-step noise)."""
+    e = events[["epoch", key]].dropna()
+    if len(e) <= bins:
+        return e.groupby("epoch", as_index=False)[key].mean()
+    edges = np.linspace(e["epoch"].min(), e["epoch"].max(), bins + 1)
+    idx = np.clip(np.searchsorted(edges, e["epoch"], side="right") - 1, 0, bins - 1)
+    return e.groupby(idx).agg(epoch=("epoch", "mean"), value=(key, "mean")).rename(columns={"value": key})
+
+
+def run_events(study: Study, group: pd.Series) -> pd.DataFrame:
+    """The events of a group's runs with an epoch column (images seen / train size)."""
+    frames = []
+    train_size = group["train_size"] or math.nan
+    for run in group["runs"]:
+        e = read_events(run)
+        if e.empty or "step" not in e:
+            continue
+        images = e["batch"].cumsum() if "batch" in e else (e["step"] + 1) * group["global_batch"]
+        frames.append(e.assign(epoch=images / train_size))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def panels(keys: list[str]) -> list[tuple[str, list[str]]]:
+    """Diagnostic keys to panels: a family `<x>_min`, `<x>_median`, `<x>_max` shares one panel (median, min-max band)."""
+    out, done = [], set()
+    for key in keys:
+        stem = key.rsplit("_", 1)[0]
+        family = [f"{stem}_{s}" for s in ("median", "min", "max")]
+        if key.rsplit("_", 1)[-1] in ("min", "median", "max") and all(k in keys for k in family):
+            if stem not in done:
+                out.append((stem, family))
+                done.add(stem)
+        else:
+            out.append((key, [key]))
+    return out
+
+
+def plot_diagnostics(events: dict, keys: list[str], groups: pd.DataFrame, order: list[str],
+                     title: str) -> plt.Figure:
+    """One panel per statistic: lines coloured by batch, styled by optimizer, binned along epochs."""
+    shown = panels(keys)
+    ncols = min(3, len(shown))
+    nrows = math.ceil(len(shown) / ncols)
+    width = WIDTH if ncols == 3 else WIDTH * ncols / 3 + 1
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width, 2.2 * nrows + 0.8), squeeze=False, layout="constrained")
+    batches = sorted(set(groups["global_batch"]))
+    cmap = plt.get_cmap("viridis")
+    shade = {b: cmap(i / max(1, len(batches) - 1) * 0.9) for i, b in enumerate(batches)}
+    present = [o for o in order if any(k in events.get(g, pd.DataFrame()) for k in keys
+                                       for g in groups.loc[groups["optimizer"] == o, "group"])]
+    styles = dict(zip(present, ["-", "--", ":", "-."] * 4))
+    used = set()
+    for ax, (name, family) in zip(axes.flat, shown):
+        values = []
+        for _, g in groups.iterrows():
+            e = events.get(g["group"])
+            if e is None or any(k not in e for k in family) or e[family[0]].isna().all():
+                continue
+            c, style = shade[g["global_batch"]], styles[g["optimizer"]]
+            line = binned(e, family[0])
+            ax.plot(line["epoch"], line[family[0]], style, color=c, linewidth=1.1)
+            values.append(line[family[0]])
+            if len(family) == 3:
+                lo, hi = binned(e, family[1]), binned(e, family[2])
+                ax.fill_between(lo["epoch"], lo[family[1]], hi[family[2]], color=c, alpha=0.15, linewidth=0)
+                values += [lo[family[1]], hi[family[2]]]
+            used.add((g["optimizer"], g["global_batch"]))
+        v = pd.concat(values) if values else pd.Series(dtype=float)
+        if len(v) and (v > 0).all() and v.max() / v.min() >= 50:
+            ax.set_yscale("log")
+        label = DIAGNOSTICS.get(name, name)
+        ax.set_title(label + (" (median, min-max band)" if len(family) == 3 else ""))
+        ax.set_xlabel("epoch")
+    for ax in axes.flat[len(shown):]:
+        ax.set_visible(False)
+    handles = [Line2D([], [], color=shade[b], label=f"batch {batch_label(b)}")
+               for b in batches if any(ub == b for _, ub in used)]
+    if len(present) > 1:
+        handles += [Line2D([], [], color="k", linestyle=styles[o], label=display(o)) for o in present]
+    else:
+        title += f" ({', '.join(map(display, present))})"
+    fig.suptitle(title)
+    legend_below(fig, handles, ncol=min(len(handles), 2 * ncols + 1))
+    return fig
+
+
+def plot_setting(study: Study, setting: str, out: Path, prefix: str = "") -> list[Path]:
+    groups, order = series(study, setting)
+    label = groups["setting_label"].iloc[0]
+    which = groups["paper"].iloc[0]
+    written = save(plot_curves(study, groups, order, label), out, f"{prefix}curves")
+    written += save(plot_vs_batch(groups, order, "val_top1", "final val Top-1 (%)", label, which), out,
+                    f"{prefix}top1_vs_batch")
+    gap_pub = paper.reference("vrgd_imagenet_gap")[0] if which == "imagenet" else None
+    written += save(plot_vs_batch(groups, order, "gap_top1", "train-eval − val Top-1 (pp)", label, which,
+                                  gap_published=gap_pub), out, f"{prefix}gap_vs_batch")
+    written += save(plot_steps_to_target(groups, order, label, which), out, f"{prefix}steps_to_target")
+    events = {g["group"]: run_events(study, g) for _, g in groups.iterrows()}
+    keys = sorted({k for e in events.values() for k in e.columns
+                   if k not in (*NOT_DIAGNOSTICS, "epoch") and pd.api.types.is_numeric_dtype(e[k])})
+    gsnr = [k for k in keys if k.startswith("gsnr_")]
+    other = [k for k in keys if k not in gsnr]
+    if gsnr:
+        written += save(plot_diagnostics(events, gsnr, groups, order, "GSNR statistics over training"), out,
+                        f"{prefix}gsnr")
+    if other:
+        written += save(plot_diagnostics(events, other, groups, order, "Optimizer statistics over training"), out,
+                        f"{prefix}diagnostics")
+    return written
+
+
+def plot_all(study: Study, out: str | Path) -> list[Path]:
+    """Every figure for every setting in `study`; file names get a '<setting>-' prefix when there are several."""
+    out = Path(out)
+    settings = list(dict.fromkeys(study.groups["setting"]))
+    papers = study.groups.drop_duplicates("setting").set_index("setting")["paper"]
+    written = []
+    with plt.rc_context(STYLE):
+        for s in settings:
+            prefix = "" if len(settings) == 1 else f"{papers[s] or 'setting'}-{s}-"
+            written += plot_setting(study, s, out, prefix)
+    return written

@@ -1,0 +1,153 @@
+"""Tables as data (cells that know what they hold), rendered as markdown, csv or latex.
+
+A `Cell` is a published number, a measured mean (with std and n), a derived
+value, or a note ("—" for no number, "diverged"). Markdown and LaTeX print
+"mean ± std (n=k)"; CSV keeps numbers in their own columns (`<col>`,
+`<col> std`, `<col> n`, `<col> note`) and the notes as leading '#' lines, the
+convention of the published tables in results/reference/.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import dataclass, field
+
+from bench.errors import UserError
+
+FORMATS = ("markdown", "csv", "latex")
+NO_NUMBER = "—"
+DIGITS = {"pct": "{:.2f}", "epochs": "{:.2f}", "steps": "{:,.0f}", "images": "{:,.0f}", "seconds": "{:,.1f}",
+          "ratio": "{:.2f}", "loss": "{:.3f}", "int": "{:d}", "float": "{:g}"}
+
+
+@dataclass(frozen=True)
+class Cell:
+    value: float | None = None
+    std: float = math.nan
+    n: int | None = None
+    note: str = ""
+    kind: str = "pct"
+
+    @property
+    def empty(self) -> bool:
+        return self.value is None or (isinstance(self.value, float) and math.isnan(self.value))
+
+    def number(self, value) -> str:
+        if isinstance(value, float) and math.isinf(value):
+            return "∞" if value > 0 else "-∞"
+        return DIGITS[self.kind].format(int(value) if self.kind == "int" else value)
+
+    def text(self) -> str:
+        if self.empty:
+            return self.note or NO_NUMBER
+        out = self.number(self.value)
+        if self.std == self.std and math.isfinite(self.std) and not math.isinf(self.value):
+            out += f" ± {self.number(self.std)}"
+        extra = [f"n={self.n}"] if self.n is not None else []
+        extra += [self.note] if self.note else []
+        return out + (f" ({'; '.join(extra)})" if extra else "")
+
+
+def cell(value, kind: str = "pct", **kw) -> Cell:
+    """A Cell for a plain published/derived number; NaN or None becomes '—'."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return Cell(None, note=kw.pop("note", NO_NUMBER), kind=kind, **kw)
+    return Cell(float(value) if kind != "int" else int(value), kind=kind, **kw)
+
+
+@dataclass
+class Table:
+    title: str
+    columns: list[str]
+    rows: list[list] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def text_rows(self) -> list[list[str]]:
+        return [[c.text() if isinstance(c, Cell) else str(c) for c in row] for row in self.rows]
+
+    def numeric(self, j: int) -> bool:
+        return any(isinstance(row[j], Cell) for row in self.rows)
+
+
+def markdown(table: Table) -> str:
+    rows = table.text_rows()
+    widths = [max([len(c)] + [len(r[j]) for r in rows]) for j, c in enumerate(table.columns)]
+    right = [table.numeric(j) for j in range(len(table.columns))]
+
+    def line(cells):
+        return "| " + " | ".join(c.rjust(w) if r else c.ljust(w) for c, w, r in zip(cells, widths, right)) + " |"
+
+    rule = "|" + "|".join(("-" * (w + 1) + ":") if r else ("-" * (w + 2)) for w, r in zip(widths, right)) + "|"
+    body = "\n".join([line(table.columns), rule, *map(line, rows)])
+    notes = "".join(f"\n- {n}" for n in table.notes)
+    return f"**{table.title}**\n\n{body}\n{notes}\n"
+
+
+def _csv_value(c) -> str:
+    if not isinstance(c, Cell):
+        return str(c)
+    if c.empty:
+        return ""
+    return str(c.value) if not isinstance(c.value, float) else repr(c.value)
+
+
+def csv_text(table: Table) -> str:
+    """Numbers in columns; a measured column (cells with n) gains '<col> std' and '<col> n'; notes in '<col> note'."""
+    layout = []
+    for j, name in enumerate(table.columns):
+        cells = [row[j] for row in table.rows]
+        measured = any(isinstance(c, Cell) and c.n is not None for c in cells)
+        noted = any(isinstance(c, Cell) and c.note and c.note != NO_NUMBER for c in cells)
+        layout.append((j, name, measured, noted))
+    buf = io.StringIO()
+    for note in [table.title, *table.notes]:
+        buf.write(f"# {note}\n")
+    writer = csv.writer(buf, lineterminator="\n")
+    header = []
+    for _, name, measured, noted in layout:
+        header += [name] + ([f"{name} std", f"{name} n"] if measured else []) + ([f"{name} note"] if noted else [])
+    writer.writerow(header)
+    for row in table.rows:
+        out = []
+        for j, _, measured, noted in layout:
+            c = row[j]
+            out.append(_csv_value(c))
+            if measured:
+                std = c.std if isinstance(c, Cell) and not c.empty and c.std == c.std else ""
+                out += [std, c.n if isinstance(c, Cell) and c.n is not None else ""]
+            if noted:
+                out.append(c.note if isinstance(c, Cell) and c.note != NO_NUMBER else "")
+        writer.writerow(out)
+    return buf.getvalue()
+
+
+LATEX_SPECIAL = {"&": r"\&", "%": r"\%", "#": r"\#", "_": r"\_", "$": r"\$", "{": r"\{", "}": r"\}",
+                 "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "\\": r"\textbackslash{}",
+                 "±": r"$\pm$", "∞": r"$\infty$", "—": "---", "–": "--", "≥": r"$\geq$", "×": r"$\times$",
+                 "−": "$-$"}
+
+
+def latex_escape(text: str) -> str:
+    return "".join(LATEX_SPECIAL.get(ch, ch) for ch in text)
+
+
+def latex(table: Table) -> str:
+    align = "".join("r" if table.numeric(j) else "l" for j in range(len(table.columns)))
+    lines = [r"\begin{table}[t]", r"\centering\small", rf"\caption{{{latex_escape(table.title)}}}",
+             rf"\begin{{tabular}}{{{align}}}", r"\toprule",
+             " & ".join(latex_escape(c) for c in table.columns) + r" \\", r"\midrule"]
+    lines += [" & ".join(latex_escape(c) for c in row) + r" \\" for row in table.text_rows()]
+    lines += [r"\bottomrule", r"\end{tabular}"]
+    if table.notes:
+        lines += [r"\par\smallskip\footnotesize", r" \\ ".join(latex_escape(n) for n in table.notes)]
+    lines.append(r"\end{table}")
+    return "\n".join(lines) + "\n"
+
+
+def render(table: Table, fmt: str = "markdown") -> str:
+    renderers = {"markdown": markdown, "csv": csv_text, "latex": latex}
+    if fmt not in renderers:
+        raise UserError(f"unknown format '{fmt}'; choose from {', '.join(FORMATS)}")
+    return renderers[fmt](table)

@@ -1,0 +1,271 @@
+"""The named tables of `bench table NAME`: the papers' tables side by side with measured runs, and `compare`.
+
+Measured cells come from seed aggregates (results.aggregate): mean ± sample std
+over seeds, n = runs. A paper table uses only runs in that paper's setting
+(paper.CRITERIA); a cell with no such run says '—', nothing is filled in. When
+several recipes exist for one optimizer at one batch (e.g. a learning-rate
+sweep), the one with the highest mean final val Top-1 is used and the footnote
+says so.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from bench.analysis import paper
+from bench.analysis.paper import display
+from bench.analysis.render import NO_NUMBER, Cell, Table, cell
+from bench.analysis.results import Study, best_groups
+from bench.errors import UserError
+
+MEASURED_TOP1 = "measured = val Top-1 (%) at the last evaluation, mean ± sample std over seeds (n = runs)"
+MISSING = f"{NO_NUMBER} = no published number, or no measured run in the paper's setting at that batch"
+MLPERF_TARGET = 75.9
+FINAL_VALUES = ("val_top1", "val_top5", "train_eval_top1", "gap_top1", "gap_loss")
+SPEEDUP_DEFINITIONS = [
+    "speedup (a) = B's mean steps (epochs, training seconds) to reach the target / A's; A = the row, B = the "
+    "baseline optimizer's recipe at the same global batch and setting; > 1: A reaches the target sooner; "
+    "∞: only A reached it; 0.00: only B reached it; — : neither did.",
+    "speedup (b) = B's mean steps at its last evaluation / the steps at which A's mean val Top-1 over seeds first "
+    "reaches B's mean final val Top-1; 0.00 when it never does.",
+    "to-target columns: first evaluation with val Top-1 ≥ the recipe's target_top1 (training time only); "
+    "∞ when a seed never reached it (mean over seeds is ∞ if any seed missed; 'reached' says how many did).",
+]
+
+
+def final_metric(group: pd.Series, metric: str, kind: str = "pct", n: bool = True, notes: bool = True) -> Cell:
+    """A measured cell from a seed aggregate; says when seeds diverged or runs are unfinished.
+    Final values (FINAL_VALUES) of a diverged run do not exist: they are averaged over the other seeds.
+    notes=False leaves the remarks to another column (the report's status)."""
+    remarks = []
+    if metric in FINAL_VALUES and group["n_diverged"]:
+        if group["n_diverged"] == group["n"]:
+            return Cell(None, n=group["n"] if n else None, note="diverged", kind=kind)
+        remarks.append(f"{group['n_diverged']} of {group['n']} diverged, mean of the rest")
+    if group["unfinished"]:
+        remarks.append("unfinished")
+    return Cell(group[metric], group[f"{metric}_std"], group["n"] if n else None,
+                ", ".join(remarks) if notes else "", kind)
+
+
+def _several(groups: pd.DataFrame) -> list[str]:
+    counts = groups.groupby(["setting", "global_batch", "optimizer"]).size()
+    if (counts > 1).any():
+        return ["Where several recipes exist for one optimizer at one batch, the one with the highest mean final "
+                "val Top-1 is shown (`bench table compare` lists all)."]
+    return []
+
+
+class PaperRuns:
+    """The seed aggregates of one paper setting, looked up by published method name and batch."""
+
+    def __init__(self, study: Study, setting: str):
+        groups = study.groups
+        self.study, self.setting = study, setting
+        self.groups = groups[groups["paper"] == setting]
+        self.others = int((groups["paper"] != setting).sum())
+        self.best = {(b, o): g for (_, b, o), g in best_groups(self.groups).items()}
+        self.used_names: set[str] = set()
+
+    def get(self, method: str, batch: int) -> pd.Series | None:
+        for name in paper.MEASURED_AS.get(method, (method,)):
+            if (batch, name) in self.best:
+                self.used_names.add(f"{method}={name}")
+                return self.best[(batch, name)]
+        return None
+
+    def batches(self, methods) -> set[int]:
+        names = {n for m in methods for n in paper.MEASURED_AS.get(m, (m,))}
+        return set(self.groups.loc[self.groups["optimizer"].isin(names), "global_batch"].astype(int))
+
+    def measured(self, method: str, batch: int, metric: str = "val_top1") -> Cell:
+        g = self.get(method, batch)
+        return final_metric(g, metric) if g is not None else Cell(None)
+
+    def notes(self) -> list[str]:
+        out = [paper.CRITERIA[self.setting] + "."]
+        substitutes = sorted(u for u in self.used_names if u.split("=")[0] != u.split("=")[1])
+        if substitutes:
+            out.append("Measured with another registry name: " + ", ".join(substitutes) + ".")
+        if self.others:
+            out.append(f"{self.others} recipe group(s) outside this setting are not used here (see `bench table compare`).")
+        return out + _several(self.groups)
+
+
+def _delta(a: Cell, b: Cell) -> Cell:
+    """b - a for two cells with numbers (pp), else '—'."""
+    if a.empty or b.empty:
+        return Cell(None)
+    return Cell(b.value - a.value)
+
+
+def vrgd_imagenet(study: Study, baseline: str | None = None) -> Table:
+    pub, source = paper.reference("vrgd_imagenet_top1")
+    pub = pub.set_index("method")
+    runs = PaperRuns(study, "imagenet")
+    batches = sorted({int(c) for c in pub.columns} | runs.batches(["lars", "vrgd_lars"]))
+    table = Table("ImageNet ResNet-50 Top-1 (%) by global batch: LARS vs VRGD-LARS",
+                  ["batch", "LARS published", "LARS measured", "VRGD-LARS published", "VRGD-LARS measured",
+                   "delta published", "delta measured"])
+    for b in batches:
+        lp, vp = (cell(pub.loc[m].get(str(b), math.nan)) for m in ("lars", "vrgd_lars"))
+        lm, vm = runs.measured("lars", b), runs.measured("vrgd_lars", b)
+        table.rows.append([b, lp, lm, vp, vm, _delta(lp, vp), _delta(lm, vm)])
+    table.notes = [f"published: {source}", MEASURED_TOP1 + ".", "delta = VRGD-LARS − LARS (percentage points).",
+                   MISSING + ".", *runs.notes()]
+    return table
+
+
+def vrgd_gap(study: Study, baseline: str | None = None) -> Table:
+    pub, source = paper.reference("vrgd_imagenet_gap")
+    runs = PaperRuns(study, "imagenet")
+    methods = list(dict.fromkeys(pub["method"]))
+    table = Table("ImageNet ResNet-50 generalization gap by global batch",
+                  ["method", "batch", "train published", "train measured", "test published", "test measured",
+                   "gap published", "gap measured"])
+    for method in methods:
+        mine = pub[pub["method"] == method].set_index("batch")
+        for b in sorted(set(mine.index.astype(int)) | runs.batches([method])):
+            p = mine.loc[b] if b in mine.index else {}
+            table.rows.append([display(method), b, cell(p.get("train_top1", math.nan)),
+                               runs.measured(method, b, "train_eval_top1"), cell(p.get("test_top1", math.nan)),
+                               runs.measured(method, b, "val_top1"), cell(p.get("gap", math.nan)),
+                               runs.measured(method, b, "gap_top1")])
+    table.notes = [f"published: {source}",
+                   "measured: train = Top-1 on the fixed train-eval subset (training images, validation transforms) "
+                   "and test = val Top-1, both at the last evaluation; gap = train − test (pp); mean ± sample std "
+                   "over seeds (n = runs). The paper does not say how its train accuracy was measured.",
+                   MISSING + ".", *runs.notes()]
+    return table
+
+
+def vrgd_cifar10(study: Study, baseline: str | None = None) -> Table:
+    pub, source = paper.reference("vrgd_cifar10_resnet56")
+    pub = pub.set_index("optimizer")
+    runs = PaperRuns(study, "cifar10")
+    batches = sorted({int(c) for c in pub.columns} | runs.batches(pub.index))
+    columns = ["optimizer"] + [f"{b} {what}" for b in batches for what in ("published", "measured")]
+    table = Table("CIFAR-10 ResNet-56 Top-1 (%) by global batch, 8 optimizers", columns)
+    for method in pub.index:
+        row = [display(method)]
+        for b in batches:
+            row += [cell(pub.loc[method].get(str(b), math.nan)), runs.measured(method, b)]
+        table.rows.append(row)
+    table.notes = [f"published: {source}", MEASURED_TOP1 + ".", MISSING + ".", *runs.notes()]
+    return table
+
+
+def mlperf_epochs(study: Study, baseline: str | None = None) -> Table:
+    pub, source = paper.reference("mlperf_resnet50_rcp")
+    pub = pub.set_index("batch")
+    runs = PaperRuns(study, "imagenet")
+    optimizers = ["lars"] + sorted(set(runs.groups["optimizer"]) - {"lars"})
+    batches = sorted(set(pub.index.astype(int)) | set(runs.groups["global_batch"].astype(int)))
+    table = Table(f"Epochs to {MLPERF_TARGET}% Top-1, ImageNet ResNet-50, against the MLPerf reference range",
+                  ["batch", "MLPerf epochs (min–max)"] + [f"{display(o)} measured" for o in optimizers])
+    for b in batches:
+        lo, hi = (pub.loc[b, "epochs_min"], pub.loc[b, "epochs_max"]) if b in pub.index else (None, None)
+        row = [b, f"{lo:g}–{hi:g}" if lo is not None else NO_NUMBER]
+        for o in optimizers:
+            g = runs.best.get((b, o))
+            if g is None:
+                row.append(Cell(None, kind="epochs"))
+                continue
+            mean, std = study.reach(g["runs"], MLPERF_TARGET)["epochs_to_target"]
+            where = "" if lo is None or math.isinf(mean) else (
+                "below range" if mean < lo else "above range" if mean > hi else "in range")
+            row.append(Cell(mean, std, int(g["n"]), where, "epochs"))
+        table.rows.append(row)
+    table.notes = [f"published: {source}",
+                   f"measured = epoch of the first evaluation with val Top-1 ≥ {MLPERF_TARGET}% (whatever the "
+                   "recipe's own target), mean ± sample std over seeds (n = runs); ∞ = a seed never reached it; "
+                   "the resolution is the recipe's eval.every_epochs.",
+                   MISSING + ".", *runs.notes()]
+    return table
+
+
+def _ratio(b: float, a: float) -> float:
+    """B / A for to-target means, with a miss as infinity (see SPEEDUP_DEFINITIONS)."""
+    if any(isinstance(x, float) and math.isnan(x) for x in (a, b)):
+        return math.nan
+    if math.isinf(a):
+        return math.nan if math.isinf(b) else 0.0
+    return math.inf if math.isinf(b) else b / a
+
+
+def speedups(study: Study, a: pd.Series, b: pd.Series) -> dict[str, float]:
+    """Convergence speedup of group A over group B (same setting and batch): (a) and (b) of SPEEDUP_DEFINITIONS."""
+    out = {f"speedup_{k}": _ratio(b[f"{k}_to_target"], a[f"{k}_to_target"]) for k in ("steps", "epochs", "seconds")}
+    out["speedup_to_b_final"] = _ratio(b["steps"], steps_to_mean(study, a, b["val_top1"]))
+    return out
+
+
+def steps_to_mean(study: Study, group: pd.Series, threshold: float) -> float:
+    """The first evaluation step at which the group's mean val Top-1 over seeds is >= threshold (inf: never)."""
+    if threshold != threshold:
+        return math.nan
+    curve = study.mean_curve(group["runs"])
+    reached = curve.loc[curve["val_top1"] >= threshold, "step"]
+    return float(reached.iloc[0]) if len(reached) else (math.nan if group["unfinished"] else math.inf)
+
+
+def default_baseline(optimizers) -> str:
+    names = set(optimizers)
+    return next((o for o in ("lars", "sgd") if o in names), min(names) if names else "lars")
+
+
+def compare(study: Study, baseline: str | None = None) -> Table:
+    groups = study.groups
+    baseline = baseline or default_baseline(groups["optimizer"])
+    best = best_groups(groups)
+    settings = list(dict.fromkeys(groups["setting_label"]))
+    several = len(settings) > 1
+    names = {s: f"S{i + 1}" for i, s in enumerate(settings)}
+    columns = (["setting"] if several else []) + [
+        "batch", "optimizer", "recipe", "val Top-1", "train-eval Top-1", "gap Top-1", "steps to target",
+        "epochs to target", "train s to target", "reached", "speedup steps (a)", "speedup epochs (a)",
+        "speedup seconds (a)", "speedup to B's final (b)"]
+    title = "Optimizers compared at each global batch" + ("" if several else f": {settings[0]}")
+    table = Table(title, columns)
+    for _, g in groups.iterrows():
+        base = best.get((g["setting"], g["global_batch"], baseline))
+        if base is None:
+            ratios = [Cell(None, note="no baseline", kind="ratio")] * 4
+        elif base["group"] == g["group"]:
+            ratios = [Cell(None, note="baseline B", kind="ratio")] * 4
+        else:
+            ratios = [Cell(v, kind="ratio") for v in speedups(study, g, base).values()]
+        used = best.get((g["setting"], g["global_batch"], g["optimizer"]))
+        marker = "" if used is None or used["group"] == g["group"] else " (not best)"
+        table.rows.append(([names[g["setting_label"]]] if several else []) + [
+            int(g["global_batch"]), display(g["optimizer"]), g["recipe"] + marker,
+            final_metric(g, "val_top1"), *(final_metric(g, m, k, n=False, notes=False) for m, k in (
+                ("train_eval_top1", "pct"), ("gap_top1", "pct"), ("steps_to_target", "steps"),
+                ("epochs_to_target", "epochs"), ("seconds_to_target", "seconds"))), f"{g['n_reached']}/{g['n']}", *ratios])
+    table.notes = ([f"{names[s]} = {s}" for s in settings] if several else []) + [
+        f"baseline B = {display(baseline)} (change with --baseline); val/train-eval Top-1 (%) at the last "
+        "evaluation, gap = train-eval − val (pp); mean ± sample std over seeds (n = runs).",
+        *SPEEDUP_DEFINITIONS,
+        "'(not best)': another recipe of this optimizer at this batch has a higher mean val Top-1 and is the one "
+        "used as B and in the plots."]
+    table.notes.append("A setting = the model, data, image size and target the recipes train; only settings named "
+                       f"'{paper.LABELS['imagenet']}' or '{paper.LABELS['cifar10']}' meet a paper's criteria "
+                       "(`bench table vrgd-imagenet`, `vrgd-cifar10`); anything else is not those datasets.")
+    return table
+
+
+TABLES = {"vrgd-imagenet": vrgd_imagenet, "vrgd-gap": vrgd_gap, "vrgd-cifar10": vrgd_cifar10,
+          "mlperf-epochs": mlperf_epochs, "compare": compare}
+# Which paper setting a table's measured cells need (regenerate() writes it only when such runs exist).
+NEEDS = {"vrgd-imagenet": "imagenet", "vrgd-gap": "imagenet", "vrgd-cifar10": "cifar10", "mlperf-epochs": "imagenet"}
+
+
+def build(name: str, study: Study, baseline: str | None = None) -> Table:
+    if name not in TABLES:
+        raise UserError(f"unknown table '{name}'; choose from {', '.join(TABLES)}")
+    if baseline is not None and baseline not in set(study.groups["optimizer"]):
+        raise UserError(f"--baseline '{baseline}': no run uses that optimizer; the runs use "
+                        f"{', '.join(sorted(set(study.groups['optimizer'])))}")
+    return TABLES[name](study, baseline)
