@@ -3,19 +3,49 @@
 `build()` turns a recipe's data section into a `Data` object that gives the
 runner this rank's training micro-batches for any range of steps, and the
 validation and train-eval batches (each image exactly once over all ranks).
-Batches are (images float32 NCHW normalised, labels int64) on the CPU; the
-runner moves them to its device.
+
+Backends (`data.loader`): "dali" (decoding on the GPU when `device` is CUDA,
+else on the CPU), "torchvision" (the reference), "synthetic" (random tensors on
+the device, no I/O); "auto" = dali when nvidia.dali imports, else torchvision.
+All give the same images in the same order with the same crops (sampling.py,
+augment.py). A batch is (images (N, 3, S, S) normalised, labels int64 (N,)),
+see output.py; it is on `data.device` for dali and synthetic and on the CPU
+(pinned when CUDA is there) for torchvision: the runner's `.to(device)` covers
+both. Unreadable images are skipped with a warning and counted in
+`data.unreadable.files` (or an error with `data.strict`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import copy
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
+import torch
+
 from bench.data import folder as folder_layout
-from bench.data import sampling, synthetic
+from bench.data import images, sampling, synthetic
+from bench.data.output import Options
+from bench.errors import UserError
 from bench.recipe import DataSpec
+
+
+def dali_available() -> bool:
+    try:
+        import nvidia.dali  # noqa: F401
+    except Exception:  # noqa: BLE001 - an ImportError, or a broken CUDA install underneath
+        return False
+    return True
+
+
+def resolve_loader(loader: str) -> str:
+    if loader == "auto":
+        return "dali" if dali_available() else "torchvision"
+    if loader == "dali" and not dali_available():
+        raise UserError("key 'data.loader' is 'dali' but nvidia.dali does not import; "
+                        "install nvidia-dali-cuda130, or set data.loader to torchvision or auto")
+    return loader
 
 
 @dataclass
@@ -27,6 +57,16 @@ class Data:
     train_eval_indices: list[int]
     rank: int
     world: int
+    loader: str = "torchvision"
+    device: torch.device = torch.device("cpu")
+    opts: Options | None = None
+    unreadable: images.Unreadable = field(default_factory=images.Unreadable)
+    _evals: dict = field(default_factory=dict, repr=False)
+
+    def __post_init__(self):
+        if self.opts is None:
+            s = self.spec
+            self.opts = Options(s.image_size, s.crop_scale_min, s.random_flip, s.workers)
 
     @property
     def num_classes(self) -> int:
@@ -36,42 +76,97 @@ class Data:
     def train_size(self) -> int:
         return len(self.layout.train)
 
+    @property
+    def val_size(self) -> int:
+        return len(self.layout.val)
+
     def train(self, start_step: int, end_step: int) -> Iterator:
         """This rank's micro-batches for steps [start_step, end_step), accum_steps per step."""
-        from bench.data import torchvision as backend
-
+        stream = copy.copy(self.stream)  # its permutation cache is its own (DALI reads it on a thread)
+        samples = stream.iterate(start_step, end_step)
         split = self.layout.train
-        return backend.train_batches(
-            split.files, split.labels, self.spec.image_size, self.spec.crop_scale_min,
-            self.stream.iterate(start_step, end_step), self.spec.workers,
-        )
+        if self.loader == "synthetic":
+            from bench.data import random_tensors
 
-    def _eval(self, split: folder_layout.Split, indices) -> Iterable:
-        from bench.data import torchvision as backend
+            return random_tensors.train_batches(self.opts, samples, stream.micro_batch, self.num_classes,
+                                                self.device, self.stream.seed)
+        if self.loader == "dali":
+            from bench.data import dali
 
-        mine = [indices[i] for i in sampling.eval_shard(len(indices), self.rank, self.world)]
-        return backend.eval_batches(split.files, split.labels, self.spec.image_size, mine,
-                                    self.spec.eval_batch, self.spec.workers)
+            return dali.train_batches(split.files, split.labels, self.opts, samples, self.unreadable,
+                                      stream.micro_batch, self.device)
+        from bench.data import torchvision
+
+        return torchvision.train_batches(split.files, split.labels, self.opts, samples, self.unreadable)
+
+    def _eval(self, name: str, split: folder_layout.Split, indices) -> Iterable:
+        if name not in self._evals:
+            mine = [indices[i] for i in sampling.eval_shard(len(indices), self.rank, self.world)]
+            batch = self.spec.eval_batch
+            index_batches = [mine[j:j + batch] for j in range(0, len(mine), batch)]
+            if self.loader == "synthetic":
+                from bench.data import random_tensors
+
+                batches = random_tensors.EvalBatches(self.opts, index_batches, self.num_classes, self.device)
+            elif self.loader == "dali":
+                from bench.data import dali
+
+                batches = dali.EvalBatches(split.files, split.labels, self.opts, index_batches,
+                                           self.unreadable, self.device)
+            else:
+                from bench.data import torchvision
+
+                batches = torchvision.EvalBatches(split.files, split.labels, self.opts, index_batches,
+                                                  self.unreadable)
+            self._evals[name] = batches
+        return self._evals[name]
 
     def val(self) -> Iterable:
-        return self._eval(self.layout.val, range(len(self.layout.val)))
+        """This rank's share of the validation set (every image once over all ranks); iterable repeatedly."""
+        return self._eval("val", self.layout.val, range(self.val_size))
 
     def train_eval(self) -> Iterable:
         """Training images with validation transforms, the same subset every time."""
-        return self._eval(self.layout.train, self.train_eval_indices)
+        return self._eval("train_eval", self.layout.train, self.train_eval_indices)
 
 
 def resolve_root(spec: DataSpec) -> Path:
     """The dataset folder: the given path, or the cached generated dataset."""
-    if spec.dataset == "folder":
+    if spec.dataset in ("folder", "filelist"):
         return Path(spec.path)
+    if spec.dataset == "digits":
+        from bench.data import digits
+
+        return digits.cached(spec.digits)
     return synthetic.cached(spec.synth)
 
 
-def build(spec: DataSpec, global_batch: int, micro_batch: int, rank: int, world: int, seed: int) -> Data:
+def scan(spec: DataSpec, loader: str) -> folder_layout.Folder:
+    """The dataset's layout; the synthetic loader on the synthetic dataset needs no files at all."""
+    if loader == "synthetic" and spec.dataset == "synthetic":
+        s = spec.synth
+        return folder_layout.virtual([synthetic.wnid(c) for c in range(s.classes)], s.train_per_class, s.val_per_class)
     root = resolve_root(spec)
-    layout = folder_layout.scan(root)
+    return folder_layout.scan_lists(root) if spec.dataset == "filelist" else folder_layout.scan(root)
+
+
+def default_device() -> torch.device:
+    return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
+
+
+def build(spec: DataSpec, global_batch: int, micro_batch: int, rank: int, world: int, seed: int,
+          device: torch.device | str | None = None, dtype: str = "float32", channels_last: bool = False) -> Data:
+    """The data of one rank. `device`: where the model runs (default: the current CUDA device, else
+    the CPU); DALI decodes on it when it is a GPU. `dtype` ("float32" or "bfloat16") and
+    `channels_last` shape the image batches."""
+    loader = resolve_loader(spec.loader)
+    device = torch.device(device) if device is not None else default_device()
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    layout = scan(spec, loader)
     stream = sampling.StepStream(len(layout.train), global_batch, micro_batch, rank, world, seed)
     size = spec.train_eval_size or len(layout.val)
     subset = sampling.train_eval_subset(len(layout.train), size).tolist()
-    return Data(spec, root, layout, stream, subset, rank, world)
+    opts = Options(spec.image_size, spec.crop_scale_min, spec.random_flip, spec.workers, dtype, channels_last)
+    return Data(spec, layout.root, layout, stream, subset, rank, world, loader, device, opts,
+                images.Unreadable(spec.strict))

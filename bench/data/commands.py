@@ -2,9 +2,26 @@
 
 from __future__ import annotations
 
+import os
+from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from bench.errors import UserError
+
+
+def _new_out(path: str) -> Path:
+    out = Path(path)
+    if out.exists():
+        raise UserError(f"{out}: already exists; choose a new --out directory")
+    return out
+
+
+def _summary(out: Path) -> str:
+    from bench.data import folder
+
+    layout = folder.scan(out)
+    return f"wrote {len(layout.train)} train and {len(layout.val)} val images in {len(layout.classes)} classes to {out}"
 
 
 def cmd_synth(args) -> int:
@@ -15,16 +32,75 @@ def cmd_synth(args) -> int:
 
     try:
         spec = synthetic.SynthSpec(classes=args.classes, train_per_class=args.train_per_class,
-                                   val_per_class=args.val_per_class, size=args.size, seed=args.seed)
+                                   val_per_class=args.val_per_class, size=args.size, width=args.width,
+                                   height=args.height, quality=args.quality, seed=args.seed)
     except ValidationError as e:
         raise UserError(f"bench data synth: {describe_error(e)}") from None
-    out = Path(args.out)
-    if out.exists():
-        raise UserError(f"{out}: already exists; choose a new --out directory")
-    synthetic.write_dataset(out, spec)
-    n = spec.classes * (spec.train_per_class + spec.val_per_class)
-    print(f"wrote {n} images in {spec.classes} classes to {out}")
+    out = _new_out(args.out)
+    images = spec.classes * (spec.train_per_class + spec.val_per_class)
+    synthetic.write_dataset(out, spec, workers=args.workers or (os.cpu_count() or 1 if images >= 1000 else 1))
+    print(_summary(out))
     return 0
+
+
+def cmd_digits(args) -> int:
+    from bench.data import digits
+    from bench.recipe import DigitsData
+
+    if args.size < 8:
+        raise UserError(f"bench data digits: --size must be at least 8 (got {args.size})")
+    out = _new_out(args.out)
+    digits.write_dataset(out, DigitsData(size=args.size))
+    print(_summary(out))
+    return 0
+
+
+def cmd_cifar(args) -> int:
+    from bench.data import cifar
+
+    counts = cifar.convert(args.archive, args.out)
+    print(f"wrote {counts['train']} train and {counts['val']} val images to {args.out}")
+    return 0
+
+
+def _unreadable(path: str) -> str | None:
+    from bench.data import images
+
+    try:
+        images.decode(path, draft=(64, 64))  # a reduced-scale JPEG decode still reads every byte
+    except images.UnreadableImage:
+        return path
+    return None
+
+
+def cmd_check(args) -> int:
+    from bench.data import folder
+
+    root = Path(args.dir)
+    lists = (root / "train.txt").is_file() and not (root / "train").is_dir()
+    layout = folder.scan_lists(root) if lists else folder.scan(root)
+    print(f"{root}: {'file lists' if lists else 'folder layout'}, {len(layout.classes)} classes")
+    files = []
+    for name in ("train", "val"):
+        split = getattr(layout, name)
+        per_class = Counter(split.labels)
+        counts = [per_class.get(c, 0) for c in range(len(layout.classes))]
+        print(f"  {name}: {len(split)} images, {min(counts)}-{max(counts)} per class")
+        files += split.files
+    if not lists:
+        ignored = sum(1 for p in root.glob("*/*/*") if p.is_file() and p.suffix.lower() not in folder.IMAGE_SUFFIXES)
+        if ignored:
+            print(f"  ignored: {ignored} files without an image suffix ({', '.join(folder.IMAGE_SUFFIXES)})")
+    workers = args.workers or os.cpu_count() or 1
+    if workers > 1:
+        with ProcessPoolExecutor(workers) as pool:
+            bad = [p for p in pool.map(_unreadable, files, chunksize=64) if p]
+    else:
+        bad = [p for p in map(_unreadable, files) if p]
+    print(f"  unreadable: {len(bad)}")
+    for path in bad:
+        print(f"    {path}")
+    return 1 if bad else 0
 
 
 def add_parser(sub) -> None:
@@ -34,6 +110,26 @@ def add_parser(sub) -> None:
     s.add_argument("--classes", type=int, default=10)
     s.add_argument("--train-per-class", type=int, default=100)
     s.add_argument("--val-per-class", type=int, default=30)
-    s.add_argument("--size", type=int, default=72)
+    s.add_argument("--size", type=int, default=72, help="square images of this side (default: %(default)s)")
+    s.add_argument("--width", type=int, help="image width instead of --size (ImageNet-like: 500)")
+    s.add_argument("--height", type=int, help="image height instead of --size (ImageNet-like: 375)")
+    s.add_argument("--quality", type=int, default=90, help="JPEG quality (default: %(default)s)")
     s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--workers", type=int, default=0, help="processes (default: all cores from 1000 images on)")
     s.set_defaults(func=cmd_synth)
+
+    s = data.add_parser("digits", help="export scikit-learn's handwritten digits (1,797 images, 10 classes)")
+    s.add_argument("--out", required=True)
+    s.add_argument("--size", type=int, default=32, help="upscaled image side (default: %(default)s)")
+    s.set_defaults(func=cmd_digits)
+
+    s = data.add_parser("cifar", help="convert cifar-10-python.tar.gz or cifar-100-python.tar.gz to the layout")
+    s.add_argument("archive", metavar="ARCHIVE")
+    s.add_argument("--out", required=True)
+    s.set_defaults(func=cmd_cifar)
+
+    s = data.add_parser("check", help="classes, images per split and unreadable files of a dataset "
+                                      "(exit 1 when some are unreadable)")
+    s.add_argument("dir", metavar="DIR")
+    s.add_argument("--workers", type=int, default=0, help="processes decoding (default: all cores)")
+    s.set_defaults(func=cmd_check)

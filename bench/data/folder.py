@@ -1,14 +1,21 @@
-"""The ImageNet folder layout: <root>/{train,val}/<class>/<image>.
+"""Where the images are: the ImageNet folder layout, or file lists.
 
-Classes are the sorted folder names of train/ (as torchvision's ImageFolder);
-val/ must hold the same classes. Layout problems are `UserError`s naming the
-path.
+- folder: <root>/{train,val}/<class>/<image>. Classes are the sorted folder
+  names of train/ (as torchvision's ImageFolder); val/ must hold the same
+  classes. Files with other suffixes than .JPEG/.jpg/.png are ignored.
+- filelist: <root>/{train,val}.txt, one image a line, "<path relative to
+  root> <label>" (DALI's file_list format); labels are 0..C-1 and every label
+  has training images.
+
+Layout problems are `UserError`s naming the path. Files are not opened here:
+unreadable ones are found (and skipped) when read, or by `bench data check`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 from bench.errors import UserError
 
@@ -17,8 +24,8 @@ IMAGE_SUFFIXES = (".jpeg", ".jpg", ".png")
 
 @dataclass(frozen=True)
 class Split:
-    files: tuple[str, ...]
-    labels: tuple[int, ...]
+    files: Sequence[str]
+    labels: Sequence[int]
 
     def __len__(self) -> int:
         return len(self.files)
@@ -59,3 +66,66 @@ def scan(root: str | Path) -> Folder:
     classes, train = _scan_split(root, "train", None)
     _, val = _scan_split(root, "val", classes)
     return Folder(root, classes, train, val)
+
+
+def _read_list(root: Path, split: str) -> tuple[list[str], list[int]]:
+    path = root / f"{split}.txt"
+    if not path.is_file():
+        raise UserError(f"{root}: missing file list '{split}.txt' (lines '<image path relative to {root}> <label>')")
+    files, labels = [], []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        name, _, label = line.strip().rpartition(" ")
+        if not name or not label.isdigit():
+            raise UserError(f"{path}:{number}: expected '<image path> <label>' with an integer label, got {line!r}")
+        files.append(str(root / name.strip()))
+        labels.append(int(label))
+    if not files:
+        raise UserError(f"{path}: no images listed")
+    if not Path(files[0]).is_file():
+        raise UserError(f"{path}:1: {files[0]} does not exist (paths are relative to {root})")
+    return files, labels
+
+
+def scan_lists(root: str | Path) -> Folder:
+    """The dataset described by <root>/train.txt and <root>/val.txt."""
+    root = Path(root)
+    if not root.is_dir():
+        raise UserError(f"{root}: dataset directory does not exist")
+    train_files, train_labels = _read_list(root, "train")
+    val_files, val_labels = _read_list(root, "val")
+    n = max(train_labels) + 1
+    missing = sorted(set(range(n)) - set(train_labels))
+    if missing:
+        raise UserError(f"{root / 'train.txt'}: label {missing[0]} has no training images (labels must be 0..{n - 1})")
+    if max(val_labels) >= n:
+        raise UserError(f"{root / 'val.txt'}: label {max(val_labels)} does not occur in train.txt (labels 0..{n - 1})")
+    classes = tuple(str(c) for c in range(n))
+    return Folder(root, classes, Split(tuple(train_files), tuple(train_labels)), Split(tuple(val_files), tuple(val_labels)))
+
+
+class _Counted(Sequence):
+    """n items, item i computed from i: stands for files or labels that need not exist."""
+
+    def __init__(self, n: int, item):
+        self.n, self.item = n, item
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self.item(j) for j in range(*i.indices(self.n))]
+        if not -self.n <= i < self.n:
+            raise IndexError(i)
+        return self.item(i % self.n)
+
+
+def virtual(classes: Sequence[str], train_per_class: int, val_per_class: int) -> Folder:
+    """A layout of the given shape with no files behind it (for the synthetic loader)."""
+    def split(name: str, per_class: int) -> Split:
+        n = per_class * len(classes)
+        return Split(_Counted(n, lambda i: f"<{name} image {i}>"), _Counted(n, lambda i: i // per_class))
+
+    return Folder(Path("<no files>"), tuple(classes), split("train", train_per_class), split("val", val_per_class))

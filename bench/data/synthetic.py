@@ -8,8 +8,10 @@ the classes well above chance but not perfectly, and with few images per class
 it overfits, so the train/validation gap the suite measures is visible.
 
 Files: ``<out>/{train,val}/<wnid>/<wnid>_<i>.JPEG`` with ImageNet-style wnids
-``n%08d``. The bytes depend only on the arguments (each image has its own
-seeded generator), so the same seed gives the same files.
+``n%08d``, size x size pixels, or width x height (an ImageNet-shaped folder:
+1000 classes of 500x375 JPEGs at quality 90). The bytes depend only on the
+arguments (each image has its own seeded generator), so the same seed gives
+the same files, however many processes write them.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ import io
 import os
 import shutil
 import tempfile
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 from PIL import Image
@@ -71,14 +75,16 @@ def _shape_mask(shape: str, u: np.ndarray, v: np.ndarray) -> np.ndarray:
 def render(spec: SynthSpec, c: int, split: str, i: int) -> bytes:
     """One JPEG of class c; a pure function of its arguments."""
     rng = np.random.default_rng([spec.seed, c, 0 if split == "train" else 1, i])
-    n = spec.size
-    y, x = np.mgrid[0:n, 0:n].astype(np.float64) / n
+    width, height = spec.width or spec.size, spec.height or spec.size
+    n = min(width, height)  # coordinates in units of the shorter side: nothing is stretched
+    w, h = width / n, height / n
+    y, x = np.mgrid[0:height, 0:width].astype(np.float64) / n
 
     # Cluttered background: a dim random colour plus a few distractor blobs.
-    img = np.empty((n, n, 3))
+    img = np.empty((height, width, 3))
     img[:] = _hsv_to_rgb(rng.uniform(), rng.uniform(0.1, 0.5), rng.uniform(0.2, 0.6))
     for _ in range(3):
-        cx, cy, r = rng.uniform(0, 1), rng.uniform(0, 1), rng.uniform(0.05, 0.2)
+        cx, cy, r = w * rng.uniform(0, 1), h * rng.uniform(0, 1), rng.uniform(0.05, 0.2)
         blob = np.clip((r - np.hypot(x - cx, y - cy)) * 40, 0, 1)[..., None]
         img = img * (1 - blob) + blob * _hsv_to_rgb(rng.uniform(), 0.7, rng.uniform(0.4, 1.0))
 
@@ -89,7 +95,7 @@ def render(spec: SynthSpec, c: int, split: str, i: int) -> bytes:
     freq *= np.exp(rng.normal(0, 0.2))
     if rng.uniform() < 0.2:  # sometimes the shape is borrowed from another class
         shape = SHAPES[rng.integers(len(SHAPES))]
-    cx, cy = rng.uniform(0.3, 0.7, size=2)
+    cx, cy = rng.uniform(0.3, 0.7, size=2) * (w, h)
     scale = rng.uniform(0.22, 0.4)
     angle = rng.uniform(0, np.pi)
     u = ((x - cx) * np.cos(angle) + (y - cy) * np.sin(angle)) / scale
@@ -104,29 +110,48 @@ def render(spec: SynthSpec, c: int, split: str, i: int) -> bytes:
     img += rng.normal(0, 0.08, size=img.shape)
     pixels = (np.clip(img, 0, 1) * 255).round().astype(np.uint8)
     buf = io.BytesIO()
-    Image.fromarray(pixels).save(buf, format="JPEG", quality=90)
+    Image.fromarray(pixels).save(buf, format="JPEG", quality=spec.quality)
     return buf.getvalue()
 
 
-def write_dataset(out: Path, spec: SynthSpec) -> Path:
-    """Write the dataset to `out` atomically: a crash leaves no half-written folder."""
+def write_atomically(out: Path, fill: Callable[[Path], None]) -> Path:
+    """Run `fill(tmp)` on a fresh temporary folder, then rename it to `out`: a crash leaves nothing half-written."""
     out = Path(out)
     if out.exists():
         raise FileExistsError(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
-        for split, count in (("train", spec.train_per_class), ("val", spec.val_per_class)):
-            for c in range(spec.classes):
-                folder = tmp / split / wnid(c)
-                folder.mkdir(parents=True)
-                for i in range(count):
-                    (folder / f"{wnid(c)}_{i}.JPEG").write_bytes(render(spec, c, split, i))
+        fill(tmp)
         os.replace(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out
+
+
+def _write_class(tmp: Path, spec: SynthSpec, split: str, c: int, count: int) -> None:
+    folder = tmp / split / wnid(c)
+    folder.mkdir(parents=True)
+    for i in range(count):
+        (folder / f"{wnid(c)}_{i}.JPEG").write_bytes(render(spec, c, split, i))
+
+
+def write_dataset(out: Path, spec: SynthSpec, workers: int = 1) -> Path:
+    """Write the dataset to `out` atomically, rendering in `workers` processes."""
+    jobs = [(split, c, count) for split, count in (("train", spec.train_per_class), ("val", spec.val_per_class))
+            for c in range(spec.classes)]
+
+    def fill(tmp: Path) -> None:
+        if workers <= 1:
+            for job in jobs:
+                _write_class(tmp, spec, *job)
+            return
+        with ProcessPoolExecutor(workers) as pool:
+            for done in [pool.submit(_write_class, tmp, spec, *job) for job in jobs]:
+                done.result()
+
+    return write_atomically(out, fill)
 
 
 def cache_root() -> Path:
@@ -136,12 +161,17 @@ def cache_root() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "bench"
 
 
-def cached(spec: SynthSpec) -> Path:
-    """The dataset for `spec`, generated on first use and reused after."""
-    path = cache_root() / cache_key(spec)
+def cached_dataset(key: str, write: Callable[[Path], Path]) -> Path:
+    """The cached dataset called `key`, written by `write(path)` on first use and reused after."""
+    path = cache_root() / key
     if not path.exists():
         try:
-            write_dataset(path, spec)
+            write(path)
         except FileExistsError:  # another process finished it first
             pass
     return path
+
+
+def cached(spec: SynthSpec) -> Path:
+    """The dataset for `spec`, generated on first use and reused after."""
+    return cached_dataset(cache_key(spec), lambda path: write_dataset(path, spec))

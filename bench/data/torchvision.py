@@ -1,78 +1,115 @@
 """The torchvision backend: the reference input pipeline, correct everywhere.
 
-Training: decode (Pillow, as torchvision's ImageFolder), random-resized crop (area crop_scale_min..1, aspect 3/4..4/3),
-horizontal flip, normalise. Validation (and train-eval): resize the shorter
-side to size/0.875, centre crop. Each training sample's randomness comes from
-its own seed (see sampling.py), so results do not depend on the worker count.
+Decode with Pillow (as torchvision's ImageFolder), then the transforms of
+augment.py: training = random-resized crop and flip drawn from each sample's
+own seed (so batches do not depend on the worker count), validation = resize
+the shorter side to size/0.875 and centre crop; both normalised with the
+ImageNet mean and std. A DataLoader with `workers` processes and pinned memory
+(when CUDA is there) runs it; evaluation loaders keep their workers between
+evaluations. Unreadable files are dropped from their batch and reported (see
+images.py).
 """
 
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+from functools import partial
+from typing import Iterable, Iterator, Sequence
 
 import torch
 from torch.utils.data import DataLoader, Dataset
-from PIL import Image
-from torchvision.transforms import v2
+from torchvision.transforms.v2 import functional as F
 
-MEAN = (0.485, 0.456, 0.406)
-STD = (0.229, 0.224, 0.225)
-
-
-def train_transform(size: int, crop_scale_min: float) -> v2.Compose:
-    return v2.Compose([
-        v2.RandomResizedCrop(size, scale=(crop_scale_min, 1.0), antialias=True),
-        v2.RandomHorizontalFlip(),
-        v2.ToImage(),
-        v2.ToDtype(torch.float32, scale=True),
-        v2.Normalize(MEAN, STD),
-    ])
+from bench.data import augment, images
+from bench.data.output import Options
 
 
-def eval_transform(size: int) -> v2.Compose:
-    return v2.Compose([
-        v2.Resize(round(size / 0.875), antialias=True),
-        v2.CenterCrop(size),
-        v2.ToImage(),
-        v2.ToDtype(torch.float32, scale=True),
-        v2.Normalize(MEAN, STD),
-    ])
+def train_image(image, crop: augment.Crop, size: int) -> torch.Tensor:
+    """Random-resized crop + flip of a PIL image, as uint8 CHW."""
+    image = F.resized_crop(image, crop.top, crop.left, crop.height, crop.width, [size, size], antialias=True)
+    if crop.flip:
+        image = F.horizontal_flip(image)
+    return F.pil_to_tensor(image)
+
+
+def eval_image(image, size: int) -> torch.Tensor:
+    """Resize the shorter side to size/0.875, centre crop, as uint8 CHW."""
+    g = augment.eval_geometry(image.width, image.height, size)
+    image = F.resize(image, [g.resize_height, g.resize_width], antialias=True)
+    return F.pil_to_tensor(F.crop(image, g.top, g.left, size, size))
+
+
+def normalise(images: torch.Tensor) -> torch.Tensor:
+    """uint8 (..., 3, H, W) -> float32 normalised with the ImageNet mean and std."""
+    return F.normalize(F.to_dtype(images, torch.float32, scale=True), augment.MEAN, augment.STD)
 
 
 class _Images(Dataset):
-    """Items are (index, seed) pairs; seed None means no randomness is used."""
+    """Items are (index, seed) pairs; seed None means the evaluation transform."""
 
-    def __init__(self, files: Sequence[str], labels: Sequence[int], transform):
-        self.files, self.labels, self.transform = files, labels, transform
+    def __init__(self, files: Sequence[str], labels: Sequence[int], opts: Options):
+        self.files, self.labels, self.opts = files, labels, opts
 
     def __len__(self) -> int:
         return len(self.files)
 
     def __getitem__(self, item: tuple[int, int | None]):
         index, seed = item
-        with Image.open(self.files[index]) as f:
-            image = f.convert("RGB")
+        path = self.files[index]
+        try:
+            image = images.decode(path)
+        except images.UnreadableImage:
+            return None, self.labels[index], path
         if seed is None:
-            return self.transform(image), self.labels[index]
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            return self.transform(image), self.labels[index]
+            pixels = eval_image(image, self.opts.size)
+        else:
+            crop = augment.train_crop(seed, image.width, image.height, self.opts.crop_scale_min, self.opts.random_flip)
+            pixels = train_image(image, crop, self.opts.size)
+        return normalise(pixels), self.labels[index], path
 
 
-def _loader(dataset: _Images, batches, workers: int) -> DataLoader:
+def _collate(opts: Options, items):
+    """Stack the readable samples; return the paths of the others beside them."""
+    good = [(x, y) for x, y, _ in items if x is not None]
+    bad = [path for x, _, path in items if x is None]
+    size = opts.size
+    stacked = torch.stack([x for x, _ in good]) if good else torch.empty(0, 3, size, size)
+    return opts.finish(stacked), torch.tensor([y for _, y in good], dtype=torch.int64), bad
+
+
+def _loader(files, labels, opts: Options, batches, persistent: bool) -> DataLoader:
     return DataLoader(
-        dataset,
+        _Images(files, labels, opts),
         batch_sampler=batches,
-        num_workers=workers,
+        num_workers=opts.workers,
+        collate_fn=partial(_collate, opts),
         pin_memory=torch.cuda.is_available(),
-        persistent_workers=False,
+        persistent_workers=persistent and opts.workers > 0,
     )
 
 
-def train_batches(files, labels, size, crop_scale_min, stream_batches, workers) -> Iterator:
-    return iter(_loader(_Images(files, labels, train_transform(size, crop_scale_min)), stream_batches, workers))
+def _report(loader: Iterable, unreadable: images.Unreadable, train: bool) -> Iterator:
+    for batch, labels, bad in loader:
+        unreadable.report(bad)
+        if train:
+            unreadable.check_not_empty(len(labels), bad)
+        elif not len(labels):
+            continue
+        yield batch, labels
 
 
-def eval_batches(files, labels, size, indices: Sequence[int], batch: int, workers: int) -> DataLoader:
-    batches = [[(i, None) for i in indices[j : j + batch]] for j in range(0, len(indices), batch)]
-    return _loader(_Images(files, labels, eval_transform(size)), batches, workers)
+def train_batches(files, labels, opts: Options, samples: Iterable[list[tuple[int, int]]],
+                  unreadable: images.Unreadable) -> Iterator:
+    """One (images, labels) per list of (index, augmentation seed) in `samples`."""
+    return _report(_loader(files, labels, opts, samples, persistent=False), unreadable, train=True)
+
+
+class EvalBatches:
+    """The evaluation batches of fixed index lists; iterable any number of times, workers kept."""
+
+    def __init__(self, files, labels, opts: Options, index_batches: list[list[int]], unreadable: images.Unreadable):
+        batches = [[(i, None) for i in b] for b in index_batches]
+        self.loader = _loader(files, labels, opts, batches, persistent=True)
+        self.unreadable = unreadable
+
+    def __iter__(self) -> Iterator:
+        return _report(self.loader, self.unreadable, train=False)

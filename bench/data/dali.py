@@ -1,0 +1,290 @@
+"""The DALI backend: the fast input pipeline, on the GPU when there is one.
+
+The pipelines are short functions of DALI ops, after NVIDIA's ResNet-50 recipe
+(DeepLearningExamples, image_classification/dali.py):
+
+- training: decode fused with the random-resized crop (`decoders.image_slice`,
+  ROI decoding: only the window is decoded, the same kernel that
+  `decoders.image_random_crop` uses), resize to size x size, flip and
+  normalise in one `crop_mirror_normalize`;
+- validation: decode, resize the shorter side to size/0.875, centre crop,
+  normalise.
+
+Decoding runs on device "mixed" (nvJPEG, the rest on the GPU) when the data
+goes to a GPU, and on "cpu" (libjpeg-turbo, `device_id=None`) when not.
+
+Which images, and which crops: the host feeds them. An `external_source` gets,
+per micro-batch, the file bytes of the samples `sampling.StepStream` assigns to
+this rank, with the crop window and flip computed by `augment.train_crop` from
+each sample's own seed. So DALI trains on exactly the images, in exactly the
+order and with exactly the crops of the torchvision backend: the suite's epoch
+semantics (global batch s = stream positions [s*B, (s+1)*B) whatever the world
+size, epochs = images seen / N, every image once per epoch, resume at any
+step, the last partial batch of an epoch filled from the next epoch) hold
+unchanged, and the two backends differ only in their decoders and resize
+kernels. Evaluation feeds each rank its `sampling.eval_shard`, so every
+validation image is evaluated exactly once whatever the world size, with no
+padding and no duplicates to discount.
+
+The trade-off against `fn.readers.file(shard_id, num_shards, random_shuffle,
+initial_fill, pad_last_batch)`: the reader's shuffle only mixes inside an
+`initial_fill` buffer, its shards rotate per epoch unless `stick_to_shard`, a
+padded last batch repeats images, and what each rank sees depends on the world
+size; resuming mid-epoch is not possible. Feeding from the host costs one
+Python file read and one header parse per image (tens of microseconds, on a
+prefetch thread, off the training thread) and no more.
+
+The iterator copies every batch out of DALI's buffers (they are only valid
+until the next run) into torch tensors on a prefetch thread, one batch ahead,
+so the next batch is prepared while the model computes. Unreadable files: the
+header is parsed on the host; if DALI still fails on a batch, its images are
+run one at a time to find the culprits, which are dropped and reported (see
+images.py). Every other batch is unaffected.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from dataclasses import dataclass
+from typing import Callable, Iterable, Iterator, NamedTuple, Sequence
+
+import numpy as np
+import torch
+from nvidia.dali import fn, pipeline_def, types
+from nvidia.dali.plugin.pytorch import feed_ndarray
+
+from bench.data import augment, images
+from bench.data.output import Options
+
+PREFETCH = 2  # batches copied out ahead of the consumer
+
+
+# ---- the pipelines ---------------------------------------------------------------------------
+
+def _decoder_args(device: str) -> dict:
+    args = dict(device=device, output_type=types.RGB, adjust_orientation=False)
+    if device == "mixed":  # as the NVIDIA recipe: fixed scratch space, no reallocations
+        args.update(device_memory_padding=211025920, host_memory_padding=140544512, jpeg_fancy_upsampling=True)
+    return args
+
+
+def _normalise(images, channels_last: bool, **crop):
+    return fn.crop_mirror_normalize(
+        images, dtype=types.FLOAT, output_layout="HWC" if channels_last else "CHW",
+        mean=[255 * m for m in augment.MEAN], std=[255 * s for s in augment.STD], **crop,
+    )
+
+
+@pipeline_def
+def train_pipeline(size: int, decode_device: str, channels_last: bool):
+    encoded = fn.external_source(name="encoded", dtype=types.UINT8, ndim=1)
+    anchor = fn.external_source(name="anchor", dtype=types.FLOAT, ndim=1)  # (x, y)
+    shape = fn.external_source(name="shape", dtype=types.FLOAT, ndim=1)  # (w, h)
+    flip = fn.external_source(name="flip", dtype=types.INT32, ndim=0)
+    images = fn.decoders.image_slice(encoded, anchor, shape, axis_names="WH", normalized_anchor=False,
+                                     normalized_shape=False, **_decoder_args(decode_device))
+    images = fn.resize(images, size=[size, size], interp_type=types.INTERP_LINEAR, antialias=True)
+    return _normalise(images, channels_last, mirror=flip)
+
+
+@pipeline_def
+def eval_pipeline(size: int, decode_device: str, channels_last: bool):
+    encoded = fn.external_source(name="encoded", dtype=types.UINT8, ndim=1)
+    resize_x = fn.external_source(name="resize_x", dtype=types.FLOAT, ndim=0)
+    resize_y = fn.external_source(name="resize_y", dtype=types.FLOAT, ndim=0)
+    crop_x = fn.external_source(name="crop_x", dtype=types.FLOAT, ndim=0)
+    crop_y = fn.external_source(name="crop_y", dtype=types.FLOAT, ndim=0)
+    images = fn.decoders.image(encoded, **_decoder_args(decode_device))
+    images = fn.resize(images, resize_x=resize_x, resize_y=resize_y, interp_type=types.INTERP_LINEAR, antialias=True)
+    return _normalise(images, channels_last, crop=[size, size], crop_pos_x=crop_x, crop_pos_y=crop_y)
+
+
+def _train_inputs(data: bytes, width: int, height: int, seed: int, opts: Options) -> dict:
+    c = augment.train_crop(seed, width, height, opts.crop_scale_min, opts.random_flip)
+    return {"anchor": np.array([c.left, c.top], np.float32), "shape": np.array([c.width, c.height], np.float32),
+            "flip": np.array(int(c.flip), np.int32)}
+
+
+def _eval_inputs(data: bytes, width: int, height: int, seed: None, opts: Options) -> dict:
+    g = augment.eval_geometry(width, height, opts.size)
+
+    def position(offset, extent):  # crop_pos * (extent - size), rounded by DALI, is `offset`
+        return np.array(offset / (extent - opts.size) if extent > opts.size else 0.5, np.float32)
+
+    return {"resize_x": np.array(g.resize_width, np.float32), "resize_y": np.array(g.resize_height, np.float32),
+            "crop_x": position(g.left, g.resize_width), "crop_y": position(g.top, g.resize_height)}
+
+
+# ---- feeding and copying out -----------------------------------------------------------------
+
+class _Sample(NamedTuple):
+    path: str
+    label: int
+    inputs: dict
+
+
+@dataclass
+class Runner:
+    """One built pipeline plus how to feed it; used by one thread at a time (`lock`)."""
+
+    pipe: object
+    files: Sequence[str]
+    labels: Sequence[int]
+    opts: Options
+    make_inputs: Callable
+    device: torch.device
+    lock: threading.Lock
+
+    def _samples(self, items: Iterable[tuple[int, int | None]], known_bad: set[str]):
+        good, bad = [], []
+        for index, seed in items:
+            path = self.files[index]
+            if path in known_bad:
+                bad.append(path)
+                continue
+            try:
+                data, width, height = images.read_header(path)
+            except images.UnreadableImage:
+                bad.append(path)
+                continue
+            inputs = self.make_inputs(data, width, height, seed, self.opts)
+            inputs["encoded"] = np.frombuffer(data, np.uint8)
+            good.append(_Sample(path, self.labels[index], inputs))
+        return good, bad
+
+    def _run(self, samples: list[_Sample], stream) -> torch.Tensor:
+        for name in samples[0].inputs:
+            self.pipe.feed_input(name, [s.inputs[name] for s in samples])
+        (out,) = self.pipe.run()
+        return _copy_out(out.as_tensor(), self.opts, self.device, stream)
+
+    def prepare(self, items, known_bad: set[str]) -> tuple[list[_Sample], list[str]]:
+        """Host side of one batch: read the files, parse their headers, compute the crops."""
+        return self._samples(items, known_bad)
+
+    def execute(self, prepared, stream) -> tuple[torch.Tensor, torch.Tensor, list[str]]:
+        """(images, labels, unreadable paths) of one prepared batch."""
+        samples, bad = prepared
+        try:
+            out = self._run(samples, stream) if samples else None
+        except RuntimeError:  # a file the header check let through: find it, drop it
+            kept = []
+            for s in samples:
+                try:
+                    self._run([s], stream)
+                    kept.append(s)
+                except RuntimeError:
+                    bad.append(s.path)
+            samples = kept
+            out = self._run(samples, stream) if samples else None
+        if out is None:
+            shape = (0, 3, self.opts.size, self.opts.size)
+            out = self.opts.finish(torch.empty(shape, device=self.device))
+        return out, torch.tensor([s.label for s in samples], dtype=torch.int64), bad
+
+
+def _copy_out(tensor, opts: Options, device: torch.device, stream) -> torch.Tensor:
+    """A torch copy of a dense DALI batch (N,C,H,W, or N,H,W,C for channels_last) in the options' dtype."""
+    if device.type != "cuda":
+        raw = torch.from_numpy(np.asarray(tensor))  # a view of DALI's buffer: copied below
+        return opts.finish(raw.permute(0, 3, 1, 2) if opts.channels_last else raw, copy=True)
+    with torch.cuda.stream(stream):
+        raw = torch.empty(tuple(tensor.shape()), dtype=torch.float32, device=device)
+        feed_ndarray(tensor, raw, cuda_stream=stream)
+        out = opts.finish(raw.permute(0, 3, 1, 2) if opts.channels_last else raw)
+    stream.synchronize()
+    return out
+
+
+def build(kind: str, files, labels, opts: Options, batch_size: int, device: torch.device) -> Runner:
+    """A pipeline for `kind` ("train" or "eval") decoding on the GPU when `device` is CUDA."""
+    cuda = device.type == "cuda"
+    make = train_pipeline if kind == "train" else eval_pipeline
+    pipe = make(size=opts.size, decode_device="mixed" if cuda else "cpu", channels_last=opts.channels_last,
+                batch_size=batch_size, num_threads=max(1, opts.workers),
+                device_id=(device.index if device.index is not None else torch.cuda.current_device()) if cuda else None,
+                prefetch_queue_depth=1)
+    pipe.build()
+    return Runner(pipe, files, labels, opts, _train_inputs if kind == "train" else _eval_inputs, device,
+                  threading.Lock())
+
+
+def _background(produce: Iterator, stop: threading.Event, name: str, setup=None) -> Iterator:
+    """Run the iterator `produce` on a thread, PREFETCH items ahead; its exceptions re-raise here."""
+    out: queue.Queue = queue.Queue(PREFETCH)
+    done = object()
+
+    def put(item) -> bool:
+        while not stop.is_set():
+            try:
+                out.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                pass
+        return False
+
+    def work():
+        try:
+            for item in produce:
+                if not put(item):
+                    return
+            put(done)
+        except BaseException as e:  # noqa: BLE001 - handed to the consumer
+            put(e)
+
+    threading.Thread(target=work, daemon=True, name=name).start()
+    while True:
+        item = out.get()
+        if item is done:
+            return
+        if isinstance(item, BaseException):
+            raise item
+        yield item
+
+
+def _prefetch(runner: Runner, batches: Iterable, unreadable: images.Unreadable, train: bool) -> Iterator:
+    """Run `runner` over `batches` on two threads (host preparation, then DALI and the copy out),
+    each PREFETCH batches ahead of the next; report unreadable files here, on the consumer's thread."""
+    stop = threading.Event()
+
+    def execute(prepared_batches):
+        stream = torch.cuda.Stream(runner.device) if runner.device.type == "cuda" else None
+        with runner.lock:
+            for prepared in prepared_batches:
+                yield runner.execute(prepared, stream)
+
+    prepared = _background((runner.prepare(items, unreadable.files) for items in batches), stop, "dali-prepare")
+    try:
+        for batch, labels, bad in _background(execute(prepared), stop, "dali-run"):
+            unreadable.report(bad)
+            if train:
+                unreadable.check_not_empty(len(labels), bad)
+            elif not len(labels):
+                continue
+            if batch.is_cuda:
+                batch.record_stream(torch.cuda.current_stream(batch.device))
+            yield batch, labels
+    finally:
+        stop.set()
+
+
+def train_batches(files, labels, opts: Options, samples: Iterable[list[tuple[int, int]]],
+                  unreadable: images.Unreadable, micro_batch: int, device: torch.device) -> Iterator:
+    """One (images, labels) per list of (index, augmentation seed) in `samples`."""
+    runner = build("train", files, labels, opts, micro_batch, device)
+    return _prefetch(runner, samples, unreadable, train=True)
+
+
+class EvalBatches:
+    """The evaluation batches of fixed index lists; iterable any number of times, pipeline kept."""
+
+    def __init__(self, files, labels, opts: Options, index_batches: list[list[int]],
+                 unreadable: images.Unreadable, device: torch.device):
+        self.batches = [[(i, None) for i in b] for b in index_batches]
+        self.unreadable = unreadable
+        size = max((len(b) for b in self.batches), default=1)
+        self.runner = build("eval", files, labels, opts, size, device)
+
+    def __iter__(self) -> Iterator:
+        return _prefetch(self.runner, self.batches, self.unreadable, train=False)

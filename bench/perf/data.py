@@ -1,0 +1,121 @@
+"""Input pipeline throughput: DALI vs torchvision images/s on one dataset folder.
+
+    bench perf data --root DIR [--size 224] [--batch 64] [--threads N] [--rounds 5] [--batches 10]
+
+Both backends run the suite's own training (or validation) path on the same
+images with the same crops, output size and normalisation (they share
+augment.py), with the same number of CPU threads (DALI) and DataLoader
+workers (torchvision). Rounds alternate between the backends; each round is a
+fresh iterator over the next `--batches` micro-batches of the step stream,
+timed after `--threads` warm-up batches (so worker start-up and batches made
+while waiting for the first are not counted). The page cache is warmed first,
+so both read from memory. Reported: images/s per round, the medians, and the
+ratio of each DALI variant to torchvision. When a GPU is there, DALI with
+decoding on the GPU ("mixed") is measured too; torchvision decodes on the CPU
+in every case.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from bench.errors import UserError
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="bench perf data", description=__doc__.split("\n")[0])
+    p.add_argument("--root", required=True, help="dataset folder (train/ and val/, or train.txt and val.txt)")
+    p.add_argument("--split", choices=("train", "val"), default="train", help="which path to time (default: %(default)s)")
+    p.add_argument("--size", type=int, default=224, help="output image side (default: %(default)s)")
+    p.add_argument("--batch", type=int, default=64, help="images per batch (default: %(default)s)")
+    p.add_argument("--threads", type=int, default=os.cpu_count() or 1,
+                   help="DALI CPU threads = torchvision workers (default: all cores, %(default)s)")
+    p.add_argument("--rounds", type=int, default=5, help="timed rounds per backend (default: %(default)s)")
+    p.add_argument("--batches", type=int, default=10, help="timed batches per round (default: %(default)s)")
+    p.add_argument("--crop-scale-min", type=float, default=0.08, help="random-resized-crop area lower bound")
+    return p
+
+
+def _contenders() -> dict[str, tuple[str, str]]:
+    from bench.data import dali_available
+
+    found = {"torchvision": ("torchvision", "cpu")}
+    if dali_available():
+        found["dali-cpu"] = ("dali", "cpu")
+        if torch.cuda.is_available():
+            found["dali-mixed"] = ("dali", "cuda")
+    return found
+
+
+def _warm_page_cache(files) -> None:
+    for path in files:
+        with open(path, "rb") as f:
+            while f.read(1 << 20):
+                pass
+
+
+def _round(args, root: Path, dataset: str, loader: str, device: str, first_step: int) -> float:
+    """Images/s of one fresh iterator, after the warm-up batches."""
+    from bench.data import build
+    from bench.recipe import DataSpec
+
+    spec = DataSpec(dataset=dataset, path=root, image_size=args.size, crop_scale_min=args.crop_scale_min,
+                    loader=loader, workers=args.threads, eval_batch=args.batch)
+    data = build(spec, args.batch, args.batch, 0, 1, seed=0, device=device)
+    warmup = max(1, args.threads)
+    if args.split == "train":
+        batches = data.train(first_step, first_step + warmup + args.batches)
+    else:
+        batches = data.val()
+    images, start = 0, None
+    for i, (x, _) in enumerate(batches):
+        if i == warmup:
+            start = time.perf_counter()
+        if i >= warmup:
+            images += len(x)
+        if i + 1 == warmup + args.batches:
+            break
+    if start is None or images == 0:
+        raise UserError(f"{root}: too few {args.split} images for {warmup} warm-up and {args.batches} timed batches "
+                        f"of {args.batch}; lower --batch or --batches")
+    return images / (time.perf_counter() - start)
+
+
+def main(argv: list[str]) -> int:
+    from bench.data import folder
+
+    args = _parser().parse_args(argv)
+    root = Path(args.root)
+    dataset = "filelist" if (root / "train.txt").is_file() and not (root / "train").is_dir() else "folder"
+    layout = folder.scan_lists(root) if dataset == "filelist" else folder.scan(root)
+    split = getattr(layout, args.split)
+    _warm_page_cache(split.files)
+    contenders = _contenders()
+    print(f"bench perf data: {root} ({args.split}, {len(split)} images), {args.size}px, batch {args.batch}, "
+          f"{args.threads} DALI threads / DataLoader workers, {args.rounds} rounds of {args.batches} timed batches")
+    if "dali-cpu" not in contenders:
+        print("nvidia.dali does not import: torchvision only")
+
+    rates: dict[str, list[float]] = {name: [] for name in contenders}
+    steps_per_round = max(1, args.threads) + args.batches
+    for r in range(args.rounds):
+        order = list(contenders) if r % 2 == 0 else list(reversed(contenders))  # alternate who goes first
+        for name in order:
+            loader, device = contenders[name]
+            rates[name].append(_round(args, root, dataset, loader, device, r * steps_per_round))
+        print(f"round {r + 1}: " + ", ".join(f"{name} {rates[name][-1]:.0f}" for name in contenders) + " img/s")
+
+    medians = {name: statistics.median(v) for name, v in rates.items()}
+    print("median img/s: " + ", ".join(f"{name} {m:.0f}" for name, m in medians.items()))
+    for name in contenders:
+        if name != "torchvision":
+            print(f"ratio {name} / torchvision: {medians[name] / medians['torchvision']:.2f}x")
+    print("(img/s = images of the timed batches / wall time from the end of the warm-up batches to the last one; "
+          "same images, crops, size and normalisation for every backend; page cache warm)")
+    return 0
