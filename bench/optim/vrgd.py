@@ -57,7 +57,7 @@ class VRGD(GroupOptimizer):
         g_vr  = r * g_bar                                          the base optimizer's gradient
 
     Group interface: observe() adds each p.grad into one flat fp32 buffer [sum_d g_d | sum_d g_d^2 |
-    k] (2 floats per parameter element) and sets p.grad to None (the next backward then writes its
+    k] (2 floats per parameter element; fp64 for fp64 parameters) and sets p.grad to None (the next backward then writes its
     gradient rather than adding it to zeros); a parameter without a gradient in a group counts as a
     zero gradient there. step() needs k >= 2 groups (RuntimeError otherwise); under
     torch.distributed it all-reduces the buffer (SUM, one call: the runner keeps DDP from
@@ -73,8 +73,10 @@ class VRGD(GroupOptimizer):
             the base optimizer.
         gsnr_eps: added to the variance (OPEN, the paper has none; default 1e-12: inert next to
             ResNet-50 gradient variances, ~1e-8 at 64 samples a group, and it keeps zero-variance
-            coordinates finite). With all groups identical (var = 0) r is proportional to g_bar^2,
-            so the factors are clip(g_bar^2 / mean(g_bar^2), gamma, 1): finite, no NaN.
+            coordinates finite). All groups identical: var is 0 up to the rounding of the sums
+            (about 1e-7 of sum_d g_d^2 in fp32), so r is large but finite and the factors lie in
+            [gamma, 1], no NaN or Inf; where eps exceeds that rounding (as for fp32 gradients below
+            ~1e-3) r = g_bar^2 / eps and the factors are clip(g_bar^2 / mean(g_bar^2), gamma, 1).
         beta3: GSNR momentum (0 = off). Default 0.9 for VRGDAdam and VRGDLAMB (the paper), 0 for
             VRGDSGD and VRGDLARS (OPEN: the paper names it only for Adam and LAMB). It costs one
             more fp32 tensor per parameter, kept in the optimizer state.
@@ -96,9 +98,10 @@ class VRGD(GroupOptimizer):
     def _allocate(self):
         params = [p for group in self.param_groups for p in group["params"]]
         n = sum(p.numel() for p in params)
-        self._stats = torch.zeros(2 * n + 1, dtype=torch.float32, device=params[0].device)
+        dtype = torch.promote_types(torch.float32, params[0].dtype)  # fp32, or fp64 for fp64 parameters
+        self._stats = torch.zeros(2 * n + 1, dtype=dtype, device=params[0].device)
         self._sum, self._sumsq = _views(self._stats[:n], params), _views(self._stats[n : 2 * n], params)
-        self._numels = torch.tensor([p.numel() for p in params], dtype=torch.float32, device=params[0].device)
+        self._numels = torch.tensor([p.numel() for p in params], dtype=dtype, device=params[0].device)
 
     @torch.no_grad()
     def observe(self):
@@ -131,7 +134,7 @@ class VRGD(GroupOptimizer):
         if self.beta3:
             self.gsnr_step += 1
             weight = (1 - self.beta3) / (1 - self.beta3**self.gsnr_step if self.gsnr_bias_correction else 1)
-            momenta = self._state(list(self._sumsq), "gsnr_momentum", torch.float32)
+            momenta = self._state(list(self._sumsq), "gsnr_momentum", self._stats.dtype)
             torch._foreach_lerp_(momenta, layers, weight)  # p = b3 * p + (1 - b3) * r, bias-corrected
             torch._foreach_copy_(layers, momenta)
         r.mul_(mean)  # g_vr = r * g_bar

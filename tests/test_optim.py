@@ -1,0 +1,353 @@
+"""bench.optim: plain optimizers against float64 references written from the equations, timm's Lars,
+the group interface, resume, the factory and a small real problem. VRGD: test_optim_vrgd.py."""
+
+import copy
+import io
+
+import pytest
+import torch
+from torch import nn
+
+from bench import optim
+from bench.errors import UserError
+
+# A conv weight, a linear weight, one with w = 0, one whose gradient is always 0, and a bias
+# (ndim 1: excluded from weight decay and trust ratios by create()).
+SHAPES = [(4, 3, 3, 3), (6, 5), (3, 4), (5, 2), (5,)]
+ZERO_W, ZERO_G = 2, 3
+LRS = [0.5, 0.5, 0.2, 0.9, 0.3]  # an lr change between steps, as a schedule makes
+
+
+def weights(seed=0, dtype=torch.float64):
+    gen = torch.Generator().manual_seed(seed)
+    ws = [torch.randn(shape, generator=gen, dtype=dtype) for shape in SHAPES]
+    ws[ZERO_W].zero_()
+    return ws
+
+
+def gradients(steps, k=1, seed=1, dtype=torch.float64):
+    """steps x k groups x tensors; the ZERO_G tensor's gradient is 0 in every group."""
+    gen = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(steps):
+        groups = [[torch.randn(shape, generator=gen, dtype=dtype) for shape in SHAPES] for _ in range(k)]
+        for grads in groups:
+            grads[ZERO_G].zero_()
+        out.append(groups)
+    return out
+
+
+def backward(params, grads):
+    """What a backward pass does to p.grad: set it, or add to it."""
+    for p, g in zip(params, grads):
+        p.grad = g.clone() if p.grad is None else p.grad + g
+
+
+def run(name, ws, steps, lrs, **hparams):
+    """Our optimizer from create(): per step, observe each group (none when k = 1), step; params after each step."""
+    params = [nn.Parameter(w.clone()) for w in ws]
+    opt = optim.create(params, name, lr=lrs[0], **hparams)
+    history = []
+    for lr, groups in zip(lrs, steps):
+        for group in opt.param_groups:
+            group["lr"] = lr
+        for grads in groups:
+            backward(params, grads)
+            if len(groups) > 1:
+                opt.observe()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        history.append([p.detach().clone() for p in params])
+    return history, opt
+
+
+class Ref:
+    """Per-tensor float64 loops from the equations in the optimizers' docstrings. Tensors with
+    ndim <= 1 are excluded: no weight decay, trust ratio 1."""
+
+    def __init__(self, ws, weight_decay):
+        self.w = [w.clone() for w in ws]
+        self.adapt = [w.ndim > 1 for w in ws]
+        self.wd = [weight_decay if a else 0.0 for a in self.adapt]
+        self.trusts = []  # of adapted tensors, per step
+
+    def run(self, steps, lrs):
+        history = []
+        for lr, groups in zip(lrs, steps):
+            mean = [torch.stack(g).mean(0) for g in zip(*groups)]
+            self.step(mean, lr)
+            history.append([w.clone() for w in self.w])
+        return history
+
+
+class RefSGD(Ref):
+    def __init__(self, ws, weight_decay, momentum=0.9, nesterov=False):
+        super().__init__(ws, weight_decay)
+        self.m, self.nesterov, self.v = momentum, nesterov, [torch.zeros_like(w) for w in ws]
+
+    def step(self, grads, lr):
+        for i, g in enumerate(grads):
+            d = g + self.wd[i] * self.w[i]
+            self.v[i] = self.m * self.v[i] + d
+            self.w[i] = self.w[i] - lr * (d + self.m * self.v[i] if self.nesterov else self.v[i])
+
+
+class RefLARS(Ref):
+    def __init__(self, ws, weight_decay, momentum=0.9, eta=1e-3, eps=0.0, nesterov=False, clip=False):
+        super().__init__(ws, weight_decay)
+        self.m, self.eta, self.eps, self.nesterov, self.clip = momentum, eta, eps, nesterov, clip
+        self.v = [torch.zeros_like(w) for w in ws]
+
+    def step(self, grads, lr, trust_grads=None):
+        trusts = []
+        for i, g in enumerate(grads):
+            w, wd, trust = self.w[i], self.wd[i], 1.0
+            if self.adapt[i]:
+                w_norm, g_norm = w.norm(), (g if trust_grads is None else trust_grads[i]).norm()
+                if w_norm > 0 and g_norm > 0:
+                    trust = float(self.eta * w_norm / (g_norm + wd * w_norm + self.eps))
+                if self.clip:
+                    trust = min(trust / lr, 1.0)
+                trusts.append(trust)
+            d = g + wd * w
+            self.v[i] = self.m * self.v[i] + lr * trust * d
+            self.w[i] = w - (self.m * self.v[i] + lr * trust * d if self.nesterov else self.v[i])
+        self.trusts.append(trusts)
+
+
+class RefAdam(Ref):
+    """AdamW, or LAMB with lamb=True."""
+
+    def __init__(self, ws, weight_decay, betas=(0.9, 0.999), eps=1e-8, lamb=False):
+        super().__init__(ws, weight_decay)
+        self.betas, self.eps, self.lamb, self.t = betas, eps, lamb, 0
+        self.m, self.v = [torch.zeros_like(w) for w in ws], [torch.zeros_like(w) for w in ws]
+
+    def step(self, grads, lr):
+        (b1, b2), self.t = self.betas, self.t + 1
+        trusts = []
+        for i, g in enumerate(grads):
+            w, wd = self.w[i], self.wd[i]
+            self.m[i] = b1 * self.m[i] + (1 - b1) * g
+            self.v[i] = b2 * self.v[i] + (1 - b2) * g * g
+            adam = (self.m[i] / (1 - b1**self.t)) / ((self.v[i] / (1 - b2**self.t)).sqrt() + self.eps)
+            if not self.lamb:
+                self.w[i] = w * (1 - lr * wd) - lr * adam
+                continue
+            u, trust = adam + wd * w, 1.0
+            if self.adapt[i]:
+                if w.norm() > 0 and u.norm() > 0:
+                    trust = float(w.norm() / u.norm())
+                trusts.append(trust)
+            self.w[i] = w - lr * trust * u
+        self.trusts.append(trusts)
+
+
+def assert_history(ours, ref, **tol):
+    for step, (a, b) in enumerate(zip(ours, ref)):
+        for i, (x, y) in enumerate(zip(a, b)):
+            torch.testing.assert_close(x, y, **tol, msg=lambda m: f"step {step + 1}, tensor {i}: {m}")
+
+
+CASES = [  # registry name, hyperparameters, reference
+    ("sgd", dict(weight_decay=0.1), lambda ws: RefSGD(ws, 0.1)),
+    ("sgd", dict(weight_decay=0.1, nesterov=True, momentum=0.8), lambda ws: RefSGD(ws, 0.1, 0.8, True)),
+    ("lars", dict(weight_decay=0.1, eta=0.05), lambda ws: RefLARS(ws, 0.1, eta=0.05)),
+    ("lars", dict(weight_decay=0.1, eta=0.05, nesterov=True, eps=1e-3), lambda ws: RefLARS(ws, 0.1, eta=0.05, eps=1e-3, nesterov=True)),
+    ("larc", dict(weight_decay=0.1, eta=0.2), lambda ws: RefLARS(ws, 0.1, eta=0.2, clip=True)),
+    ("adamw", dict(weight_decay=0.1), lambda ws: RefAdam(ws, 0.1)),
+    ("lamb", dict(weight_decay=0.1, betas=(0.8, 0.99)), lambda ws: RefAdam(ws, 0.1, (0.8, 0.99), 1e-6, lamb=True)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("name,hparams,make_ref", CASES)
+def test_plain_optimizer_matches_float64_reference(name, hparams, make_ref):
+    ws, steps = weights(), gradients(len(LRS))
+    ours, opt = run(name, ws, steps, LRS, **hparams)
+    ref = make_ref(ws)
+    assert_history(ours, ref.run(steps, LRS), rtol=1e-12, atol=1e-14)
+    trust = torch.tensor(ref.trusts[-1] if ref.trusts else [], dtype=torch.float64)
+    expected = {"trust_min": trust.min(), "trust_median": trust.median(), "trust_max": trust.max()} if len(trust) else {}
+    assert opt.diagnostics() == pytest.approx({k: v.item() for k, v in expected.items()}, rel=1e-9)
+
+
+def test_the_larc_case_clips_some_trust_ratios_and_not_others():
+    ref = RefLARS(weights(), 0.1, eta=0.2)
+    ref.run(gradients(len(LRS)), LRS)
+    ratios = [trust / lr for trusts, lr in zip(ref.trusts, LRS) for trust in trusts]
+    assert min(ratios) < 1 < max(ratios)
+
+
+@pytest.mark.parametrize("nesterov", [False, True])
+@pytest.mark.parametrize("clip", [False, True])
+def test_lars_equals_timm_lars_at_constant_lr(nesterov, clip):
+    """timm keeps lr outside the momentum buffer (v = m*v + trust*d; w -= lr*v), MLPerf and we inside
+    (v = m*v + lr*trust*d; w -= v): the same steps at a constant lr, different ones after an lr change.
+    Equivalent settings: timm's trust_coeff = eta, eps = 0, adaptation only where weight decay is on
+    (always_adapt=False, the excluded group has weight_decay 0), trust_clip = LARC."""
+    from timm.optim import Lars
+
+    ws, steps = weights(), gradients(4)
+    lrs = [0.3] * 4
+    ours, _ = run("larc" if clip else "lars", ws, steps, lrs, weight_decay=0.1, eta=0.05, nesterov=nesterov)
+    params = [nn.Parameter(w.clone()) for w in ws]
+    timm_opt = Lars(optim.param_groups(params), lr=0.3, momentum=0.9, weight_decay=0.1, trust_coeff=0.05,
+                    eps=0.0, trust_clip=clip, nesterov=nesterov)
+    for step, groups in enumerate(steps):
+        backward(params, groups[0])
+        timm_opt.step()
+        timm_opt.zero_grad()
+        for ours_w, p in zip(ours[step], params):
+            torch.testing.assert_close(ours_w, p.detach(), rtol=1e-12, atol=1e-14)
+    for group in timm_opt.param_groups:  # an lr change: timm's old buffer now moves w at the new lr
+        group["lr"] = 0.1
+    backward(params, steps[0][0])
+    timm_opt.step()
+    ours, _ = run("larc" if clip else "lars", ws, steps + steps[:1], lrs + [0.1], weight_decay=0.1, eta=0.05,
+                  nesterov=nesterov)
+    assert not torch.allclose(ours[-1][0], params[0].detach())
+
+
+@pytest.mark.parametrize("name", ["sgd", "lars", "larc", "lamb", "adamw"])
+def test_plain_observe_over_groups_equals_one_step_on_the_mean(name):
+    ws, steps = weights(), gradients(3, k=4)
+    grouped, opt = run(name, ws, steps, LRS[:3], weight_decay=0.1)
+    mean_steps = [[[torch.stack(g).mean(0) for g in zip(*groups)]] for groups in steps]
+    single, _ = run(name, ws, mean_steps, LRS[:3], weight_decay=0.1)
+    assert_history(grouped, single, rtol=1e-12, atol=1e-14)
+    assert opt.reduces_gradients is False
+
+
+@pytest.mark.parametrize("name", ["sgd", "adamw"])
+def test_sgd_and_adamw_equal_torch(name):
+    ws, steps = weights(), gradients(4)
+    lrs = [0.1, 0.1, 0.05, 0.2]
+    ours, _ = run(name, ws, steps, lrs, weight_decay=0.1, exclude=None)
+    params = [nn.Parameter(w.clone()) for w in ws]
+    torch_opt = (torch.optim.SGD(params, lr=0.1, momentum=0.9, weight_decay=0.1) if name == "sgd"
+                 else torch.optim.AdamW(params, lr=0.1, weight_decay=0.1))
+    for lr, groups, ours_w in zip(lrs, steps, ours):
+        torch_opt.param_groups[0]["lr"] = lr
+        backward(params, groups[0])
+        torch_opt.step()
+        torch_opt.zero_grad()
+        for a, p in zip(ours_w, params):
+            torch.testing.assert_close(a, p.detach(), rtol=1e-12, atol=1e-14)
+
+
+def mlp(seed=0):
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(64, 32), nn.BatchNorm1d(32), nn.ReLU(), nn.Linear(32, 10))
+
+
+HPARAMS = {  # a sensible setting per optimizer for the digits problem
+    "sgd": dict(lr=0.1), "lars": dict(lr=10.0), "larc": dict(lr=10.0), "lamb": dict(lr=0.02),
+    "adamw": dict(lr=0.01), "vrgd_sgd": dict(lr=0.1), "vrgd_lars": dict(lr=10.0), "vrgd_adam": dict(lr=0.01),
+    "vrgd_lamb": dict(lr=0.02),
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def digits():
+    from sklearn.datasets import load_digits
+
+    x, y = load_digits(return_X_y=True)
+    return torch.tensor(x / 16.0, dtype=torch.float32), torch.tensor(y)
+
+
+def train(model, opt, x, y, steps, groups=4, batch=256, seed=0):
+    """Mini-batch steps; each batch in `groups` groups (observe after each group's backward)."""
+    gen = torch.Generator().manual_seed(seed)
+    for _ in range(steps):
+        idx = torch.randperm(len(x), generator=gen)[:batch]
+        for part in idx.chunk(groups):
+            nn.functional.cross_entropy(model(x[part]), y[part]).backward()
+            opt.observe()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+
+@pytest.mark.parametrize("name", optim.NAMES)
+def test_each_optimizer_decreases_the_loss_on_digits(name, digits):
+    x, y = digits
+    model = mlp()
+    opt = optim.create(model, name, weight_decay=1e-4, **HPARAMS[name])
+
+    def loss():
+        with torch.no_grad():
+            return nn.functional.cross_entropy(model.eval()(x), y).item()
+
+    before = loss()
+    train(model.train(), opt, x, y, steps=40)
+    assert loss() < 0.5 * before
+
+
+@pytest.mark.parametrize("name", optim.NAMES)
+def test_resumed_optimizer_continues_bitwise(name, digits):
+    x, y = digits
+    model = mlp()
+    opt = optim.create(model, name, weight_decay=1e-4, **HPARAMS[name])
+    train(model, opt, x, y, steps=3)
+    buffer = io.BytesIO()
+    torch.save({"model": model.state_dict(), "opt": opt.state_dict()}, buffer)
+    train(model, opt, x, y, steps=3, seed=1)
+
+    buffer.seek(0)
+    saved = torch.load(buffer)
+    resumed = mlp(seed=5)
+    resumed.load_state_dict(saved["model"])
+    resumed_opt = optim.create(resumed, name, weight_decay=1e-4, **HPARAMS[name])
+    resumed_opt.load_state_dict(saved["opt"])
+    train(resumed, resumed_opt, x, y, steps=3, seed=1)
+    for a, b in zip(model.parameters(), resumed.parameters()):
+        assert torch.equal(a, b)
+    assert resumed_opt.state_dict()["param_groups"] == opt.state_dict()["param_groups"]
+
+
+def test_create_builds_the_exclusion_groups():
+    model = mlp()
+    opt = optim.create(model, "lars", lr=1.0, weight_decay=5e-5)
+    kept, excluded = opt.param_groups
+    assert [p.ndim for p in kept["params"]] == [2, 2]
+    assert len(excluded["params"]) == 4 and all(p.ndim == 1 for p in excluded["params"])  # 2 biases, BN w and b
+    assert (kept["weight_decay"], kept["adapt"]) == (5e-5, True)
+    assert (excluded["weight_decay"], excluded["adapt"]) == (0.0, False)
+    assert len(optim.create(model, "lars", lr=1.0, exclude=None).param_groups) == 1
+    only_bias = optim.create(model.parameters(), "sgd", lr=1.0, exclude=lambda p: p.ndim == 1 and p.numel() == 10)
+    assert [len(g["params"]) for g in only_bias.param_groups] == [5, 1]
+    given = [{"params": list(model[0].parameters()), "lr": 0.5}, {"params": list(model[3].parameters())}]
+    opt = optim.create(given, "lamb", lr=1.0, weight_decay=0.1)
+    assert [g["lr"] for g in opt.param_groups] == [0.5, 1.0] and opt.param_groups[1]["weight_decay"] == 0.1
+
+
+def test_check_and_create_reject_bad_input_with_one_clear_sentence():
+    with pytest.raises(UserError, match=r"unknown optimizer 'lasr' \(did you mean 'lars'\?\); valid names are: sgd, lars"):
+        optim.check("lasr", {})
+    with pytest.raises(UserError, match=r"unknown hyperparameter 'momentun' for optimizer 'lars' \(did you mean "
+                                        r"'momentum'\?\); valid ones are: eps, eta, lr, momentum, nesterov, weight_decay\."):
+        optim.check("lars", {"momentun": 0.9})
+    with pytest.raises(UserError, match="valid ones are: .*beta3.*gamma.*gsnr_eps.*trust_grad"):
+        optim.check("vrgd_lars", {"clip": True})
+    bad = [("sgd", {"lr": -1}), ("lars", {"momentum": 1.0}), ("lars", {"eta": 0}), ("lamb", {"betas": [0.9]}),
+           ("vrgd_sgd", {"gamma": 0.0}), ("vrgd_sgd", {"gamma": 1.5}), ("vrgd_lars", {"trust_grad": "both"}),
+           ("vrgd_adam", {"beta3": 1.0}), ("vrgd_adam", {"gsnr_eps": 0}), ("sgd", {"nesterov": "yes"})]
+    for name, hparams in bad:
+        key, value = next(iter(hparams.items()))
+        with pytest.raises(UserError, match=rf"^optimizer hyperparameter {key}=.* is invalid: it must be "):
+            optim.check(name, hparams)
+    with pytest.raises(UserError, match="weight_decay"):
+        optim.create(mlp(), "lars", lr=1.0, weight_decay=-1.0)
+    assert optim.check("vrgd_lamb", {"lr": 0.1, "beta3": 0.0, "betas": [0.9, 0.99]}) is optim.VRGDLAMB
+    assert optim.NAMES == ("sgd", "lars", "larc", "lamb", "adamw", "vrgd_sgd", "vrgd_lars", "vrgd_adam", "vrgd_lamb")
+
+
+def test_plain_optimizers_work_as_ordinary_torch_optimizers():
+    """No observe(): p.grad is the gradient; diagnostics are {} where there is nothing to report."""
+    model = mlp()
+    opt = optim.create(model, "sgd", lr=0.1)
+    model(torch.randn(8, 64)).sum().backward()
+    before = copy.deepcopy(model[0].weight.detach())
+    grad = model[0].weight.grad.clone()
+    opt.step()
+    torch.testing.assert_close(model[0].weight.detach(), before - 0.1 * grad)
+    assert opt.diagnostics() == {}

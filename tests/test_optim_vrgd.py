@@ -1,0 +1,168 @@
+"""bench.optim VRGD family: the GSNR core against a float64 reference over k explicit group gradients,
+gamma = 1, zero variance, the group interface, diagnostics, and 2 ranks x 2 groups = 1 process x 4 groups."""
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch import nn
+
+from bench import optim
+from tests.test_optim import LRS, SHAPES, RefAdam, RefLARS, RefSGD, assert_history, backward, gradients, run, weights
+
+
+class RefVRGD:
+    """The GSNR core from the equations (paper's Algorithm 1), feeding a reference base optimizer."""
+
+    def __init__(self, base, gamma=0.1, eps=1e-12, beta3=0.0, bias_correction=True, trust_grad="vr"):
+        self.base, self.gamma, self.eps, self.beta3, self.bias_correction = base, gamma, eps, beta3, bias_correction
+        self.trust_grad, self.t, self.p = trust_grad, 0, [torch.zeros(s, dtype=torch.float64) for s in SHAPES]
+        self.clip_frac, self.r_mean = [], []
+
+    def run(self, steps, lrs):
+        history = []
+        for lr, groups in zip(lrs, steps):
+            self.step(groups, lr)
+            history.append([w.clone() for w in self.base.w])
+        return history
+
+    def step(self, groups, lr):
+        self.t += 1
+        means, vrs, clipped, r_sum = [], [], 0, 0.0
+        for i, grads in enumerate(zip(*groups)):
+            g = torch.stack(grads)
+            mean = g.mean(0)
+            r = mean**2 / (g.var(0, unbiased=False) + self.eps)
+            r_sum += r.sum().item()
+            if r.mean() > 0:
+                r = r / r.mean()
+            clipped += (r < self.gamma).sum().item()
+            r = r.clamp(self.gamma, 1.0)
+            if self.beta3:
+                self.p[i] = self.beta3 * self.p[i] + (1 - self.beta3) * r
+                r = self.p[i] / (1 - self.beta3**self.t) if self.bias_correction else self.p[i]
+            means.append(mean)
+            vrs.append(r * mean)
+        numel = sum(m.numel() for m in means)
+        self.clip_frac.append(clipped / numel)
+        self.r_mean.append(r_sum / numel)
+        if self.trust_grad == "mean":
+            self.base.step(vrs, lr, trust_grads=means)
+        else:
+            self.base.step(vrs, lr)
+
+
+CASES = [  # registry name, hyperparameters, reference
+    ("vrgd_sgd", dict(weight_decay=0.1), lambda ws: RefVRGD(RefSGD(ws, 0.1))),
+    ("vrgd_sgd", dict(weight_decay=0.1, nesterov=True, gamma=0.3, beta3=0.5),
+     lambda ws: RefVRGD(RefSGD(ws, 0.1, nesterov=True), gamma=0.3, beta3=0.5)),
+    ("vrgd_lars", dict(weight_decay=0.1, eta=0.05), lambda ws: RefVRGD(RefLARS(ws, 0.1, eta=0.05))),
+    ("vrgd_lars", dict(weight_decay=0.1, eta=0.05, trust_grad="mean", beta3=0.9, gsnr_bias_correction=False),
+     lambda ws: RefVRGD(RefLARS(ws, 0.1, eta=0.05), trust_grad="mean", beta3=0.9, bias_correction=False)),
+    ("vrgd_adam", dict(weight_decay=0.1), lambda ws: RefVRGD(RefAdam(ws, 0.1), beta3=0.9)),
+    ("vrgd_adam", dict(weight_decay=0.1, gsnr_eps=0.5), lambda ws: RefVRGD(RefAdam(ws, 0.1), eps=0.5, beta3=0.9)),
+    ("vrgd_lamb", dict(weight_decay=0.1), lambda ws: RefVRGD(RefAdam(ws, 0.1, eps=1e-6, lamb=True), beta3=0.9)),
+]  # fmt: skip
+
+TIGHT = dict(rtol=1e-10, atol=1e-12)  # fp64 parameters, so fp64 statistics
+
+
+@pytest.mark.parametrize("name,hparams,make_ref", CASES)
+def test_vrgd_matches_float64_reference(name, hparams, make_ref):
+    ws, steps = weights(), gradients(len(LRS), k=3)
+    ours, opt = run(name, ws, steps, LRS, **hparams)
+    ref = make_ref(ws)
+    assert_history(ours, ref.run(steps, LRS), **TIGHT)
+    diag = opt.diagnostics()
+    assert diag["gsnr_clip_frac"] == pytest.approx(ref.clip_frac[-1], abs=1e-6)
+    assert diag["gsnr_r_mean"] == pytest.approx(ref.r_mean[-1], rel=1e-4)
+    assert 0 < diag["gsnr_clip_frac"] < 1
+    assert opt.reduces_gradients is True
+
+
+@pytest.mark.parametrize("k", [2, 3, 16, 64])
+def test_vrgd_lars_matches_reference_for_k_groups(k):
+    ws, steps = weights(), gradients(3, k=k)
+    ours, _ = run("vrgd_lars", ws, steps, LRS[:3], weight_decay=0.1, eta=0.05)
+    assert_history(ours, RefVRGD(RefLARS(ws, 0.1, eta=0.05)).run(steps, LRS[:3]), **TIGHT)
+
+
+@pytest.mark.parametrize("name,base", [("vrgd_sgd", "sgd"), ("vrgd_lars", "lars"), ("vrgd_adam", "adamw"),
+                                       ("vrgd_lamb", "lamb")])
+def test_gamma_one_gives_back_the_base_optimizer(name, base):
+    ws, steps = weights(dtype=torch.float32), gradients(4, k=4, dtype=torch.float32)
+    ours, _ = run(name, ws, steps, LRS[:4], weight_decay=0.1, gamma=1.0)
+    plain, _ = run(base, ws, steps, LRS[:4], weight_decay=0.1)
+    assert_history(ours, plain, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("k", [2, 5, 64])
+@pytest.mark.parametrize("dtype,gsnr_eps", [(torch.float32, 1e-12), (torch.float64, 1e-6)])
+def test_identical_groups_give_the_documented_factors(k, dtype, gsnr_eps):
+    """Zero variance: finite factors in [gamma, 1]; clip(g^2 / mean(g^2), gamma, 1) where eps exceeds
+    the rounding of the sums (fp64 sums round at ~1e-16 g^2 here; fp32 ones at ~1e-7 g^2, above 1e-12)."""
+    ws, grads = weights(dtype=dtype), gradients(1, dtype=dtype)[0][0]
+    params = [nn.Parameter(w.clone()) for w in ws]
+    opt = optim.create(params, "vrgd_sgd", lr=1.0, momentum=0.0, gsnr_eps=gsnr_eps, exclude=None)
+    for _ in range(k):
+        backward(params, grads)
+        opt.observe()
+    opt.step()
+    for p, w, g in zip(params, ws, grads):
+        g_vr = w - p.detach()  # lr 1, no momentum, no weight decay: w -= g_vr
+        torch.testing.assert_close(p.grad, g)  # p.grad holds the mean gradient after step()
+        assert torch.isfinite(g_vr).all()
+        if dtype == torch.float64:
+            factors = (g**2 / (g**2).mean()).clamp(0.1, 1.0) if g.any() else torch.zeros_like(g)
+            torch.testing.assert_close(g_vr, factors * g, rtol=1e-8, atol=1e-14)
+        else:
+            slack = 1e-5 * (1 + g.abs())  # fp32 rounding of the mean of k groups and of w - (w - g_vr)
+            assert (g_vr.abs() >= 0.1 * g.abs() - slack).all() and (g_vr.abs() <= g.abs() + slack).all()
+    assert all(map(torch.isfinite, torch.tensor(list(opt.diagnostics().values()))))
+
+
+def test_observe_releases_p_grad_and_step_needs_two_groups():
+    params = [nn.Parameter(w.clone()) for w in weights()]
+    opt = optim.create(params, "vrgd_lars", lr=1.0)
+    with pytest.raises(RuntimeError, match=r"needs the gradients of at least 2 groups, got 0"):
+        opt.step()
+    backward(params, gradients(1)[0][0])
+    opt.observe()
+    assert all(p.grad is None for p in params)
+    with pytest.raises(RuntimeError, match=r"got 1: call observe\(\) after each group's backward"):
+        opt.step()
+
+
+def test_a_parameter_without_gradient_in_a_group_counts_as_zero():
+    ws, (groups,) = weights(), gradients(1, k=3)
+    groups[1][0] = torch.zeros(SHAPES[0], dtype=torch.float64)
+    ours, _ = run("vrgd_sgd", ws, [groups], LRS[:1])
+    params = [nn.Parameter(w.clone()) for w in ws]
+    opt = optim.create(params, "vrgd_sgd", lr=LRS[0])
+    for d, grads in enumerate(groups):
+        backward(params, grads)
+        if d == 1:
+            params[0].grad = None  # unused in this group
+        opt.observe()
+    opt.step()
+    torch.testing.assert_close(params[0].detach(), ours[0][0])
+
+
+def _two_ranks(rank: int, folder: str, steps):
+    dist.init_process_group("gloo", init_method=f"file://{folder}/init", rank=rank, world_size=2)
+    try:
+        rank_steps = [groups[2 * rank : 2 * rank + 2] for groups in steps]
+        history, opt = run("vrgd_lars", weights(), rank_steps, LRS[:3], weight_decay=0.1, eta=0.05, beta3=0.9)
+        torch.save((history[-1], opt.diagnostics()), f"{folder}/rank{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+def test_two_ranks_of_two_groups_equal_one_process_of_four(tmp_path):
+    steps = gradients(3, k=4)
+    mp.spawn(_two_ranks, args=(str(tmp_path), steps), nprocs=2)
+    single, opt = run("vrgd_lars", weights(), steps, LRS[:3], weight_decay=0.1, eta=0.05, beta3=0.9)
+    for rank in (0, 1):
+        final, diag = torch.load(tmp_path / f"rank{rank}.pt")
+        assert_history([final], [single[-1]], rtol=1e-12, atol=1e-14)
+        assert diag == pytest.approx(opt.diagnostics(), rel=1e-12)
