@@ -18,12 +18,14 @@ IMAGENET_SIZES = {"train_size": 1_281_167, "val_size": 50_000}
 def make_run(root: Path, name: str, optimizer: str, batch: int, seed: int, val: list[float],
              train_eval: list[float] | None = None, *, status: str = "completed", target: float = 60.0,
              train_size: int = 1000, val_size: int = 300, data: dict | None = None, model: str = "resnet10t",
-             eval_every: float = 1.0, epochs: float | None = None, lr: float = 0.1, events: list[dict] | None = None, **recipe_extra) -> Path:
+             eval_every: float = 1.0, epochs: float | None = None, lr: float = 0.1,
+             data_workers: int | None = None, model_kwargs: dict | None = None, events: list[dict] | None = None, **recipe_extra) -> Path:
     """A run of `len(val)` evaluations every `eval_every` epochs (of a recipe of `epochs`, default as many as
     evaluated); loss = 1 - top1/100 so gaps are checkable; 10 training seconds per epoch."""
     run = Path(root) / name / f"seed{seed}"
     run.mkdir(parents=True)
-    recipe = {"name": name, "model": {"name": model, "kwargs": {}}, "data": dict(data or TOY),
+    data = dict(data or TOY, **({"workers": data_workers} if data_workers is not None else {}))
+    recipe = {"name": name, "model": {"name": model, "kwargs": model_kwargs or {}}, "data": data,
               "global_batch": batch, "micro_batch": "auto", "gsnr_groups": None,
               "optimizer": {"name": optimizer, "lr": lr}, "epochs": epochs or len(val) * eval_every, "seed": seed,
               "eval": {"every_epochs": eval_every}, "engine": {"compile": False}, "target_top1": target,

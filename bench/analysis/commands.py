@@ -41,9 +41,10 @@ def cmd_plot(args) -> int:
     return 0
 
 
-def regenerate(results_dir: str | Path, plots_dir: str | Path, baseline: str | None = None) -> list[Path]:
-    """Rewrite the report and tables (markdown and csv, in `results_dir`) and the plots (in `plots_dir`) of one
-    results tree; returns the files written. Paper tables are written only when some run is in their setting."""
+def regenerate(results_dir: str | Path, plots_dir: str | Path | None, baseline: str | None = None) -> list[Path]:
+    """Rewrite the report and tables (markdown and csv, in `results_dir`) and the plots (PNG and SVG, in
+    `plots_dir`; None: none) of one results tree; returns the files written. Paper tables are written only when
+    some run is in their setting. `baseline`: the optimizer B of the compare table's speedups."""
     from bench.analysis import plots, report, results, tables
     from bench.analysis.render import render
     from bench.engine.rundir import atomic_write
@@ -60,7 +61,7 @@ def regenerate(results_dir: str | Path, plots_dir: str | Path, baseline: str | N
             path = results_dir / f"{name}.{ext}"
             atomic_write(path, render(table, fmt))
             written.append(path)
-    return written + plots.plot_all(study, plots_dir)
+    return written + (plots.plot_all(study, plots_dir) if plots_dir is not None else [])
 
 
 def add_parsers(sub, default_results: Path) -> None:

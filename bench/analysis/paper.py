@@ -26,6 +26,7 @@ CRITERIA = {
                 f"16-32-64), data.dataset folder or filelist, {CIFAR10_TRAIN:,} training and {CIFAR10_VAL:,} "
                 f"validation images"),
 }
+CRITERIA = {k: v + ", read as images (data.loader not synthetic)" for k, v in CRITERIA.items()}
 LABELS = {"imagenet": "ImageNet-1k, ResNet-50, 224 px", "cifar10": "CIFAR-10, ResNet-56"}
 
 # Published method name -> the optimizer names (bench.optim registry) measured for it.
@@ -53,7 +54,7 @@ def paper_setting(recipe: dict, meta: dict) -> str:
     """'imagenet' or 'cifar10' when the run is that paper's setting (CRITERIA), else ''."""
     model, data = recipe.get("model") or {}, recipe.get("data") or {}
     train, val = meta.get("train_size") or 0, meta.get("val_size") or 0
-    if data.get("dataset") not in IMAGE_DATASETS:
+    if data.get("dataset") not in IMAGE_DATASETS or data.get("loader") == "synthetic":
         return ""
     if (model.get("name") == "resnet50" and data.get("image_size") == 224 and val == IMAGENET_VAL
             and 0.99 * IMAGENET_TRAIN <= train <= IMAGENET_TRAIN):
@@ -72,7 +73,9 @@ def setting_label(recipe: dict, meta: dict, paper: str) -> str:
     train = meta.get("train_size")
     images = f"{train:,} train images" if train else "train size unknown"
     dataset = data.get("dataset", "?")
-    if dataset == "synthetic":
+    if data.get("loader") == "synthetic":
+        what = f"random tensors (data.loader synthetic, {images})"
+    elif dataset == "synthetic":
         synth = data.get("synth") or {}
         what = f"synthetic data ({synth.get('classes', '?')} classes, {images})"
     elif dataset == "digits":

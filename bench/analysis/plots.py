@@ -43,7 +43,7 @@ COLORS = {"lars": "#1f77b4", "vrgd_lars": "#d62728", "sgd": "#555555", "vrgd_sgd
           "vrgd_lamb": "#9467bd", "adamw": "#8c564b", "adam": "#8c564b", "vrgd_adam": "#e377c2", "larc": "#17becf"}
 SPARE = ["#bcbd22", "#17becf", "#7f7f7f", "#aec7e8", "#ffbb78", "#98df8a"]
 DIAGNOSTICS = {
-    "gsnr_clip_frac": "GSNR factors clipped at γ (fraction)", "gsnr_r_mean": "mean GSNR r before clipping",
+    "gsnr_clip_frac": "GSNR factors clipped at γ (fraction)", "gsnr_r_mean": "mean GSNR r (before normalising, clipping)",
     "trust": "LARS trust ratio", "gain": "AdaScale gain", "noise_scale": "gradient noise scale B_simple",
     "similarity": "gradient cosine similarity", "batch": "batch size (images)",
 }
@@ -355,14 +355,18 @@ def plot_setting(study: Study, setting: str, out: Path, prefix: str = "") -> lis
     return written
 
 
+def prefixes(study: Study) -> dict[str, str]:
+    """setting -> the prefix of its figures' file names: none for a single setting, else '<paper or setting>-<hash>-'."""
+    first = study.groups.drop_duplicates("setting")
+    if len(first) == 1:
+        return {first["setting"].iloc[0]: ""}
+    return {s: f"{p or 'setting'}-{s}-" for s, p in zip(first["setting"], first["paper"])}
+
+
 def plot_all(study: Study, out: str | Path) -> list[Path]:
-    """Every figure for every setting in `study`; file names get a '<setting>-' prefix when there are several."""
-    out = Path(out)
-    settings = list(dict.fromkeys(study.groups["setting"]))
-    papers = study.groups.drop_duplicates("setting").set_index("setting")["paper"]
+    """Every figure for every setting in `study` (see prefixes() for the file names)."""
     written = []
     with plt.rc_context(STYLE):
-        for s in settings:
-            prefix = "" if len(settings) == 1 else f"{papers[s] or 'setting'}-{s}-"
-            written += plot_setting(study, s, out, prefix)
+        for setting, prefix in prefixes(study).items():
+            written += plot_setting(study, setting, Path(out), prefix)
     return written

@@ -16,8 +16,9 @@ DEFINITIONS = [
     "*_to_target: step / epoch / training seconds at the first evaluation with val_top1 ≥ target_top1; "
     "∞ = never reached (a mean over seeds is ∞ if any seed missed).",
     "Seeds: runs whose resolved recipes differ only in name, seed and fields that do not change the mathematics "
-    "(data.workers, eval_batch, strict, loader, engine.compile, channels_last; micro_batch and gsnr_groups are "
-    "compared as the batch plan that ran) form one row: mean ± sample std over its finished runs (n).",
+    "(data.workers, eval_batch, strict, checkpoint, engine.compile, channels_last; data.loader only as images vs "
+    "random tensors; micro_batch and gsnr_groups as the batch plan that ran) form one row: mean ± sample std over "
+    "its finished runs (n).",
 ]
 METRICS = (("epochs", "epochs"), ("val_top1", "pct"), ("best_val_top1", "pct"), ("val_top5", "pct"),
            ("train_eval_top1", "pct"), ("gap_top1", "pct"), ("gap_loss", "loss"),

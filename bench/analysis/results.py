@@ -38,18 +38,19 @@ from bench.errors import UserError
 # Removed from the resolved recipe before comparing runs for seed aggregation:
 # the run's identity (name, seed) and fields that do not change the mathematics
 # of training (loader threads, eval batch, how unreadable files are reported,
-# which loader backend - all backends give the same crops - compile/memory
-# format). micro_batch and gsnr_groups are replaced by the batch plan that ran
-# (meta.json), since `auto` resolves per machine and both change the maths
-# (BatchNorm statistics, the VRGD group count k).
+# checkpoint cadence, compile/memory format). data.loader is reduced to whether
+# it reads the images (auto, dali and torchvision give the same crops) or
+# feeds random tensors. micro_batch and gsnr_groups are replaced by the batch
+# plan that ran (meta.json), since `auto` resolves per machine and both change
+# the maths (BatchNorm statistics, the VRGD group count k).
 SEED_NEUTRAL = (
-    ("name",), ("seed",), ("micro_batch",), ("gsnr_groups",),
-    ("data", "workers"), ("data", "eval_batch"), ("data", "strict"), ("data", "loader"),
+    ("name",), ("seed",), ("micro_batch",), ("gsnr_groups",), ("checkpoint",),
+    ("data", "workers"), ("data", "eval_batch"), ("data", "strict"),
     ("engine", "compile"), ("engine", "channels_last"), ("engine", "micro_batch_cap"),
 )
 # What makes two groups comparable ("the same problem"): model, dataset, image size, target.
 SETTING_KEYS = (("model",), ("data", "dataset"), ("data", "path"), ("data", "synth"), ("data", "digits"),
-                ("data", "image_size"), ("data", "train_eval_size"), ("target_top1",))
+                ("data", "loader"), ("data", "image_size"), ("data", "train_eval_size"), ("target_top1",))
 FINISHED = ("completed", "diverged")
 TO_TARGET = {"steps_to_target": "step", "epochs_to_target": "epoch", "images_to_target": "images_seen",
              "seconds_to_target": "train_time_s"}
@@ -151,10 +152,16 @@ def digest(obj) -> str:
     return hashlib.sha1(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:8]
 
 
+def _loader_class(recipe: dict) -> dict:
+    data = dict(recipe.get("data") or {})
+    data["loader"] = "random tensors" if data.get("loader") == "synthetic" else "images"
+    return {**recipe, "data": data}
+
+
 def seed_key(recipe: dict, meta: dict) -> dict:
     """What must be equal for two runs to count as seeds of one recipe (see SEED_NEUTRAL)."""
     plan = meta.get("plan") or {}
-    key = _drop(recipe, SEED_NEUTRAL)
+    key = _drop(_loader_class(recipe), SEED_NEUTRAL)
     key["plan"] = {"micro_batch": plan.get("micro_batch", recipe.get("micro_batch")),
                    "gsnr_groups": plan.get("gsnr_groups", recipe.get("gsnr_groups"))}
     return key
@@ -181,7 +188,7 @@ def summarize(run: Path) -> tuple[dict, pd.DataFrame]:
     diverged, finished = status == "diverged", status in FINISHED
     target = float(recipe["target_top1"])
     data = recipe.get("data") or {}
-    setting = _pick(recipe, SETTING_KEYS)
+    setting = _pick(_loader_class(recipe), SETTING_KEYS)
     paper = paper_setting(recipe, meta)
     row = {
         "recipe": recipe["name"], "optimizer": recipe["optimizer"]["name"], "global_batch": int(recipe["global_batch"]),

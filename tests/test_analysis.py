@@ -1,0 +1,240 @@
+"""Metric definitions, seed aggregation, speedups, tables and bad input, on hand-made run directories."""
+
+import math
+import re
+
+import pandas as pd
+import pytest
+
+from bench.analysis import report, results, tables
+from bench.analysis.render import Cell, render
+from bench.cli import main
+from bench.errors import UserError
+from tests.test_analysis_helpers import IMAGENET, IMAGENET_SIZES, make_run
+
+# 1000 training images at batch 100: 10 steps per epoch, 10 training seconds per epoch.
+
+
+def one(root, **kw):
+    kw = {"name": "r", "optimizer": "lars", "batch": 100, "seed": 0, "val": [40, 55, 61, 70], **kw}
+    make_run(root, **kw)
+    [row] = results.load([root]).to_dict("records")
+    return row
+
+
+def test_first_evaluation_at_or_above_target(tmp_path):
+    row = one(tmp_path, val=[40, 55, 60, 70], target=60)  # exactly the target counts
+    assert (row["epochs_to_target"], row["steps_to_target"]) == (3.0, 30.0)
+    assert (row["images_to_target"], row["seconds_to_target"]) == (3000.0, 30.0)
+    assert (row["val_top1"], row["best_val_top1"], row["epochs"], row["steps"]) == (70, 70, 4.0, 40.0)
+
+
+def test_target_reached_at_the_first_evaluation(tmp_path):
+    row = one(tmp_path, val=[65, 70], eval_every=0.5)
+    assert (row["epochs_to_target"], row["steps_to_target"], row["seconds_to_target"]) == (0.5, 5.0, 5.0)
+
+
+def test_target_never_reached_is_infinity(tmp_path):
+    row = one(tmp_path, val=[40, 50, 59.99])
+    assert all(math.isinf(row[k]) for k in results.TO_TARGET)
+    assert row["val_top1"] == 59.99 and not row["diverged"]
+
+
+def test_unfinished_run_has_not_missed_yet(tmp_path):
+    row = one(tmp_path, val=[40, 50], status="running")
+    assert all(math.isnan(row[k]) for k in results.TO_TARGET)
+
+
+def test_gap_in_top1_and_loss(tmp_path):
+    row = one(tmp_path, val=[50, 70], train_eval=[52, 78.5])
+    assert row["gap_top1"] == pytest.approx(8.5) and row["train_eval_top1"] == 78.5
+    assert row["gap_loss"] == pytest.approx((1 - 0.70) - (1 - 0.785))  # val loss - train-eval loss
+
+
+def test_diverged_run_has_no_final_values_but_keeps_what_it_reached(tmp_path):
+    row = one(tmp_path, val=[62, 30], status="diverged")
+    assert row["diverged"] and math.isnan(row["val_top1"]) and math.isnan(row["gap_top1"])
+    assert row["best_val_top1"] == 62 and row["epochs_to_target"] == 1.0
+    row = one(tmp_path / "b", val=[20, 10], status="diverged")
+    assert math.isinf(row["steps_to_target"])
+
+
+def seeds(root, name="lars-100", optimizer="lars", vals=((50, 62, 70), (50, 58, 66)), **kw):
+    for seed, val in enumerate(vals):
+        make_run(root, f"{name}-s{seed}", optimizer, 100, seed, list(val), data_workers=seed, **kw)
+
+
+def test_seeds_are_aggregated_mean_std_n(tmp_path):
+    seeds(tmp_path, vals=((50, 62, 70), (50, 58, 59), (61, 64, 71)))
+    [g] = results.aggregate(results.load([tmp_path])).to_dict("records")
+    assert (g["n"], g["n_reached"], g["seeds"], g["recipe"]) == (3, 2, "0,1,2", "lars-100-s*")
+    assert g["val_top1"] == pytest.approx(200 / 3) and g["val_top1_std"] == pytest.approx(pd.Series([70, 59, 71]).std())
+    assert math.isinf(g["steps_to_target"]) and math.isnan(g["steps_to_target_std"])  # seed 1 never reached 60
+
+
+def test_seeds_differ_only_in_seed_name_and_neutral_fields(tmp_path):
+    seeds(tmp_path)
+    make_run(tmp_path, "lars-100-lr", "lars", 100, 0, [50, 62, 70], lr=0.2)  # another learning rate
+    make_run(tmp_path, "lars-100-ls", "lars", 100, 0, [50, 62, 70], label_smoothing=0.1)
+    groups = results.aggregate(results.load([tmp_path]))
+    assert sorted(groups["n"]) == [1, 1, 2]
+
+
+def test_aggregates_use_finished_runs_and_count_diverged(tmp_path):
+    seeds(tmp_path, vals=((50, 62, 70), (50, 64, 74), (55, 20), (51, 61)), epochs=3)
+    runs = results.load([tmp_path])
+    runs.loc[runs["seed"] == 2, ["status", "diverged", "val_top1"]] = ["diverged", True, math.nan]
+    runs.loc[runs["seed"] == 3, ["status", "finished"]] = ["running", False]
+    [g] = results.aggregate(runs).to_dict("records")
+    assert (g["n"], g["n_runs"], g["n_diverged"]) == (3, 4, 1)
+    assert g["val_top1"] == pytest.approx(72)  # the diverged seed has no final value
+    assert g["status"] == "2 completed, 1 diverged, 1 running"
+    cell = tables.final_metric(pd.Series(g), "val_top1")
+    assert cell.text() == "72.00 ± 2.83 (n=3; 1 of 3 diverged, mean of the rest)"
+
+
+def study_ab(root):
+    """B = lars reaches 60 at step 30 (seeds: 30, 30), A = vrgd_lars at 20 and 10; B ends at 70 (mean)."""
+    seeds(root, "b", "lars", vals=((50, 55, 61, 68), (50, 58, 60, 72)))
+    seeds(root, "a", "vrgd_lars", vals=((50, 63, 69, 71), (62, 64, 70, 75)))
+    return results.load_study([root])
+
+
+def test_speedups_of_a_over_b(tmp_path):
+    study = study_ab(tmp_path)
+    g = study.groups.set_index("optimizer")
+    s = tables.speedups(study, g.loc["vrgd_lars"], g.loc["lars"])
+    assert s["speedup_steps"] == pytest.approx(30 / 15) and s["speedup_epochs"] == pytest.approx(3 / 1.5)
+    assert s["speedup_seconds"] == pytest.approx(30 / 15)
+    # B's mean final is 70; A's mean curve (56, 63.5, 69.5, 73) first reaches it at step 40; B took 40 steps.
+    assert s["speedup_to_b_final"] == pytest.approx(40 / 40)
+    back = tables.speedups(study, g.loc["lars"], g.loc["vrgd_lars"])  # A's mean final 73: B never gets there
+    assert back["speedup_steps"] == pytest.approx(0.5) and back["speedup_to_b_final"] == 0.0
+
+
+@pytest.mark.parametrize("b, a, expected", [(30, 15, 2.0), (math.inf, 15, math.inf), (30, math.inf, 0.0),
+                                            (math.inf, math.inf, math.nan), (math.nan, 3, math.nan)])
+def test_speedup_ratio_with_misses(b, a, expected):
+    got = tables._ratio(b, a)
+    assert got == expected or (math.isnan(got) and math.isnan(expected))
+
+
+def test_compare_table_lists_every_recipe_with_speedups(tmp_path):
+    study = study_ab(tmp_path)
+    table = tables.build("compare", study)
+    text = render(table)
+    assert "baseline B = LARS" in text and "speedup (a)" in text and "speedup (b)" in text
+    rows = {r[1]: r for r in table.rows}
+    assert rows["LARS"][-1].text() == "baseline B" and rows["VRGD-LARS"][10].text() == "2.00"
+    csv = pd.read_csv(pd.io.common.StringIO(render(table, "csv")), comment="#")
+    assert csv.loc[csv["optimizer"] == "VRGD-LARS", "speedup steps (a)"].item() == 2.0
+    assert csv.loc[csv["optimizer"] == "VRGD-LARS", "val Top-1 n"].item() == 2
+    assert tables.build("compare", study, baseline="vrgd_lars").rows[1][-1].text() == "baseline B"
+
+
+def imagenet_runs(root):
+    make_run(root, "in-lars-4k", "lars", 4096, 0, [70.0, 76.0, 76.8], target=75.9, data=IMAGENET, model="resnet50",
+             **IMAGENET_SIZES)
+    make_run(root, "in-lars-4k", "lars", 4096, 1, [70.0, 75.0, 76.4], target=75.9, data=IMAGENET, model="resnet50",
+             **IMAGENET_SIZES)
+    # Not the paper's setting: a toy dataset run of the same optimizer and batch.
+    make_run(root, "toy-vrgd", "vrgd_lars", 4096, 0, [80, 90], train_size=1_000_000)
+
+
+def test_vrgd_imagenet_measured_and_missing_cells_in_every_format(tmp_path):
+    imagenet_runs(tmp_path)
+    table = tables.build("vrgd-imagenet", results.load_study([tmp_path]))
+    row = {r[0]: r for r in table.rows}[4096]
+    assert row[1].text() == "76.90" and row[2].text() == "76.60 ± 0.28 (n=2)"
+    assert row[4].text() == "—" and row[5].text() == "0.33" and row[6].text() == "—"  # no VRGD run in the setting
+    md = render(table, "markdown")
+    assert "| 4096  |" in md and "1 recipe group(s) outside this setting" in md
+    assert "ImageNet setting = model resnet50" in md
+    csv = pd.read_csv(pd.io.common.StringIO(render(table, "csv")), comment="#").set_index("batch")
+    assert csv.loc[4096, "LARS measured"] == pytest.approx(76.6) and csv.loc[4096, "LARS measured n"] == 2
+    assert math.isnan(csv.loc[4096, "VRGD-LARS measured"]) and csv.loc[98304, "LARS published"] == 74.3
+    tex = render(table, "latex")
+    assert r"\toprule" in tex and r"76.60 $\pm$ 0.28 (n=2)" in tex and "---" in tex and r"\%" in tex
+
+
+def test_toy_runs_never_fill_paper_tables(tmp_path):
+    make_run(tmp_path, "toy", "lars", 4096, 0, [80, 90])
+    study = results.load_study([tmp_path])
+    for name in ("vrgd-imagenet", "vrgd-gap", "vrgd-cifar10", "mlperf-epochs"):
+        table = tables.build(name, study)
+        measured = [c for r in table.rows for j, c in enumerate(r) if "measured" in table.columns[j]]
+        assert measured and all(c.empty for c in measured), name
+
+
+def test_gap_and_mlperf_tables(tmp_path):
+    imagenet_runs(tmp_path)
+    study = results.load_study([tmp_path])
+    mlperf = {r[0]: r for r in tables.build("mlperf-epochs", study).rows}
+    assert mlperf[4096][1] == "39–42" and mlperf[4096][2].text() == "2.50 ± 0.71 (n=2; below range)"
+    gap = tables.build("vrgd-gap", study)
+    rows = {(r[0], r[1]): r for r in gap.rows}
+    assert rows[("LARS", 32768)][2].text() == "82.50" and rows[("LARS", 4096)][7].text().startswith("5.00 ± 0.00")
+
+
+def test_cifar10_table_has_all_optimizers(tmp_path):
+    data = {"dataset": "folder", "path": "/data/cifar10", "image_size": 128}
+    kw = dict(model="resnet18", train_size=50_000, val_size=10_000, data=data, target=93.03,
+              model_kwargs={"layers": [9, 9, 9, 0], "channels": [16, 32, 64, 64]})
+    make_run(tmp_path, "c-adamw", "adamw", 512, 0, [80, 92.5], **kw)
+    table = tables.build("vrgd-cifar10", results.load_study([tmp_path]))
+    assert [r[0] for r in table.rows] == ["Momentum", "VR-Momentum", "Adam", "VRGD-Adam", "LAMB", "VRGD-LAMB",
+                                          "LARS", "VRGD-LARS"]
+    adam = table.rows[2]
+    assert adam[table.columns.index("512 published")].text() == "92.24"
+    assert adam[table.columns.index("512 measured")].text() == "92.50 (n=1)"
+    assert "adam=adamw" in render(table)
+
+
+def test_report_one_row_per_recipe_and_per_run(tmp_path):
+    seeds(tmp_path)
+    text = report.render(results.load([tmp_path]))
+    assert text.count("lars-100-s*") == 1 and "val_top1" in text and "gap_top1" in text
+    per_run = report.render(results.load([tmp_path]), per_run=True)
+    assert "lars-100-s0" in per_run and "lars-100-s1" in per_run
+
+
+# Bad input: one sentence naming the path or what is allowed, exit code 2.
+
+def test_no_runs_and_missing_path_are_user_errors(tmp_path, capsys):
+    assert main(["report", str(tmp_path)]) == 2
+    assert f"{tmp_path}: no run directories" in capsys.readouterr().err
+    assert main(["plot", str(tmp_path / "nope"), "--out", str(tmp_path / "p")]) == 2
+    assert "no such run or results directory" in capsys.readouterr().err
+
+
+def test_unknown_table_and_baseline(tmp_path, capsys):
+    seeds(tmp_path)
+    assert main(["table", "vrgd-imagnet", str(tmp_path)]) == 2
+    assert "unknown table 'vrgd-imagnet'; choose from vrgd-imagenet, vrgd-gap" in capsys.readouterr().err
+    assert main(["table", "compare", str(tmp_path), "--baseline", "adam"]) == 2
+    assert "no run uses that optimizer; the runs use lars" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("content, message", [
+    ("epoch,step\n1,2\n", "missing column(s) images_seen"),
+    ("not,a,csv\n\"unclosed", "not a readable metrics file"),
+    (None, "is not a number"),
+])
+def test_corrupt_metrics_is_a_user_error(tmp_path, content, message):
+    run = make_run(tmp_path, "r", "lars", 100, 0, [50, 60])
+    path = run / "metrics.csv"
+    path.write_text(content if content is not None else path.read_text().replace("60", "sixty"))
+    with pytest.raises(UserError, match=re.escape(message)) as e:
+        results.load([tmp_path])
+    assert str(path) in str(e.value)
+
+
+def test_corrupt_recipe_or_meta_is_a_user_error(tmp_path):
+    run = make_run(tmp_path, "r", "lars", 100, 0, [50, 60])
+    (run / "meta.json").write_text("{not json")
+    with pytest.raises(UserError, match="not a readable run directory"):
+        results.load([tmp_path])
+    (run / "meta.json").write_text("{}")
+    (run / "recipe.yaml").write_text("name: r\n")
+    with pytest.raises(UserError, match="missing key 'optimizer'"):
+        results.load([tmp_path])
