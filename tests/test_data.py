@@ -1,4 +1,4 @@
-"""The generated dataset, the step stream and the torchvision backend."""
+"""The generated dataset, the step stream, and both file backends on it (more in test_data_backends.py)."""
 
 import hashlib
 from collections import Counter
@@ -78,8 +78,9 @@ def test_train_eval_subset_is_fixed_and_sized():
     assert len(sampling.train_eval_subset(10, 30)) == 10
 
 
-def test_torchvision_batches_shapes_labels_and_normalisation(tiny_dataset):
-    spec = DataSpec(dataset="folder", path=tiny_dataset, image_size=32, workers=0, eval_batch=16)
+@pytest.mark.parametrize("loader", ["torchvision", "dali"])
+def test_batches_shapes_labels_and_normalisation(tiny_dataset, loader):
+    spec = DataSpec(dataset="folder", path=tiny_dataset, image_size=32, workers=0, eval_batch=16, loader=loader)
     data = build(spec, global_batch=16, micro_batch=8, rank=0, world=1, seed=0)
     assert data.num_classes == 4 and data.train_size == 160 and len(data.train_eval_indices) == 40
     images, labels = next(data.train(0, 1))
@@ -93,8 +94,9 @@ def test_torchvision_batches_shapes_labels_and_normalisation(tiny_dataset):
         assert data.layout.train.labels[i] == c
 
 
-def test_training_batches_do_not_depend_on_worker_count(tiny_dataset):
+@pytest.mark.parametrize("loader", ["torchvision", "dali"])
+def test_training_batches_do_not_depend_on_worker_count(tiny_dataset, loader):
     def first_batch(workers):
-        spec = DataSpec(dataset="folder", path=tiny_dataset, image_size=32, workers=workers)
+        spec = DataSpec(dataset="folder", path=tiny_dataset, image_size=32, workers=workers, loader=loader)
         return next(build(spec, 16, 8, 0, 1, seed=0).train(3, 4))[0]
     assert torch.equal(first_batch(0), first_batch(2))

@@ -5,7 +5,7 @@ recognition of handwritten digits" test set, shipped inside scikit-learn, no
 download). Exported upscaled (bicubic) to size x size PNGs in
 ``<out>/{train,val}/<digit>/<digit>_<index>.png``. The split is fixed: within
 each class, in scikit-learn's order, every fifth image (positions 4, 9, 14,
-...) is validation, so 1,438 train and 359 val images.
+...) is validation: 1,442 train and 355 val images.
 """
 
 from __future__ import annotations
