@@ -76,8 +76,10 @@ def test_seeds_differ_only_in_seed_name_and_neutral_fields(tmp_path):
     seeds(tmp_path)
     make_run(tmp_path, "lars-100-lr", "lars", 100, 0, [50, 62, 70], lr=0.2)  # another learning rate
     make_run(tmp_path, "lars-100-ls", "lars", 100, 0, [50, 62, 70], label_smoothing=0.1)
+    make_run(tmp_path / "again", "lars-100-lr", "lars", 100, 0, [50, 62, 70], lr=0.2, epochs=4)  # edited recipe
     groups = results.aggregate(results.load([tmp_path]))
-    assert sorted(groups["n"]) == [1, 1, 2]
+    assert sorted(groups["n"]) == [1, 1, 1, 2]
+    assert sum(groups["recipe"].str.match(r"lars-100-lr \[[0-9a-f]{8}\]")) == 2 and groups["recipe"].is_unique
 
 
 def test_aggregates_use_finished_runs_and_count_diverged(tmp_path):

@@ -13,7 +13,7 @@ DEFINITIONS = [
     "train-eval subset, training images with validation transforms); best_val_top1: the maximum over evaluations; "
     "a diverged run has no final values (a mean over seeds is over the others; status says how many diverged).",
     "gap_top1 = train_eval_top1 − val_top1 (pp); gap_loss = val_loss − train_eval_loss.",
-    "*_to_target: step / epoch / training seconds at the first evaluation with val_top1 ≥ target_top1; "
+    "*_to_target: epoch / step / images seen / training seconds at the first evaluation with val_top1 ≥ target_top1; "
     "∞ = never reached (a mean over seeds is ∞ if any seed missed).",
     "Seeds: runs whose resolved recipes differ only in name, seed and fields that do not change the mathematics "
     "(data.workers, eval_batch, strict, checkpoint, engine.compile, channels_last; data.loader only as images vs "
@@ -22,7 +22,8 @@ DEFINITIONS = [
 ]
 METRICS = (("epochs", "epochs"), ("val_top1", "pct"), ("best_val_top1", "pct"), ("val_top5", "pct"),
            ("train_eval_top1", "pct"), ("gap_top1", "pct"), ("gap_loss", "loss"),
-           ("epochs_to_target", "epochs"), ("steps_to_target", "steps"), ("seconds_to_target", "seconds"))
+           ("epochs_to_target", "epochs"), ("steps_to_target", "steps"), ("images_to_target", "images"),
+           ("seconds_to_target", "seconds"))
 
 
 def table(runs: pd.DataFrame, per_run: bool = False) -> Table:

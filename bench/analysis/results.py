@@ -262,6 +262,9 @@ def aggregate(runs: pd.DataFrame) -> pd.DataFrame:
         row["unfinished"] = not len(finished)
         rows.append(row)
     groups = pd.DataFrame(rows)
+    if len(groups):  # one name for two different recipes (e.g. edited between runs): tell them apart
+        clash = groups["recipe"].duplicated(keep=False)
+        groups.loc[clash, "recipe"] += " [" + groups.loc[clash, "group"] + "]"
     return groups.sort_values(["setting_label", "global_batch", "optimizer", "recipe"], kind="stable",
                               ignore_index=True) if len(groups) else groups
 
