@@ -20,10 +20,10 @@ from .base import GroupOptimizer, validate
 from .lamb import LAMB
 from .lars import LARC, LARS
 from .sgd import SGD
-from .vrgd import VRGD, VRGDLAMB, VRGDSGD, VRGDAdam, VRGDLARS, gsnr_factors
+from .vrgd import VRGD, VRGDLAMB, VRGDSGD, VRGDAdam, VRGDLARS
 
 __all__ = [
-    "NAMES", "check", "create", "param_groups", "hyperparameters", "default_exclude", "gsnr_factors",
+    "NAMES", "check", "create", "param_groups", "hyperparameters", "default_exclude",
     "GroupOptimizer", "SGD", "LARS", "LARC", "LAMB", "AdamW",
     "VRGD", "VRGDSGD", "VRGDLARS", "VRGDAdam", "VRGDLAMB",
 ]  # fmt: skip

@@ -7,6 +7,7 @@ Reference: MLPerf Training ResNet (TensorFlow) `lars_optimizer.py`; timm `timm/o
 import torch
 
 from .base import GroupOptimizer, norms
+from .sgd import fused_sgd
 
 
 class LARS(GroupOptimizer):
@@ -46,24 +47,19 @@ class LARS(GroupOptimizer):
     def _update(self, group, params, grads, trust_grads=None):
         """trust_grads: the tensors whose norms enter the trust ratio (default: grads)."""
         lr, wd, m = group["lr"], group["weight_decay"], group["momentum"]
-        bufs = self._state(params, "momentum_buffer")
         if group["adapt"]:
             trust = self._trust_ratio(group, params, grads if trust_grads is None else trust_grads)
+            scales = (lr * trust).tolist()  # one read of all ratios: the fused kernel takes scalars
         else:
-            trust = torch.ones(len(params), dtype=params[0].dtype, device=params[0].device)
-        scale = (lr * trust).unbind(0)
-        torch._foreach_mul_(bufs, m)  # v = m * v + lr * trust * (g + wd * w)
-        torch._foreach_addcmul_(bufs, grads, scale)
-        if wd:
-            scale_wd = (lr * wd * trust).unbind(0)
-            torch._foreach_addcmul_(bufs, params, scale_wd)
-        if group["nesterov"]:  # w = w - (m * v + lr * trust * (g + wd * w))
-            if wd:
-                torch._foreach_addcmul_(params, params, scale_wd, value=-1)
-            torch._foreach_addcmul_(params, grads, scale, value=-1)
-            torch._foreach_add_(params, bufs, alpha=-m)
-        else:  # w = w - v
-            torch._foreach_sub_(params, bufs)
+            scales = [lr] * len(params)
+        # v = m * v + lr * trust * (g + wd * w);  w = w - v   in one fused pass per tensor:
+        bufs = self._state(params, "momentum_buffer") if m else [None] * len(params)
+        for w, g, v, s in zip(params, grads, bufs, scales):
+            if group["nesterov"]:  # w = w - (m * v + s * (g + wd * w)); the kernel adds g unscaled: scale it
+                g.mul_(s)
+                fused_sgd([w], [g], [v], lr=1.0, weight_decay=s * wd, momentum=m, nesterov=True)
+            else:  # (1 - dampening) = s scales the gradient inside the buffer; without momentum, lr does
+                fused_sgd([w], [g], [v], lr=1.0 if m else s, weight_decay=wd, momentum=m, dampening=1.0 - s)
 
     def _trust_ratio(self, group, params, grads):
         w_norm, g_norm = norms(params), norms(grads)

@@ -1,7 +1,7 @@
 """VRGD: variance-reduced gradient descent from the gradient signal-to-noise ratio (GSNR).
 
 Paper: "Accelerating Large Batch Training via Gradient Signal to Noise Ratio (GSNR)", arXiv 2309.13681.
-No official code was published: the GSNR core is the paper's Algorithm 1 (`gsnr_factors`), the
+No official code was published: the GSNR core is the paper's Algorithm 1 (`VRGD._gsnr`), the
 variants follow its prose. VRGD is a mixin: `VRGDLARS(VRGD, LARS)` runs LARS's own update on the
 variance-reduced gradient, so every variant shares its base optimizer's code.
 """
@@ -14,29 +14,6 @@ from .base import GroupOptimizer, validate
 from .lamb import LAMB
 from .lars import LARS
 from .sgd import SGD
-
-
-def gsnr_factors(mean, sumsq, k: int, layers, numels, gamma: float, eps: float):
-    """The GSNR core, in place on flat fp32 buffers; one call covers every parameter tensor.
-
-        var = (1/k) sum_d g_d^2 - g_bar^2           population variance over the k groups
-        r   = g_bar^2 / (var + eps)
-        r   = clip(r / mean(r over the tensor), gamma, 1)
-
-    mean: g_bar; sumsq: sum_d g_d^2, overwritten with the factors r; layers: views of sumsq, one
-    per parameter tensor, of sizes `numels`. A tensor whose r is 0 everywhere (g_bar == 0) keeps
-    r = 0 before clipping. Returns (fraction of all coordinates clipped at gamma, mean of r over
-    all coordinates before normalising), as 0-d tensors.
-    """
-    r = sumsq.addcmul_(mean, mean, value=-k)  # k * var = sum_d g_d^2 - k * g_bar^2
-    r.clamp_(min=0).add_(k * eps)  # k * (var + eps); rounding can make var slightly negative
-    torch.div(mean, r, out=r).mul_(mean)  # r / k = g_bar^2 / (k * (var + eps))
-    sums = torch.stack(torch._foreach_norm(layers, 1))  # per tensor sum of r / k (r >= 0)
-    layer_mean = sums / numels
-    torch._foreach_mul_(layers, torch.where(layer_mean > 0, 1 / layer_mean, 0.0).unbind(0))  # r / mean(r)
-    clipped = (r < gamma).sum() / r.numel()
-    r.clamp_(gamma, 1.0)
-    return clipped, sums.sum() * (k / r.numel())
 
 
 def _views(flat, params) -> dict:
@@ -52,7 +29,9 @@ class VRGD(GroupOptimizer):
     """Mixin that feeds a base optimizer the variance-reduced gradient of the k observed groups:
 
         g_bar = (1/k) sum_d g_d
-        r     = gsnr_factors(...)                                  see gsnr_factors: clip(r / mean(r), gamma, 1)
+        var   = (1/k) sum_d g_d^2 - g_bar^2                        population variance over the k groups
+        r     = g_bar^2 / (var + gsnr_eps)
+        r     = clip(r / mean(r over the tensor), gamma, 1)
         r     = p_hat,  p = b3 * p + (1 - b3) * r,  p_hat = p / (1 - b3^t)           only when beta3 > 0
         g_vr  = r * g_bar                                          the base optimizer's gradient
 
@@ -101,7 +80,8 @@ class VRGD(GroupOptimizer):
         dtype = torch.promote_types(torch.float32, params[0].dtype)  # fp32, or fp64 for fp64 parameters
         self._stats = torch.zeros(2 * n + 1, dtype=dtype, device=params[0].device)
         self._sum, self._sumsq = _views(self._stats[:n], params), _views(self._stats[n : 2 * n], params)
-        self._numels = torch.tensor([p.numel() for p in params], dtype=dtype, device=params[0].device)
+        self._sizes = [p.numel() for p in params]
+        self._numels = torch.tensor(self._sizes, dtype=dtype, device=params[0].device)
 
     @torch.no_grad()
     def observe(self):
@@ -129,19 +109,37 @@ class VRGD(GroupOptimizer):
         n = (self._stats.numel() - 1) // 2
         mean, r = self._stats[:n], self._stats[n : 2 * n]
         mean.div_(k)  # g_bar = (1/k) sum_d g_d
-        layers = list(self._sumsq.values())
-        self._gsnr = gsnr_factors(mean, r, k, layers, self._numels, self.gamma, self.gsnr_eps)
+        self._gsnr = self._factors(mean, r, k)
         if self.beta3:
             self.gsnr_step += 1
             weight = (1 - self.beta3) / (1 - self.beta3**self.gsnr_step if self.gsnr_bias_correction else 1)
             momenta = self._state(list(self._sumsq), "gsnr_momentum", self._stats.dtype)
-            torch._foreach_lerp_(momenta, layers, weight)  # p = b3 * p + (1 - b3) * r, bias-corrected
-            torch._foreach_copy_(layers, momenta)
+            factors = list(self._sumsq.values())
+            torch._foreach_lerp_(momenta, factors, weight)  # p = b3 * p + (1 - b3) * r, bias-corrected
+            torch._foreach_copy_(factors, momenta)
         r.mul_(mean)  # g_vr = r * g_bar
         for p, g_bar in self._sum.items():
             p.grad = g_bar if g_bar.dtype == p.dtype else g_bar.to(p.dtype)
         for group in self.param_groups:
             yield group, group["params"], [self._sumsq[p] for p in group["params"]]
+
+    def _factors(self, mean, sumsq, k: int):
+        """The GSNR core, in place on the flat buffers (every parameter tensor, one after another).
+
+        mean: g_bar; sumsq: sum_d g_d^2, overwritten with the factors r. A tensor whose r is 0
+        everywhere (g_bar == 0) keeps r = 0 before clipping. Returns (fraction of all coordinates
+        clipped at gamma, mean of r over all coordinates before normalising), 0-d tensors.
+        """
+        r = sumsq.addcmul_(mean, mean, value=-k)  # k * var = sum_d g_d^2 - k * g_bar^2
+        r.clamp_(min=0).add_(k * self.gsnr_eps)  # k * (var + eps); rounding can make var slightly negative
+        torch.div(mean, r, out=r).mul_(mean)  # r / k = g_bar^2 / (k * (var + eps))
+        layers = r.split(self._sizes)
+        sums = torch.stack([layer.sum() for layer in layers])
+        layer_mean = sums / self._numels
+        torch._foreach_mul_(layers, torch.where(layer_mean > 0, 1 / layer_mean, 0.0).unbind(0))  # r / mean(r)
+        clipped = torch.count_nonzero(r < self.gamma) / r.numel()
+        r.clamp_(self.gamma, 1.0)
+        return clipped, sums.sum() * (k / r.numel())
 
     def _reduce(self) -> int:
         """The number of groups k over all ranks; all-reduces the statistics when distributed."""
