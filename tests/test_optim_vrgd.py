@@ -9,6 +9,7 @@ from torch import nn
 
 from bench import optim
 from tests.test_optim import LRS, SHAPES, RefAdam, RefLARS, RefSGD, assert_history, backward, gradients, run, weights
+from tests.test_optim import one_thread  # noqa: F401  (autouse fixture)
 
 
 class RefVRGD:
@@ -149,6 +150,7 @@ def test_a_parameter_without_gradient_in_a_group_counts_as_zero():
 
 
 def _two_ranks(rank: int, folder: str, steps):
+    torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{folder}/init", rank=rank, world_size=2)
     try:
         rank_steps = [groups[2 * rank : 2 * rank + 2] for groups in steps]

@@ -32,7 +32,8 @@ def _number(value) -> bool:
 
 def _interval(lo: float, hi: float, lo_closed: bool = True, hi_closed: bool = False):
     def ok(value) -> bool:
-        return _number(value) and (lo <= value if lo_closed else lo < value) and (value <= hi if hi_closed else value < hi)
+        above = lo <= value if lo_closed else lo < value
+        return _number(value) and above and (value <= hi if hi_closed else value < hi)
 
     return ok, f"a number in {'[' if lo_closed else '('}{lo}, {hi}{']' if hi_closed else ')'}"
 

@@ -15,8 +15,8 @@ def fused_sgd(params, grads, bufs, *, lr, weight_decay, momentum, dampening=0.0,
     The buffers start at zero (no first-step special case); without momentum there are none. All
     tensors share one dtype and device.
     """
-    torch._fused_sgd_(params, grads, bufs if momentum else [], weight_decay=weight_decay, momentum=momentum, lr=lr, dampening=dampening,
-                      nesterov=nesterov, maximize=False, is_first_step=False)
+    torch._fused_sgd_(params, grads, bufs if momentum else [], weight_decay=weight_decay, momentum=momentum, lr=lr,
+                      dampening=dampening, nesterov=nesterov, maximize=False, is_first_step=False)
 
 
 class SGD(GroupOptimizer):

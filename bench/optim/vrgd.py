@@ -36,12 +36,12 @@ class VRGD(GroupOptimizer):
         g_vr  = r * g_bar                                          the base optimizer's gradient
 
     Group interface: observe() adds each p.grad into one flat fp32 buffer [sum_d g_d | sum_d g_d^2 |
-    k] (2 floats per parameter element; fp64 for fp64 parameters) and sets p.grad to None (the next backward then writes its
-    gradient rather than adding it to zeros); a parameter without a gradient in a group counts as a
-    zero gradient there. step() needs k >= 2 groups (RuntimeError otherwise); under
-    torch.distributed it all-reduces the buffer (SUM, one call: the runner keeps DDP from
-    all-reducing, `reduces_gradients = True`), sets p.grad to g_bar (a view of the buffer, valid
-    until the next observe()), applies the base update with g_vr, and starts new statistics.
+    k] (2 floats per parameter element; fp64 for fp64 parameters) and sets p.grad to None (the next
+    backward then writes its gradient rather than adding it to zeros); a parameter without a
+    gradient in a group counts as a zero gradient there. step() needs k >= 2 groups (RuntimeError
+    otherwise); under torch.distributed it all-reduces the buffer (SUM, one call: the runner keeps
+    DDP from all-reducing, `reduces_gradients = True`), sets p.grad to g_bar (a view of the buffer,
+    valid until the next observe()), applies the base update with g_vr, and starts new statistics.
 
     Every tensor gets GSNR factors, including those excluded from weight decay and trust ratios.
     All parameters must be on one device. state_dict() holds the GSNR momentum and its step
