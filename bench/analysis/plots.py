@@ -280,48 +280,56 @@ def panels(keys: list[str]) -> list[tuple[str, list[str]]]:
 
 def plot_diagnostics(events: dict, keys: list[str], groups: pd.DataFrame, order: list[str],
                      title: str) -> plt.Figure:
-    """One panel per statistic: lines coloured by batch, styled by optimizer, binned along epochs."""
+    """One panel per statistic, binned along epochs: lines coloured by batch and styled by optimizer, or
+    coloured by optimizer when only one batch logged these statistics."""
     shown = panels(keys)
     ncols = min(3, len(shown))
     nrows = math.ceil(len(shown) / ncols)
     width = WIDTH if ncols == 3 else WIDTH * ncols / 3 + 1
     fig, axes = plt.subplots(nrows, ncols, figsize=(width, 2.2 * nrows + 0.8), squeeze=False, layout="constrained")
-    batches = sorted(set(groups["global_batch"]))
-    cmap = plt.get_cmap("viridis")
-    shade = {b: cmap(i / max(1, len(batches) - 1) * 0.9) for i, b in enumerate(batches)}
-    present = [o for o in order if any(k in events.get(g, pd.DataFrame()) for k in keys
-                                       for g in groups.loc[groups["optimizer"] == o, "group"])]
-    styles = dict(zip(present, ["-", "--", ":", "-."] * 4))
-    used = set()
+    logged = groups[[any(k in events.get(g, pd.DataFrame()) for k in keys) for g in groups["group"]]]
+    batches = sorted(set(logged["global_batch"]))
+    present = [o for o in order if o in set(logged["optimizer"])]
+    if len(batches) == 1:
+        def look(g):
+            return color(g["optimizer"], order), "-"
+        handles = [Line2D([], [], color=color(o, order), label=display(o)) for o in present]
+        title += f" (global batch {batch_label(batches[0])})"
+    else:
+        cmap = plt.get_cmap("viridis")
+        shade = {b: cmap(i / max(1, len(batches) - 1) * 0.9) for i, b in enumerate(batches)}
+        styles = dict(zip(present, ["-", "--", ":", "-."] * 4))
+
+        def look(g):
+            return shade[g["global_batch"]], styles[g["optimizer"]]
+        handles = [Line2D([], [], color=shade[b], label=f"batch {batch_label(b)}") for b in batches]
+        if len(present) > 1:
+            handles += [Line2D([], [], color="k", linestyle=styles[o], label=display(o)) for o in present]
+        else:
+            title += f" ({', '.join(map(display, present))})"
+    band = len(logged) <= 3  # more min-max bands than that only blur each other
     for ax, (name, family) in zip(axes.flat, shown):
         values = []
-        for _, g in groups.iterrows():
-            e = events.get(g["group"])
-            if e is None or any(k not in e for k in family) or e[family[0]].isna().all():
+        for _, g in logged.iterrows():
+            e = events[g["group"]]
+            if any(k not in e for k in family) or e[family[0]].isna().all():
                 continue
-            c, style = shade[g["global_batch"]], styles[g["optimizer"]]
+            c, style = look(g)
             line = binned(e, family[0])
             ax.plot(line["epoch"], line[family[0]], style, color=c, linewidth=1.1)
             values.append(line[family[0]])
-            if len(family) == 3:
+            if len(family) == 3 and band:
                 lo, hi = binned(e, family[1]), binned(e, family[2])
                 ax.fill_between(lo["epoch"], lo[family[1]], hi[family[2]], color=c, alpha=0.15, linewidth=0)
                 values += [lo[family[1]], hi[family[2]]]
-            used.add((g["optimizer"], g["global_batch"]))
         v = pd.concat(values) if values else pd.Series(dtype=float)
         if len(v) and (v > 0).all() and v.max() / v.min() >= 50:
             ax.set_yscale("log")
-        label = DIAGNOSTICS.get(name, name)
-        ax.set_title(label + (" (median, min-max band)" if len(family) == 3 else ""))
+        ax.set_title(DIAGNOSTICS.get(name, name) + (("" if len(family) == 1 else " (median, min-max band)" if band
+                                                     else " (median)")))
         ax.set_xlabel("epoch")
     for ax in axes.flat[len(shown):]:
         ax.set_visible(False)
-    handles = [Line2D([], [], color=shade[b], label=f"batch {batch_label(b)}")
-               for b in batches if any(ub == b for _, ub in used)]
-    if len(present) > 1:
-        handles += [Line2D([], [], color="k", linestyle=styles[o], label=display(o)) for o in present]
-    else:
-        title += f" ({', '.join(map(display, present))})"
     fig.suptitle(title)
     legend_below(fig, handles, ncol=min(len(handles), 2 * ncols + 1))
     return fig
