@@ -220,7 +220,10 @@ def load(path: str | Path, sets: list[str] = ()) -> Recipe:
     if not isinstance(raw, dict):
         raise UserError(f"{path}: a recipe is a YAML mapping of keys (model, global_batch, optimizer, ...)")
     raw.setdefault("name", path.stem)
-    apply_sets(raw, list(sets))
+    try:
+        apply_sets(raw, list(sets))
+    except UserError as e:
+        raise UserError(f"{path}: {e}") from None
     try:
         recipe = Recipe.model_validate(raw)
     except ValidationError as e:

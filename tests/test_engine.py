@@ -115,7 +115,7 @@ def test_same_parameters_for_1x8_2x4_4x2(tmp_path, tiny_dataset, opt, lr):
 
 def test_submit_dry_run_prints_an_sbatch_script_calling_torchrun(tmp_path):
     done = run_cli("submit", "recipes/demo.yaml", "--nodes", "4", "--gpus-per-node", "8", "--partition", "gpu",
-                   "--set", "global_batch=32768", "--dry-run", cwd=RECIPES.parent)
+                   "--set", "global_batch=32768", "--set", "micro_batch=auto", "--dry-run", cwd=RECIPES.parent)
     assert done.returncode == 0, done.stderr
     script = done.stdout
     for line in ("#SBATCH --nodes=4", "#SBATCH --gpus-per-node=8", "#SBATCH --partition=gpu",

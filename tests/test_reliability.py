@@ -148,3 +148,23 @@ def test_unwritable_results_directory_fails_before_training(recipe, tmp_path):
     done = run_cli("run", str(recipe), "--out", str(blocker / "results"), "--no-progress")
     assert done.returncode == 2 and "cannot create the results directory" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_torchrun_restarts_a_lost_worker_and_the_run_resumes(recipe, tmp_path):
+    """Rank 1 of 2 is killed once after step 7; torchrun restarts both workers, which
+    resume from the step-4 checkpoint and finish all 30 steps."""
+    env = dict(os.environ, BENCH_CRASH_AT="step:7", BENCH_CRASH_RANK="1", BENCH_CRASH_ONCE=str(tmp_path / "crashed"),
+               OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
+    done = subprocess.run([sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path / "results"),
+                           "--no-progress", "--nproc", "2", "--max-restarts", "1"],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (tmp_path / "crashed").exists()  # the worker really was killed
+    run = only_run(tmp_path / "results")
+    meta = json.loads((run / "meta.json").read_text())
+    assert meta["status"] == "completed" and meta["world_size"] == 2
+    assert [r["step"] for r in meta["resumed"]] == [4]
+    metrics = pd.read_csv(run / "metrics.csv")
+    assert metrics["step"].tolist() == [10, 20, 30]
+    steps = [json.loads(line)["step"] for line in (run / "events.jsonl").read_text().splitlines()]
+    assert steps == list(range(30))
