@@ -91,7 +91,7 @@ def test_aggregates_use_finished_runs_and_count_diverged(tmp_path):
     assert (g["n"], g["n_runs"], g["n_diverged"]) == (3, 4, 1)
     assert g["val_top1"] == pytest.approx(72)  # the diverged seed has no final value
     assert g["status"] == "2 completed, 1 diverged, 1 running"
-    cell = tables.final_metric(pd.Series(g), "val_top1")
+    cell = tables.measured_cell(pd.Series(g), "val_top1")
     assert cell.text() == "72.00 ± 2.83 (n=3; 1 of 3 diverged, mean of the rest)"
 
 
@@ -184,7 +184,7 @@ def test_cifar10_table_has_all_optimizers(tmp_path):
               model_kwargs={"layers": [9, 9, 9, 0], "channels": [16, 32, 64, 64]})
     make_run(tmp_path, "c-adamw", "adamw", 512, 0, [80, 92.5], **kw)
     table = tables.build("vrgd-cifar10", results.load_study([tmp_path]))
-    assert [r[0] for r in table.rows] == ["Momentum", "VR-Momentum", "Adam", "VRGD-Adam", "LAMB", "VRGD-LAMB",
+    assert [r[0] for r in table.rows] == ["Momentum", "VRGD-Momentum", "Adam", "VRGD-Adam", "LAMB", "VRGD-LAMB",
                                           "LARS", "VRGD-LARS"]
     adam = table.rows[2]
     assert adam[table.columns.index("512 published")].text() == "92.24"

@@ -17,6 +17,7 @@ from bench.errors import UserError
 REFERENCE_DIR = Path(__file__).resolve().parents[2] / "results" / "reference"
 IMAGENET_TRAIN, IMAGENET_VAL = 1_281_167, 50_000
 CIFAR10_TRAIN, CIFAR10_VAL = 50_000, 10_000
+MLPERF_TARGET = 75.9  # MLPerf ResNet-50 Top-1 target (%), mlperf_resnet50_rcp.csv
 IMAGE_DATASETS = ("folder", "filelist")
 
 CRITERIA = {
@@ -34,7 +35,7 @@ MEASURED_AS = {
     "momentum": ("sgd",), "vrgd_momentum": ("vrgd_sgd",), "adam": ("adam", "adamw"), "vrgd_adam": ("vrgd_adam",),
     "lamb": ("lamb",), "vrgd_lamb": ("vrgd_lamb",), "lars": ("lars",), "vrgd_lars": ("vrgd_lars",),
 }
-DISPLAY = {"sgd": "SGD", "momentum": "Momentum", "vrgd_momentum": "VR-Momentum", "vrgd_sgd": "VRGD-SGD",
+DISPLAY = {"sgd": "SGD", "momentum": "Momentum", "vrgd_momentum": "VRGD-Momentum", "vrgd_sgd": "VRGD-SGD",
            "adam": "Adam", "adamw": "AdamW", "vrgd_adam": "VRGD-Adam", "lamb": "LAMB", "vrgd_lamb": "VRGD-LAMB",
            "lars": "LARS", "larc": "LARC", "vrgd_lars": "VRGD-LARS"}
 

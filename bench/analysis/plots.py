@@ -29,7 +29,7 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: E402
 
 from bench.analysis import paper  # noqa: E402
-from bench.analysis.paper import display  # noqa: E402
+from bench.analysis.paper import MLPERF_TARGET, display  # noqa: E402
 from bench.analysis.results import Study, best_groups, read_events  # noqa: E402
 
 STYLE = {
@@ -135,20 +135,25 @@ def plot_curves(study: Study, groups: pd.DataFrame, order: list[str], title: str
     return fig
 
 
-PUBLISHED_TOP1 = {"imagenet": "vrgd_imagenet_top1", "cifar10": "vrgd_cifar10_resnet56"}
+PUBLISHED = {("val_top1", "imagenet"): ("vrgd_imagenet_top1", None), ("val_top1", "cifar10"): ("vrgd_cifar10_resnet56", None),
+             ("gap_top1", "imagenet"): ("vrgd_imagenet_gap", "gap")}
 
 
-def published_points(setting: str, optimizer: str) -> list[tuple[int, float]]:
-    """(batch, Top-1) the paper reports for the method measured as `optimizer` in this paper setting."""
-    if setting not in PUBLISHED_TOP1:
+def published_points(metric: str, setting: str, optimizer: str) -> list[tuple[int, float]]:
+    """(batch, value) a paper reports for `metric` of the method measured as `optimizer` in its setting."""
+    if (metric, setting) not in PUBLISHED:
         return []
-    table, _ = paper.reference(PUBLISHED_TOP1[setting])
-    table = table.set_index(table.columns[0])
-    methods = [m for m, names in paper.MEASURED_AS.items() if optimizer in names and m in table.index]
-    points = []
-    for m in methods[:1]:
-        points = [(int(b), float(v)) for b, v in table.loc[m].items() if v == v]
-    return points
+    stem, column = PUBLISHED[(metric, setting)]
+    table, _ = paper.reference(stem)
+    key = table.columns[0]
+    methods = [m for m, names in paper.MEASURED_AS.items() if optimizer in names and m in set(table[key])]
+    if not methods:
+        return []
+    if column:  # long format: method, batch, ..., column
+        mine = table[table[key] == methods[0]]
+        return list(zip(mine["batch"].astype(int), mine[column].astype(float)))
+    row = table.set_index(key).loc[methods[0]]
+    return [(int(b), float(v)) for b, v in row.items() if v == v]
 
 
 def _missing_marks(ax, xs, at_top: bool, c: str) -> None:
@@ -159,45 +164,33 @@ def _missing_marks(ax, xs, at_top: bool, c: str) -> None:
 
 
 def plot_vs_batch(groups: pd.DataFrame, order: list[str], metric: str, ylabel: str, title: str,
-                  paper_setting: str = "", gap_published: pd.DataFrame | None = None) -> plt.Figure:
+                  paper_setting: str = "") -> plt.Figure:
+    """A final metric against global batch: measured means ± std, published points in the paper's setting."""
     fig, ax = plt.subplots(figsize=(WIDTH / 2, 2.8), layout="constrained")
-    missing = {}
-    handles = []
+    diverged, handles, batches = {}, [], list(groups["global_batch"])
     for o in order:
         g = groups[groups["optimizer"] == o].sort_values("global_batch")
         c = color(o, order)
         ok = g[g[metric].notna()]
         ax.errorbar(ok["global_batch"], ok[metric], yerr=ok[f"{metric}_std"].fillna(0), color=c, marker="o",
-                    capsize=2, label=f"{display(o)} (measured)")
-        missing[o] = list(g.loc[g[metric].isna(), "global_batch"])
+                    capsize=2)
+        diverged[o] = list(g.loc[(g["n_diverged"] == g["n"]) & (g["n"] > 0), "global_batch"])
         handles.append(Line2D([], [], color=c, marker="o", label=f"{display(o)} (measured)"))
-        if metric == "val_top1":
-            pts = published_points(paper_setting, o)
-        elif gap_published is not None:
-            mine = gap_published[gap_published["method"].isin(
-                [m for m, names in paper.MEASURED_AS.items() if o in names])]
-            pts = list(zip(mine["batch"].astype(int), mine["gap"].astype(float)))
-        else:
-            pts = []
+        pts = published_points(metric, paper_setting, o)
         if pts:
             ax.plot(*zip(*pts), linestyle="", marker="D", markerfacecolor="none", color=c, markersize=5)
             handles.append(Line2D([], [], linestyle="", marker="D", markerfacecolor="none", color=c,
                                   label=f"{display(o)} (published)"))
-    ax.relim()
+            batches += [b for b, _ in pts]
     for o in order:
-        _missing_marks(ax, missing[o], False, color(o, order))
-    if any(missing.values()):
+        _missing_marks(ax, diverged[o], False, color(o, order))
+    if any(diverged.values()):
         handles.append(Line2D([], [], color="k", marker="x", linestyle="", label="all seeds diverged"))
-    log2_batch_axis(ax, list(groups["global_batch"]) + [b for o in order for b, _ in
-                                                       (published_points(paper_setting, o) if metric == "val_top1"
-                                                        else [])])
+    log2_batch_axis(ax, batches)
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=8)
     ax.legend(handles=handles, loc="best", fontsize=7)
     return fig
-
-
-MLPERF_TARGET = 75.9
 
 
 def plot_steps_to_target(groups: pd.DataFrame, order: list[str], title: str, paper_setting: str) -> plt.Figure:
@@ -211,7 +204,7 @@ def plot_steps_to_target(groups: pd.DataFrame, order: list[str], title: str, pap
         ax.errorbar(ok["global_batch"], ok["steps_to_target"], yerr=ok["steps_to_target_std"].fillna(0), color=c,
                     marker="o", capsize=2)
         handles.append(Line2D([], [], color=c, marker="o", label=display(o)))
-        misses[o] = list(g.loc[~np.isfinite(g["steps_to_target"]), "global_batch"])
+        misses[o] = list(g.loc[np.isinf(g["steps_to_target"]), "global_batch"])  # NaN: not there yet
     batches = sorted(set(groups["global_batch"]))
     if len(finite):
         b0 = finite["global_batch"].min()
@@ -342,9 +335,8 @@ def plot_setting(study: Study, setting: str, out: Path, prefix: str = "") -> lis
     written = save(plot_curves(study, groups, order, label), out, f"{prefix}curves")
     written += save(plot_vs_batch(groups, order, "val_top1", "final val Top-1 (%)", label, which), out,
                     f"{prefix}top1_vs_batch")
-    gap_pub = paper.reference("vrgd_imagenet_gap")[0] if which == "imagenet" else None
-    written += save(plot_vs_batch(groups, order, "gap_top1", "train-eval − val Top-1 (pp)", label, which,
-                                  gap_published=gap_pub), out, f"{prefix}gap_vs_batch")
+    written += save(plot_vs_batch(groups, order, "gap_top1", "train-eval − val Top-1 (pp)", label, which), out,
+                    f"{prefix}gap_vs_batch")
     written += save(plot_steps_to_target(groups, order, label, which), out, f"{prefix}steps_to_target")
     events = {g["group"]: run_events(study, g) for _, g in groups.iterrows()}
     keys = sorted({k for e in events.values() for k in e.columns

@@ -6,7 +6,7 @@ import pandas as pd
 
 from bench.analysis.render import Cell, Table, render as render_table
 from bench.analysis.results import aggregate
-from bench.analysis.tables import final_metric
+from bench.analysis.tables import measured_cell
 
 DEFINITIONS = [
     "val_top1 / val_top5 / train_eval_top1: Top-1/Top-5 (%) at the last evaluation (train_eval: the fixed "
@@ -40,7 +40,7 @@ def table(runs: pd.DataFrame, per_run: bool = False) -> Table:
                                              *(m for m, _ in METRICS)])
     for _, g in aggregate(runs).iterrows():
         t.rows.append([g["recipe"], g["optimizer"], g["global_batch"], g["n"], g["status"],
-                       Cell(g["target_top1"], kind="float"), *(final_metric(g, m, k, n=False, notes=False) for m, k in METRICS)])
+                       Cell(g["target_top1"], kind="float"), *(measured_cell(g, m, k, n=False, notes=False) for m, k in METRICS)])
     t.notes = DEFINITIONS
     return t
 

@@ -255,7 +255,7 @@ def aggregate(runs: pd.DataFrame) -> pd.DataFrame:
             "status": _status_summary(members["status"]), "seeds": ",".join(str(s) for s in sorted(used["seed"])),
             "n": len(used), "n_runs": len(members), "n_diverged": int(used["diverged"].sum()),
             "n_reached": int(np.isfinite(used["steps_to_target"]).sum()),
-            "complete": bool(len(finished) == len(members)), "runs": tuple(used["run"]),
+            "runs": tuple(used["run"]),
         }
         for m in AGG_METRICS:
             row[m], row[f"{m}_std"] = mean_std(used[m])

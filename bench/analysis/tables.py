@@ -15,14 +15,13 @@ import math
 import pandas as pd
 
 from bench.analysis import paper
-from bench.analysis.paper import display
+from bench.analysis.paper import MLPERF_TARGET, display
 from bench.analysis.render import NO_NUMBER, Cell, Table, cell
 from bench.analysis.results import Study, best_groups
 from bench.errors import UserError
 
 MEASURED_TOP1 = "measured = val Top-1 (%) at the last evaluation, mean ± sample std over seeds (n = runs)"
 MISSING = f"{NO_NUMBER} = no published number, or no measured run in the paper's setting at that batch"
-MLPERF_TARGET = 75.9
 FINAL_VALUES = ("val_top1", "val_top5", "train_eval_top1", "gap_top1", "gap_loss")
 SPEEDUP_DEFINITIONS = [
     "speedup (a) = B's mean steps (epochs, training seconds) to reach the target / A's; A = the row, B = the "
@@ -35,7 +34,7 @@ SPEEDUP_DEFINITIONS = [
 ]
 
 
-def final_metric(group: pd.Series, metric: str, kind: str = "pct", n: bool = True, notes: bool = True) -> Cell:
+def measured_cell(group: pd.Series, metric: str, kind: str = "pct", n: bool = True, notes: bool = True) -> Cell:
     """A measured cell from a seed aggregate; says when seeds diverged or runs are unfinished.
     Final values (FINAL_VALUES) of a diverged run do not exist: they are averaged over the other seeds.
     notes=False leaves the remarks to another column (the report's status)."""
@@ -82,7 +81,7 @@ class PaperRuns:
 
     def measured(self, method: str, batch: int, metric: str = "val_top1") -> Cell:
         g = self.get(method, batch)
-        return final_metric(g, metric) if g is not None else Cell(None)
+        return measured_cell(g, metric) if g is not None else Cell(None)
 
     def notes(self) -> list[str]:
         out = [paper.CRITERIA[self.setting] + "."]
@@ -241,7 +240,7 @@ def compare(study: Study, baseline: str | None = None) -> Table:
         marker = "" if used is None or used["group"] == g["group"] else " (not best)"
         table.rows.append(([names[g["setting_label"]]] if several else []) + [
             int(g["global_batch"]), display(g["optimizer"]), g["recipe"] + marker,
-            final_metric(g, "val_top1"), *(final_metric(g, m, k, n=False, notes=False) for m, k in (
+            measured_cell(g, "val_top1"), *(measured_cell(g, m, k, n=False, notes=False) for m, k in (
                 ("train_eval_top1", "pct"), ("gap_top1", "pct"), ("steps_to_target", "steps"),
                 ("epochs_to_target", "epochs"), ("seconds_to_target", "seconds"))), f"{g['n_reached']}/{g['n']}", *ratios])
     table.notes = ([f"{names[s]} = {s}" for s in settings] if several else []) + [
