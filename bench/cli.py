@@ -2,6 +2,7 @@
 
     bench validate RECIPE...
     bench run RECIPE [--set KEY.PATH=VALUE ...] [--out DIR] [--nproc N]
+    bench suite DIR [--out RESULTS] [--plots PLOTS]
     bench submit RECIPE --nodes N --gpus-per-node G [--partition P] [--dry-run]
     bench report | table | plot PATH...   (bench/analysis/commands.py)
     bench data synth --out DIR [--classes N ...]   (bench/data/commands.py)
@@ -63,6 +64,20 @@ def cmd_run(args) -> int:
     return 0
 
 
+def cmd_suite(args) -> int:
+    from bench.analysis import commands as analysis_commands
+    from bench.suite import run_suite
+
+    folder = Path(args.folder)
+    results = Path(args.out or Path("results") / folder.name)
+    plots = Path(args.plots or Path("plots") / folder.name)
+    for name, outcome in run_suite(folder, results, args.set):
+        print(f"{name}: {outcome}")
+    for path in analysis_commands.regenerate(results, plots, args.baseline):
+        print(f"wrote {path}")
+    return 0
+
+
 def cmd_submit(args) -> int:
     from datetime import datetime
 
@@ -120,6 +135,14 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--nproc", type=int, default=1, metavar="N", help="start N local workers through torchrun")
     s.add_argument("--max-restarts", type=int, default=0, help="torchrun restarts after a worker fails")
     s.set_defaults(func=cmd_run)
+
+    s = sub.add_parser("suite", help="run every recipe of a folder (skipping completed runs), then report and plot")
+    s.add_argument("folder", metavar="DIR")
+    s.add_argument("--out", help="results directory (default: results/<DIR name>)")
+    s.add_argument("--plots", help="plots directory (default: plots/<DIR name>)")
+    s.add_argument("--baseline", help="optimizer the compare table's speedups are relative to")
+    s.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="override a key in every recipe")
+    s.set_defaults(func=cmd_suite)
 
     s = sub.add_parser("submit", help="submit a recipe as a SLURM job (sbatch + torchrun)")
     run_arguments(s)

@@ -1,7 +1,8 @@
 """`bench suite DIR`: run every recipe of a folder, then regenerate the analysis.
 
-A recipe whose results directory already holds a completed run of exactly the
-same resolved recipe is skipped, so a suite can be stopped and started again.
+A recipe whose results directory already holds a finished (completed or
+diverged) run of exactly the same resolved recipe is skipped, and an
+interrupted one is resumed, so a suite can be stopped and started again.
 Diverged runs are results (the papers' tables contain such collapses): the
 suite records them and goes on with the next recipe.
 """
@@ -27,12 +28,15 @@ def recipe_files(folder: Path) -> list[Path]:
     return files
 
 
-def completed_run(results: Path, recipe: recipe_mod.Recipe) -> Path | None:
-    """A completed run of exactly this resolved recipe, if there is one."""
+FINISHED = ("completed", "diverged")
+
+
+def finished_run(results: Path, recipe: recipe_mod.Recipe) -> Path | None:
+    """A finished run of exactly this resolved recipe, if there is one."""
     want = yaml.safe_load(recipe.to_yaml())
     for meta in sorted((results / recipe.name).glob("*/meta.json")):
         try:
-            done = json.loads(meta.read_text()).get("status") == "completed"
+            done = json.loads(meta.read_text()).get("status") in FINISHED
             same = yaml.safe_load((meta.parent / "recipe.yaml").read_text()) == want
         except (OSError, ValueError, yaml.YAMLError):
             continue
@@ -53,8 +57,8 @@ def run_suite(folder: Path, results: Path, sets: list[str] = ()) -> list[tuple[s
     bar = tqdm(recipes, unit="run", desc="suite", dynamic_ncols=True)
     for recipe in bar:
         bar.set_postfix_str(recipe.name)
-        if completed_run(results, recipe):
-            outcomes.append((recipe.name, "skipped (completed before)"))
+        if finished_run(results, recipe):
+            outcomes.append((recipe.name, "skipped (finished before)"))
             continue
         run = train(recipe, results, progress=False)
         outcomes.append((recipe.name, _status(run.path)))
