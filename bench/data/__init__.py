@@ -61,7 +61,7 @@ class Data:
     device: torch.device = torch.device("cpu")
     opts: Options | None = None
     unreadable: images.Unreadable = field(default_factory=images.Unreadable)
-    _evals: dict = field(default_factory=dict, repr=False)
+    _cache: dict = field(default_factory=dict, repr=False)
 
     def __post_init__(self):
         if self.opts is None:
@@ -93,14 +93,16 @@ class Data:
         if self.loader == "dali":
             from bench.data import dali
 
-            return dali.train_batches(split.files, split.labels, self.opts, samples, self.unreadable,
-                                      stream.micro_batch, self.device)
+            if "train" not in self._cache:  # built once: DALI's buffers grow over the first batches
+                self._cache["train"] = dali.build("train", split.files, split.labels, self.opts,
+                                                  stream.micro_batch, self.device)
+            return dali.train_batches(self._cache["train"], samples, self.unreadable)
         from bench.data import torchvision
 
         return torchvision.train_batches(split.files, split.labels, self.opts, samples, self.unreadable)
 
     def _eval(self, name: str, split: folder_layout.Split, indices) -> Iterable:
-        if name not in self._evals:
+        if name not in self._cache:
             mine = [indices[i] for i in sampling.eval_shard(len(indices), self.rank, self.world)]
             batch = self.spec.eval_batch
             index_batches = [mine[j:j + batch] for j in range(0, len(mine), batch)]
@@ -118,8 +120,8 @@ class Data:
 
                 batches = torchvision.EvalBatches(split.files, split.labels, self.opts, index_batches,
                                                   self.unreadable)
-            self._evals[name] = batches
-        return self._evals[name]
+            self._cache[name] = batches
+        return self._cache[name]
 
     def val(self) -> Iterable:
         """This rank's share of the validation set (every image once over all ranks); iterable repeatedly."""

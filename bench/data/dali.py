@@ -58,6 +58,7 @@ from bench.data import augment, images
 from bench.data.output import Options
 
 PREFETCH = 2  # batches copied out ahead of the consumer
+LOCK_TIMEOUT_S = 60
 
 
 # ---- the pipelines ---------------------------------------------------------------------------
@@ -250,9 +251,14 @@ def _prefetch(runner: Runner, batches: Iterable, unreadable: images.Unreadable, 
 
     def execute(prepared_batches):
         stream = torch.cuda.Stream(runner.device) if runner.device.type == "cuda" else None
-        with runner.lock:
+        if not runner.lock.acquire(timeout=LOCK_TIMEOUT_S):
+            raise RuntimeError("the DALI pipeline is still held by an earlier iterator that was neither finished "
+                               "nor dropped; close() it before asking for new batches")
+        try:
             for prepared in prepared_batches:
                 yield runner.execute(prepared, stream)
+        finally:
+            runner.lock.release()
 
     prepared = _background((runner.prepare(items, unreadable.files) for items in batches), stop, "dali-prepare")
     try:
@@ -269,10 +275,9 @@ def _prefetch(runner: Runner, batches: Iterable, unreadable: images.Unreadable, 
         stop.set()
 
 
-def train_batches(files, labels, opts: Options, samples: Iterable[list[tuple[int, int]]],
-                  unreadable: images.Unreadable, micro_batch: int, device: torch.device) -> Iterator:
-    """One (images, labels) per list of (index, augmentation seed) in `samples`."""
-    runner = build("train", files, labels, opts, micro_batch, device)
+def train_batches(runner: Runner, samples: Iterable[list[tuple[int, int]]], unreadable: images.Unreadable) -> Iterator:
+    """One (images, labels) per list of (index, augmentation seed) in `samples`; `runner` from
+    `build("train", ...)`, reusable by later calls once this iterator is finished or dropped."""
     return _prefetch(runner, samples, unreadable, train=True)
 
 

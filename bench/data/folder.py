@@ -45,7 +45,9 @@ def _scan_split(root: Path, split: str, classes: tuple[str, ...] | None) -> tupl
         raise UserError(f"{root}: missing split folder '{split}/' (expected {root}/{split}/<class>/<image>)")
     found = tuple(sorted(d.name for d in base.iterdir() if d.is_dir()))
     if not found:
-        raise UserError(f"{base}: no class folders (expected {base}/<class>/<image>)")
+        flat = any(p.suffix.lower() in IMAGE_SUFFIXES for p in base.iterdir())
+        hint = "; ImageNet's flat val/ must first be sorted into class folders (e.g. with valprep.sh)" if flat else ""
+        raise UserError(f"{base}: no class folders (expected {base}/<class>/<image>){hint}")
     if classes is not None and found != classes:
         extra = sorted(set(found) ^ set(classes))[:3]
         raise UserError(f"{base}: classes differ from train/ (e.g. {', '.join(extra)}); both splits need the same class folders")
