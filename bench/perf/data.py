@@ -10,16 +10,20 @@ fresh iterator over the next `--batches` micro-batches of the step stream,
 timed after `--threads` warm-up batches (so worker start-up and batches made
 while waiting for the first are not counted). The page cache is warmed first,
 so both read from memory, and each backend has one untimed round first (DALI
-keeps its pipeline between rounds as it does between training calls). Reported: images/s per round, the medians, and the
-ratio of each DALI variant to torchvision. When a GPU is there, DALI with
-decoding on the GPU ("mixed") is measured too; torchvision decodes on the CPU
-in every case.
+keeps its pipeline between rounds as it does between training calls).
+Reported: images/s per round, the medians, and the ratio of each DALI variant
+to torchvision; also the CPU time per image over a whole round (process,
+threads and DataLoader workers, their start-up included), which other load
+on the machine disturbs far less than wall-clock rates. When a GPU is there,
+DALI with decoding on the GPU ("mixed") is measured too; torchvision decodes
+on the CPU in every case.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import time
 from pathlib import Path
@@ -70,26 +74,36 @@ def _data(args, root: Path, dataset: str, loader: str, device: str):
     return build(spec, args.batch, args.batch, 0, 1, seed=0, device=device)
 
 
-def _round(args, data, first_step: int) -> float:
-    """Images/s of one fresh iterator, after the warm-up batches."""
+def _cpu_seconds() -> float:
+    """CPU time of this process (all threads) and of its finished children (DataLoader workers)."""
+    me, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime
+
+
+def _round(args, data, first_step: int) -> tuple[float, float]:
+    """(images/s after the warm-up batches, CPU milliseconds per image over the whole round)."""
     warmup = max(1, args.threads)
+    cpu = _cpu_seconds()
     if args.split == "train":
         batches = data.train(first_step, first_step + warmup + args.batches)
     else:
         batches = iter(data.val())
-    images, start = 0, None
+    images, timed, start = 0, 0, None
     for i, (x, _) in enumerate(batches):
         if i == warmup:
             start = time.perf_counter()
+        images += len(x)
         if i >= warmup:
-            images += len(x)
+            timed += len(x)
         if i + 1 == warmup + args.batches:
             break
-    batches.close()
-    if start is None or images == 0:
+    seconds = time.perf_counter() - start if start is not None else 0.0
+    batches.close()  # torchvision's workers exit here, and their CPU time is counted
+    del batches
+    if timed == 0:
         raise UserError(f"{data.root}: too few {args.split} images for {warmup} warm-up and {args.batches} timed "
                         f"batches of {args.batch}; lower --batch or --batches")
-    return images / (time.perf_counter() - start)
+    return timed / seconds, 1000 * (_cpu_seconds() - cpu) / images
 
 
 def main(argv: list[str]) -> int:
@@ -109,20 +123,28 @@ def main(argv: list[str]) -> int:
 
     data = {name: _data(args, root, dataset, *how) for name, how in contenders.items()}
     rates: dict[str, list[float]] = {name: [] for name in contenders}
+    cpu: dict[str, list[float]] = {name: [] for name in contenders}
     steps_per_round = max(1, args.threads) + args.batches
     for name in contenders:  # an untimed round each: pipelines built, buffers grown, code paths warm
         _round(args, data[name], 0)
     for r in range(args.rounds):
         order = list(contenders) if r % 2 == 0 else list(reversed(contenders))  # alternate who goes first
         for name in order:
-            rates[name].append(_round(args, data[name], (r + 1) * steps_per_round))
-        print(f"round {r + 1}: " + ", ".join(f"{name} {rates[name][-1]:.0f}" for name in contenders) + " img/s")
+            rate, ms = _round(args, data[name], (r + 1) * steps_per_round)
+            rates[name].append(rate)
+            cpu[name].append(ms)
+        print(f"round {r + 1}: " + ", ".join(f"{name} {rates[name][-1]:.0f} img/s ({cpu[name][-1]:.2f} cpu ms/img)"
+                                             for name in contenders))
 
     medians = {name: statistics.median(v) for name, v in rates.items()}
-    print("median img/s: " + ", ".join(f"{name} {m:.0f}" for name, m in medians.items()))
+    cpu_medians = {name: statistics.median(v) for name, v in cpu.items()}
+    print("median: " + ", ".join(f"{name} {medians[name]:.0f} img/s ({cpu_medians[name]:.2f} cpu ms/img)"
+                                 for name in contenders))
     for name in contenders:
         if name != "torchvision":
-            print(f"ratio {name} / torchvision: {medians[name] / medians['torchvision']:.2f}x")
+            print(f"ratio {name} / torchvision: {medians[name] / medians['torchvision']:.2f}x img/s, "
+                  f"{cpu_medians['torchvision'] / cpu_medians[name]:.2f}x fewer cpu ms/img")
     print("(img/s = images of the timed batches / wall time from the end of the warm-up batches to the last one; "
-          "same images, crops, size and normalisation for every backend; page cache warm)")
+          "cpu ms/img = CPU time of the process, its threads and its finished worker processes over the whole "
+          "round / images of the round; same images, crops, size and normalisation for every backend; page cache warm)")
     return 0
