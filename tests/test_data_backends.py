@@ -184,3 +184,18 @@ def test_crop_geometry_matches_torchvision():
     assert min(areas) > 0.2 and max(areas) <= 1 and 0.5 < np.mean(areas) < 0.7
     assert 0.4 < np.mean([augment.train_crop(s, 50, 50, 0.5).flip for s in range(400)]) < 0.6
     assert not any(augment.train_crop(s, 50, 50, 0.5, random_flip=False).flip for s in range(50))
+
+
+@pytest.mark.parametrize("options", [{}, {"progressive": True}, {"exif": b"Exif\x00\x00MM\x00*\x00\x00\x00\x08\x00\x00"},
+                                     {"quality": 50, "subsampling": 0}, {"format": "PNG"}])
+def test_header_size_matches_pillow(tmp_path, options):
+    from bench.data import images
+
+    pixels = np.random.default_rng(0).integers(0, 256, (37, 53, 3), dtype=np.uint8)
+    path = tmp_path / "x.img"
+    Image.fromarray(pixels).save(path, **{"format": "JPEG", **options})
+    data, width, height = images.read_header(str(path))
+    assert (width, height) == (53, 37) and data == path.read_bytes()
+    path.write_bytes(b"\xff\xd8\xff" + b"\x00" * 20)
+    with pytest.raises(images.UnreadableImage):
+        images.read_header(str(path))

@@ -25,16 +25,38 @@ class UnreadableImage(Exception):
     """Raised by `read_header` and `decode`; carries the path."""
 
 
+_SOF = {0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF}
+
+
+def _jpeg_size(data: bytes) -> tuple[int, int] | None:
+    """(width, height) from a JPEG's frame header, or None when it is not found (Pillow decides then)."""
+    i = 2
+    while i + 9 < len(data):
+        if data[i] != 0xFF:
+            return None
+        marker = data[i + 1]
+        if marker == 0xFF:  # fill byte
+            i += 1
+            continue
+        if marker in _SOF:
+            return int.from_bytes(data[i + 7:i + 9], "big"), int.from_bytes(data[i + 5:i + 7], "big")
+        i += 2 + int.from_bytes(data[i + 2:i + 4], "big")
+    return None
+
+
 def read_header(path: str) -> tuple[bytes, int, int]:
-    """The file's bytes and its stored (width, height), from the header only (cheap)."""
+    """The file's bytes and its stored (width, height), from the header only (cheap: the JPEG
+    frame header is parsed here, other formats by Pillow)."""
     try:
         with open(path, "rb") as f:
             data = f.read()
-        with Image.open(io.BytesIO(data)) as image:
-            width, height = image.size
+        size = _jpeg_size(data) if data[:3] == b"\xff\xd8\xff" else None
+        if size is None or 0 in size:
+            with Image.open(io.BytesIO(data)) as image:
+                size = image.size
     except DECODE_ERRORS as e:
         raise UnreadableImage(path) from e
-    return data, width, height
+    return data, size[0], size[1]
 
 
 def decode(path: str, draft: tuple[int, int] | None = None) -> Image.Image:
