@@ -101,13 +101,13 @@ def eval_pipeline(size: int, decode_device: str, channels_last: bool):
     return _normalise(images, channels_last, crop=[size, size], crop_pos_x=crop_x, crop_pos_y=crop_y)
 
 
-def _train_inputs(data: bytes, width: int, height: int, seed: int, opts: Options) -> dict:
+def _train_inputs(width: int, height: int, seed: int, opts: Options) -> dict:
     c = augment.train_crop(seed, width, height, opts.crop_scale_min, opts.random_flip)
     return {"anchor": np.array([c.left, c.top], np.float32), "shape": np.array([c.width, c.height], np.float32),
             "flip": np.array(int(c.flip), np.int32)}
 
 
-def _eval_inputs(data: bytes, width: int, height: int, seed: None, opts: Options) -> dict:
+def _eval_inputs(width: int, height: int, seed: None, opts: Options) -> dict:
     g = augment.eval_geometry(width, height, opts.size)
 
     def position(offset, extent):  # crop_pos * (extent - size), rounded by DALI, is `offset`
@@ -137,7 +137,8 @@ class Runner:
     device: torch.device
     lock: threading.Lock
 
-    def _samples(self, items: Iterable[tuple[int, int | None]], known_bad: set[str]):
+    def prepare(self, items: Iterable[tuple[int, int | None]], known_bad: set[str]) -> tuple[list[_Sample], list[str]]:
+        """Host side of one batch: read the files, parse their headers, compute the crops."""
         good, bad = [], []
         for index, seed in items:
             path = self.files[index]
@@ -149,7 +150,7 @@ class Runner:
             except images.UnreadableImage:
                 bad.append(path)
                 continue
-            inputs = self.make_inputs(data, width, height, seed, self.opts)
+            inputs = self.make_inputs(width, height, seed, self.opts)
             inputs["encoded"] = np.frombuffer(data, np.uint8)
             good.append(_Sample(path, self.labels[index], inputs))
         return good, bad
@@ -159,10 +160,6 @@ class Runner:
             self.pipe.feed_input(name, [s.inputs[name] for s in samples])
         (out,) = self.pipe.run()
         return _copy_out(out.as_tensor(), self.opts, self.device, stream)
-
-    def prepare(self, items, known_bad: set[str]) -> tuple[list[_Sample], list[str]]:
-        """Host side of one batch: read the files, parse their headers, compute the crops."""
-        return self._samples(items, known_bad)
 
     def execute(self, prepared, stream) -> tuple[torch.Tensor, torch.Tensor, list[str]]:
         """(images, labels, unreadable paths) of one prepared batch."""
