@@ -23,6 +23,19 @@ from bench.errors import UserError
 DEFAULT_RESULTS = Path("results/runs")
 
 
+def count(minimum: int):
+    """An argparse type: an integer of at least `minimum`."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text!r}")
+        return value
+    return parse
+
+
 def cmd_validate(args) -> int:
     from bench import recipe
 
@@ -132,8 +145,8 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("run", help="train one recipe (resuming its unfinished run, if any)")
     run_arguments(s)
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
-    s.add_argument("--nproc", type=int, default=1, metavar="N", help="start N local workers through torchrun")
-    s.add_argument("--max-restarts", type=int, default=0, help="torchrun restarts after a worker fails")
+    s.add_argument("--nproc", type=count(1), default=1, metavar="N", help="start N local workers through torchrun")
+    s.add_argument("--max-restarts", type=count(0), default=0, help="torchrun restarts after a worker fails")
     s.set_defaults(func=cmd_run)
 
     s = sub.add_parser("suite", help="run every recipe of a folder (skipping completed runs), then report and plot")
@@ -146,8 +159,8 @@ def parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("submit", help="submit a recipe as a SLURM job (sbatch + torchrun)")
     run_arguments(s)
-    s.add_argument("--nodes", type=int, required=True)
-    s.add_argument("--gpus-per-node", type=int, required=True)
+    s.add_argument("--nodes", type=count(1), required=True)
+    s.add_argument("--gpus-per-node", type=count(1), required=True)
     s.add_argument("--partition")
     s.add_argument("--time", help="SLURM time limit, e.g. 12:00:00")
     s.add_argument("--dry-run", action="store_true", help="print the batch script instead of submitting it")

@@ -1,8 +1,11 @@
 """The large-batch engine: batch plans, equivalence across ranks and micro-batches, launch."""
 
+import json
+import math
 import os
 import socket
 
+import pandas as pd
 import pytest
 import torch
 import torch.multiprocessing as mp
@@ -128,3 +131,26 @@ def test_submit_dry_run_prints_an_sbatch_script_calling_torchrun(tmp_path):
 def test_submit_bad_recipe_is_exit_2(tmp_path):
     done = run_cli("submit", str(tmp_path / "missing.yaml"), "--nodes", "1", "--gpus-per-node", "1", "--dry-run")
     assert done.returncode == 2 and "no such recipe file" in done.stderr
+
+
+def test_global_batch_98304_runs_on_one_cpu_process_through_accumulation(tmp_path):
+    """One step of a 96k batch: 24 micro-batches of 4096 small images, a small model."""
+    text = """
+model: {name: test_resnet}
+data: {dataset: synthetic, loader: synthetic, image_size: 8, workers: 0,
+       synth: {classes: 10, train_per_class: 20, val_per_class: 2, size: 16}}
+global_batch: 98304
+micro_batch: 4096
+optimizer: {name: vrgd_lars, lr: 1.0}
+epochs: 491.52
+target_top1: 50
+"""
+    done = run_cli("run", str(write_recipe(tmp_path / "huge.yaml", text)), "--out", str(tmp_path), "--no-progress")
+    assert done.returncode == 0, done.stderr
+    assert "1 ranks x 24 micro-batches x 4096 images = global batch 98304; 24 gradient groups" in done.stdout
+    [run] = (tmp_path / "huge").iterdir()
+    meta = json.loads((run / "meta.json").read_text())
+    assert meta["status"] == "completed" and meta["total_steps"] == 1
+    events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
+    assert len(events) == 1 and math.isfinite(events[0]["loss"]) and 0 <= events[0]["gsnr_clip_frac"] <= 1
+    assert pd.read_csv(run / "metrics.csv")["images_seen"].tolist() == [98304]

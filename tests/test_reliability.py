@@ -168,3 +168,31 @@ def test_torchrun_restarts_a_lost_worker_and_the_run_resumes(recipe, tmp_path):
     assert metrics["step"].tolist() == [10, 20, 30]
     steps = [json.loads(line)["step"] for line in (run / "events.jsonl").read_text().splitlines()]
     assert steps == list(range(30))
+
+
+@pytest.mark.parametrize("args,words", [
+    (["run", "RECIPE", "--nproc", "0"], ["--nproc", "expected an integer >= 1"]),
+    (["submit", "RECIPE", "--nodes", "two", "--gpus-per-node", "8"], ["--nodes", "expected an integer >= 1"]),
+    (["run"], ["RECIPE"]),
+    (["frobnicate"], ["invalid choice"]),
+    (["run", "RECIPE", "--run-dir", "NOWHERE"], ["not a run directory"]),
+    (["table", "no-such-table", "."], ["no-such-table"]),
+])
+def test_bad_command_line_is_exit_2_without_traceback(recipe, tmp_path, args, words):
+    args = [str(recipe) if a == "RECIPE" else str(tmp_path / "nowhere") if a == "NOWHERE" else a for a in args]
+    done = run_cli(*args)
+    assert done.returncode == 2 and all(w in done.stderr for w in words), done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_run_dir_of_another_recipe_or_a_foreign_checkpoint_is_refused(recipe, tmp_path):
+    crashed = subprocess.run([sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path),
+                              "--no-progress"], env=dict(os.environ, BENCH_CRASH_AT="step:5"), capture_output=True)
+    assert crashed.returncode == -signal.SIGKILL
+    run = only_run(tmp_path)
+    other = run_cli("run", str(recipe), "--set", "epochs=2", "--run-dir", str(run))
+    assert other.returncode == 2 and "different recipe" in other.stderr
+    torch.save({"weights": torch.zeros(1)}, sorted(run.glob("ckpt-*.pt"))[-1])
+    foreign = run_cli("run", str(recipe), "--run-dir", str(run))
+    assert foreign.returncode == 2 and "not a bench checkpoint" in foreign.stderr
+    assert "Traceback" not in other.stderr + foreign.stderr
