@@ -199,3 +199,12 @@ def test_header_size_matches_pillow(tmp_path, options):
     path.write_bytes(b"\xff\xd8\xff" + b"\x00" * 20)
     with pytest.raises(images.UnreadableImage):
         images.read_header(str(path))
+
+
+def test_dali_iterator_dropped_midway_frees_its_pipelines_for_the_next(indexed):
+    data = build(spec(indexed, "dali"), 4, 4, 0, 1, seed=0)
+    first = data.train(0, 100)
+    next(first)
+    del first  # as the runner does when it stops early, or resumes from a later step
+    images, _ = next(data.train(5, 6))
+    assert indices(images) == [i for i, _ in data.stream.micro_batch_samples(5, 0)]

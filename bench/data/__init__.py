@@ -94,8 +94,8 @@ class Data:
             from bench.data import dali
 
             if "train" not in self._cache:  # built once: DALI's buffers grow over the first batches
-                self._cache["train"] = dali.build("train", split.files, split.labels, self.opts,
-                                                  stream.micro_batch, self.device)
+                self._cache["train"] = dali.build_lanes("train", split.files, split.labels, self.opts,
+                                                        stream.micro_batch, self.device)
             return dali.train_batches(self._cache["train"], samples, self.unreadable)
         from bench.data import torchvision
 

@@ -44,6 +44,7 @@ images.py). Every other batch is unaffected.
 
 from __future__ import annotations
 
+import itertools
 import queue
 import threading
 from dataclasses import dataclass
@@ -208,58 +209,92 @@ def build(kind: str, files, labels, opts: Options, batch_size: int, device: torc
                   threading.Lock())
 
 
-def _background(produce: Iterator, stop: threading.Event, name: str, setup=None) -> Iterator:
-    """Run the iterator `produce` on a thread, PREFETCH items ahead; its exceptions re-raise here."""
-    out: queue.Queue = queue.Queue(PREFETCH)
-    done = object()
+_END = object()  # queue marker: no more items
 
-    def put(item) -> bool:
-        while not stop.is_set():
-            try:
-                out.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                pass
-        return False
 
-    def work():
+def _put(q: queue.Queue, item, stop: threading.Event) -> bool:
+    """Put `item` into `q`, waiting while it is full; False when `stop` came first."""
+    while not stop.is_set():
         try:
-            for item in produce:
-                if not put(item):
-                    return
-            put(done)
-        except BaseException as e:  # noqa: BLE001 - handed to the consumer
-            put(e)
+            q.put(item, timeout=0.1)
+            return True
+        except queue.Full:
+            pass
+    return False
 
-    threading.Thread(target=work, daemon=True, name=name).start()
-    while True:
-        item = out.get()
-        if item is done:
+
+def _queue_items(q: queue.Queue, stop: threading.Event) -> Iterator:
+    """The items put into `q` up to `_END`; an exception put there is raised."""
+    while not stop.is_set():
+        try:
+            item = q.get(timeout=0.1)
+        except queue.Empty:
+            continue
+        if item is _END:
             return
         if isinstance(item, BaseException):
             raise item
         yield item
 
 
-def _prefetch(runner: Runner, batches: Iterable, unreadable: images.Unreadable, train: bool) -> Iterator:
-    """Run `runner` over `batches` on two threads (host preparation, then DALI and the copy out),
-    each PREFETCH batches ahead of the next; report unreadable files here, on the consumer's thread."""
-    stop = threading.Event()
+def _background(produce: Iterator, stop: threading.Event, name: str) -> Iterator:
+    """Run the iterator `produce` on a thread, PREFETCH items ahead; its exceptions re-raise here."""
+    out: queue.Queue = queue.Queue(PREFETCH)
 
-    def execute(prepared_batches):
+    def work():
+        try:
+            for item in produce:
+                if not _put(out, item, stop):
+                    return
+            _put(out, _END, stop)
+        except BaseException as e:  # noqa: BLE001 - handed to the consumer
+            _put(out, e, stop)
+        finally:
+            getattr(produce, "close", lambda: None)()  # runs its cleanup (a lane releases its pipeline)
+
+    threading.Thread(target=work, daemon=True, name=name).start()
+    return _queue_items(out, stop)
+
+
+def _prefetch(runners: list[Runner], batches: Iterable, unreadable: images.Unreadable, train: bool) -> Iterator:
+    """Run `runners` over `batches`: one thread prepares the host side, and batch k goes to lane
+    k % len(runners), each lane a thread with its own pipeline that runs DALI and copies out, so
+    one lane's copy overlaps the other's decoding; every stage runs PREFETCH batches ahead.
+    Batches come out in order; unreadable files are reported here, on the consumer's thread."""
+    stop = threading.Event()
+    inputs = [queue.Queue(PREFETCH) for _ in runners]
+
+    def dispatch():
+        k = 0
+        try:
+            for k, items in enumerate(batches):
+                if not _put(inputs[k % len(runners)], runners[0].prepare(items, unreadable.files), stop):
+                    return
+            k += 1
+            for i in range(len(runners)):
+                _put(inputs[(k + i) % len(runners)], _END, stop)
+        except BaseException as e:  # noqa: BLE001 - raised in order, by the lane the next batch was for
+            _put(inputs[k % len(runners)], e, stop)
+
+    def lane(runner: Runner, q: queue.Queue):
         stream = torch.cuda.Stream(runner.device) if runner.device.type == "cuda" else None
         if not runner.lock.acquire(timeout=LOCK_TIMEOUT_S):
             raise RuntimeError("the DALI pipeline is still held by an earlier iterator that was neither finished "
                                "nor dropped; close() it before asking for new batches")
         try:
-            for prepared in prepared_batches:
+            for prepared in _queue_items(q, stop):
                 yield runner.execute(prepared, stream)
         finally:
             runner.lock.release()
 
-    prepared = _background((runner.prepare(items, unreadable.files) for items in batches), stop, "dali-prepare")
+    threading.Thread(target=dispatch, daemon=True, name="dali-prepare").start()
+    lanes = [_background(lane(r, q), stop, f"dali-run-{i}") for i, (r, q) in enumerate(zip(runners, inputs))]
     try:
-        for batch, labels, bad in _background(execute(prepared), stop, "dali-run"):
+        for k in itertools.count():
+            item = next(lanes[k % len(lanes)], None)
+            if item is None:
+                return
+            batch, labels, bad = item
             unreadable.report(bad)
             if train:
                 unreadable.check_not_empty(len(labels), bad)
@@ -272,10 +307,21 @@ def _prefetch(runner: Runner, batches: Iterable, unreadable: images.Unreadable, 
         stop.set()
 
 
-def train_batches(runner: Runner, samples: Iterable[list[tuple[int, int]]], unreadable: images.Unreadable) -> Iterator:
-    """One (images, labels) per list of (index, augmentation seed) in `samples`; `runner` from
-    `build("train", ...)`, reusable by later calls once this iterator is finished or dropped."""
-    return _prefetch(runner, samples, unreadable, train=True)
+def lanes(device: torch.device) -> int:
+    """Pipelines per iterator: two on the CPU, where copying a batch out (into fresh host memory)
+    takes long enough to leave DALI's threads idle; one on a GPU, where it does not."""
+    return 1 if device.type == "cuda" else 2
+
+
+def build_lanes(kind: str, files, labels, opts: Options, batch_size: int, device: torch.device) -> list[Runner]:
+    return [build(kind, files, labels, opts, batch_size, device) for _ in range(lanes(device))]
+
+
+def train_batches(runners: list[Runner], samples: Iterable[list[tuple[int, int]]],
+                  unreadable: images.Unreadable) -> Iterator:
+    """One (images, labels) per list of (index, augmentation seed) in `samples`; `runners` from
+    `build_lanes("train", ...)`, reusable by later calls once this iterator is finished or dropped."""
+    return _prefetch(runners, samples, unreadable, train=True)
 
 
 class EvalBatches:
@@ -286,7 +332,7 @@ class EvalBatches:
         self.batches = [[(i, None) for i in b] for b in index_batches]
         self.unreadable = unreadable
         size = max((len(b) for b in self.batches), default=1)
-        self.runner = build("eval", files, labels, opts, size, device)
+        self.runners = build_lanes("eval", files, labels, opts, size, device)
 
     def __iter__(self) -> Iterator:
-        return _prefetch(self.runner, self.batches, self.unreadable, train=False)
+        return _prefetch(self.runners, self.batches, self.unreadable, train=False)
