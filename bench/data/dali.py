@@ -35,8 +35,12 @@ Python file read and one header parse per image (tens of microseconds, on a
 prefetch thread, off the training thread) and no more.
 
 The iterator copies every batch out of DALI's buffers (they are only valid
-until the next run) into torch tensors on a prefetch thread, one batch ahead,
-so the next batch is prepared while the model computes. Unreadable files: the
+until the next run) into torch tensors. Threads keep this off the training
+thread: one prepares the host side, and a pipeline thread runs DALI and copies
+out, each a couple of batches ahead, so the next batch is made while the model
+computes. On the CPU two pipelines take batches in turn, because copying a
+batch into fresh host memory (page faults, about 1 ms per 224 px image) would
+otherwise leave DALI's threads idle; on a GPU one does. Unreadable files: the
 header is parsed on the host; if DALI still fails on a batch, its images are
 run one at a time to find the culprits, which are dropped and reported (see
 images.py). Every other batch is unaffected.
