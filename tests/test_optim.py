@@ -190,6 +190,16 @@ def test_the_larc_case_clips_some_trust_ratios_and_not_others():
     assert min(ratios) < 1 < max(ratios)
 
 
+def test_lars_reads_a_gradient_laid_out_unlike_its_weight():
+    """The fused kernel walks memory: a channels_last gradient of a contiguous weight is not misread."""
+    ws, steps = weights(), gradients(2)
+    channels_last = [[[g.contiguous(memory_format=torch.channels_last) if g.ndim == 4 else g for g in grads]
+                      for grads in groups] for groups in steps]
+    assert not channels_last[0][0][0].is_contiguous()
+    ours, _ = run("lars", ws, channels_last, LRS[:2], weight_decay=0.1, eta=0.05)
+    assert_history(ours, RefLARS(ws, 0.1, eta=0.05).run(steps, LRS[:2]), rtol=1e-12, atol=1e-14)
+
+
 @pytest.mark.parametrize("nesterov", [False, True])
 @pytest.mark.parametrize("clip", [False, True])
 def test_lars_equals_timm_lars_at_constant_lr(nesterov, clip):

@@ -7,7 +7,19 @@ Reference: MLPerf Training ResNet (TensorFlow) `lars_optimizer.py`; timm `timm/o
 import torch
 
 from .base import GroupOptimizer, norms
-from .sgd import fused_sgd
+
+
+def _fused_sgd(w, g, v, *, lr, weight_decay, momentum, dampening=0.0, nesterov=False):
+    """One tensor through torch's fused SGD kernel (that of torch.optim.SGD(fused=True)), one pass:
+
+        v = m * v + (1 - dampening) * (g + wd * w)
+        w = w - lr * v                          nesterov: w = w - lr * (g + wd * w + m * v)
+                                                momentum 0 (v is None): w = w - lr * (g + wd * w)
+    """
+    if g.stride() != w.stride():  # the kernel walks memory, not indices: give g the layout of w
+        g = torch.empty_like(w).copy_(g)
+    torch._fused_sgd_([w], [g], [v] if momentum else [], weight_decay=weight_decay, momentum=momentum, lr=lr,
+                      dampening=dampening, nesterov=nesterov, maximize=False, is_first_step=False)
 
 
 class LARS(GroupOptimizer):
@@ -57,9 +69,9 @@ class LARS(GroupOptimizer):
         for w, g, v, s in zip(params, grads, bufs, scales):
             if group["nesterov"]:  # w = w - (m * v + s * (g + wd * w)); the kernel adds g unscaled: scale it
                 g.mul_(s)
-                fused_sgd([w], [g], [v], lr=1.0, weight_decay=s * wd, momentum=m, nesterov=True)
+                _fused_sgd(w, g, v, lr=1.0, weight_decay=s * wd, momentum=m, nesterov=True)
             else:  # (1 - dampening) = s scales the gradient inside the buffer; without momentum, lr does
-                fused_sgd([w], [g], [v], lr=1.0 if m else s, weight_decay=wd, momentum=m, dampening=1.0 - s)
+                _fused_sgd(w, g, v, lr=1.0 if m else s, weight_decay=wd, momentum=m, dampening=1.0 - s)
 
     def _trust_ratio(self, group, params, grads):
         w_norm, g_norm = norms(params), norms(grads)

@@ -5,20 +5,6 @@ import torch
 from .base import GroupOptimizer
 
 
-def fused_sgd(params, grads, bufs, *, lr, weight_decay, momentum, dampening=0.0, nesterov=False):
-    """torch's fused SGD kernel, one pass over each tensor (the kernel of torch.optim.SGD(fused=True)):
-
-        v = m * v + (1 - dampening) * (g + wd * w)
-        w = w - lr * v                          nesterov: w = w - lr * (g + wd * w + m * v)
-                                                momentum 0: w = w - lr * (g + wd * w)
-
-    The buffers start at zero (no first-step special case); without momentum there are none. All
-    tensors share one dtype and device.
-    """
-    torch._fused_sgd_(params, grads, bufs if momentum else [], weight_decay=weight_decay, momentum=momentum, lr=lr,
-                      dampening=dampening, nesterov=nesterov, maximize=False, is_first_step=False)
-
-
 class SGD(GroupOptimizer):
     """Momentum SGD, lr outside the momentum buffer (torch.optim.SGD, TF MomentumOptimizer):
 
@@ -28,7 +14,7 @@ class SGD(GroupOptimizer):
     The buffer starts at zero, so step 1 is v = g + wd * w (as torch.optim.SGD with dampening 0).
 
     Args:
-        params: tensors or param-group dicts (the tensors of a group share one dtype and device).
+        params: tensors or param-group dicts.
         lr: learning rate.
         weight_decay: L2 penalty added to the gradient (default 0).
         momentum: momentum factor m (default 0.9, the ImageNet standard; torch's default is 0).
@@ -39,7 +25,16 @@ class SGD(GroupOptimizer):
         super().__init__(params, dict(lr=lr, weight_decay=weight_decay, momentum=momentum, nesterov=nesterov))
 
     def _update(self, group, params, grads):
-        m = group["momentum"]
-        bufs = self._state(params, "momentum_buffer") if m else []
-        fused_sgd(params, grads, bufs, lr=group["lr"], weight_decay=group["weight_decay"], momentum=m,
-                  nesterov=group["nesterov"])
+        lr, wd, m = group["lr"], group["weight_decay"], group["momentum"]
+        bufs = self._state(params, "momentum_buffer")
+        torch._foreach_mul_(bufs, m)  # v = m * v + g + wd * w
+        torch._foreach_add_(bufs, grads)
+        if wd:
+            torch._foreach_add_(bufs, params, alpha=wd)
+        if group["nesterov"]:  # w = w - lr * (g + wd * w + m * v)
+            if wd:
+                torch._foreach_mul_(params, 1 - lr * wd)
+            torch._foreach_add_(params, grads, alpha=-lr)
+            torch._foreach_add_(params, bufs, alpha=-lr * m)
+        else:  # w = w - lr * v
+            torch._foreach_add_(params, bufs, alpha=-lr)

@@ -162,7 +162,7 @@ class VRGD(GroupOptimizer):
 
     def load_state_dict(self, state_dict):
         state_dict = dict(state_dict)
-        self.gsnr_step = state_dict.pop("gsnr_step")
+        self.gsnr_step = state_dict.pop("gsnr_step", 0)  # 0: a checkpoint of the base optimizer
         super().load_state_dict(state_dict)
 
 
