@@ -109,6 +109,8 @@ def test_bfloat16_channels_last_batches(indexed, loader):
     assert images.is_contiguous(memory_format=torch.channels_last) and not images.is_contiguous()
     if loader != "synthetic":
         assert labels.tolist() == [i // TRAIN_PER_CLASS for i in indices(images)]
+    val, _ = next(iter(data.val()))
+    assert val.dtype == torch.bfloat16 and val.is_contiguous(memory_format=torch.channels_last)
 
 
 def test_synthetic_loader_needs_no_files_and_keeps_eval_counts(tmp_path):
