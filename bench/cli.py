@@ -176,14 +176,18 @@ def parser() -> argparse.ArgumentParser:
 
     perf = sub.add_parser("perf", help="micro-benchmarks").add_subparsers(dest="benchmark", required=True, metavar="BENCHMARK")
     for name, help in perf_benchmarks().items():
-        s = perf.add_parser(name, help=help, add_help=False)
-        s.add_argument("rest", nargs=argparse.REMAINDER)
+        s = perf.add_parser(name, help=help, add_help=False)  # its own options go to its main()
         s.set_defaults(func=cmd_perf)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    p = parser()
+    args, rest = p.parse_known_args(argv)
+    if args.func is cmd_perf:
+        args.rest = rest
+    elif rest:
+        p.error(f"unrecognized arguments: {' '.join(rest)}")
     try:
         return args.func(args)
     except UserError as e:

@@ -93,7 +93,7 @@ class ScheduleSpec(_Strict):
 class EvalSpec(_Strict):
     every_epochs: PositiveFloat = 1.0
     stop_at_chance: int = Field(
-        2, ge=0, description="stop as diverged after this many consecutive evaluations after warm-up with "
+        3, ge=0, description="stop as diverged after this many consecutive evaluations after warm-up with "
         "val_top1 at most 1.5x chance (0 = never)")
 
 

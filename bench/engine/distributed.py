@@ -35,7 +35,16 @@ def init() -> Dist:
     else:
         device = torch.device("cpu")
     if world > 1 and not dist.is_initialized():
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+        backend = "nccl" if device.type == "cuda" else "gloo"
+        attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT")
+        if attempt is None:
+            dist.init_process_group(backend)
+        else:
+            # Under torchrun the agent's store outlives restarted workers: keep each attempt's keys
+            # apart, or a restarted rank can read a dead worker's address and fail to connect.
+            store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world, is_master=False)
+            dist.init_process_group(backend, store=dist.PrefixStore(f"bench/attempt-{attempt}", store),
+                                    rank=rank, world_size=world)
     return Dist(rank, world, local_rank, device)
 
 

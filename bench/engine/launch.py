@@ -26,7 +26,7 @@ def run_local(nproc: int, bench_args: list[str], max_restarts: int = 0) -> int:
     try:
         run(args)
     except ChildFailedError as e:
-        failures = "; ".join(f"rank {f.global_rank}: exit code {f.exitcode}" for f in e.failures.values())
+        failures = "; ".join(f"rank {rank}: exit code {f.exitcode}" for rank, f in e.failures.items())
         print(f"bench: {nproc} workers under torchrun failed ({failures}); see the output above", file=sys.stderr)
         return 1
     return 0

@@ -110,8 +110,8 @@ class Trainer:
             torch.backends.cudnn.benchmark = True
         self.plan = make_plan(recipe.global_batch, recipe.micro_batch, dist.world, recipe.gsnr_groups,
                               recipe.engine.micro_batch_cap)
-        self.data: Data = build(recipe.data, self.plan.global_batch, self.plan.micro_batch,
-                                dist.rank, dist.world, recipe.seed)
+        self.data: Data = build(recipe.data, self.plan.global_batch, self.plan.micro_batch, dist.rank, dist.world,
+                                recipe.seed, device=self.device, channels_last=recipe.engine.channels_last)
         model = create_model(recipe, self.data.num_classes)
         if recipe.engine.sync_bn and dist.world > 1:
             model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)
@@ -325,7 +325,7 @@ def train(recipe: Recipe, results: Path, progress: bool = True, restart: bool = 
                     status="running", recipe=recipe.name, start_time=now(), end_time=None, git_commit=git_commit(),
                     versions=versions(), device=str(dist.device), world_size=dist.world, **host_info(dist.device),
                     plan=trainer.plan.as_dict(), data_root=str(trainer.data.root),
-                    train_size=trainer.data.train_size, val_size=len(trainer.data.layout.val),
+                    train_size=trainer.data.train_size, val_size=trainer.data.val_size, loader=trainer.data.loader,
                     train_eval_size=len(trainer.data.train_eval_indices), total_steps=trainer.total_steps,
                     train_time_s=0.0,
                 )
@@ -339,7 +339,8 @@ def train(recipe: Recipe, results: Path, progress: bool = True, restart: bool = 
                 run.write_meta(status="failed", reason=f"{type(e).__name__}: {e}", end_time=now())
             raise
         if run:
-            run.write_meta(status=status, reason=reason, end_time=now())
+            run.write_meta(status=status, reason=reason, end_time=now(),
+                           unreadable_images=sorted(trainer.data.unreadable.files))
             if status == "preempted":
                 print(f"preempted: checkpoint at step {state.step} in {run.path}")
         return run
