@@ -13,6 +13,7 @@ temporary file, then rename), so a crash never leaves a half-written file.
 from __future__ import annotations
 
 import csv
+import functools
 import fcntl
 import io
 import json
@@ -52,8 +53,10 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+@functools.lru_cache(maxsize=1)
 def git_commit() -> str | None:
-    """The commit of the checkout bench runs from ('+dirty' when modified), if any."""
+    """The commit of the checkout bench runs from ('+dirty' when modified), if any: read once
+    per process, so every run of a suite names the code the process loaded."""
     here = Path(__file__).resolve().parent
     try:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, check=True).stdout.strip()
