@@ -40,6 +40,10 @@ class LARS(GroupOptimizer):
     decay); inside, a step's lr scales only that step's gradient. The buffer starts at zero, so
     step 1 is v = lr * trust * (g + wd * w), as in the reference.
 
+    The update is torch's fused SGD kernel, one pass per tensor, with 1 - dampening = lr * trust;
+    the kernel takes scalars, so the trust ratios are read to the host once per step (on a GPU,
+    one synchronisation per step).
+
     Args:
         params: tensors or param-group dicts.
         lr: learning rate.
