@@ -172,7 +172,8 @@ class Trainer:
         return bool(spec.every_epochs) and math.floor((step + 1) * B / (spec.every_epochs * N)) > math.floor(
             step * B / (spec.every_epochs * N))
 
-    def run(self, run: RunDir | None, progress: "Progress", show_bar: bool) -> tuple[str, str | None]:
+    def run(self, run: RunDir | None, progress: "Progress", show_bar: bool,
+            preempted: "PreemptionFlag") -> tuple[str, str | None]:
         """Train from `progress.step` to the end; returns (status, reason)."""
         recipe, plan, data, device = self.recipe, self.plan, self.data, self.device
         warmup_steps = recipe.schedule.warmup_epochs * self.steps_per_epoch
@@ -181,7 +182,7 @@ class Trainer:
         bar = tqdm(initial=progress.step, total=self.total_steps, unit="step", disable=not (show_bar and run),
                    dynamic_ncols=True)
         self.model.train()
-        with bar, PreemptionFlag() as preempted:
+        with bar:
             while progress.step < self.total_steps:
                 step = progress.step
                 lr = lr_at(step, recipe.optimizer.lr, self.total_steps, self.steps_per_epoch, recipe.schedule)
@@ -253,22 +254,38 @@ class Progress:
 
 
 class PreemptionFlag:
-    """SIGTERM / SIGINT set a flag instead of killing: the loop finishes its step, checkpoints, exits."""
+    """SIGTERM / SIGINT ask the run to stop after its current step (checkpoint, "preempted").
+
+    The signals are blocked in the main thread, and so in every thread and worker started
+    during the run (DALI's, the loaders'), and a handler only sets a flag: a signal then
+    interrupts no image read or collective half-way. The flag is read after each step."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
     def __enter__(self):
-        self.is_set = False
-        self._previous = {}
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                self._previous[sig] = signal.signal(sig, self._handle)
+        self._seen = False
+        self._main = threading.current_thread() is threading.main_thread()
+        if self._main:
+            self._handlers = {sig: signal.signal(sig, self._handle) for sig in self.SIGNALS}
+            self._mask = signal.pthread_sigmask(signal.SIG_BLOCK, self.SIGNALS)
         return self
 
     def _handle(self, signum, frame):
-        self.is_set = True
+        self._seen = True
+
+    @property
+    def is_set(self) -> bool:
+        if self._main and not self._seen:  # a signal sent while every thread that could take it blocks it
+            self._seen = signal.sigtimedwait(self.SIGNALS, 0) is not None
+        return self._seen
 
     def __exit__(self, *exc):
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
+        if self._main:
+            while signal.sigtimedwait(self.SIGNALS, 0) is not None:  # answered already: drop them
+                pass
+            signal.pthread_sigmask(signal.SIG_SETMASK, self._mask)
+            for sig, handler in self._handlers.items():
+                signal.signal(sig, handler)
 
 
 def open_run(results: Path, recipe: Recipe, restart: bool, run_dir: Path | None) -> tuple[RunDir, Path | None]:
@@ -306,43 +323,49 @@ def train(recipe: Recipe, results: Path, progress: bool = True, restart: bool = 
     unfinished run of it unless `restart`. Rank 0 writes and returns the run directory."""
     dist = distributed.init()
     try:
-        trainer = Trainer(recipe, dist)
-        run, resume_from = open_run(results, recipe, restart, run_dir) if dist.is_main else (None, None)
-        if torch.distributed.is_initialized():  # every rank resumes from the checkpoint rank 0 chose
-            shared = [str(resume_from) if resume_from else None]
-            torch.distributed.broadcast_object_list(shared, src=0)
-            resume_from = Path(shared[0]) if shared[0] else None
-        state = Progress()
-        if resume_from:
-            state = trainer.load_state(checkpoint.load(resume_from, recipe.to_yaml()))
-        if run:
-            if resume_from:
-                resumed = run.meta.get("resumed", []) + [{"time": now(), "step": state.step}]
-                run.write_meta(status="running", reason=None, end_time=None, resumed=resumed)
-                print(f"resuming {run.path} at step {state.step}")
-            else:
-                run.write_meta(
-                    status="running", recipe=recipe.name, start_time=now(), end_time=None, git_commit=git_commit(),
-                    versions=versions(), device=str(dist.device), world_size=dist.world, **host_info(dist.device),
-                    plan=trainer.plan.as_dict(), data_root=str(trainer.data.root),
-                    train_size=trainer.data.train_size, val_size=trainer.data.val_size, loader=trainer.data.loader,
-                    train_eval_size=len(trainer.data.train_eval_indices), total_steps=trainer.total_steps,
-                    train_time_s=0.0,
-                )
-                print(f"run directory: {run.path}")
-            print(f"plan: {trainer.plan}")
-            print(f"{trainer.total_steps} steps = {recipe.epochs:g} epochs of {trainer.data.train_size} images")
-        try:
-            status, reason = trainer.run(run, state, progress)
-        except BaseException as e:
-            if run:
-                run.write_meta(status="failed", reason=f"{type(e).__name__}: {e}", end_time=now())
-            raise
-        if run:
-            run.write_meta(status=status, reason=reason, end_time=now(),
-                           unreadable_images=sorted(trainer.data.unreadable.files))
-            if status == "preempted":
-                print(f"preempted: checkpoint at step {state.step} in {run.path}")
-        return run
+        with PreemptionFlag() as preempted:  # before any data thread or worker starts
+            return _train(recipe, results, dist, progress, restart, run_dir, preempted)
     finally:
         distributed.shutdown()
+
+
+def _train(recipe: Recipe, results: Path, dist: distributed.Dist, progress: bool, restart: bool,
+           run_dir: Path | None, preempted: PreemptionFlag) -> RunDir | None:
+    trainer = Trainer(recipe, dist)
+    run, resume_from = open_run(results, recipe, restart, run_dir) if dist.is_main else (None, None)
+    if torch.distributed.is_initialized():  # every rank resumes from the checkpoint rank 0 chose
+        shared = [str(resume_from) if resume_from else None]
+        torch.distributed.broadcast_object_list(shared, src=0)
+        resume_from = Path(shared[0]) if shared[0] else None
+    state = Progress()
+    if resume_from:
+        state = trainer.load_state(checkpoint.load(resume_from, recipe.to_yaml()))
+    if run:
+        if resume_from:
+            resumed = run.meta.get("resumed", []) + [{"time": now(), "step": state.step}]
+            run.write_meta(status="running", reason=None, end_time=None, resumed=resumed)
+            print(f"resuming {run.path} at step {state.step}")
+        else:
+            run.write_meta(
+                status="running", recipe=recipe.name, start_time=now(), end_time=None, git_commit=git_commit(),
+                versions=versions(), device=str(dist.device), world_size=dist.world, **host_info(dist.device),
+                plan=trainer.plan.as_dict(), data_root=str(trainer.data.root),
+                train_size=trainer.data.train_size, val_size=trainer.data.val_size, loader=trainer.data.loader,
+                train_eval_size=len(trainer.data.train_eval_indices), total_steps=trainer.total_steps,
+                train_time_s=0.0,
+            )
+            print(f"run directory: {run.path}")
+        print(f"plan: {trainer.plan}")
+        print(f"{trainer.total_steps} steps = {recipe.epochs:g} epochs of {trainer.data.train_size} images")
+    try:
+        status, reason = trainer.run(run, state, progress, preempted)
+    except BaseException as e:
+        if run:
+            run.write_meta(status="failed", reason=f"{type(e).__name__}: {e}", end_time=now())
+        raise
+    if run:
+        run.write_meta(status=status, reason=reason, end_time=now(),
+                       unreadable_images=sorted(trainer.data.unreadable.files))
+        if status == "preempted":
+            print(f"preempted: checkpoint at step {state.step} in {run.path}")
+    return run
