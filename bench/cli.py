@@ -73,7 +73,7 @@ def cmd_run(args) -> int:
                 run_dir=Path(args.run_dir) if args.run_dir else None)
     if run:  # rank 0
         print()
-        print(report.render(results.load([run.path])))
+        print(report.summary(results.load([run.path])))
     return 0
 
 

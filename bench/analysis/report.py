@@ -47,3 +47,17 @@ def table(runs: pd.DataFrame, per_run: bool = False) -> Table:
 
 def render(runs: pd.DataFrame, fmt: str = "markdown", per_run: bool = False) -> str:
     return render_table(table(runs, per_run), fmt)
+
+
+SUMMARY = ("val_top1", "train_eval_top1", "gap_top1", "epochs_to_target")
+
+
+def summary(runs: pd.DataFrame) -> str:
+    """The short table `bench run` prints at the end: the numbers a user looks at first."""
+    kinds = dict(METRICS)
+    t = Table("Run summary", ["recipe", "status", "target_top1", *SUMMARY])
+    for _, r in runs.iterrows():
+        t.rows.append([r["recipe"], r["status"], Cell(r["target_top1"], kind="float"),
+                       *(Cell(r[m], kind=kinds[m]) for m in SUMMARY)])
+    t.notes = DEFINITIONS[:3]
+    return render_table(t, "markdown")
