@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from bench.analysis import report, results, tables
-from bench.analysis.render import Cell, render
+from bench.analysis.render import render
 from bench.cli import main
 from bench.errors import UserError
 from tests.test_analysis_helpers import IMAGENET, IMAGENET_SIZES, make_run
