@@ -241,8 +241,9 @@ def _queue_items(q: queue.Queue, stop: threading.Event) -> Iterator:
         yield item
 
 
-def _background(produce: Iterator, stop: threading.Event, name: str) -> Iterator:
-    """Run the iterator `produce` on a thread, PREFETCH items ahead; its exceptions re-raise here."""
+def _background(produce: Iterator, stop: threading.Event, name: str, threads: list) -> Iterator:
+    """Run the iterator `produce` on a thread (added to `threads`), PREFETCH items ahead; its
+    exceptions re-raise here."""
     out: queue.Queue = queue.Queue(PREFETCH)
 
     def work():
@@ -256,7 +257,8 @@ def _background(produce: Iterator, stop: threading.Event, name: str) -> Iterator
         finally:
             getattr(produce, "close", lambda: None)()  # runs its cleanup (a lane releases its pipeline)
 
-    threading.Thread(target=work, daemon=True, name=name).start()
+    threads.append(threading.Thread(target=work, daemon=True, name=name))
+    threads[-1].start()
     return _queue_items(out, stop)
 
 
@@ -291,8 +293,9 @@ def _prefetch(runners: list[Runner], batches: Iterable, unreadable: images.Unrea
         finally:
             runner.lock.release()
 
-    threading.Thread(target=dispatch, daemon=True, name="dali-prepare").start()
-    lanes = [_background(lane(r, q), stop, f"dali-run-{i}") for i, (r, q) in enumerate(zip(runners, inputs))]
+    threads = [threading.Thread(target=dispatch, daemon=True, name="dali-prepare")]
+    threads[0].start()
+    lanes = [_background(lane(r, q), stop, f"dali-run-{i}", threads) for i, (r, q) in enumerate(zip(runners, inputs))]
     try:
         for k in itertools.count():
             item = next(lanes[k % len(lanes)], None)
@@ -309,6 +312,8 @@ def _prefetch(runners: list[Runner], batches: Iterable, unreadable: images.Unrea
             yield batch, labels
     finally:
         stop.set()
+        for thread in threads:  # none may still be inside DALI when the interpreter exits
+            thread.join(timeout=60)
 
 
 def lanes(device: torch.device) -> int:

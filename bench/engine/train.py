@@ -182,7 +182,7 @@ class Trainer:
         bar = tqdm(initial=progress.step, total=self.total_steps, unit="step", disable=not (show_bar and run),
                    dynamic_ncols=True)
         self.model.train()
-        with bar:
+        with bar, _closing(micro_batches):
             while progress.step < self.total_steps:
                 step = progress.step
                 lr = lr_at(step, recipe.optimizer.lr, self.total_steps, self.steps_per_epoch, recipe.schedule)
@@ -240,6 +240,16 @@ class Trainer:
             checkpoint.save(run.path, progress.step, self.state(progress), self.recipe.checkpoint.keep)
         if torch.distributed.is_initialized():
             torch.distributed.barrier()
+
+
+@contextlib.contextmanager
+def _closing(iterator):
+    """Close a batch iterator that can be closed (DALI's generator), so an early stop (divergence,
+    preemption) ends its threads before the interpreter does."""
+    try:
+        yield iterator
+    finally:
+        getattr(iterator, "close", lambda: None)()
 
 
 @dataclass
