@@ -265,7 +265,8 @@ def mlp(seed=0):
 HPARAMS = {  # a sensible setting per optimizer for the digits problem
     "sgd": dict(lr=0.1), "lars": dict(lr=10.0), "larc": dict(lr=10.0), "lamb": dict(lr=0.02),
     "adamw": dict(lr=0.01), "vrgd_sgd": dict(lr=0.1), "vrgd_lars": dict(lr=10.0), "vrgd_adam": dict(lr=0.01),
-    "vrgd_lamb": dict(lr=0.02),
+    "vrgd_lamb": dict(lr=0.02), "adascale_sgd": dict(lr=0.03), "adascale_lars": dict(lr=3.0),
+    "simigrad_sgd": dict(lr=0.1), "simigrad_lars": dict(lr=10.0), "simigrad_lamb": dict(lr=0.02),
 }  # fmt: skip
 
 
@@ -362,7 +363,8 @@ def test_check_and_create_reject_bad_input_with_one_clear_sentence():
     with pytest.raises(UserError, match="weight_decay"):
         optim.create(mlp(), "lars", lr=1.0, weight_decay=-1.0)
     assert optim.check("vrgd_lamb", {"lr": 0.1, "beta3": 0.0, "betas": [0.9, 0.99]}) is optim.VRGDLAMB
-    assert optim.NAMES == ("sgd", "lars", "larc", "lamb", "adamw", "vrgd_sgd", "vrgd_lars", "vrgd_adam", "vrgd_lamb")
+    assert optim.NAMES == ("sgd", "lars", "larc", "lamb", "adamw", "vrgd_sgd", "vrgd_lars", "vrgd_adam", "vrgd_lamb",
+                           "adascale_sgd", "adascale_lars", "simigrad_sgd", "simigrad_lars", "simigrad_lamb")
 
 
 def test_plain_optimizers_work_as_ordinary_torch_optimizers():

@@ -1,4 +1,5 @@
-"""Optimizers for large-batch training: LARS, LAMB and the VRGD (GSNR) family, behind one factory.
+"""Optimizers for large-batch training: LARS, LAMB, the VRGD (GSNR) family, AdaScale and SimiGrad's
+measuring variants, behind one factory.
 
     opt = bench.optim.create(model, "vrgd_lars", lr=9.0, weight_decay=5e-5, gamma=0.1)
 
@@ -17,6 +18,7 @@ from bench.errors import UserError
 
 from .adamw import AdamW
 from .base import GroupOptimizer, validate
+from .groups import AdaScaleLARS, AdaScaleSGD, GroupGradients, SimiGradLAMB, SimiGradLARS, SimiGradSGD
 from .lamb import LAMB
 from .lars import LARC, LARS
 from .sgd import SGD
@@ -26,6 +28,7 @@ __all__ = [
     "NAMES", "check", "create", "param_groups", "hyperparameters", "default_exclude",
     "GroupOptimizer", "SGD", "LARS", "LARC", "LAMB", "AdamW",
     "VRGD", "VRGDSGD", "VRGDLARS", "VRGDAdam", "VRGDLAMB",
+    "GroupGradients", "AdaScaleSGD", "AdaScaleLARS", "SimiGradSGD", "SimiGradLARS", "SimiGradLAMB",
 ]  # fmt: skip
 
 _REGISTRY = {
@@ -38,6 +41,11 @@ _REGISTRY = {
     "vrgd_lars": VRGDLARS,
     "vrgd_adam": VRGDAdam,
     "vrgd_lamb": VRGDLAMB,
+    "adascale_sgd": AdaScaleSGD,
+    "adascale_lars": AdaScaleLARS,
+    "simigrad_sgd": SimiGradSGD,
+    "simigrad_lars": SimiGradLARS,
+    "simigrad_lamb": SimiGradLAMB,
 }
 NAMES = tuple(_REGISTRY)
 

@@ -5,6 +5,9 @@ micro-batch, or the share of one device): forward, `loss.backward()` on the
 mean loss of that group, `opt.observe()`; then `opt.step()`; then
 `opt.zero_grad(set_to_none=True)`.
 
+- `observe(index)` takes the group's position among all the step's groups, over
+  all ranks in rank-major order (default: the count observed so far on this
+  rank); only the optimizers that split the groups in halves (SimiGrad's) use it.
 - Plain optimizers (`reduces_gradients = False`) let `p.grad` accumulate the sum
   of the groups' gradients; `observe()` only counts and `step()` divides `p.grad`
   by the count. Without any `observe()` call `p.grad` is used as it is, so they
@@ -59,6 +62,7 @@ RULES = {
     "beta3": _FRACTION,
     "gsnr_bias_correction": _BOOL,
     "trust_grad": (lambda value: value in ("vr", "mean"), "'vr' or 'mean'"),
+    "smoothing": (lambda value: value is None or _FRACTION[0](value), "null or a number in [0, 1)"),
 }
 
 
@@ -75,6 +79,31 @@ def norms(tensors: list[Tensor]) -> Tensor:
     return torch.stack(torch._foreach_norm(tensors))
 
 
+def views(flat, params) -> dict:
+    """One view of `flat` per parameter, with its shape and strides (parameters are dense tensors)."""
+    views, offset = {}, 0
+    for p in params:
+        views[p] = flat[offset : offset + p.numel()].as_strided(p.shape, p.stride())
+        offset += p.numel()
+    return views
+
+
+def noise(sq_norms_sum: Tensor, mean_sq_norm: Tensor, k: int) -> tuple[Tensor, Tensor]:
+    """Unbiased gradient-noise statistics of k groups (McCandlish et al. 2018; AdaScale's `var`, `sqr`):
+
+        local       = (1/k) sum_d ||g_d||^2,   total = ||g_bar||^2
+        grad_var    = (local - total) * k / (k - 1)     E||g_d - G||^2: the noise of one group's gradient
+        grad_sqnorm = total - grad_var / k              |G|^2 of the true gradient
+
+    `sq_norms_sum` = sum_d ||g_d||^2 and `mean_sq_norm` = ||g_bar||^2 as 0-d tensors; returns 0-d
+    fp64 tensors (the subtraction cancels: fp32 would keep few digits). With b samples per group,
+    the per-sample noise trace is tr(Sigma) = b * grad_var and the simple noise scale
+    B_simple = b * grad_var / grad_sqnorm (the runner logs both)."""
+    local, total = sq_norms_sum.double() / k, mean_sq_norm.double()
+    var = (local - total) * (k / (k - 1))
+    return var, total - var / k
+
+
 class GroupOptimizer(Optimizer):
     """Base class: the group interface (observe, step, diagnostics) over a per-param-group `_update`.
 
@@ -89,9 +118,10 @@ class GroupOptimizer(Optimizer):
         super().__init__(params, defaults)
         self._groups = 0  # groups observed since the last step
         self._trust: list[Tensor] = []  # per-tensor trust ratios of the last step (LARS, LAMB)
+        self._noise: tuple[Tensor, Tensor] | None = None  # (grad_var, grad_sqnorm) of the last step, see noise()
 
-    def observe(self) -> None:
-        """Count one group; p.grad keeps accumulating the groups' sum."""
+    def observe(self, index: int | None = None) -> None:
+        """Count one group; p.grad keeps accumulating the groups' sum (`index` is not needed here)."""
         self._groups += 1
 
     @torch.no_grad()
@@ -130,9 +160,13 @@ class GroupOptimizer(Optimizer):
         return tensors
 
     def diagnostics(self) -> dict[str, float]:
-        """Scalars about the last step, read here (not during step) so a step never waits on the device."""
-        if not self._trust:
-            return {}
-        trust = torch.cat(self._trust)
-        # median: the lower of the two middle values for an even count
-        return {"trust_min": float(trust.min()), "trust_median": float(trust.median()), "trust_max": float(trust.max())}
+        """Scalars about the last step, read here (not during step) so a step never waits on the device:
+        trust_min/median/max (LARS, LAMB; median = the lower middle value for an even count) and
+        grad_var, grad_sqnorm (optimizers that keep the groups apart, see noise())."""
+        out = {}
+        if self._trust:
+            trust = torch.cat(self._trust)
+            out.update(trust_min=float(trust.min()), trust_median=float(trust.median()), trust_max=float(trust.max()))
+        if self._noise is not None:
+            out.update(grad_var=float(self._noise[0]), grad_sqnorm=float(self._noise[1]))
+        return out

@@ -10,19 +10,10 @@ import torch
 import torch.distributed as dist
 
 from .adamw import AdamW
-from .base import GroupOptimizer, validate
+from .base import GroupOptimizer, noise, validate, views
 from .lamb import LAMB
 from .lars import LARS
 from .sgd import SGD
-
-
-def _views(flat, params) -> dict:
-    """One view of `flat` per parameter, with its shape and strides (parameters are dense tensors)."""
-    views, offset = {}, 0
-    for p in params:
-        views[p] = flat[offset : offset + p.numel()].as_strided(p.shape, p.stride())
-        offset += p.numel()
-    return views
 
 
 class VRGD(GroupOptimizer):
@@ -42,6 +33,8 @@ class VRGD(GroupOptimizer):
     otherwise); under torch.distributed it all-reduces the buffer (SUM, one call: the runner keeps
     DDP from all-reducing, `reduces_gradients = True`), sets p.grad to g_bar (a view of the buffer,
     valid until the next observe()), applies the base update with g_vr, and starts new statistics.
+
+    The same sums give the gradient-noise statistics (base.noise) at the cost of two reductions.
 
     Every tensor gets GSNR factors, including those excluded from weight decay and trust ratios.
     All parameters must be on one device. state_dict() holds the GSNR momentum and its step
@@ -79,12 +72,12 @@ class VRGD(GroupOptimizer):
         n = sum(p.numel() for p in params)
         dtype = torch.promote_types(torch.float32, params[0].dtype)  # fp32, or fp64 for fp64 parameters
         self._stats = torch.zeros(2 * n + 1, dtype=dtype, device=params[0].device)
-        self._sum, self._sumsq = _views(self._stats[:n], params), _views(self._stats[n : 2 * n], params)
+        self._sum, self._sumsq = views(self._stats[:n], params), views(self._stats[n : 2 * n], params)
         self._sizes = [p.numel() for p in params]
         self._numels = torch.tensor(self._sizes, dtype=dtype, device=params[0].device)
 
     @torch.no_grad()
-    def observe(self):
+    def observe(self, index=None):
         """Add the current p.grad of every parameter to the statistics as one group's gradient."""
         if self._stats is None:
             self._allocate()
@@ -109,6 +102,7 @@ class VRGD(GroupOptimizer):
         n = (self._stats.numel() - 1) // 2
         mean, r = self._stats[:n], self._stats[n : 2 * n]
         mean.div_(k)  # g_bar = (1/k) sum_d g_d
+        self._noise = noise(r.sum(), mean.dot(mean), k)  # r holds sum_d g_d^2 until _factors
         self._gsnr = self._factors(mean, r, k)
         if self.beta3:
             self.gsnr_step += 1

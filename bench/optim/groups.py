@@ -1,0 +1,211 @@
+"""Optimizers that keep the gradient groups apart to measure how they spread, over any base update:
+
+- the gradient noise scale (McCandlish et al. 2018, "An Empirical Model of Large-Batch Training"),
+- AdaScale SGD's gain (Johnson et al. 2020, "AdaScale SGD"; fairscale.optim.AdaScale),
+- SimiGrad's similarity of two halves of the batch (Qin et al. 2021, "SimiGrad").
+
+`GroupGradients` collects the statistics; `AdaScale` turns them into an lr gain; the SimiGrad
+classes only measure (the runner's batch controller, bench/engine/pace.py, acts on them). Each is
+a mixin before its base optimizer, as VRGD (vrgd.py): `AdaScaleLARS(AdaScale, LARS)`.
+"""
+
+import math
+
+import torch
+import torch.distributed as dist
+
+from .base import GroupOptimizer, noise, validate, views
+from .lamb import LAMB
+from .lars import LARS
+from .sgd import SGD
+
+
+class GroupGradients(GroupOptimizer):
+    """Mixin: the base optimizer's update on the mean gradient, with the groups kept apart.
+
+    observe() adds each group's p.grad into one flat buffer [sum_d g_d | sum of the groups with an
+    even index (SimiGrad only) | sum_d ||g_d||^2 | k] and sets p.grad to None (a parameter without
+    a gradient counts as zero in that group). step() all-reduces the buffer once under
+    torch.distributed (`reduces_gradients = True`: the runner keeps DDP from reducing), sets p.grad
+    to g_bar = (1/k) sum_d g_d (a view of the buffer), measures, and applies the base update to
+    g_bar. Measured per step (diagnostics()): grad_var and grad_sqnorm (base.noise), and with
+    `halves` the cosine similarity between the mean gradients of the groups with even and with odd
+    index (`observe(index)`; the runner numbers them over all ranks, so the halves interleave over
+    the batch whatever the world size).
+
+    Sum-vs-mean semantics: each group's gradient is that of its own mean loss (the runner divides
+    the loss by the micro-batches of a group), so g_bar is the gradient of the whole batch's mean
+    loss under any accumulation, and the statistics are those of group-sized batches.
+    Costs: one extra fp32 tensor per parameter (two with halves), one pass per group, and the
+    all-reduce of that buffer instead of the gradient's.
+    """
+
+    reduces_gradients = True
+    halves = False
+
+    def __init__(self, params, **base):
+        super().__init__(params, **base)
+        self._stats = None  # allocated by the first observe()
+        self._similarity = None
+
+    def _allocate(self):
+        params = [p for group in self.param_groups for p in group["params"]]
+        n = sum(p.numel() for p in params)
+        dtype = torch.promote_types(torch.float32, params[0].dtype)  # fp32, or fp64 for fp64 parameters
+        self._n = n
+        self._stats = torch.zeros((2 if self.halves else 1) * n + 2, dtype=dtype, device=params[0].device)
+        self._sum = views(self._stats[:n], params)
+        self._even = views(self._stats[n : 2 * n], params) if self.halves else {}
+
+    @torch.no_grad()
+    def observe(self, index=None):
+        """Add every parameter's p.grad to the statistics as one group's gradient. `index`: the
+        group's position among the step's groups over all ranks (default: the count on this rank)."""
+        if self._stats is None:
+            self._allocate()
+        if self._groups == 0:
+            self._stats.zero_()
+        index = self._groups if index is None else index
+        params = [p for p in self._sum if p.grad is not None]
+        grads = [p.grad for p in params]
+        if grads:
+            torch._foreach_add_([self._sum[p] for p in params], grads)
+            if self.halves and index % 2 == 0:
+                torch._foreach_add_([self._even[p] for p in params], grads)
+            self._stats[-2] += torch.stack(torch._foreach_norm(grads)).square().sum()  # ||g_d||^2
+        for p in params:
+            p.grad = None
+        self._groups += 1
+
+    def _reduce(self) -> int:
+        """The number of groups k over all ranks; all-reduces the statistics when distributed."""
+        self._stats[-1] = self._groups
+        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+            dist.all_reduce(self._stats)
+        return int(self._stats[-1])
+
+    def _gradients(self):
+        k = self._reduce() if self._stats is not None else self._groups
+        if k < 2:
+            raise RuntimeError(
+                f"{type(self).__name__}.step() needs the gradients of at least 2 groups, got {k}: "
+                "call observe() after each group's backward"
+            )
+        mean = self._stats[: self._n].div_(k)  # g_bar
+        total = mean.dot(mean)
+        self._noise = noise(self._stats[-2], total, k)
+        if self.halves:
+            self._similarity = self._cosine(self._stats[self._n : 2 * self._n], mean, total, k)
+        self._measured(k)
+        for p, g_bar in self._sum.items():
+            p.grad = g_bar if g_bar.dtype == p.dtype else g_bar.to(p.dtype)
+        for group in self.param_groups:
+            yield group, group["params"], [p.grad for p in group["params"]]
+
+    @staticmethod
+    def _cosine(even, mean, total, k: int):
+        """cos(even, odd) with odd = k * g_bar - even, from three dot products (no odd tensor); 0 when
+        either half is zero."""
+        ee, em = even.dot(even).double(), even.dot(mean).double()
+        eo = k * em - ee
+        oo = (k * k) * total.double() - 2 * k * em + ee
+        scale = (ee * oo.clamp(min=0)).sqrt()
+        return torch.where(scale > 0, eo / scale, 0.0).clamp(-1.0, 1.0)
+
+    def _measured(self, k: int) -> None:
+        """Called once per step after the statistics (AdaScale sets its gain here)."""
+
+    def diagnostics(self):
+        out = super().diagnostics()
+        if self._similarity is not None:
+            out["similarity"] = float(self._similarity)
+        return out
+
+
+class AdaScale(GroupGradients):
+    """Mixin: AdaScale (Johnson et al. 2020): the base update with lr multiplied by the gain ratio
+
+        var, sqr = grad_var, grad_sqnorm of the k groups (base.noise), clamped at 0
+        both smoothed:  avg = theta * avg + (1 - theta) * value, read as avg / (1 - theta^t)
+        gain = (var + sqr) / (var / S + sqr)          in [1, S];  S = k
+
+    The scale S is the number of groups k: AdaScale's base batch is one group (fairscale's
+    convention, scale = world size x accumulation), so the recipe's lr is the lr for a batch of one
+    group, and the runner drives the schedule by scale-invariant steps (each step advances it by
+    the gain, bench/engine/pace.py). Identical groups give gain 1 (var = 0); pure noise gives S.
+
+    Args:
+        smoothing: theta of the moving averages (default null = max(1 - k/1000, 0), fairscale's);
+            the averages are debiased as fairscale's (avg / (1 - theta^t)).
+        **base: the base optimizer's arguments.
+
+    The gain is read to the host once per step (it scales the lr the base update takes). Its
+    moving averages are in state_dict(); the gain of the last step is `self.gain`.
+    """
+
+    def __init__(self, params, *, smoothing=None, **base):
+        validate({"smoothing": smoothing})
+        super().__init__(params, **base)
+        self.smoothing = smoothing
+        self.gain = 1.0
+        self.averages = {"var": 0.0, "sqr": 0.0, "weight": 0.0}  # biased sums and their total weight
+
+    def _measured(self, k: int) -> None:
+        theta = self.smoothing if self.smoothing is not None else max(1.0 - k / 1000, 0.0)
+        var, sqr = (max(float(x), 0.0) for x in self._noise)
+        avg = self.averages
+        avg["var"] = theta * avg["var"] + (1 - theta) * var
+        avg["sqr"] = theta * avg["sqr"] + (1 - theta) * sqr
+        avg["weight"] = theta * avg["weight"] + (1 - theta)
+        var, sqr = avg["var"] / avg["weight"], avg["sqr"] / avg["weight"]
+        gain = (var + sqr) / (var / k + sqr) if var + sqr > 0 else 1.0
+        self.gain = min(max(gain, 1.0), float(k)) if math.isfinite(gain) else float(k)
+
+    def _update(self, group, params, grads, *args):
+        lr = group["lr"]
+        group["lr"] = lr * self.gain
+        try:
+            super()._update(group, params, grads, *args)
+        finally:
+            group["lr"] = lr
+
+    def diagnostics(self):
+        return {**super().diagnostics(), "gain": self.gain}
+
+    def state_dict(self):
+        return {**super().state_dict(), "adascale": {**self.averages, "gain": self.gain}}
+
+    def load_state_dict(self, state_dict):
+        state_dict = dict(state_dict)
+        saved = dict(state_dict.pop("adascale", {"var": 0.0, "sqr": 0.0, "weight": 0.0, "gain": 1.0}))
+        self.gain = saved.pop("gain")
+        self.averages = saved
+        super().load_state_dict(state_dict)
+
+
+class AdaScaleSGD(AdaScale, SGD):
+    """AdaScale SGD (the paper's method): momentum SGD (sgd.py) with lr x gain. Options: AdaScale's and SGD's."""
+
+
+class AdaScaleLARS(AdaScale, LARS):
+    """LARS (lars.py) with lr x gain (lr sits inside LARS' momentum buffer, so the gain scales
+    that step's update only). Options: AdaScale's and LARS'."""
+
+
+class SimiGrad(GroupGradients):
+    """Mixin: the base update unchanged, measuring SimiGrad's similarity of two halves of the
+    batch (`similarity` in diagnostics()) for the runner's adaptive batch (recipe `adaptive_batch`)."""
+
+    halves = True
+
+
+class SimiGradSGD(SimiGrad, SGD):
+    """Momentum SGD (sgd.py) with SimiGrad's similarity. Options: SGD's."""
+
+
+class SimiGradLARS(SimiGrad, LARS):
+    """LARS (lars.py) with SimiGrad's similarity. Options: LARS'."""
+
+
+class SimiGradLAMB(SimiGrad, LAMB):
+    """LAMB (lamb.py; SimiGrad's own base) with SimiGrad's similarity. Options: LAMB's."""

@@ -1,0 +1,193 @@
+"""bench.optim groups.py (AdaScale, SimiGrad's measuring optimizers) and the gradient-noise statistics
+of every optimizer that keeps the groups apart: float64 references from the equations over several
+steps, the limiting cases (identical groups, pure noise, identical halves), 2 ranks = 1 process."""
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch import nn
+
+from bench import optim
+from tests.test_optim import LRS, RefLARS, RefSGD, assert_history, backward, gradients, run, weights
+from tests.test_optim import one_thread  # noqa: F401  (autouse fixture)
+
+TIGHT = dict(rtol=1e-10, atol=1e-12)
+
+
+def ref_noise(groups):
+    """(grad_var, grad_sqnorm) from the equations: unbiased E||g_d - G||^2 and |G|^2 over k groups."""
+    k = len(groups)
+    flat = [torch.cat([g.flatten() for g in grads]) for grads in groups]
+    local = sum(float(f @ f) for f in flat) / k
+    mean = torch.stack(flat).mean(0)
+    total = float(mean @ mean)
+    var = (local - total) * k / (k - 1)
+    return var, total - var / k
+
+
+def ref_cosine(groups):
+    """cos between the mean gradients of the groups with even and with odd index."""
+    flat = [torch.cat([g.flatten() for g in grads]) for grads in groups]
+    even, odd = torch.stack(flat[0::2]).mean(0), torch.stack(flat[1::2]).mean(0)
+    return float(even @ odd / (even.norm() * odd.norm()))
+
+
+class RefAdaScale:
+    """AdaScale from the equations (algorithms.md): gain from smoothed var and sqr, lr x gain."""
+
+    def __init__(self, base, smoothing):
+        self.base, self.theta = base, smoothing
+        self.var = self.sqr = self.weight = 0.0
+        self.gains = []
+
+    def run(self, steps, lrs):
+        history = []
+        for lr, groups in zip(lrs, steps):
+            k = len(groups)
+            var, sqr = (max(x, 0.0) for x in ref_noise(groups))
+            self.var = self.theta * self.var + (1 - self.theta) * var
+            self.sqr = self.theta * self.sqr + (1 - self.theta) * sqr
+            self.weight = self.theta * self.weight + (1 - self.theta)
+            v, s = self.var / self.weight, self.sqr / self.weight
+            gain = min(max((v + s) / (v / k + s), 1.0), k)
+            self.gains.append(gain)
+            self.base.step([torch.stack(g).mean(0) for g in zip(*groups)], lr * gain)
+            history.append([w.clone() for w in self.base.w])
+        return history
+
+
+@pytest.mark.parametrize("name,hparams,make_base", [
+    ("adascale_sgd", dict(weight_decay=0.1, smoothing=0.5), lambda ws: RefSGD(ws, 0.1)),
+    ("adascale_sgd", dict(weight_decay=0.1, nesterov=True, smoothing=0.0), lambda ws: RefSGD(ws, 0.1, nesterov=True)),
+    ("adascale_lars", dict(weight_decay=0.1, eta=0.05, smoothing=0.9), lambda ws: RefLARS(ws, 0.1, eta=0.05)),
+])  # fmt: skip
+def test_adascale_matches_float64_reference(name, hparams, make_base):
+    ws, steps = weights(), gradients(len(LRS), k=4)
+    # a shared component makes the gradient's signal comparable to its noise: 1 < gain < k
+    for groups in steps:
+        for grads in groups[1:]:
+            for g, g0 in zip(grads, groups[0]):
+                g.mul_(0.5).add_(g0)
+    ours, opt = run(name, ws, steps, LRS, **hparams)
+    ref = RefAdaScale(make_base(ws), hparams["smoothing"])
+    assert_history(ours, ref.run(steps, LRS), **TIGHT)
+    diag = opt.diagnostics()
+    assert diag["gain"] == pytest.approx(ref.gains[-1], rel=1e-10)
+    assert 1.0 < min(ref.gains) and max(ref.gains) < 4.0
+    var, sqr = ref_noise(steps[-1])
+    assert (diag["grad_var"], diag["grad_sqnorm"]) == pytest.approx((var, sqr), rel=1e-10)
+
+
+def test_adascale_default_smoothing_is_fairscales():
+    """theta = max(1 - k/1000, 0): with k = 4 groups, 0.996."""
+    ws, steps = weights(), gradients(3, k=4)
+    ours, opt = run("adascale_sgd", ws, steps, LRS[:3])
+    ref = RefAdaScale(RefSGD(ws, 0.0), 0.996)
+    assert_history(ours, ref.run(steps, LRS[:3]), **TIGHT)
+
+
+@pytest.mark.parametrize("k", [2, 8])
+def test_adascale_gain_is_one_for_identical_groups_and_near_k_for_pure_noise(k):
+    ws = weights()
+    same = [gradients(1)[0][0]] * k
+    _, opt = run("adascale_sgd", ws, [same], [0.1], smoothing=0.0)
+    assert opt.gain == pytest.approx(1.0, abs=1e-9)
+    # zero-mean noise in 20,000 coordinates: |G|^2 is estimated as ~0, so the gain is ~k
+    gen = torch.Generator().manual_seed(3)
+    noise = [[torch.randn(20_000, generator=gen, dtype=torch.float64)] for _ in range(k)]
+    mean = torch.stack([g[0] for g in noise]).mean(0)
+    noise = [[g[0] - mean] for g in noise]  # exactly zero mean: |G|^2 = 0
+    params = [nn.Parameter(torch.ones(20_000, dtype=torch.float64))]
+    opt = optim.create(params, "adascale_sgd", lr=0.1, smoothing=0.0, exclude=None)
+    for grads in noise:
+        backward(params, grads)
+        opt.observe()
+    opt.step()
+    assert opt.gain == pytest.approx(k, rel=1e-6)
+
+
+@pytest.mark.parametrize("name,base,hparams", [
+    ("simigrad_sgd", "sgd", dict(weight_decay=0.1)),
+    ("simigrad_lars", "lars", dict(weight_decay=0.1, eta=0.05)),
+    ("simigrad_lamb", "lamb", dict(weight_decay=0.1)),
+])  # fmt: skip
+def test_simigrad_optimizers_step_as_their_base_and_measure_the_halves(name, base, hparams):
+    ws, steps = weights(), gradients(len(LRS), k=5)
+    ours, opt = run(name, ws, steps, LRS, **hparams)
+    plain, _ = run(base, ws, steps, LRS, **hparams)
+    assert_history(ours, plain, **TIGHT)
+    diag = opt.diagnostics()
+    assert diag["similarity"] == pytest.approx(ref_cosine(steps[-1]), rel=1e-9)
+    assert (diag["grad_var"], diag["grad_sqnorm"]) == pytest.approx(ref_noise(steps[-1]), rel=1e-10)
+    assert opt.reduces_gradients is True
+
+
+def test_similarity_is_one_for_identical_halves_and_minus_one_for_opposite_ones():
+    ws, g = weights(), gradients(1)[0][0]
+    _, opt = run("simigrad_sgd", ws, [[g, g, g, g]], [0.1])
+    assert opt.diagnostics()["similarity"] == pytest.approx(1.0, abs=1e-9)
+    _, opt = run("simigrad_sgd", ws, [[g, [-x for x in g]]], [0.1])
+    assert opt.diagnostics()["similarity"] == pytest.approx(-1.0, abs=1e-9)
+
+
+@pytest.mark.parametrize("name", ["vrgd_lars", "vrgd_adam"])
+def test_vrgd_reports_the_same_noise_statistics(name):
+    ws, steps = weights(), gradients(3, k=6)
+    _, opt = run(name, ws, steps, LRS[:3])
+    diag = opt.diagnostics()
+    assert (diag["grad_var"], diag["grad_sqnorm"]) == pytest.approx(ref_noise(steps[-1]), rel=1e-9)
+
+
+def test_noise_statistics_are_unbiased_on_average():
+    """Groups g_d = G + noise of known variance: E[grad_var] = tr(noise cov), E[grad_sqnorm] = |G|^2."""
+    gen = torch.Generator().manual_seed(7)
+    G = torch.randn(50, generator=gen, dtype=torch.float64)
+    sigma, k, trials = 0.5, 4, 4000
+    vs, ss = [], []
+    for _ in range(trials):
+        groups = G + sigma * torch.randn(k, 50, generator=gen, dtype=torch.float64)
+        var, sqr = optim.base.noise((groups**2).sum(), groups.mean(0) @ groups.mean(0), k)
+        vs.append(float(var))
+        ss.append(float(sqr))
+    assert sum(vs) / trials == pytest.approx(50 * sigma**2, rel=0.02)
+    assert sum(ss) / trials == pytest.approx(float(G @ G), rel=0.02)
+
+
+def test_group_optimizers_need_two_groups():
+    params = [nn.Parameter(w.clone()) for w in weights()]
+    opt = optim.create(params, "adascale_lars", lr=0.1)
+    backward(params, gradients(1)[0][0])
+    opt.observe()
+    with pytest.raises(RuntimeError, match="at least 2 groups"):
+        opt.step()
+
+
+def _two_ranks(rank: int, folder: str, steps, name):
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{folder}/init", rank=rank, world_size=2)
+    try:
+        params = [nn.Parameter(w.clone()) for w in weights()]
+        opt = optim.create(params, name, lr=0.1, weight_decay=0.1)
+        for lr, groups in zip(LRS[:3], steps):
+            for group in opt.param_groups:
+                group["lr"] = lr
+            for i, grads in enumerate(groups[2 * rank : 2 * rank + 2]):
+                backward(params, grads)
+                opt.observe(index=2 * rank + i)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        torch.save(([p.detach() for p in params], opt.diagnostics()), f"{folder}/rank{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("name", ["adascale_lars", "simigrad_sgd"])
+def test_two_ranks_of_two_groups_equal_one_process_of_four(tmp_path, name):
+    steps = gradients(3, k=4)
+    mp.spawn(_two_ranks, args=(str(tmp_path), steps, name), nprocs=2)
+    single, opt = run(name, weights(), steps, LRS[:3], weight_decay=0.1)
+    for rank in (0, 1):
+        final, diag = torch.load(tmp_path / f"rank{rank}.pt")
+        assert_history([final], [single[-1]], rtol=1e-12, atol=1e-14)
+        assert diag == pytest.approx(opt.diagnostics(), rel=1e-10)
