@@ -115,13 +115,29 @@ class EngineSpec(_Strict):
     micro_batch_cap: PositiveInt = Field(256, description="largest micro-batch `micro_batch: auto` may pick")
 
 
+class AdaptiveBatchSpec(_Strict):
+    """SimiGrad-style adaptive batch: after every `every_steps` steps the batch grows by `adjust`
+    when the mean similarity of the two halves' gradients is below `target_similarity` (noisy
+    gradients) and shrinks by it when above; always a whole number of `min_batch` chunks within
+    [min_batch, max_batch]; lr x sqrt(batch / global_batch). Needs a simigrad_* optimizer."""
+
+    target_similarity: float = Field(gt=-1, lt=1, description="cosine similarity the controller steers toward")
+    min_batch: PositiveInt = Field(description="smallest batch, and the unit every batch is a multiple of")
+    max_batch: PositiveInt = Field(description="largest batch")
+    adjust: float = Field(0.1, gt=0, le=1, description="relative change per adjustment (at least one chunk)")
+    every_steps: PositiveInt = Field(1, description="steps between adjustments (their similarities averaged)")
+
+
 class Recipe(_Strict):
     name: str
     model: ModelSpec
     data: DataSpec = DataSpec()
     global_batch: PositiveInt
     micro_batch: Union[PositiveInt, Literal["auto"]] = "auto"
-    gsnr_groups: PositiveInt | None = Field(None, description="gradient groups k per step; null = one per micro-batch")
+    gsnr_groups: PositiveInt | None = Field(None, description="gradient groups k per step (per min_batch chunk "
+                                            "with adaptive_batch); null = one per micro-batch")
+    adaptive_batch: AdaptiveBatchSpec | None = Field(None, description="SimiGrad-style adaptive batch; "
+                                                     "global_batch is then the first step's batch")
     optimizer: OptimizerSpec
     schedule: ScheduleSpec = ScheduleSpec()
     epochs: PositiveFloat
@@ -135,10 +151,23 @@ class Recipe(_Strict):
 
     @model_validator(mode="after")
     def _batch_divides(self):
+        unit, unit_key = self.global_batch, "global_batch"
+        if self.adaptive_batch:
+            a = self.adaptive_batch
+            unit, unit_key = a.min_batch, "adaptive_batch.min_batch"
+            if not a.min_batch <= self.global_batch <= a.max_batch:
+                raise ValueError(f"global_batch {self.global_batch} must lie in [adaptive_batch.min_batch "
+                                 f"{a.min_batch}, adaptive_batch.max_batch {a.max_batch}]")
+            for key, value in (("global_batch", self.global_batch), ("adaptive_batch.max_batch", a.max_batch)):
+                if value % a.min_batch:
+                    raise ValueError(f"{key} {value} is not a multiple of adaptive_batch.min_batch {a.min_batch}")
+            if not self.optimizer.name.startswith("simigrad_"):
+                raise ValueError(f"adaptive_batch needs an optimizer that measures the halves' similarity "
+                                 f"(simigrad_sgd, simigrad_lars, simigrad_lamb), not '{self.optimizer.name}'")
         for key in ("micro_batch", "gsnr_groups"):
             value = getattr(self, key)
-            if isinstance(value, int) and self.global_batch % value:
-                raise ValueError(f"global_batch {self.global_batch} is not a multiple of {key} {value}")
+            if isinstance(value, int) and unit % value:
+                raise ValueError(f"{unit_key} {unit} is not a multiple of {key} {value}")
         return self
 
     def to_yaml(self) -> str:

@@ -4,7 +4,7 @@
         recipe.yaml    the resolved recipe
         meta.json      status, versions, git commit, hardware, world size, times
         metrics.csv    one row per evaluation (METRIC_COLUMNS)
-        events.jsonl   per-step scalars (lr, loss, optimizer diagnostics)
+        events.jsonl   per-step scalars (lr, batch, loss, optimizer diagnostics, noise scale)
 
 Every file but the append-only events log is replaced atomically (write a
 temporary file, then rename), so a crash never leaves a half-written file.
@@ -30,7 +30,7 @@ from pathlib import Path
 from bench.errors import UserError
 
 METRIC_COLUMNS = (
-    "epoch", "step", "images_seen", "train_time_s", "lr", "train_loss",
+    "epoch", "schedule_epoch", "step", "images_seen", "batch", "train_time_s", "lr", "train_loss",
     "train_eval_top1", "train_eval_loss", "val_top1", "val_top5", "val_loss",
 )
 PACKAGES = ("bench", "torch", "torchvision", "timm", "nvidia-dali-cuda130", "pandas", "numpy")

@@ -15,6 +15,13 @@ run every micro-batch under `no_sync()`: one all-reduce per step, theirs.
 BatchNorm statistics are per micro-batch, as in multi-GPU training without
 SyncBN; `engine.sync_bn` shares them across ranks.
 
+The schedule position, the end of the run and each step's batch come from
+pace.py (fixed batch; AdaScale's scale-invariant steps; SimiGrad's adaptive
+batch). Each step's scalars go to events.jsonl: lr, loss, batch, the
+optimizer's diagnostics and, where the optimizer keeps the groups apart, the
+gradient noise scale B_simple = noise_trace / grad_sqnorm with noise_trace =
+(images per group) x grad_var (McCandlish et al. 2018; bench.optim.base.noise).
+
 Training time is measured the AlgoPerf way: only training steps count
 (evaluation and logging excluded), devices synchronised, max over ranks.
 """
@@ -40,11 +47,11 @@ from bench import optim
 from bench.data import Data, build
 from bench.engine import checkpoint, distributed
 from bench.engine.faults import crash_point
-from bench.engine.plan import BatchPlan, make_plan
+from bench.engine.pace import Pace
+from bench.engine.plan import make_plan
 from bench.engine.rundir import RESUMABLE, RunDir, git_commit, host_info, now, versions
 from bench.errors import UserError
 from bench.recipe import Recipe
-from bench.schedule import lr_at
 
 
 def create_model(recipe: Recipe, num_classes: int) -> torch.nn.Module:
@@ -87,14 +94,6 @@ def evaluate(model: torch.nn.Module, batches, recipe: Recipe, device: torch.devi
     return {"top1": 100.0 * top1 / count, "top5": 100.0 * top5 / count, "loss": loss / count}
 
 
-def eval_due(step: int, plan: BatchPlan, train_size: int, every_epochs: float, total_steps: int) -> bool:
-    """After step `step` (0-based): true when images seen crossed a multiple of the eval interval."""
-    if step == total_steps - 1:
-        return True
-    interval = every_epochs * train_size
-    return math.floor((step + 1) * plan.global_batch / interval) > math.floor(step * plan.global_batch / interval)
-
-
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -108,8 +107,8 @@ class Trainer:
         torch.manual_seed(recipe.seed)
         if self.device.type == "cuda":
             torch.backends.cudnn.benchmark = True
-        self.plan = make_plan(recipe.global_batch, recipe.micro_batch, dist.world, recipe.gsnr_groups,
-                              recipe.engine.micro_batch_cap)
+        chunk = recipe.adaptive_batch.min_batch if recipe.adaptive_batch else recipe.global_batch
+        self.plan = make_plan(chunk, recipe.micro_batch, dist.world, recipe.gsnr_groups, recipe.engine.micro_batch_cap)
         self.data: Data = build(recipe.data, self.plan.global_batch, self.plan.micro_batch, dist.rank, dist.world,
                                 recipe.seed, device=self.device, channels_last=recipe.engine.channels_last)
         model = create_model(recipe, self.data.num_classes)
@@ -119,39 +118,45 @@ class Trainer:
         self.model = model.to(self.device, memory_format=fmt)
         self.opt = optim.create(self.model, recipe.optimizer.name, lr=recipe.optimizer.lr,
                                 weight_decay=recipe.weight_decay, **recipe.optimizer.hparams)
+        if self.opt.reduces_gradients and self.plan.gsnr_groups < 2:
+            raise UserError(f"optimizer '{recipe.optimizer.name}' needs at least 2 gradient groups per step and the "
+                            f"plan has 1 ({self.plan}); set gsnr_groups, or a smaller micro_batch")
         self.ddp = None
         if dist.world > 1:
             ids = [self.device.index] if self.device.type == "cuda" else None
             self.ddp = DistributedDataParallel(self.model, device_ids=ids)
         net = self.ddp or self.model
         self.net = torch.compile(net) if recipe.engine.compile else net
-        self.steps_per_epoch = self.data.train_size / self.plan.global_batch
-        self.total_steps = math.ceil(recipe.epochs * self.data.train_size / self.plan.global_batch)
+        self.pace = Pace(recipe, self.plan, self.data.train_size, isinstance(self.opt, optim.AdaScale))
+        self.group_images = self.plan.micro_per_group * self.plan.micro_batch
 
-    def _sync_context(self, micro: int):
+    def _sync_context(self, micro: int, accum: int):
         """DDP all-reduces only on the step's last micro-batch, and never for self-reducing optimizers."""
-        last = micro == self.plan.accum_steps - 1
+        last = micro == accum - 1
         if self.ddp is None or (last and not self.opt.reduces_gradients):
             return contextlib.nullcontext()
         return self.ddp.no_sync()
 
-    def step(self, micro_batches, lr: float) -> torch.Tensor:
-        """One optimizer step over this rank's micro-batches; returns the mean loss on this rank."""
+    def step(self, micro_batches, lr: float, chunks: int = 1) -> torch.Tensor:
+        """One optimizer step over this rank's micro-batches of `chunks` chunks of the plan's global
+        batch; returns the mean loss on this rank. Groups are numbered over all ranks, rank-major."""
         for group in self.opt.param_groups:
             group["lr"] = lr
+        accum, per_group = chunks * self.plan.accum_steps, self.plan.micro_per_group
+        first_group = self.dist.rank * (accum // per_group)
         total = torch.zeros((), device=self.device)
-        for micro in range(self.plan.accum_steps):
+        for micro in range(accum):
             images, labels = to_device(next(micro_batches), self.device, self.recipe.engine.channels_last)
-            with self._sync_context(micro):
+            with self._sync_context(micro, accum):
                 with autocast(self.recipe, self.device):
                     loss = F.cross_entropy(self.net(images), labels, label_smoothing=self.recipe.label_smoothing)
-                (loss / self.plan.micro_per_group).backward()
-            if (micro + 1) % self.plan.micro_per_group == 0:
-                self.opt.observe()
+                (loss / per_group).backward()
+            if (micro + 1) % per_group == 0:
+                self.opt.observe(index=first_group + micro // per_group)
             total += loss.detach().float()
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
-        return total / self.plan.accum_steps
+        return total / accum
 
     def state(self, progress: "Progress") -> dict:
         return {"recipe_yaml": self.recipe.to_yaml(), "model": self.model.state_dict(),
@@ -161,34 +166,46 @@ class Trainer:
         self.model.load_state_dict(state["model"])
         self.opt.load_state_dict(state["optimizer"])
         checkpoint.set_rng_state(state["rng"])
-        return Progress(**state["progress"])
+        saved = state["progress"]
+        if "position" not in saved:  # a fixed-batch checkpoint from before pace.py
+            saved = {**saved, "position": float(saved["step"]), "images": saved["step"] * self.plan.global_batch}
+        return Progress(**saved)
 
-    def checkpoint_due(self, step: int, evaluated: bool) -> bool:
-        spec, B, N = self.recipe.checkpoint, self.plan.global_batch, self.data.train_size
-        if step == self.total_steps - 1 or (evaluated and spec.every_steps is None and spec.every_epochs is None):
+    def checkpoint_due(self, progress: "Progress", before: float, evaluated: bool) -> bool:
+        spec = self.recipe.checkpoint
+        if self.pace.done(progress) or (evaluated and spec.every_steps is None and spec.every_epochs is None):
             return True
-        if spec.every_steps and (step + 1) % spec.every_steps == 0:
+        if spec.every_steps and progress.step % spec.every_steps == 0:
             return True
-        return bool(spec.every_epochs) and math.floor((step + 1) * B / (spec.every_epochs * N)) > math.floor(
-            step * B / (spec.every_epochs * N))
+        return bool(spec.every_epochs) and self.pace.crossed(before, progress.position, spec.every_epochs)
+
+    def events(self, step: int, lr: float, batch: int, loss: float) -> dict:
+        """One step's scalars for events.jsonl (diagnostics read now, after the step)."""
+        diag = self.opt.diagnostics()
+        event = {"step": step, "lr": lr, "batch": batch, "loss": loss, **diag}
+        if "grad_var" in diag:
+            trace, sqnorm = self.group_images * diag["grad_var"], diag["grad_sqnorm"]
+            event.update(noise_trace=trace, noise_scale=trace / sqnorm if sqnorm > 0 else None)
+        return {key: (value if value is None or math.isfinite(value) else None) if isinstance(value, float) else value
+                for key, value in event.items()}
 
     def run(self, run: RunDir | None, progress: "Progress", show_bar: bool,
             preempted: "PreemptionFlag") -> tuple[str, str | None]:
         """Train from `progress.step` to the end; returns (status, reason)."""
-        recipe, plan, data, device = self.recipe, self.plan, self.data, self.device
-        warmup_steps = recipe.schedule.warmup_epochs * self.steps_per_epoch
+        recipe, pace, data, device = self.recipe, self.pace, self.data, self.device
         chance = 100.0 / data.num_classes
-        micro_batches = data.train(progress.step, self.total_steps)
-        bar = tqdm(initial=progress.step, total=self.total_steps, unit="step", disable=not (show_bar and run),
+        pace.start(progress)
+        micro_batches = data.train(progress.images // pace.chunk, pace.last_chunk())
+        bar = tqdm(initial=progress.position, total=pace.schedule_steps, unit="step", disable=not (show_bar and run),
                    dynamic_ncols=True)
         self.model.train()
         with bar, _closing(micro_batches):
-            while progress.step < self.total_steps:
-                step = progress.step
-                lr = lr_at(step, recipe.optimizer.lr, self.total_steps, self.steps_per_epoch, recipe.schedule)
+            while not pace.done(progress):
+                step, before, batch = progress.step, progress.position, pace.batch(progress)
+                lr = pace.lr(progress)
                 _sync(device)
                 start = time.perf_counter()
-                loss = self.step(micro_batches, lr)
+                loss = self.step(micro_batches, lr, progress.chunks)
                 _sync(device)
                 progress.train_time += time.perf_counter() - start
 
@@ -199,17 +216,19 @@ class Trainer:
                 loss, stop = flags[0].item() / self.dist.world, flags[1].item() > 0
                 if not math.isfinite(loss):
                     return "diverged", f"non-finite training loss at step {step}"
-                progress.step += 1
+                event = self.events(step, lr, batch, loss)
+                pace.advance(progress, event.get("gain") or 1.0, event.get("similarity"))
                 crash_point("step", progress.step)
                 progress.loss_sum += loss
                 progress.loss_count += 1
-                images_seen = progress.step * plan.global_batch
-                bar.update()
-                bar.set_postfix(img_s=f"{images_seen / progress.train_time:.0f}", loss=f"{loss:.3f}", lr=f"{lr:.3g}")
+                images_seen = progress.images
+                bar.update(progress.position - before)
+                bar.set_postfix(img_s=f"{images_seen / progress.train_time:.0f}", loss=f"{loss:.3f}", lr=f"{lr:.3g}",
+                                **({} if pace.fixed else {"batch": batch}))
                 if run:
-                    run.log_event({"step": step, "lr": lr, "loss": loss, **self.opt.diagnostics()})
+                    run.log_event(event)
 
-                evaluated = eval_due(step, plan, data.train_size, recipe.eval.every_epochs, self.total_steps)
+                evaluated = pace.done(progress) or pace.crossed(before, progress.position, recipe.eval.every_epochs)
                 if evaluated:
                     val = evaluate(self.model, data.val(), recipe, device)
                     crash_point("eval", progress.step)
@@ -217,19 +236,20 @@ class Trainer:
                     slowest = distributed.max_over_ranks(progress.train_time)
                     if run:
                         run.add_metrics({
-                            "epoch": images_seen / data.train_size, "step": progress.step, "images_seen": images_seen,
+                            "epoch": images_seen / data.train_size, "schedule_epoch": pace.epoch(progress),
+                            "step": progress.step, "images_seen": images_seen, "batch": batch,
                             "train_time_s": slowest, "lr": lr, "train_loss": progress.loss_sum / progress.loss_count,
                             "train_eval_top1": train_eval["top1"], "train_eval_loss": train_eval["loss"],
                             "val_top1": val["top1"], "val_top5": val["top5"], "val_loss": val["loss"],
                         })
                         run.write_meta(train_time_s=slowest, train_images_per_s=images_seen / slowest)
                     progress.loss_sum, progress.loss_count = 0.0, 0
-                    at_chance = step >= warmup_steps and val["top1"] <= 1.5 * chance
+                    at_chance = pace.epoch(progress) > recipe.schedule.warmup_epochs and val["top1"] <= 1.5 * chance
                     progress.chance_evals = progress.chance_evals + 1 if at_chance else 0
                     if recipe.eval.stop_at_chance and progress.chance_evals >= recipe.eval.stop_at_chance:
                         return "diverged", (f"val_top1 at chance ({val['top1']:.2f}% <= 1.5 x {chance:.2f}%) "
                                             f"for {progress.chance_evals} evaluations after warm-up")
-                if stop or self.checkpoint_due(step, evaluated):
+                if stop or self.checkpoint_due(progress, before, evaluated):
                     self.save_checkpoint(run, progress)
                 if stop:
                     return "preempted", f"stopped by a signal after step {step}; run the same command to resume"
@@ -254,9 +274,15 @@ def _closing(iterator):
 
 @dataclass
 class Progress:
-    """The loop's own state, saved in checkpoints: the next step and the accumulators."""
+    """The loop's own state, saved in checkpoints: the next step, the schedule position (pace.py),
+    the images seen (the data stream's position), the next step's batch in chunks, the accumulators."""
 
     step: int = 0
+    position: float = 0.0
+    images: int = 0
+    chunks: int = 0
+    similarity_sum: float = 0.0
+    similarity_count: int = 0
     train_time: float = 0.0
     loss_sum: float = 0.0
     loss_count: int = 0
@@ -361,12 +387,14 @@ def _train(recipe: Recipe, results: Path, dist: distributed.Dist, progress: bool
                 versions=versions(), device=str(dist.device), world_size=dist.world, **host_info(dist.device),
                 plan=trainer.plan.as_dict(), data_root=str(trainer.data.root),
                 train_size=trainer.data.train_size, val_size=trainer.data.val_size, loader=trainer.data.loader,
-                train_eval_size=len(trainer.data.train_eval_indices), total_steps=trainer.total_steps,
+                train_eval_size=len(trainer.data.train_eval_indices), total_steps=trainer.pace.total_steps,
                 train_time_s=0.0,
             )
             print(f"run directory: {run.path}")
         print(f"plan: {trainer.plan}")
-        print(f"{trainer.total_steps} steps = {recipe.epochs:g} epochs of {trainer.data.train_size} images")
+        pace = trainer.pace
+        what = "steps" if pace.fixed else f"schedule steps of {pace.reference} images"
+        print(f"{pace.schedule_steps} {what} = {recipe.epochs:g} epochs of {trainer.data.train_size} images")
     try:
         status, reason = trainer.run(run, state, progress, preempted)
     except BaseException as e:

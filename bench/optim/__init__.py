@@ -18,7 +18,7 @@ from bench.errors import UserError
 
 from .adamw import AdamW
 from .base import GroupOptimizer, validate
-from .groups import AdaScaleLARS, AdaScaleSGD, GroupGradients, SimiGradLAMB, SimiGradLARS, SimiGradSGD
+from .groups import AdaScale, AdaScaleLARS, AdaScaleSGD, GroupGradients, SimiGradLAMB, SimiGradLARS, SimiGradSGD
 from .lamb import LAMB
 from .lars import LARC, LARS
 from .sgd import SGD
@@ -28,7 +28,7 @@ __all__ = [
     "NAMES", "check", "create", "param_groups", "hyperparameters", "default_exclude",
     "GroupOptimizer", "SGD", "LARS", "LARC", "LAMB", "AdamW",
     "VRGD", "VRGDSGD", "VRGDLARS", "VRGDAdam", "VRGDLAMB",
-    "GroupGradients", "AdaScaleSGD", "AdaScaleLARS", "SimiGradSGD", "SimiGradLARS", "SimiGradLAMB",
+    "GroupGradients", "AdaScale", "AdaScaleSGD", "AdaScaleLARS", "SimiGradSGD", "SimiGradLARS", "SimiGradLAMB",
 ]  # fmt: skip
 
 _REGISTRY = {

@@ -1,0 +1,168 @@
+"""The pace of a run (bench/engine/pace.py): fixed batch, AdaScale's scale-invariant schedule and
+SimiGrad's adaptive batch; then both through `bench run`, and their recipes' errors."""
+
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from bench.engine.pace import Pace
+from bench.engine.plan import make_plan
+from bench.engine.train import Progress
+from bench.recipe import Recipe
+from bench.schedule import lr_at
+from tests.conftest import run_cli, write_recipe
+
+
+def recipe(**over) -> Recipe:
+    raw = dict(name="r", model={"name": "resnet10t"}, global_batch=512, micro_batch=64,
+               optimizer={"name": "sgd", "lr": 1.0}, schedule={"warmup_epochs": 1, "decay": "cosine"},
+               epochs=3, target_top1=50)
+    return Recipe.model_validate({**raw, **over})
+
+
+def pace_of(r: Recipe, adascale=False, train_size=1000) -> Pace:
+    chunk = r.adaptive_batch.min_batch if r.adaptive_batch else r.global_batch
+    return Pace(r, make_plan(chunk, r.micro_batch, 1, r.gsnr_groups), train_size, adascale)
+
+
+def walk(pace: Pace, gains=None, similarities=None):
+    """Steps until done: [(lr, batch)] and the final progress."""
+    progress, seen = Progress(), []
+    pace.start(progress)
+    while not pace.done(progress):
+        i = len(seen)
+        seen.append((pace.lr(progress), pace.batch(progress)))
+        pace.advance(progress, gains[i] if gains else 1.0, similarities[i] if similarities else None)
+        assert i < 10_000
+    return seen, progress
+
+
+def test_a_fixed_batch_takes_the_steps_and_lrs_the_schedule_always_gave():
+    r = recipe()
+    pace = pace_of(r)
+    seen, progress = walk(pace)
+    total = math.ceil(3 * 1000 / 512)
+    assert pace.fixed and pace.total_steps == total == len(seen) == progress.step
+    assert [lr for lr, _ in seen] == [lr_at(s, 1.0, total, 1000 / 512, r.schedule) for s in range(total)]
+    assert {b for _, b in seen} == {512} and progress.images == total * 512
+    # evaluations every epoch: after the steps whose images cross 1000, 2000 (and the last)
+    crossings = [s for s in range(total) if pace.crossed(s, s + 1, 1.0)]
+    assert crossings == [1, 3, 5]
+
+
+def test_adascale_advances_the_schedule_by_the_gain():
+    r = recipe(optimizer={"name": "adascale_sgd", "lr": 0.1})
+    pace = pace_of(r, adascale=True)  # 8 groups of 64: the schedule is that of batch 64
+    assert pace.reference == 64 and pace.total_steps is None
+    seen, progress = walk(pace, gains=[2.0] * 1000)
+    assert len(seen) == math.ceil(3 * 1000 / 64 / 2)  # each step advances 2 schedule steps
+    assert progress.images == len(seen) * 512 and progress.images > 3 * 1000  # gain < 8: more images
+    assert pace.epoch(progress) >= 3
+    warmup = round(1000 / 64)
+    assert [lr for lr, _ in seen[:3]] == pytest.approx([0.1 * (s + 1) / warmup for s in (0, 2, 4)])
+    # gain = S (perfect scaling): as many steps as a fixed batch of 512
+    assert len(walk(pace_of(r, adascale=True), gains=[8.0] * 1000)[0]) == math.ceil(3 * 1000 / 512)
+
+
+def adaptive(**over):
+    spec = {"target_similarity": 0.5, "min_batch": 128, "max_batch": 1024, "adjust": 0.5, **over}
+    return recipe(optimizer={"name": "simigrad_sgd", "lr": 1.0}, global_batch=256, adaptive_batch=spec,
+                  schedule={"decay": "constant"}, epochs=20)
+
+
+def test_the_controller_grows_the_batch_under_noise_and_shrinks_it_under_clean_gradients():
+    pace = pace_of(adaptive())
+    noisy, _ = walk(pace, similarities=[0.1] * 1000)
+    assert [b for _, b in noisy[:5]] == [256, 384, 640, 1024, 1024]  # x1.5 rounded to chunks, capped
+    clean, _ = walk(pace_of(adaptive()), similarities=[0.9] * 1000)
+    assert [b for _, b in clean[:3]] == [256, 128, 128]  # at least one chunk, floored at min_batch
+    steady, _ = walk(pace_of(adaptive()), similarities=[0.5] * 1000)
+    assert {b for _, b in steady} == {256}
+
+
+def test_the_adaptive_batch_scales_lr_by_sqrt_batch_and_counts_images():
+    pace = pace_of(adaptive(every_steps=2))
+    seen, progress = walk(pace, similarities=[0.0] * 1000)
+    assert [b for _, b in seen[:5]] == [256, 256, 384, 384, 640]  # adjusted after every 2 steps
+    for lr, b in seen:
+        assert lr == pytest.approx(math.sqrt(b / 256))
+    assert progress.images >= 20 * 1000 > progress.images - seen[-1][1]  # the last step crossed the end
+    assert pace.epoch(progress) == progress.images / 1000
+
+
+def test_adaptive_batch_recipes_are_checked(tmp_path):
+    bad = {
+        "optimizer: {name: sgd, lr: 0.1}": "needs an optimizer that measures the halves' similarity",
+        "global_batch: 2048": "must lie in [adaptive_batch.min_batch",
+        "global_batch: 192": "is not a multiple of adaptive_batch.min_batch",
+    }
+    base = ("model: {name: resnet10t}\nglobal_batch: 256\noptimizer: {name: simigrad_sgd, lr: 0.1}\nepochs: 1\n"
+            "target_top1: 50\nadaptive_batch: {target_similarity: 0.3, min_batch: 128, max_batch: 1024}\n")
+    for line, message in bad.items():
+        key = line.split(":")[0]
+        text = "\n".join(line if row.startswith(key + ":") else row for row in base.splitlines())
+        done = run_cli("validate", str(write_recipe(tmp_path / "r.yaml", text)))
+        assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr
+
+
+TINY = """
+model: {{name: resnet10t}}
+data: {{dataset: folder, path: {data}, image_size: 32, crop_scale_min: 0.35, workers: 1, eval_batch: 64}}
+global_batch: 32
+micro_batch: 8
+optimizer: {optimizer}
+schedule: {{warmup_epochs: 1, decay: cosine}}
+epochs: 4
+eval: {{every_epochs: 2}}
+target_top1: 40
+{extra}
+"""
+
+
+def run_tiny(tmp_path, data, optimizer, extra=""):
+    text = TINY.format(data=data, optimizer=optimizer, extra=extra)
+    results = tmp_path / "results"
+    done = run_cli("run", str(write_recipe(tmp_path / "r.yaml", text)), "--out", str(results), "--no-progress")
+    assert done.returncode == 0, done.stderr
+    [run] = list((results / "r").iterdir())
+    events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
+    return json.loads((run / "meta.json").read_text()), pd.read_csv(run / "metrics.csv"), events
+
+
+def test_adascale_run_logs_gain_and_noise_scale_and_ends_on_its_schedule(tmp_path, tiny_dataset):
+    meta, metrics, events = run_tiny(tmp_path, tiny_dataset, "{name: adascale_sgd, lr: 0.05, smoothing: 0.5}")
+    assert meta["status"] == "completed" and meta["total_steps"] is None
+    gains = [e["gain"] for e in events]
+    assert all(1.0 <= g <= 4.0 for g in gains) and len(set(gains)) > 1  # 4 groups of 8 images
+    assert all(e["batch"] == 32 for e in events)
+    assert all(e["noise_scale"] == pytest.approx(e["noise_trace"] / e["grad_sqnorm"])
+               for e in events if e["grad_sqnorm"] > 0)
+    assert all(e["noise_trace"] == pytest.approx(8 * e["grad_var"]) for e in events)
+    last = metrics.iloc[-1]
+    # 4 scale-invariant epochs of 160 images at the base batch 8: sum of gains * 8 >= 640, just
+    assert last["schedule_epoch"] >= 4 and sum(gains[:-1]) * 8 < 4 * 160 <= sum(gains) * 8
+    assert last["schedule_epoch"] == pytest.approx(sum(gains) * 8 / 160)
+    assert last["epoch"] == last["images_seen"] / 160 >= last["schedule_epoch"]
+
+
+def test_simigrad_run_adapts_its_batch_and_counts_images(tmp_path, tiny_dataset):
+    extra = "adaptive_batch: {target_similarity: 0.99, min_batch: 16, max_batch: 64}"
+    meta, metrics, events = run_tiny(tmp_path, tiny_dataset, "{name: simigrad_sgd, lr: 0.1}", extra)
+    batches = [e["batch"] for e in events]
+    # similarity of two halves of a few images stays below 0.99: the batch grows to the cap
+    assert batches[:3] == [32, 48, 64] and set(batches[2:]) == {64}
+    assert all(-1 <= e["similarity"] <= 1 for e in events)
+    assert sum(batches) == metrics["images_seen"].iloc[-1] >= 4 * 160 > sum(batches[:-1])
+    assert metrics["batch"].iloc[-1] == batches[-1] and meta["plan"]["global_batch"] == 16
+    # step 1 starts at schedule step 48 / 32 -> 1 of a 5-step warm-up, at batch 48
+    assert events[1]["lr"] == pytest.approx(0.1 * 2 / 5 * math.sqrt(48 / 32))
+    assert metrics["epoch"].tolist() == metrics["schedule_epoch"].tolist()
+
+
+def test_an_optimizer_that_needs_two_groups_is_refused_with_one(tmp_path, tiny_dataset):
+    text = TINY.format(data=tiny_dataset, optimizer="{name: adascale_sgd, lr: 0.05}", extra="gsnr_groups: 1")
+    done = run_cli("run", str(write_recipe(tmp_path / "r.yaml", text)), "--out", str(tmp_path / "res"))
+    assert done.returncode == 2 and "needs at least 2 gradient groups" in done.stderr
+    assert not (tmp_path / "res").exists()
