@@ -173,6 +173,14 @@ class Recipe(_Strict):
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
 
+    def same_as(self, saved_yaml: str) -> bool:
+        """Whether a resolved recipe saved by a run is this one, read with today's schema: a key
+        added to the schema since, at its default, is no change."""
+        try:
+            return Recipe.model_validate(yaml.safe_load(saved_yaml)) == self
+        except (ValidationError, yaml.YAMLError, TypeError):
+            return False
+
 
 def describe_error(error: ValidationError) -> str:
     """The first problem of a pydantic error as one sentence naming the key."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import yaml
 from tqdm import tqdm
 
 from bench import recipe as recipe_mod
@@ -33,12 +32,11 @@ FINISHED = ("completed", "diverged")
 
 def finished_run(results: Path, recipe: recipe_mod.Recipe) -> Path | None:
     """A finished run of exactly this resolved recipe, if there is one."""
-    want = yaml.safe_load(recipe.to_yaml())
     for meta in sorted((results / recipe.name).glob("*/meta.json")):
         try:
             done = json.loads(meta.read_text()).get("status") in FINISHED
-            same = yaml.safe_load((meta.parent / "recipe.yaml").read_text()) == want
-        except (OSError, ValueError, yaml.YAMLError):
+            same = recipe.same_as((meta.parent / "recipe.yaml").read_text())
+        except (OSError, ValueError):
             continue
         if done and same:
             return meta.parent

@@ -76,7 +76,7 @@ def save(run_dir: Path, step: int, state: dict, keep: int) -> Path:
     return path
 
 
-def load(path: Path, recipe_yaml: str) -> dict:
+def load(path: Path, recipe) -> dict:
     """Read a checkpoint of this recipe; anything else is a clear error."""
     try:
         state = torch.load(path, map_location="cpu", weights_only=False)
@@ -84,6 +84,6 @@ def load(path: Path, recipe_yaml: str) -> dict:
         raise UserError(f"{path}: unreadable checkpoint ({type(e).__name__}); delete it or start with --restart") from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise UserError(f"{path}: not a bench checkpoint (expected format {FORMAT}); start with --restart")
-    if state.get("recipe_yaml") != recipe_yaml:
+    if not recipe.same_as(state.get("recipe_yaml") or ""):
         raise UserError(f"{path}: checkpoint of a different recipe; resume with the recipe that made it, or --restart")
     return state

@@ -337,7 +337,7 @@ def open_run(results: Path, recipe: Recipe, restart: bool, run_dir: Path | None)
             raise UserError(f"{path}: not a run directory (no meta.json)")
         try:
             status = json.loads(meta_path.read_text()).get("status")
-            same = recipe_path.read_text() == recipe_yaml
+            same = recipe.same_as(recipe_path.read_text())
         except (OSError, ValueError):
             continue
         if run_dir and not same:
@@ -375,7 +375,7 @@ def _train(recipe: Recipe, results: Path, dist: distributed.Dist, progress: bool
         resume_from = Path(shared[0]) if shared[0] else None
     state = Progress()
     if resume_from:
-        state = trainer.load_state(checkpoint.load(resume_from, recipe.to_yaml()))
+        state = trainer.load_state(checkpoint.load(resume_from, recipe))
     if run:
         if resume_from:
             resumed = run.meta.get("resumed", []) + [{"time": now(), "step": state.step}]
