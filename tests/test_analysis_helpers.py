@@ -7,6 +7,7 @@ from pathlib import Path
 
 import yaml
 
+from bench.analysis.results import OPTIONAL_METRIC_COLUMNS
 from bench.engine.rundir import METRIC_COLUMNS
 
 TOY = {"dataset": "synthetic", "synth": {"classes": 10, "train_per_class": 100, "val_per_class": 30, "size": 72,
@@ -19,9 +20,11 @@ def make_run(root: Path, name: str, optimizer: str, batch: int, seed: int, val: 
              train_eval: list[float] | None = None, *, status: str = "completed", target: float = 60.0,
              train_size: int = 1000, val_size: int = 300, data: dict | None = None, model: str = "resnet10t",
              eval_every: float = 1.0, epochs: float | None = None, lr: float = 0.1,
-             data_workers: int | None = None, model_kwargs: dict | None = None, events: list[dict] | None = None, **recipe_extra) -> Path:
+             data_workers: int | None = None, model_kwargs: dict | None = None, events: list[dict] | None = None,
+             legacy: bool = False, **recipe_extra) -> Path:
     """A run of `len(val)` evaluations every `eval_every` epochs (of a recipe of `epochs`, default as many as
-    evaluated); loss = 1 - top1/100 so gaps are checkable; 10 training seconds per epoch."""
+    evaluated); loss = 1 - top1/100 so gaps are checkable; 10 training seconds per epoch. legacy: metrics.csv
+    without the columns added later (schedule_epoch, batch), as runs made before them."""
     run = Path(root) / name / f"seed{seed}"
     run.mkdir(parents=True)
     data = dict(data or TOY, **({"workers": data_workers} if data_workers is not None else {}))
@@ -36,11 +39,13 @@ def make_run(root: Path, name: str, optimizer: str, batch: int, seed: int, val: 
     train_eval = train_eval or [v + 5 for v in val]
     for i, (v, t) in enumerate(zip(val, train_eval)):
         epoch = (i + 1) * eval_every
-        rows.append({"epoch": epoch, "step": round(epoch * steps_per_epoch), "images_seen": round(epoch * train_size),
+        rows.append({"epoch": epoch, "schedule_epoch": epoch, "batch": batch,
+                     "step": round(epoch * steps_per_epoch), "images_seen": round(epoch * train_size),
                      "train_time_s": 10.0 * epoch, "lr": lr, "train_loss": 1.0, "train_eval_top1": t,
                      "train_eval_loss": 1 - t / 100, "val_top1": v, "val_top5": min(100.0, v + 20),
                      "val_loss": 1 - v / 100})
-    lines = [",".join(METRIC_COLUMNS)] + [",".join(str(r[c]) for c in METRIC_COLUMNS) for r in rows]
+    columns = [c for c in METRIC_COLUMNS if not (legacy and c in OPTIONAL_METRIC_COLUMNS)]
+    lines = [",".join(columns)] + [",".join(str(r[c]) for c in columns) for r in rows]
     (run / "metrics.csv").write_text("\n".join(lines) + "\n")
     plan = {"global_batch": batch, "world_size": 1, "accum_steps": 1, "micro_batch": min(batch, 256),
             "gsnr_groups": 1}

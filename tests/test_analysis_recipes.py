@@ -1,5 +1,6 @@
 """The paper recipes: valid, in the paper's setting as the analysis defines it, and every number sourced."""
 
+import json
 import re
 from pathlib import Path
 
@@ -42,3 +43,49 @@ def test_every_number_in_a_paper_recipe_names_its_source():
         for line in path.read_text().splitlines():
             if NUMBER.match(line) and not line.startswith(SELF_EVIDENT):
                 assert "#" in line, f"{path.name}: {line}"
+
+
+WIDTH_DEPTH = Path(__file__).resolve().parents[1] / "recipes" / "studies" / "width-depth"
+
+
+def test_width_depth_pairs_differ_only_in_the_model():
+    loaded = {p.stem: yaml.safe_load(recipe.load(p).to_yaml()) for p in sorted(WIDTH_DEPTH.glob("*.yaml"))}
+    batches = (128, 256, 512, 1024, 2000)
+    assert set(loaded) == {f"{m}-b{b}" for m in ("wide", "deep") for b in batches}
+    for b in batches:
+        wide, deep = loaded[f"wide-b{b}"], loaded[f"deep-b{b}"]
+        assert wide["global_batch"] == b and wide["optimizer"]["lr"] == pytest.approx(5 * (b / 512) ** 0.5, abs=1e-3)
+        assert {k: v for k, v in wide.items() if k not in ("name", "model")} == \
+            {k: v for k, v in deep.items() if k not in ("name", "model")}
+    assert {r["model"]["name"] for r in loaded.values()} == {"resnet18"}
+    assert len({json.dumps(r["model"], sort_keys=True) for r in loaded.values()}) == 2
+
+
+def test_width_depth_models_have_about_equal_parameter_counts():
+    import timm
+
+    counts = {}
+    for kind in ("wide", "deep"):
+        model = recipe.load(WIDTH_DEPTH / f"{kind}-b512.yaml").model
+        net = timm.create_model(model.name, num_classes=10, **model.kwargs)
+        counts[kind] = sum(p.numel() for p in net.parameters())
+    assert counts == {"wide": 2_339_346, "deep": 2_339_346}  # the numbers the recipes' header states
+
+
+def test_width_depth_runs_make_one_problem_with_two_models(tmp_path):
+    """Run directories holding these recipes (fabricated results) give the steps-to-target-by-model data."""
+    from bench.analysis import plots, results
+
+    for path in sorted(WIDTH_DEPTH.glob("*.yaml")):
+        r = recipe.load(path)
+        run = tmp_path / r.name / "run"
+        run.mkdir(parents=True)
+        (run / "recipe.yaml").write_text(r.to_yaml())
+        plan = {"global_batch": r.global_batch, "micro_batch": 16, "gsnr_groups": r.global_batch // 16}
+        (run / "meta.json").write_text(json.dumps({"status": "running", "plan": plan, "train_size": 2000,
+                                                   "val_size": 500}))
+    [data] = plots.by_model(results.load_study([tmp_path])).values()
+    assert sorted(set(data["line"])) == ["deep: resnet18 4x4x4x4 ch20-40-80-160",
+                                         "wide: resnet18 1x1x1x1 ch44-88-176-352"]
+    assert sorted(data["global_batch"]) == sorted([128, 256, 512, 1024, 2000] * 2)
+    assert data["steps_to_target"].isna().all()  # running, no evaluation yet: not (yet) a miss

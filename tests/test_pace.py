@@ -166,3 +166,33 @@ def test_an_optimizer_that_needs_two_groups_is_refused_with_one(tmp_path, tiny_d
     done = run_cli("run", str(write_recipe(tmp_path / "r.yaml", text)), "--out", str(tmp_path / "res"))
     assert done.returncode == 2 and "needs at least 2 gradient groups" in done.stderr
     assert not (tmp_path / "res").exists()
+
+
+@pytest.mark.parametrize("optimizer,extra", [
+    ("{name: adascale_sgd, lr: 0.05, smoothing: 0.5}", "checkpoint: {every_steps: 2}"),
+    ("{name: simigrad_sgd, lr: 0.1}",
+     "checkpoint: {every_steps: 2}\nadaptive_batch: {target_similarity: 0.9, min_batch: 16, max_batch: 64, every_steps: 2}"),
+])  # fmt: skip
+def test_a_killed_adaptive_run_resumes_to_the_same_results(tmp_path, tiny_dataset, optimizer, extra):
+    """The gain's averages, the batch and the controller's half-window are in the checkpoint."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    text = TINY.format(data=tiny_dataset, optimizer=optimizer, extra=extra)
+    path = write_recipe(tmp_path / "r.yaml", text)
+    outcomes = []
+    for name, crash in (("ref", None), ("crashed", "step:5")):
+        out = tmp_path / name
+        if crash:
+            killed = subprocess.run([sys.executable, "-m", "bench", "run", str(path), "--out", str(out), "--no-progress"],
+                                    env=dict(os.environ, BENCH_CRASH_AT=crash), capture_output=True)
+            assert killed.returncode == -signal.SIGKILL
+        done = run_cli("run", str(path), "--out", str(out), "--no-progress")
+        assert done.returncode == 0, done.stderr
+        [run] = list((out / "r").iterdir())
+        events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
+        outcomes.append((pd.read_csv(run / "metrics.csv").drop(columns=["train_time_s"]), events))
+    pd.testing.assert_frame_equal(outcomes[0][0], outcomes[1][0], check_exact=True)
+    assert outcomes[0][1] == outcomes[1][1]

@@ -1,7 +1,7 @@
 """`bench report`, `bench table`, `bench plot`, and `regenerate()` for `bench suite`.
 
     bench report [PATH...] [--runs] [--format markdown|csv|latex]
-    bench table NAME [PATH...] [--format markdown|csv|latex] [--baseline OPTIMIZER]
+    bench table NAME [PATH...] [--format markdown|csv|latex] [--baseline OPTIMIZER] [--batch B]
     bench plot [PATH...] --out DIR
 
 PATH: run directories or results trees (any folder holding run directories).
@@ -28,7 +28,7 @@ def cmd_table(args) -> int:
     from bench.analysis import results, tables
     from bench.analysis.render import render
 
-    table = tables.build(args.name, results.load_study(args.paths), args.baseline)
+    table = tables.build(args.name, results.load_study(args.paths), args.baseline, args.batch)
     print(render(table, args.format), end="")
     return 0
 
@@ -81,7 +81,9 @@ def add_parsers(sub, default_results: Path) -> None:
     s.add_argument("paths", **where)
     s.add_argument("--format", **fmt)
     s.add_argument("--baseline", metavar="OPTIMIZER", help="compare: the optimizer B of the speedups "
-                   "(default: lars, else sgd, else the first by name)")
+                   "(default: lars, else sgd, else the first by name); any optimizer the runs use")
+    s.add_argument("--batch", type=int, metavar="B", help="compare: only the recipes of global batch B (an adaptive "
+                   "run's starting batch)")
     s.set_defaults(func=cmd_table)
 
     s = sub.add_parser("plot", help="figures (PNG and SVG) of the runs")

@@ -37,7 +37,9 @@ MEASURED_AS = {
 }
 DISPLAY = {"sgd": "SGD", "momentum": "Momentum", "vrgd_momentum": "VRGD-Momentum", "vrgd_sgd": "VRGD-SGD",
            "adam": "Adam", "adamw": "AdamW", "vrgd_adam": "VRGD-Adam", "lamb": "LAMB", "vrgd_lamb": "VRGD-LAMB",
-           "lars": "LARS", "larc": "LARC", "vrgd_lars": "VRGD-LARS"}
+           "lars": "LARS", "larc": "LARC", "vrgd_lars": "VRGD-LARS",
+           "adascale_sgd": "AdaScale-SGD", "adascale_lars": "AdaScale-LARS", "simigrad_sgd": "SimiGrad-SGD",
+           "simigrad_lars": "SimiGrad-LARS", "simigrad_lamb": "SimiGrad-LAMB"}
 
 
 def display(name: str) -> str:
@@ -67,10 +69,33 @@ def paper_setting(recipe: dict, meta: dict) -> str:
 
 def setting_label(recipe: dict, meta: dict, paper: str) -> str:
     """A human name for the problem a run solves (model, data, image size, target)."""
-    model, data = recipe.get("model") or {}, recipe.get("data") or {}
-    target = f"target {float(recipe['target_top1']):g}%"
     if paper:
-        return f"{LABELS[paper]}, {target}"
+        return f"{LABELS[paper]}, target {float(recipe['target_top1']):g}%"
+    return f"{model_label(recipe.get('model') or {})} on {data_label(recipe, meta)}"
+
+
+def model_label(model: dict) -> str:
+    """The timm model name with its kwargs, e.g. 'resnet18(channels=[44, 88, 176, 352], layers=[1, 1, 1, 1])'."""
+    kwargs = model.get("kwargs") or {}
+    return model.get("name", "?") + (f"({', '.join(f'{k}={v}' for k, v in sorted(kwargs.items()))})" if kwargs else "")
+
+
+def model_shape(model: dict) -> str:
+    """A short model name: 'resnet18 1x1x1x1 ch44-88-176-352' for kwargs layers and channels, other kwargs as k=v."""
+    kwargs = dict(model.get("kwargs") or {})
+    parts = [str(model.get("name", "?"))]
+    if isinstance(kwargs.get("layers"), (list, tuple)):
+        parts.append("x".join(map(str, kwargs.pop("layers"))))
+    if isinstance(kwargs.get("channels"), (list, tuple)):
+        parts.append("ch" + "-".join(map(str, kwargs.pop("channels"))))
+    parts += [f"{k}={v}" for k, v in sorted(kwargs.items())]
+    return " ".join(parts)
+
+
+def data_label(recipe: dict, meta: dict) -> str:
+    """The problem without the model: data, image size and target."""
+    data = recipe.get("data") or {}
+    target = f"target {float(recipe['target_top1']):g}%"
     train = meta.get("train_size")
     images = f"{train:,} train images" if train else "train size unknown"
     dataset = data.get("dataset", "?")
@@ -83,9 +108,7 @@ def setting_label(recipe: dict, meta: dict, paper: str) -> str:
         what = f"sklearn digits ({images})"
     else:
         what = f"{dataset} {data.get('path')} ({images})"
-    kwargs = model.get("kwargs") or {}
-    name = model.get("name", "?") + (f"({', '.join(f'{k}={v}' for k, v in sorted(kwargs.items()))})" if kwargs else "")
-    return f"{name} on {what}, {data.get('image_size', '?')} px, {target}"
+    return f"{what}, {data.get('image_size', '?')} px, {target}"
 
 
 def reference(stem: str) -> tuple[pd.DataFrame, str]:

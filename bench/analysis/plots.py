@@ -10,12 +10,23 @@ Means over seeds with ± 1 sample std bands or error bars.
 - gap_vs_batch:    train-eval − val Top-1 against global batch
 - steps_to_target: steps to the target against global batch, log-log, with the perfect-scaling line
 - gsnr, diagnostics: per-step optimizer statistics from events.jsonl, when runs logged them
+- batch_scaling:   per-step AdaScale gain, SimiGrad similarity, global batch (only when it changed during a
+                   run) and gradient noise scale B_simple, a panel for each that some run logged
+Per-step figures: one line per drawn recipe group, x = epochs (images seen / training-set size, the images
+summed from each step's `batch`), smoothed by averaging in at most BINS equal slices of the x axis, over the
+group's seeds together; the noise scale of a slice is the ratio of its sums, Σ noise_trace / Σ grad_sqnorm
+(as a run's B_simple, results.py), where the runs logged those, in slices of at least RATIO_STEPS steps.
+
+Across models (steps_to_target_by_model): for data, image size and target that several model shapes
+(timm name + kwargs) were trained on, e.g. a width-vs-depth study, steps to the target against global
+batch, one line per model (and optimizer, when there are several).
 """
 
 from __future__ import annotations
 
 import math
 import os
+import re
 from pathlib import Path
 
 import matplotlib
@@ -30,7 +41,7 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: 
 
 from bench.analysis import paper  # noqa: E402
 from bench.analysis.paper import MLPERF_TARGET, display  # noqa: E402
-from bench.analysis.results import Study, best_groups, read_events  # noqa: E402
+from bench.analysis.results import Study, best_groups, numbers, read_events, step_batches  # noqa: E402
 
 STYLE = {
     "font.size": 9, "axes.titlesize": 9, "axes.labelsize": 9, "legend.fontsize": 8, "xtick.labelsize": 8,
@@ -40,15 +51,22 @@ STYLE = {
 }
 WIDTH = 7.0  # inches: a two-column paper's text width
 COLORS = {"lars": "#1f77b4", "vrgd_lars": "#d62728", "sgd": "#555555", "vrgd_sgd": "#ff7f0e", "lamb": "#2ca02c",
-          "vrgd_lamb": "#9467bd", "adamw": "#8c564b", "adam": "#8c564b", "vrgd_adam": "#e377c2", "larc": "#17becf"}
+          "vrgd_lamb": "#9467bd", "adamw": "#8c564b", "adam": "#8c564b", "vrgd_adam": "#e377c2", "larc": "#17becf",
+          "adascale_sgd": "#bcbd22", "adascale_lars": "#393b79", "simigrad_sgd": "#ad494a", "simigrad_lars": "#637939",
+          "simigrad_lamb": "#7b4173"}
 SPARE = ["#bcbd22", "#17becf", "#7f7f7f", "#aec7e8", "#ffbb78", "#98df8a"]
 DIAGNOSTICS = {
     "gsnr_clip_frac": "GSNR factors clipped at γ (fraction)", "gsnr_r_mean": "mean GSNR r (before normalising, clipping)",
     "trust": "LARS trust ratio", "gain": "AdaScale gain", "noise_scale": "gradient noise scale B_simple",
     "similarity": "gradient cosine similarity", "batch": "batch size (images)",
 }
-NOT_DIAGNOSTICS = ("step", "lr", "loss")
+NOT_DIAGNOSTICS = ("step", "lr", "loss", "epoch", "run")
+# The statistics adaptive-batch methods act on, drawn in their own figure (batch_scaling).
+BATCH_SCALING = ("gain", "similarity", "batch", "noise_scale")
 BINS = 200
+# The noise scale's slices hold at least this many steps (fewer slices for short runs, but at least 5): a ratio
+# of sums over a handful of steps spikes wherever their summed |G|^2 happens to be near 0.
+RATIO_STEPS = 20
 
 
 def color(optimizer: str, order: list[str]) -> str:
@@ -69,6 +87,20 @@ def log2_batch_axis(ax, batches) -> None:
     ax.xaxis.set_minor_locator(NullLocator())
     ax.xaxis.set_major_formatter(FuncFormatter(lambda b, _: batch_label(b)))
     ax.set_xlabel("global batch size")
+
+
+def plain_log_y(ax) -> None:
+    """Log y axis labelled with plain numbers (20, 50, 100) rather than powers of ten."""
+    ax.set_yscale("log")
+
+    def plain(v, _):
+        return f"{v:,.0f}" if v >= 1 else f"{v:g}"
+
+    def some(v, _):  # minor ticks: 2, 3 and 5 times a power of ten only
+        return plain(v, _) if f"{v:e}"[0] in "235" else ""
+
+    ax.yaxis.set_major_formatter(FuncFormatter(plain))
+    ax.yaxis.set_minor_formatter(FuncFormatter(some))
 
 
 def save(fig, out: Path, stem: str) -> list[Path]:
@@ -233,26 +265,70 @@ def plot_steps_to_target(groups: pd.DataFrame, order: list[str], title: str, pap
     return fig
 
 
+def slices(x: pd.Series, bins: int = BINS) -> np.ndarray:
+    """The index of each value's slice among `bins` equal slices of [min, max] (each value its own when few)."""
+    if len(x) <= bins:
+        return pd.factorize(x, sort=True)[0]
+    edges = np.linspace(x.min(), x.max(), bins + 1)
+    return np.clip(np.searchsorted(edges, x, side="right") - 1, 0, bins - 1)
+
+
 def binned(events: pd.DataFrame, key: str, bins: int = BINS) -> pd.DataFrame:
     """Mean of `key` in at most `bins` equal slices of the epoch axis (smooths per-step noise)."""
-    e = events[["epoch", key]].dropna()
-    if len(e) <= bins:
-        return e.groupby("epoch", as_index=False)[key].mean()
-    edges = np.linspace(e["epoch"].min(), e["epoch"].max(), bins + 1)
-    idx = np.clip(np.searchsorted(edges, e["epoch"], side="right") - 1, 0, bins - 1)
-    return e.groupby(idx).agg(epoch=("epoch", "mean"), value=(key, "mean")).rename(columns={"value": key})
+    e = pd.DataFrame({"epoch": events["epoch"], key: numbers(events, key)}).dropna()
+    if e.empty:
+        return e
+    return e.groupby(slices(e["epoch"], bins)).agg(epoch=("epoch", "mean"), value=(key, "mean")).rename(
+        columns={"value": key}).reset_index(drop=True)
+
+
+def binned_ratio(events: pd.DataFrame, key: str, numerator: str, denominator: str, bins: int = BINS) -> pd.DataFrame:
+    """Σ numerator / Σ denominator in at most `bins` equal slices of the epoch axis, over the steps that logged
+    both (NaN where a slice's summed denominator is not positive)."""
+    e = pd.DataFrame({"epoch": events["epoch"], "num": numbers(events, numerator),
+                      "den": numbers(events, denominator)}).dropna()
+    if e.empty:
+        return pd.DataFrame(columns=["epoch", key], dtype=float)
+    sums = e.groupby(slices(e["epoch"], bins)).agg(epoch=("epoch", "mean"), num=("num", "sum"), den=("den", "sum"))
+    ratio = (sums["num"] / sums["den"]).where(sums["den"] > 0)
+    return pd.DataFrame({"epoch": sums["epoch"], key: ratio}).reset_index(drop=True)
+
+
+def line(events: pd.DataFrame, key: str) -> pd.DataFrame:
+    """The smoothed curve of `key` (columns epoch, key): the noise scale as a ratio of sums in slices of at least
+    RATIO_STEPS steps where its parts were logged, anything else binned()."""
+    if key == "noise_scale" and {"noise_trace", "grad_sqnorm"} <= set(events.columns):
+        n = int((numbers(events, "noise_trace").notna() & numbers(events, "grad_sqnorm").notna()).sum())
+        ratio = binned_ratio(events, key, "noise_trace", "grad_sqnorm", max(min(BINS, n // RATIO_STEPS), min(n, 5)))
+        if ratio[key].notna().any():
+            return ratio
+    return binned(events, key)
+
+
+def logs(events: pd.DataFrame, key: str) -> bool:
+    """Whether some step in `events` has a number for `key` (for noise_scale: or for both of its parts)."""
+    if key == "noise_scale" and all(logs(events, k) for k in ("noise_trace", "grad_sqnorm")):
+        return True
+    return key in events and numbers(events, key).notna().any()
 
 
 def run_events(study: Study, group: pd.Series) -> pd.DataFrame:
-    """The events of a group's runs with an epoch column (images seen / train size)."""
+    """The events of a group's runs with an epoch column: images seen (Σ of the steps' `batch`, the plan's
+    global_batch where not logged) / training-set size."""
     frames = []
     train_size = group["train_size"] or math.nan
+    plan = study.runs.set_index("run")
     for run in group["runs"]:
         e = read_events(run)
         if e.empty or "step" not in e:
             continue
-        images = e["batch"].cumsum() if "batch" in e else (e["step"] + 1) * group["global_batch"]
-        frames.append(e.assign(epoch=images / train_size))
+        e = e.drop_duplicates("step", keep="last").sort_values("step", ignore_index=True)
+        plan_batch = plan.loc[run, "plan_batch"]
+        if "batch" in e or len(e) == e["step"].iloc[-1] + 1:
+            images = step_batches(e, plan_batch).cumsum()
+        else:  # steps missing from the log: count them at the plan's batch
+            images = (e["step"] + 1) * plan_batch
+        frames.append(e.assign(epoch=images / train_size, run=run))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
@@ -280,7 +356,7 @@ def plot_diagnostics(events: dict, keys: list[str], groups: pd.DataFrame, order:
     nrows = math.ceil(len(shown) / ncols)
     width = WIDTH if ncols == 3 else WIDTH * ncols / 3 + 1
     fig, axes = plt.subplots(nrows, ncols, figsize=(width, 2.2 * nrows + 0.8), squeeze=False, layout="constrained")
-    logged = groups[[any(k in events.get(g, pd.DataFrame()) for k in keys) for g in groups["group"]]]
+    logged = groups[[any(logs(events.get(g, pd.DataFrame()), k) for k in keys) for g in groups["group"]]]
     batches = sorted(set(logged["global_batch"]))
     present = [o for o in order if o in set(logged["optimizer"])]
     if len(batches) == 1:
@@ -305,12 +381,12 @@ def plot_diagnostics(events: dict, keys: list[str], groups: pd.DataFrame, order:
         values = []
         for _, g in logged.iterrows():
             e = events[g["group"]]
-            if any(k not in e for k in family) or e[family[0]].isna().all():
+            if not all(logs(e, k) for k in family):
                 continue
             c, style = look(g)
-            line = binned(e, family[0])
-            ax.plot(line["epoch"], line[family[0]], style, color=c, linewidth=1.1)
-            values.append(line[family[0]])
+            curve = line(e, family[0])
+            ax.plot(curve["epoch"], curve[family[0]], style, color=c, linewidth=1.1)
+            values.append(curve[family[0]].dropna())
             if len(family) == 3 and band:
                 lo, hi = binned(e, family[1]), binned(e, family[2])
                 ax.fill_between(lo["epoch"], lo[family[1]], hi[family[2]], color=c, alpha=0.15, linewidth=0)
@@ -320,7 +396,7 @@ def plot_diagnostics(events: dict, keys: list[str], groups: pd.DataFrame, order:
             ax.set_yscale("log")
         ax.set_title(DIAGNOSTICS.get(name, name) + (("" if len(family) == 1 else " (median, min-max band)" if band
                                                      else " (median)")))
-        ax.set_xlabel("epoch")
+        ax.set_xlabel("epoch (images seen / train size)" if name in BATCH_SCALING else "epoch")
     for ax in axes.flat[len(shown):]:
         ax.set_visible(False)
     fig.suptitle(title)
@@ -340,16 +416,98 @@ def plot_setting(study: Study, setting: str, out: Path, prefix: str = "") -> lis
     written += save(plot_steps_to_target(groups, order, label, which), out, f"{prefix}steps_to_target")
     events = {g["group"]: run_events(study, g) for _, g in groups.iterrows()}
     keys = sorted({k for e in events.values() for k in e.columns
-                   if k not in (*NOT_DIAGNOSTICS, "epoch") and pd.api.types.is_numeric_dtype(e[k])})
+                   if k not in NOT_DIAGNOSTICS and pd.api.types.is_numeric_dtype(e[k])})
     gsnr = [k for k in keys if k.startswith("gsnr_")]
-    other = [k for k in keys if k not in gsnr]
+    if {"noise_trace", "grad_sqnorm"} <= set(keys) and "noise_scale" not in keys:
+        keys.append("noise_scale")  # B_simple from its parts, even where each step's ratio was null
+    scaling = [k for k in BATCH_SCALING if k in keys and (k != "batch" or batch_changes(events))]
+    other = [k for k in keys if k not in gsnr and k not in BATCH_SCALING]
     if gsnr:
         written += save(plot_diagnostics(events, gsnr, groups, order, "GSNR statistics over training"), out,
                         f"{prefix}gsnr")
     if other:
         written += save(plot_diagnostics(events, other, groups, order, "Optimizer statistics over training"), out,
                         f"{prefix}diagnostics")
+    if scaling:
+        written += save(plot_diagnostics(events, scaling, groups, order, "Batch-scaling statistics over training"),
+                        out, f"{prefix}batch_scaling")
     return written
+
+
+def batch_changes(events: dict) -> bool:
+    """Whether the logged global batch changed during some run (adaptive batching)."""
+    return any("batch" in e and numbers(e, "batch").groupby(e["run"]).nunique().gt(1).any()
+               for e in events.values() if not e.empty)
+
+
+BATCH_OR_SEED = re.compile(r"^(b?\d+k?|s\d+|s?\*)$")
+
+
+def name_prefix(recipes) -> str:
+    """The leading name tokens (split at - _ .) that a model's recipes share, without batch or seed tokens
+    ('wide-b128', 'wide-b2000' -> 'wide')."""
+    split = [re.split(r"[-_.]", r.split(" [")[0]) for r in recipes]
+    common = []
+    for tokens in zip(*split):
+        if len(set(tokens)) > 1:
+            break
+        common.append(tokens[0])
+    return "-".join(t for t in common if not BATCH_OR_SEED.match(t))
+
+
+def by_model(study: Study) -> dict[str, pd.DataFrame]:
+    """problem (data, image size, target: the setting but for the model) -> the steps to target of every model
+    trained on it, when there are several: one row per (model, optimizer, global batch), the group drawn for it
+    (best_groups), with columns line (the legend label), model_shape, optimizer, global_batch, recipe,
+    steps_to_target (mean over seeds; inf: a seed missed the target; NaN: unfinished), steps_to_target_std, n,
+    n_reached, problem_label."""
+    chosen = pd.DataFrame(list(best_groups(study.groups).values()))
+    out = {}
+    for problem, members in chosen.groupby("problem", sort=False):
+        if members["model_key"].nunique() < 2:
+            continue
+        several = members["optimizer"].nunique() > 1
+        rows = []
+        for (model, optimizer), line_groups in members.groupby(["model_key", "optimizer"], sort=False):
+            first = line_groups.iloc[0]
+            prefix = name_prefix(line_groups["recipe"])
+            label = (f"{prefix}: " if prefix else "") + first["model_shape"] + (f", {display(optimizer)}" if several
+                                                                                else "")
+            for _, g in line_groups.sort_values("global_batch").iterrows():
+                rows.append({"line": label, "model_shape": first["model_shape"], "optimizer": optimizer,
+                             "global_batch": int(g["global_batch"]), "recipe": g["recipe"],
+                             "steps_to_target": g["steps_to_target"], "steps_to_target_std": g["steps_to_target_std"],
+                             "n": g["n"], "n_reached": g["n_reached"], "target_top1": g["target_top1"],
+                             "problem_label": g["problem_label"]})
+        out[problem] = pd.DataFrame(rows).sort_values(["line", "global_batch"], ignore_index=True)
+    return out
+
+
+def plot_by_model(data: pd.DataFrame) -> plt.Figure:
+    """Steps to target (log) against global batch (log2), a line per model; 'x' on the top edge: target missed."""
+    fig, ax = plt.subplots(figsize=(WIDTH / 2 + 0.6, 3.0), layout="constrained")
+    lines = list(dict.fromkeys(data["line"]))
+    palette = plt.get_cmap("tab10")
+    handles, misses = [], {}
+    for i, name in enumerate(lines):
+        d, c = data[data["line"] == name], palette(i % 10)
+        ok = d[np.isfinite(d["steps_to_target"])]
+        ax.errorbar(ok["global_batch"], ok["steps_to_target"], yerr=ok["steps_to_target_std"].fillna(0), color=c,
+                    marker="o", capsize=2)
+        handles.append(Line2D([], [], color=c, marker="o", label=name))
+        misses[name] = (list(d.loc[np.isinf(d["steps_to_target"]), "global_batch"]), c)
+    if not np.isfinite(data["steps_to_target"]).any():
+        ax.set_ylim(1, 10)  # nothing reached the target: an empty log axis with the misses on top
+    plain_log_y(ax)
+    log2_batch_axis(ax, data["global_batch"])
+    for xs, c in misses.values():
+        _missing_marks(ax, xs, True, c)
+    if any(xs for xs, _ in misses.values()):
+        handles.append(Line2D([], [], color="k", marker="x", linestyle="", label="target not reached"))
+    ax.set_ylabel(f"steps to {data['target_top1'].iloc[0]:g}% val Top-1")
+    ax.set_title("Steps to target by model: " + data["problem_label"].iloc[0], fontsize=8)
+    ax.legend(handles=handles, loc="best", fontsize=7)
+    return fig
 
 
 def prefixes(study: Study) -> dict[str, str]:
@@ -366,4 +524,8 @@ def plot_all(study: Study, out: str | Path) -> list[Path]:
     with plt.rc_context(STYLE):
         for setting, prefix in prefixes(study).items():
             written += plot_setting(study, setting, Path(out), prefix)
+        models = by_model(study)
+        for problem, data in models.items():
+            prefix = "" if len(models) == 1 else f"models-{problem}-"
+            written += save(plot_by_model(data), Path(out), f"{prefix}steps_to_target_by_model")
     return written

@@ -20,28 +20,54 @@ DEFINITIONS = [
     "random tensors; micro_batch and gsnr_groups as the batch plan that ran) form one row: mean ± sample std over "
     "its finished runs (n).",
 ]
+STEP_DEFINITIONS = {
+    "noise scale (B_simple)": "noise scale (B_simple): the simple gradient noise scale tr(Σ)/|G|² of McCandlish et "
+    "al. 2018 (images), a critical-batch estimate: Σ(noise_trace) / Σ(grad_sqnorm) over the run's steps that logged "
+    "both (a ratio of sums, not a mean of per-step ratios); — = not logged, or the summed |G|² was not positive.",
+    "mean gain": "mean gain: AdaScale's gain ratio averaged over the run's steps (1 = no gain, S = perfect "
+    "scaling at S times the base batch); — = not logged.",
+    "mean batch": "mean batch / final batch: the global batch averaged over the run's steps (images seen / steps) "
+    "and at its last step (adaptive batching; global_batch is the starting batch).",
+}
+# Optional columns: (column, run metric, kind, shown when)
+STEP_COLUMNS = (
+    ("noise scale (B_simple)", "noise_scale", "size", lambda runs: runs["noise_scale"].notna().any()),
+    ("mean gain", "mean_gain", "ratio", lambda runs: runs["mean_gain"].notna().any()),
+    ("mean batch", "mean_batch", "size", lambda runs: runs["batch_varies"].any()),
+    ("final batch", "final_batch", "images", lambda runs: runs["batch_varies"].any()),
+)
 METRICS = (("epochs", "epochs"), ("val_top1", "pct"), ("best_val_top1", "pct"), ("val_top5", "pct"),
            ("train_eval_top1", "pct"), ("gap_top1", "pct"), ("gap_loss", "loss"),
            ("epochs_to_target", "epochs"), ("steps_to_target", "steps"), ("images_to_target", "images"),
            ("seconds_to_target", "seconds"))
 
 
+def step_columns(runs: pd.DataFrame) -> list[tuple[str, str, str]]:
+    """(column, metric, kind) of the STEP_COLUMNS some run has data for (none for runs made before them)."""
+    return [(c, m, k) for c, m, k, shown in STEP_COLUMNS if m in runs and len(runs) and shown(runs)]
+
+
 def table(runs: pd.DataFrame, per_run: bool = False) -> Table:
     """The report as a Table: per recipe (seed aggregates) or per run."""
+    extra = step_columns(runs)
+    notes = [d for c, d in STEP_DEFINITIONS.items() if c in [e[0] for e in extra]]
     if per_run:
         t = Table("Runs", ["recipe", "optimizer", "global_batch", "seed", "status", "target_top1",
-                           *(m for m, _ in METRICS)])
+                           *(m for m, _ in METRICS), *(c for c, _, _ in extra)])
         for _, r in runs.iterrows():
             t.rows.append([r["recipe"], r["optimizer"], r["global_batch"], r["seed"], r["status"],
-                           Cell(r["target_top1"], kind="float"), *(Cell(r[m], kind=k) for m, k in METRICS)])
-        t.notes = DEFINITIONS[:3]
+                           Cell(r["target_top1"], kind="float"), *(Cell(r[m], kind=k) for m, k in METRICS),
+                           *(Cell(r[m], kind=k) for _, m, k in extra)])
+        t.notes = DEFINITIONS[:3] + notes
         return t
     t = Table("Recipes (seeds aggregated)", ["recipe", "optimizer", "global_batch", "n", "status", "target_top1",
-                                             *(m for m, _ in METRICS)])
+                                             *(m for m, _ in METRICS), *(c for c, _, _ in extra)])
     for _, g in aggregate(runs).iterrows():
         t.rows.append([g["recipe"], g["optimizer"], g["global_batch"], g["n"], g["status"],
-                       Cell(g["target_top1"], kind="float"), *(measured_cell(g, m, k, n=False, notes=False) for m, k in METRICS)])
-    t.notes = DEFINITIONS
+                       Cell(g["target_top1"], kind="float"),
+                       *(measured_cell(g, m, k, n=False, notes=False) for m, k in METRICS),
+                       *(measured_cell(g, m, k, n=False, notes=False) for _, m, k in extra)])
+    t.notes = DEFINITIONS + notes
     return t
 
 

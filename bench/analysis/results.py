@@ -10,6 +10,24 @@ Per run (`Study.runs`, `load()`):
   and `train_time_s` (training time only) of the first evaluation with
   val_top1 >= target_top1. Infinity when a finished run (completed or diverged)
   never reached it; NaN while an unfinished run has not reached it yet.
+- noise_scale: the run's simple gradient noise scale B_simple = tr(Sigma) / |G|^2
+  (McCandlish et al. 2018, "An Empirical Model of Large-Batch Training") as
+  sum(noise_trace) / sum(grad_sqnorm) over the steps of events.jsonl that logged
+  both: a ratio of sums, numerator and denominator averaged separately as the
+  paper advises for its unbiased estimators, since the per-step |G|^2 estimate is
+  noisy and may be negative (a mean of per-step ratios would be dominated by the
+  steps where it is near 0). NaN when no step logged both or the summed |G|^2 is
+  not positive; noise_scale_steps: how many steps it used.
+- mean_gain: mean of the per-step AdaScale gain (NaN when no step logged one).
+- mean_batch / final_batch: mean over steps of the global batch (images seen /
+  steps) and the batch of the last step; batch_varies: whether the batch
+  changed during the run (adaptive batching). Runs that logged no `batch` (made
+  before it existed) ran meta.json's plan.global_batch at every step.
+- global_batch is the recipe's global_batch: the starting batch of an adaptive
+  run (recipe key adaptive_batch), which is grouped and compared under it.
+- setting: a hash of SETTING_KEYS (model, data, image size, target); problem: the
+  same without the model, so that runs of several model shapes on one problem
+  (model_key, model_shape: timm name + kwargs) can be set side by side.
 
 Seeds (`Study.groups`): runs whose resolved recipes are equal once the fields in
 SEED_NEUTRAL are removed form one group (`group`, a hash of what is left). They
@@ -31,7 +49,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from bench.analysis.paper import paper_setting, setting_label
+from bench.analysis.paper import data_label, model_label, model_shape, paper_setting, setting_label
 from bench.engine.rundir import METRIC_COLUMNS
 from bench.errors import UserError
 
@@ -51,13 +69,18 @@ SEED_NEUTRAL = (
 # What makes two groups comparable ("the same problem"): model, dataset, image size, target.
 SETTING_KEYS = (("model",), ("data", "dataset"), ("data", "path"), ("data", "synth"), ("data", "digits"),
                 ("data", "loader"), ("data", "image_size"), ("data", "train_eval_size"), ("target_top1",))
+# metrics.csv columns added after the first runs: read when present, else derived
+# (schedule_epoch = epoch: only AdaScale's schedule runs ahead of the images seen;
+# batch = the plan's global_batch: before adaptive batching it never changed).
+OPTIONAL_METRIC_COLUMNS = ("schedule_epoch", "batch")
 FINISHED = ("completed", "diverged")
 TO_TARGET = {"steps_to_target": "step", "epochs_to_target": "epoch", "images_to_target": "images_seen",
              "seconds_to_target": "train_time_s"}
 FINAL = {"val_top1": "val_top1", "val_top5": "val_top5", "train_eval_top1": "train_eval_top1"}
 # Aggregated over seeds (mean and std).
 AGG_METRICS = ("val_top1", "best_val_top1", "val_top5", "best_val_top5", "train_eval_top1", "gap_top1", "gap_loss",
-               "epochs", "steps", "train_time_s", *TO_TARGET)
+               "epochs", "steps", "train_time_s", *TO_TARGET, "noise_scale", "mean_gain", "mean_batch", "final_batch")
+STEP_STATS = ("noise_scale", "noise_scale_steps", "mean_gain", "mean_batch", "final_batch", "batch_varies")
 
 
 def find_runs(paths: list[str | Path]) -> list[Path]:
@@ -89,20 +112,27 @@ def read_recipe_and_meta(run: Path) -> tuple[dict, dict]:
     return recipe, meta
 
 
-def read_metrics(run: Path) -> pd.DataFrame:
-    """metrics.csv with every METRIC_COLUMNS column as numbers (empty before the first evaluation)."""
+def read_metrics(run: Path, plan_batch: float = math.nan) -> pd.DataFrame:
+    """metrics.csv with every METRIC_COLUMNS column as numbers (empty before the first evaluation); the
+    OPTIONAL_METRIC_COLUMNS a run made before them lacks are filled in (batch = `plan_batch`)."""
     path = run / "metrics.csv"
+    columns = list(dict.fromkeys([*METRIC_COLUMNS, *OPTIONAL_METRIC_COLUMNS]))
     if not path.is_file():
-        return pd.DataFrame(columns=list(METRIC_COLUMNS), dtype=float)
+        return pd.DataFrame(columns=columns, dtype=float)
     try:
         metrics = pd.read_csv(path)
     except (ValueError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
         raise UserError(f"{path}: not a readable metrics file ({type(e).__name__}: {e})") from None
-    missing = [c for c in METRIC_COLUMNS if c not in metrics.columns]
+    required = [c for c in METRIC_COLUMNS if c not in OPTIONAL_METRIC_COLUMNS]
+    missing = [c for c in required if c not in metrics.columns]
     if missing:
-        raise UserError(f"{path}: missing column(s) {', '.join(missing)}; expected {', '.join(METRIC_COLUMNS)}")
+        raise UserError(f"{path}: missing column(s) {', '.join(missing)}; expected {', '.join(required)}")
+    if "schedule_epoch" not in metrics.columns:
+        metrics["schedule_epoch"] = metrics["epoch"]
+    if "batch" not in metrics.columns:
+        metrics["batch"] = plan_batch
     try:
-        metrics = metrics[list(METRIC_COLUMNS)].apply(pd.to_numeric)
+        metrics = metrics[columns].apply(pd.to_numeric)
     except (ValueError, TypeError) as e:
         raise UserError(f"{path}: a value is not a number ({e})") from None
     return metrics
@@ -125,6 +155,49 @@ def read_events(run: str | Path) -> pd.DataFrame:
         if isinstance(row, dict):
             rows.append(row)
     return pd.DataFrame(rows)
+
+
+def numbers(events: pd.DataFrame, key: str) -> pd.Series:
+    """events[key] as floats (null, absent or non-numeric: NaN; infinities too)."""
+    if key not in events:
+        return pd.Series(math.nan, index=events.index, dtype=float)
+    values = pd.to_numeric(events[key], errors="coerce").astype(float)
+    return values.where(np.isfinite(values))
+
+
+def step_batches(events: pd.DataFrame, plan_batch: float) -> pd.Series:
+    """The global batch of each step: the logged `batch`, else (older runs, or a null) the plan's global_batch."""
+    return numbers(events, "batch").fillna(plan_batch)
+
+
+def ratio_of_sums(numerator: pd.Series, denominator: pd.Series) -> tuple[float, int]:
+    """sum(numerator) / sum(denominator) over the rows where both are numbers, and how many rows that is;
+    NaN when there is none or the summed denominator is not positive."""
+    both = numerator.notna() & denominator.notna()
+    total = float(denominator[both].sum())
+    if not both.any() or total <= 0:
+        return math.nan, int(both.sum())
+    return float(numerator[both].sum()) / total, int(both.sum())
+
+
+def step_stats(events: pd.DataFrame, metrics: pd.DataFrame, plan_batch: float) -> dict[str, float]:
+    """A run's STEP_STATS from its events (see the module docstring); metrics and the plan when it logged no steps."""
+    out = dict.fromkeys(STEP_STATS, math.nan)
+    out["batch_varies"] = False
+    if not events.empty and "step" in events:
+        events = events.drop_duplicates("step", keep="last").sort_values("step")  # a rolled-back resume, if any
+        out["noise_scale"], out["noise_scale_steps"] = ratio_of_sums(numbers(events, "noise_trace"),
+                                                                     numbers(events, "grad_sqnorm"))
+        gain = numbers(events, "gain").dropna()
+        out["mean_gain"] = gain.mean() if len(gain) else math.nan
+        batches = step_batches(events, plan_batch)
+        out.update(mean_batch=batches.mean(), final_batch=batches.iloc[-1], batch_varies=batches.nunique() > 1)
+    elif len(metrics):
+        last = metrics.iloc[-1]
+        out["final_batch"] = last["batch"]
+        out["mean_batch"] = last["images_seen"] / last["step"] if last["step"] > 0 else math.nan
+        out["batch_varies"] = metrics["batch"].nunique() > 1
+    return out
 
 
 def _drop(tree: dict, paths) -> dict:
@@ -183,26 +256,33 @@ def to_target(curve: pd.DataFrame, threshold: float, finished: bool) -> dict[str
 def summarize(run: Path) -> tuple[dict, pd.DataFrame]:
     """One run's row and its evaluation curve."""
     recipe, meta = read_recipe_and_meta(run)
-    metrics = read_metrics(run)
+    plan_batch = float((meta.get("plan") or {}).get("global_batch") or recipe["global_batch"])
+    metrics = read_metrics(run, plan_batch)
     status = meta.get("status", "unknown")
     diverged, finished = status == "diverged", status in FINISHED
     target = float(recipe["target_top1"])
     data = recipe.get("data") or {}
     setting = _pick(_loader_class(recipe), SETTING_KEYS)
+    problem = {k: v for k, v in setting.items() if k != "model"}  # the setting but for the model
     paper = paper_setting(recipe, meta)
     row = {
         "recipe": recipe["name"], "optimizer": recipe["optimizer"]["name"], "global_batch": int(recipe["global_batch"]),
+        "plan_batch": plan_batch,
         "seed": recipe.get("seed"), "status": status, "reason": meta.get("reason"), "diverged": diverged,
         "finished": finished, "run": str(run), "group": digest(seed_key(recipe, meta)), "setting": digest(setting),
         "setting_label": setting_label(recipe, meta, paper), "paper": paper,
-        "model": (recipe.get("model") or {}).get("name"), "dataset": data.get("dataset"),
+        "model": (recipe.get("model") or {}).get("name"), "model_key": digest(recipe.get("model") or {}),
+        "model_label": model_label(recipe.get("model") or {}), "model_shape": model_shape(recipe.get("model") or {}),
+        "problem": digest(problem),
+        "problem_label": setting_label(recipe, meta, paper) if paper else data_label(recipe, meta),
+        "adaptive_batch": bool(recipe.get("adaptive_batch")), "dataset": data.get("dataset"),
         "image_size": data.get("image_size"), "lr": recipe["optimizer"].get("lr"),
         "planned_epochs": recipe.get("epochs"), "train_size": meta.get("train_size"),
         "target_top1": target, "train_time_s": float(meta.get("train_time_s") or math.nan),
         "evaluations": len(metrics), "epochs": math.nan, "steps": math.nan, "images": math.nan,
         **{name: math.nan for name in FINAL}, "best_val_top1": math.nan, "best_val_top5": math.nan,
         "gap_top1": math.nan, "gap_loss": math.nan,
-        **to_target(metrics, target, finished),
+        **to_target(metrics, target, finished), **step_stats(read_events(run), metrics, plan_batch),
     }
     if len(metrics):
         last = metrics.iloc[-1]
@@ -250,7 +330,11 @@ def aggregate(runs: pd.DataFrame) -> pd.DataFrame:
         row = {
             "group": group, "recipe": _common_name(list(members["recipe"])), "optimizer": first["optimizer"],
             "global_batch": first["global_batch"], "setting": first["setting"], "setting_label": first["setting_label"],
-            "paper": first["paper"], "model": first["model"], "dataset": first["dataset"], "lr": first["lr"],
+            "paper": first["paper"], "model": first["model"], "model_key": first["model_key"],
+            "model_label": first["model_label"], "model_shape": first["model_shape"], "problem": first["problem"],
+            "problem_label": first["problem_label"], "adaptive_batch": first["adaptive_batch"],
+            "batch_varies": bool(members["batch_varies"].any()),
+            "dataset": first["dataset"], "lr": first["lr"],
             "target_top1": first["target_top1"], "train_size": first["train_size"],
             "status": _status_summary(members["status"]), "seeds": ",".join(str(s) for s in sorted(used["seed"])),
             "n": len(used), "n_runs": len(members), "n_diverged": int(used["diverged"].sum()),
@@ -298,12 +382,19 @@ class Study:
 
     def mean_curve(self, runs) -> pd.DataFrame:
         """Mean and std over `runs` (seeds, which evaluate at the same steps) at each evaluation step:
-        columns step, epoch, n, and <metric>, <metric>_std for val_top1 and train_eval_top1."""
+        columns step, epoch, n, and <metric>, <metric>_std for val_top1 and train_eval_top1. Seeds of an
+        adaptive-batch recipe reach an evaluation's epoch at different steps: their i-th evaluations are
+        averaged (step and epoch too)."""
         c = self.curves_of(runs)
         agg = {"epoch": ("epoch", "mean"), "n": ("val_top1", "count")}
         for m in ("val_top1", "train_eval_top1"):
             agg.update({m: (m, "mean"), f"{m}_std": (m, "std")})
-        return c.groupby("step", as_index=False).agg(**agg)
+        steps = [tuple(s) for _, s in c.groupby("run", sort=False)["step"]]
+        longest = max(steps, key=len, default=())
+        if all(s == longest[:len(s)] for s in steps):  # the same evaluation steps (a diverged seed stops early)
+            return c.groupby("step", as_index=False).agg(**agg)
+        c = c.assign(evaluation=c.groupby("run").cumcount())
+        return c.groupby("evaluation").agg(step=("step", "mean"), **agg).reset_index(drop=True)
 
     def reach(self, runs, threshold: float) -> dict[str, tuple[float, float]]:
         """(mean, std) over `runs` of steps/epochs/images/seconds to the first evaluation >= threshold."""

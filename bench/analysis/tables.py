@@ -215,10 +215,14 @@ def default_baseline(optimizers) -> str:
     return next((o for o in ("lars", "sgd") if o in names), min(names) if names else "lars")
 
 
-def compare(study: Study, baseline: str | None = None) -> Table:
+def compare(study: Study, baseline: str | None = None, batch: int | None = None) -> Table:
+    """Every recipe group (any optimizer) against the baseline optimizer's best recipe at the same global batch and
+    setting; `batch`: only that global batch (an adaptive run's is its starting batch)."""
     groups = study.groups
     baseline = baseline or default_baseline(groups["optimizer"])
     best = best_groups(groups)
+    if batch is not None:
+        groups = groups[groups["global_batch"] == batch]
     settings = list(dict.fromkeys(groups["setting_label"]))
     several = len(settings) > 1
     names = {s: f"S{i + 1}" for i, s in enumerate(settings)}
@@ -226,7 +230,8 @@ def compare(study: Study, baseline: str | None = None) -> Table:
         "batch", "optimizer", "recipe", "val Top-1", "train-eval Top-1", "gap Top-1", "steps to target",
         "epochs to target", "train s to target", "reached", "speedup steps (a)", "speedup epochs (a)",
         "speedup seconds (a)", "speedup to B's final (b)"]
-    title = "Optimizers compared at each global batch" + ("" if several else f": {settings[0]}")
+    title = ("Optimizers compared at each global batch" if batch is None else
+             f"Optimizers compared at global batch {batch:,}") + ("" if several else f": {settings[0]}")
     table = Table(title, columns)
     for _, g in groups.iterrows():
         base = best.get((g["setting"], g["global_batch"], baseline))
@@ -249,6 +254,10 @@ def compare(study: Study, baseline: str | None = None) -> Table:
         *SPEEDUP_DEFINITIONS,
         "'(not best)': another recipe of this optimizer at this batch has a higher mean val Top-1 and is the one "
         "used as B and in the plots."]
+    if groups["adaptive_batch"].any():
+        table.notes.append("Adaptive-batch recipes (adaptive_batch) are listed under their starting global batch and "
+                           "compared with the baseline there; their batch grows or shrinks, so compare them in epochs "
+                           "or images (`bench report` shows their mean and final batch), not in steps.")
     table.notes.append("A setting = the model, data, image size and target the recipes train; only settings named "
                        f"'{paper.LABELS['imagenet']}' or '{paper.LABELS['cifar10']}' meet a paper's criteria "
                        "(`bench table vrgd-imagenet`, `vrgd-cifar10`); anything else is not those datasets.")
@@ -261,10 +270,18 @@ TABLES = {"vrgd-imagenet": vrgd_imagenet, "vrgd-gap": vrgd_gap, "vrgd-cifar10": 
 NEEDS = {"vrgd-imagenet": "imagenet", "vrgd-gap": "imagenet", "vrgd-cifar10": "cifar10", "mlperf-epochs": "imagenet"}
 
 
-def build(name: str, study: Study, baseline: str | None = None) -> Table:
+def build(name: str, study: Study, baseline: str | None = None, batch: int | None = None) -> Table:
+    """The table `name`; `batch` (compare only): only the recipes of that global batch."""
     if name not in TABLES:
         raise UserError(f"unknown table '{name}'; choose from {', '.join(TABLES)}")
     if baseline is not None and baseline not in set(study.groups["optimizer"]):
         raise UserError(f"--baseline '{baseline}': no run uses that optimizer; the runs use "
                         f"{', '.join(sorted(set(study.groups['optimizer'])))}")
-    return TABLES[name](study, baseline)
+    if batch is None:
+        return TABLES[name](study, baseline)
+    if name != "compare":
+        raise UserError(f"--batch is an option of `bench table compare` only, not of '{name}'")
+    batches = sorted(set(study.groups["global_batch"].astype(int)))
+    if batch not in batches:
+        raise UserError(f"--batch {batch}: no run has that global batch; the runs have {', '.join(map(str, batches))}")
+    return compare(study, baseline, batch)
