@@ -168,3 +168,20 @@ def test_two_ranks_of_two_groups_equal_one_process_of_four(tmp_path):
         final, diag = torch.load(tmp_path / f"rank{rank}.pt")
         assert_history([final], [single[-1]], rtol=1e-12, atol=1e-14)
         assert diag == pytest.approx(opt.diagnostics(), rel=1e-12)
+
+
+def test_clip_fraction_of_a_large_model_is_a_close_estimate():
+    """Above 2^20 coordinates the clipped fraction is counted on a stride: within 0.002 of the count."""
+    gen = torch.Generator().manual_seed(0)
+    params = [nn.Parameter(torch.randn(3_000_000, generator=gen))]
+    opt = optim.create(params, "vrgd_sgd", lr=0.1, exclude=None)
+    groups = [torch.randn(3_000_000, generator=gen) + 0.3 for _ in range(4)]
+    for g in groups:
+        params[0].grad = g.clone()
+        opt.observe()
+    opt.step()
+    stacked = torch.stack(groups).double()
+    r = stacked.mean(0) ** 2 / (stacked.var(0, unbiased=False) + 1e-12)
+    exact = float(((r / r.mean()) < 0.1).double().mean())
+    assert 0.05 < exact < 0.95
+    assert opt.diagnostics()["gsnr_clip_frac"] == pytest.approx(exact, abs=0.002)

@@ -121,8 +121,11 @@ class VRGD(GroupOptimizer):
         """The GSNR core, in place on the flat buffers (every parameter tensor, one after another).
 
         mean: g_bar; sumsq: sum_d g_d^2, overwritten with the factors r. A tensor whose r is 0
-        everywhere (g_bar == 0) keeps r = 0 before clipping. Returns (fraction of all coordinates
-        clipped at gamma, mean of r over all coordinates before normalising), 0-d tensors.
+        everywhere (g_bar == 0) keeps r = 0 before clipping. Returns (fraction of coordinates
+        clipped at gamma, mean of r over all coordinates before normalising), 0-d tensors. The
+        fraction is counted on every s-th coordinate, about 2^20 of them (exact for smaller
+        models; ResNet-50: every 24th, standard error <= 0.0005): counting all of them was the
+        most expensive pass of the step on a CPU.
         """
         r = sumsq.addcmul_(mean, mean, value=-k)  # k * var = sum_d g_d^2 - k * g_bar^2
         r.clamp_(min=0).add_(k * self.gsnr_eps)  # k * (var + eps); rounding can make var slightly negative
@@ -131,7 +134,8 @@ class VRGD(GroupOptimizer):
         sums = torch.stack([layer.sum() for layer in layers])
         layer_mean = sums / self._numels
         torch._foreach_mul_(layers, torch.where(layer_mean > 0, 1 / layer_mean, 0.0).unbind(0))  # r / mean(r)
-        clipped = torch.count_nonzero(r < self.gamma) / r.numel()
+        sample = r[:: max(1, r.numel() >> 20)]  # every s-th coordinate, about 2^20 of them: exact below that
+        clipped = torch.count_nonzero(sample < self.gamma) / sample.numel()
         r.clamp_(self.gamma, 1.0)
         return clipped, sums.sum() * (k / r.numel())
 
@@ -144,7 +148,7 @@ class VRGD(GroupOptimizer):
         return int(self._stats[-1])
 
     def diagnostics(self):
-        """Base diagnostics plus gsnr_clip_frac (fraction of all coordinates clipped at gamma) and
+        """Base diagnostics plus gsnr_clip_frac (fraction of coordinates clipped at gamma, see _factors) and
         gsnr_r_mean (mean GSNR r over all coordinates, before normalising and clipping)."""
         out = super().diagnostics()
         if self._gsnr is not None:
