@@ -107,3 +107,14 @@ def test_bad_dataset_is_exit_2_and_nothing_written(tmp_path, capsys, layout, wor
 def test_user_error_is_a_value_error():
     with pytest.raises(ValueError):
         raise UserError("x")
+
+
+def test_a_saved_recipe_is_compared_under_todays_schema(tmp_path):
+    """A run saved before a key existed (here adaptive_batch) matches; any real difference does not."""
+    r = recipe.load(write_recipe(tmp_path / "r.yaml", BASE))
+    saved = yaml.safe_load(r.to_yaml())
+    del saved["adaptive_batch"]
+    assert r.same_as(yaml.safe_dump(saved))
+    saved["optimizer"]["lr"] = 0.2
+    assert not r.same_as(yaml.safe_dump(saved))
+    assert not r.same_as("not: [a recipe")
