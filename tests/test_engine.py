@@ -101,9 +101,13 @@ def _params_after(tmp_path, recipe_path, world: int):
     return torch.load(out)
 
 
-@pytest.mark.parametrize("opt,lr", [("sgd", 0.2), ("lars", 2.0), ("vrgd_lars", 2.0)])
+@pytest.mark.parametrize("opt,lr", [("sgd", 0.2), ("lars", 2.0), ("vrgd_lars", 2.0), ("adascale_sgd", 0.005),
+                                    ("simigrad_lars", 2.0)])
 def test_same_parameters_for_1x8_2x4_4x2(tmp_path, tiny_dataset, opt, lr):
-    """1 process x 8 micro-batches, 2 x 4 and 4 x 2 take the same steps (gloo, CPU)."""
+    """1 process x 8 micro-batches, 2 x 4 and 4 x 2 take the same steps (gloo, CPU). The lrs are small:
+    at larger ones this net (BatchNorm over 4 images) amplifies the float-order differences of the sums
+    to 1e-4 in 3 steps, whatever the optimizer (SGD at 0.3; AdaScale at 0.02, whose gain of about 6
+    makes its first steps large)."""
     text = EQUIV.replace("DATA", str(tiny_dataset)).replace("OPT", opt).replace("LR", str(lr))
     path = write_recipe(tmp_path / "equiv.yaml", text)
     initial = Trainer(recipe_mod.load(path), distributed.Dist(0, 1, 0, torch.device("cpu"))).model
