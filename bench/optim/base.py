@@ -13,8 +13,9 @@ mean loss of that group, `opt.observe()`; then `opt.step()`; then
   by the count. Without any `observe()` call `p.grad` is used as it is, so they
   are ordinary `torch.optim` optimizers outside the suite. The runner lets DDP
   all-reduce `p.grad` on the last group.
-- VRGD optimizers (`reduces_gradients = True`, see vrgd.py) need every group's
-  gradient on its own and all-reduce their statistics themselves.
+- Optimizers that keep the groups apart (`reduces_gradients = True`: VRGD in
+  vrgd.py, AdaScale and SimiGrad's in groups.py) need every group's gradient on
+  its own and all-reduce their statistics themselves.
 
 `step()` uses the gradient tensors it is given as scratch space (plain
 optimizers: `p.grad`), as the runner zeroes them right after.
