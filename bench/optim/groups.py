@@ -23,39 +23,38 @@ from .sgd import SGD
 class GroupGradients(GroupOptimizer):
     """Mixin: the base optimizer's update on the mean gradient, with the groups kept apart.
 
-    observe() adds each group's p.grad into one flat buffer [sum_d g_d | sum of the groups with an
-    even index (SimiGrad only) | sum_d ||g_d||^2 | k] and sets p.grad to None (a parameter without
-    a gradient counts as zero in that group). step() all-reduces the buffer once under
+    observe() adds each group's p.grad into one flat buffer [sum_d g_d | `second` | sum_d ||g_d||^2 |
+    k] and sets p.grad to None (a parameter without a gradient counts as zero in that group).
+    `second` is what a subclass needs beside the sum: "squares", sum_d g_d^2 per coordinate (VRGD,
+    vrgd.py; it also gives sum_d ||g_d||^2), or "even", the sum of the groups with an even index
+    (`observe(index)`; SimiGrad), or nothing. step() all-reduces the buffer once under
     torch.distributed (`reduces_gradients = True`: the runner keeps DDP from reducing), sets p.grad
-    to g_bar = (1/k) sum_d g_d (a view of the buffer), measures, and applies the base update to
-    g_bar. Measured per step (diagnostics()): grad_var and grad_sqnorm (base.noise), and with
-    `halves` the cosine similarity between the mean gradients of the groups with even and with odd
-    index (`observe(index)`; the runner numbers them over all ranks, so the halves interleave over
-    the batch whatever the world size).
+    to g_bar = (1/k) sum_d g_d (a view of the buffer, valid until the next observe()), measures
+    grad_var and grad_sqnorm (base.noise; diagnostics()), lets the subclass measure and pick the
+    gradient (`_measured`), and applies the base update to it.
 
     Sum-vs-mean semantics: each group's gradient is that of its own mean loss (the runner divides
     the loss by the micro-batches of a group), so g_bar is the gradient of the whole batch's mean
     loss under any accumulation, and the statistics are those of group-sized batches.
-    Costs: one extra fp32 tensor per parameter (two with halves), one pass per group, and the
-    all-reduce of that buffer instead of the gradient's.
+    Costs: one extra fp32 tensor per parameter (two with `second`), one pass per group (two with
+    squares), and the all-reduce of that buffer instead of the gradient's.
     """
 
     reduces_gradients = True
-    halves = False
+    second: str | None = None
 
     def __init__(self, params, **base):
         super().__init__(params, **base)
         self._stats = None  # allocated by the first observe()
-        self._similarity = None
 
     def _allocate(self):
         params = [p for group in self.param_groups for p in group["params"]]
         n = sum(p.numel() for p in params)
         dtype = torch.promote_types(torch.float32, params[0].dtype)  # fp32, or fp64 for fp64 parameters
-        self._n = n
-        self._stats = torch.zeros((2 if self.halves else 1) * n + 2, dtype=dtype, device=params[0].device)
+        self._n, self._sizes = n, [p.numel() for p in params]
+        self._stats = torch.zeros((2 if self.second else 1) * n + 2, dtype=dtype, device=params[0].device)
         self._sum = views(self._stats[:n], params)
-        self._even = views(self._stats[n : 2 * n], params) if self.halves else {}
+        self._second = views(self._stats[n : 2 * n], params) if self.second else {}
 
     @torch.no_grad()
     def observe(self, index=None):
@@ -69,57 +68,47 @@ class GroupGradients(GroupOptimizer):
         params = [p for p in self._sum if p.grad is not None]
         grads = [p.grad for p in params]
         if grads:
-            torch._foreach_add_([self._sum[p] for p in params], grads)
-            if self.halves and index % 2 == 0:
-                torch._foreach_add_([self._even[p] for p in params], grads)
-            self._stats[-2] += torch.stack(torch._foreach_norm(grads)).square().sum()  # ||g_d||^2
+            torch._foreach_add_([self._sum[p] for p in params], grads)  # sum += g_d
+            if self.second == "squares":
+                torch._foreach_addcmul_([self._second[p] for p in params], grads, grads)  # sumsq += g_d^2
+            else:
+                if self.second == "even" and index % 2 == 0:
+                    torch._foreach_add_([self._second[p] for p in params], grads)
+                self._stats[-2] += torch.stack(torch._foreach_norm(grads)).square().sum()  # ||g_d||^2
         for p in params:
             p.grad = None
         self._groups += 1
 
     def _reduce(self) -> int:
         """The number of groups k over all ranks; all-reduces the statistics when distributed."""
+        if self._stats is None:
+            return self._groups
         self._stats[-1] = self._groups
         if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
             dist.all_reduce(self._stats)
         return int(self._stats[-1])
 
     def _gradients(self):
-        k = self._reduce() if self._stats is not None else self._groups
+        k = self._reduce()
         if k < 2:
             raise RuntimeError(
                 f"{type(self).__name__}.step() needs the gradients of at least 2 groups, got {k}: "
                 "call observe() after each group's backward"
             )
         mean = self._stats[: self._n].div_(k)  # g_bar
-        total = mean.dot(mean)
-        self._noise = noise(self._stats[-2], total, k)
-        if self.halves:
-            self._similarity = self._cosine(self._stats[self._n : 2 * self._n], mean, total, k)
-        self._measured(k)
+        squares = self._stats[self._n : 2 * self._n].sum() if self.second == "squares" else self._stats[-2]
+        total = mean.dot(mean)  # ||g_bar||^2
+        self._noise = noise(squares, total, k)
         for p, g_bar in self._sum.items():
             p.grad = g_bar if g_bar.dtype == p.dtype else g_bar.to(p.dtype)
+        grads = self._measured(k, mean, total)
         for group in self.param_groups:
-            yield group, group["params"], [p.grad for p in group["params"]]
+            yield group, group["params"], [grads[p] for p in group["params"]]
 
-    @staticmethod
-    def _cosine(even, mean, total, k: int):
-        """cos(even, odd) with odd = k * g_bar - even, from three dot products (no odd tensor); 0 when
-        either half is zero."""
-        ee, em = even.dot(even).double(), even.dot(mean).double()
-        eo = k * em - ee
-        oo = (k * k) * total.double() - 2 * k * em + ee
-        scale = (ee * oo.clamp(min=0)).sqrt()
-        return torch.where(scale > 0, eo / scale, 0.0).clamp(-1.0, 1.0)
-
-    def _measured(self, k: int) -> None:
-        """Called once per step after the statistics (AdaScale sets its gain here)."""
-
-    def diagnostics(self):
-        out = super().diagnostics()
-        if self._similarity is not None:
-            out["similarity"] = float(self._similarity)
-        return out
+    def _measured(self, k: int, mean, total) -> dict:
+        """Called once per step after the statistics (mean: g_bar flat, total: ||g_bar||^2); returns the gradient the base update takes,
+        per parameter (here g_bar: p.grad). AdaScale sets its gain here, VRGD its factors."""
+        return {p: p.grad for p in self._sum}
 
 
 class AdaScale(GroupGradients):
@@ -150,7 +139,7 @@ class AdaScale(GroupGradients):
         self.gain = 1.0
         self.averages = {"var": 0.0, "sqr": 0.0, "weight": 0.0}  # biased sums and their total weight
 
-    def _measured(self, k: int) -> None:
+    def _measured(self, k: int, mean, total) -> dict:
         theta = self.smoothing if self.smoothing is not None else max(1.0 - k / 1000, 0.0)
         var, sqr = (max(float(x), 0.0) for x in self._noise)
         avg = self.averages
@@ -160,6 +149,7 @@ class AdaScale(GroupGradients):
         var, sqr = avg["var"] / avg["weight"], avg["sqr"] / avg["weight"]
         gain = (var + sqr) / (var / k + sqr) if var + sqr > 0 else 1.0
         self.gain = min(max(gain, 1.0), float(k)) if math.isfinite(gain) else float(k)
+        return super()._measured(k, mean, total)
 
     def _update(self, group, params, grads, *args):
         lr = group["lr"]
@@ -194,9 +184,31 @@ class AdaScaleLARS(AdaScale, LARS):
 
 class SimiGrad(GroupGradients):
     """Mixin: the base update unchanged, measuring SimiGrad's similarity of two halves of the
-    batch (`similarity` in diagnostics()) for the runner's adaptive batch (recipe `adaptive_batch`)."""
+    batch for the runner's adaptive batch (recipe `adaptive_batch`): `similarity` in diagnostics(),
+    the cosine between the mean gradients of the groups with even and with odd index
+    (`observe(index)`: the runner numbers them over all ranks, so the halves interleave over the
+    batch whatever the world size)."""
 
-    halves = True
+    second = "even"
+
+    def __init__(self, params, **base):
+        super().__init__(params, **base)
+        self._similarity = None
+
+    def _measured(self, k: int, mean, total) -> dict:
+        even = self._stats[self._n : 2 * self._n]
+        ee, em = even.dot(even).double(), even.dot(mean).double()
+        eo = k * em - ee  # odd = k * g_bar - even: three dot products, no odd tensor
+        oo = (k * k) * total.double() - 2 * k * em + ee
+        scale = (ee * oo.clamp(min=0)).sqrt()
+        self._similarity = torch.where(scale > 0, eo / scale, 0.0).clamp(-1.0, 1.0)  # 0: a half is zero
+        return super()._measured(k, mean, total)
+
+    def diagnostics(self):
+        out = super().diagnostics()
+        if self._similarity is not None:
+            out["similarity"] = float(self._similarity)
+        return out
 
 
 class SimiGradSGD(SimiGrad, SGD):

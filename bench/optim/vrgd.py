@@ -1,22 +1,22 @@
 """VRGD: variance-reduced gradient descent from the gradient signal-to-noise ratio (GSNR).
 
 Paper: "Accelerating Large Batch Training via Gradient Signal to Noise Ratio (GSNR)", arXiv 2309.13681.
-No official code was published: the GSNR core is the paper's Algorithm 1 (`VRGD._gsnr`), the
+No official code was published: the GSNR core is the paper's Algorithm 1 (`VRGD._factors`), the
 variants follow its prose. VRGD is a mixin: `VRGDLARS(VRGD, LARS)` runs LARS's own update on the
 variance-reduced gradient, so every variant shares its base optimizer's code.
 """
 
 import torch
-import torch.distributed as dist
 
 from .adamw import AdamW
-from .base import GroupOptimizer, noise, validate, views
+from .base import validate
+from .groups import GroupGradients
 from .lamb import LAMB
 from .lars import LARS
 from .sgd import SGD
 
 
-class VRGD(GroupOptimizer):
+class VRGD(GroupGradients):
     """Mixin that feeds a base optimizer the variance-reduced gradient of the k observed groups:
 
         g_bar = (1/k) sum_d g_d
@@ -26,15 +26,12 @@ class VRGD(GroupOptimizer):
         r     = p_hat,  p = b3 * p + (1 - b3) * r,  p_hat = p / (1 - b3^t)           only when beta3 > 0
         g_vr  = r * g_bar                                          the base optimizer's gradient
 
-    Group interface: observe() adds each p.grad into one flat fp32 buffer [sum_d g_d | sum_d g_d^2 |
-    k] (2 floats per parameter element; fp64 for fp64 parameters) and sets p.grad to None (the next
-    backward then writes its gradient rather than adding it to zeros); a parameter without a
-    gradient in a group counts as a zero gradient there. step() needs k >= 2 groups (RuntimeError
-    otherwise); under torch.distributed it all-reduces the buffer (SUM, one call: the runner keeps
-    DDP from all-reducing, `reduces_gradients = True`), sets p.grad to g_bar (a view of the buffer,
-    valid until the next observe()), applies the base update with g_vr, and starts new statistics.
-
-    The same sums give the gradient-noise statistics (base.noise) at the cost of two reductions.
+    Group interface: GroupGradients (groups.py) with the sums of squares: observe() adds each p.grad
+    into one flat fp32 buffer [sum_d g_d | sum_d g_d^2 | ...] (2 floats per parameter element; fp64
+    for fp64 parameters) and sets p.grad to None; step() needs k >= 2 groups, all-reduces the buffer
+    once under torch.distributed, sets p.grad to g_bar, applies the base update with g_vr, and
+    starts new statistics. The same sums give the gradient-noise statistics (base.noise) at the
+    cost of two reductions.
 
     Every tensor gets GSNR factors, including those excluded from weight decay and trust ratios.
     All parameters must be on one device. state_dict() holds the GSNR momentum and its step
@@ -57,65 +54,32 @@ class VRGD(GroupOptimizer):
         **base: the base optimizer's arguments.
     """
 
-    reduces_gradients = True
+    second = "squares"
 
     def __init__(self, params, *, gamma=0.1, gsnr_eps=1e-12, beta3=0.0, gsnr_bias_correction=True, **base):
         validate(dict(gamma=gamma, gsnr_eps=gsnr_eps, beta3=beta3, gsnr_bias_correction=gsnr_bias_correction))
         super().__init__(params, **base)
         self.gamma, self.gsnr_eps, self.beta3, self.gsnr_bias_correction = gamma, gsnr_eps, beta3, gsnr_bias_correction
         self.gsnr_step = 0
-        self._stats = None  # flat [sum_d g_d | sum_d g_d^2 | k], allocated by the first observe()
         self._gsnr = None  # (clip fraction, mean r) of the last step
 
     def _allocate(self):
-        params = [p for group in self.param_groups for p in group["params"]]
-        n = sum(p.numel() for p in params)
-        dtype = torch.promote_types(torch.float32, params[0].dtype)  # fp32, or fp64 for fp64 parameters
-        self._stats = torch.zeros(2 * n + 1, dtype=dtype, device=params[0].device)
-        self._sum, self._sumsq = views(self._stats[:n], params), views(self._stats[n : 2 * n], params)
-        self._sizes = [p.numel() for p in params]
-        self._numels = torch.tensor(self._sizes, dtype=dtype, device=params[0].device)
+        super()._allocate()
+        self._numels = torch.tensor(self._sizes, dtype=self._stats.dtype, device=self._stats.device)
 
-    @torch.no_grad()
-    def observe(self, index=None):
-        """Add the current p.grad of every parameter to the statistics as one group's gradient."""
-        if self._stats is None:
-            self._allocate()
-        if self._groups == 0:
-            self._stats.zero_()
-        params = [p for p in self._sum if p.grad is not None]
-        grads = [p.grad for p in params]
-        if grads:
-            torch._foreach_add_([self._sum[p] for p in params], grads)  # sum += g_d
-            torch._foreach_addcmul_([self._sumsq[p] for p in params], grads, grads)  # sumsq += g_d^2
-        for p in params:
-            p.grad = None
-        self._groups += 1
-
-    def _gradients(self):
-        k = self._reduce()
-        if k < 2:
-            raise RuntimeError(
-                f"{type(self).__name__}.step() needs the gradients of at least 2 groups, got {k}: "
-                "call observe() after each group's backward"
-            )
-        n = (self._stats.numel() - 1) // 2
-        mean, r = self._stats[:n], self._stats[n : 2 * n]
-        mean.div_(k)  # g_bar = (1/k) sum_d g_d
-        self._noise = noise(r.sum(), mean.dot(mean), k)  # r holds sum_d g_d^2 until _factors
+    def _measured(self, k: int, mean, total) -> dict:
+        """The GSNR factors in place of sum_d g_d^2, then g_vr = r * g_bar: the base update's gradient."""
+        r = self._stats[self._n : 2 * self._n]
         self._gsnr = self._factors(mean, r, k)
         if self.beta3:
             self.gsnr_step += 1
             weight = (1 - self.beta3) / (1 - self.beta3**self.gsnr_step if self.gsnr_bias_correction else 1)
-            momenta = self._state(list(self._sumsq), "gsnr_momentum", self._stats.dtype)
-            factors = list(self._sumsq.values())
+            momenta = self._state(list(self._second), "gsnr_momentum", self._stats.dtype)
+            factors = list(self._second.values())
             torch._foreach_lerp_(momenta, factors, weight)  # p = b3 * p + (1 - b3) * r, bias-corrected
             torch._foreach_copy_(factors, momenta)
         r.mul_(mean)  # g_vr = r * g_bar
-        for p, g_bar in self._sum.items():
-            p.grad = g_bar if g_bar.dtype == p.dtype else g_bar.to(p.dtype)
-        for group in self.param_groups:
-            yield group, group["params"], [self._sumsq[p] for p in group["params"]]
+        return self._second
 
     def _factors(self, mean, sumsq, k: int):
         """The GSNR core, in place on the flat buffers (every parameter tensor, one after another).
@@ -140,14 +104,6 @@ class VRGD(GroupOptimizer):
         clipped = torch.count_nonzero(sample < self.gamma) / sample.numel()
         r.clamp_(self.gamma, 1.0)
         return clipped, sums.sum() * (k / r.numel())
-
-    def _reduce(self) -> int:
-        """The number of groups k over all ranks; all-reduces the statistics when distributed."""
-        if self._stats is None or not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
-            return self._groups
-        self._stats[-1] = self._groups
-        dist.all_reduce(self._stats)
-        return int(self._stats[-1])
 
     def diagnostics(self):
         """Base diagnostics plus gsnr_clip_frac (fraction of coordinates clipped at gamma, see _factors) and
