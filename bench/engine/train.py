@@ -180,7 +180,7 @@ class Trainer:
         return bool(spec.every_epochs) and self.pace.crossed(before, progress.position, spec.every_epochs)
 
     def events(self, step: int, lr: float, batch: int, loss: float) -> dict:
-        """One step's scalars for events.jsonl (diagnostics read now, after the step)."""
+        """One step's scalars for events.jsonl (diagnostics read now, after the step; rank 0 only)."""
         diag = self.opt.diagnostics()
         event = {"step": step, "lr": lr, "batch": batch, "loss": loss, **diag}
         if "grad_var" in diag:
@@ -216,8 +216,8 @@ class Trainer:
                 loss, stop = flags[0].item() / self.dist.world, flags[1].item() > 0
                 if not math.isfinite(loss):
                     return "diverged", f"non-finite training loss at step {step}"
-                event = self.events(step, lr, batch, loss)
-                pace.advance(progress, event.get("gain") or 1.0, event.get("similarity"))
+                # every rank steers the same way: gain and similarity come from all-reduced statistics
+                pace.advance(progress, getattr(self.opt, "gain", 1.0), getattr(self.opt, "similarity", None))
                 crash_point("step", progress.step)
                 progress.loss_sum += loss
                 progress.loss_count += 1
@@ -226,7 +226,7 @@ class Trainer:
                 bar.set_postfix(img_s=f"{images_seen / progress.train_time:.0f}", loss=f"{loss:.3f}", lr=f"{lr:.3g}",
                                 **({} if pace.fixed else {"batch": batch}))
                 if run:
-                    run.log_event(event)
+                    run.log_event(self.events(step, lr, batch, loss))
 
                 evaluated = pace.done(progress) or pace.crossed(before, progress.position, recipe.eval.every_epochs)
                 if evaluated:

@@ -204,10 +204,15 @@ class SimiGrad(GroupGradients):
         self._similarity = torch.where(scale > 0, eo / scale, 0.0).clamp(-1.0, 1.0)  # 0: a half is zero
         return super()._measured(k, mean, total)
 
+    @property
+    def similarity(self) -> float | None:
+        """The last step's similarity (read to the host here), None before the first step."""
+        return None if self._similarity is None else float(self._similarity)
+
     def diagnostics(self):
         out = super().diagnostics()
         if self._similarity is not None:
-            out["similarity"] = float(self._similarity)
+            out["similarity"] = self.similarity
         return out
 
 
