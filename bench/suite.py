@@ -15,6 +15,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from bench import recipe as recipe_mod
+from bench.engine.rundir import FINISHED, RunDir
 from bench.errors import UserError
 
 
@@ -27,19 +28,16 @@ def recipe_files(folder: Path) -> list[Path]:
     return files
 
 
-FINISHED = ("completed", "diverged")
-
-
 def finished_run(results: Path, recipe: recipe_mod.Recipe) -> Path | None:
     """A finished run of exactly this resolved recipe, if there is one."""
-    for meta in sorted((results / recipe.name).glob("*/meta.json")):
+    for run in RunDir.runs_of(results, recipe.name):
         try:
-            done = json.loads(meta.read_text()).get("status") in FINISHED
-            same = recipe.same_as((meta.parent / "recipe.yaml").read_text())
+            done = json.loads((run / "meta.json").read_text()).get("status") in FINISHED
+            same = recipe.same_as((run / "recipe.yaml").read_text())
         except (OSError, ValueError):
             continue
         if done and same:
-            return meta.parent
+            return run
     return None
 
 

@@ -50,7 +50,7 @@ import pandas as pd
 import yaml
 
 from bench.analysis.paper import data_label, model_label, model_shape, paper_setting, setting_label
-from bench.engine.rundir import METRIC_COLUMNS
+from bench.engine.rundir import FINISHED, METRIC_COLUMNS
 from bench.errors import UserError
 
 # Removed from the resolved recipe before comparing runs for seed aggregation:
@@ -73,7 +73,6 @@ SETTING_KEYS = (("model",), ("data", "dataset"), ("data", "path"), ("data", "syn
 # (schedule_epoch = epoch: only AdaScale's schedule runs ahead of the images seen;
 # batch = the plan's global_batch: before adaptive batching it never changed).
 OPTIONAL_METRIC_COLUMNS = ("schedule_epoch", "batch")
-FINISHED = ("completed", "diverged")
 TO_TARGET = {"steps_to_target": "step", "epochs_to_target": "epoch", "images_to_target": "images_seen",
              "seconds_to_target": "train_time_s"}
 FINAL = {"val_top1": "val_top1", "val_top5": "val_top5", "train_eval_top1": "train_eval_top1"}

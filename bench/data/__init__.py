@@ -82,14 +82,15 @@ class Data:
 
     def train(self, start_step: int, end_step: int) -> Iterator:
         """This rank's micro-batches for steps [start_step, end_step), accum_steps per step."""
+        if self.loader == "synthetic":  # random tensors: only the number of micro-batches matters
+            from bench.data import random_tensors
+
+            count = (end_step - start_step) * self.stream.accum_steps
+            return random_tensors.train_batches(self.opts, count, self.stream.micro_batch, self.num_classes,
+                                                self.device, self.stream.seed)
         stream = copy.copy(self.stream)  # its permutation cache is its own (DALI reads it on a thread)
         samples = stream.iterate(start_step, end_step)
         split = self.layout.train
-        if self.loader == "synthetic":
-            from bench.data import random_tensors
-
-            return random_tensors.train_batches(self.opts, samples, stream.micro_batch, self.num_classes,
-                                                self.device, self.stream.seed)
         if self.loader == "dali":
             from bench.data import dali
 

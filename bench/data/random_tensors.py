@@ -10,7 +10,7 @@ rank, so counts stay exact. Accuracies are meaningless by construction.
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator
+from typing import Iterator
 
 import torch
 
@@ -24,10 +24,11 @@ def _batch(n: int, num_classes: int, opts: Options, device: torch.device, seed: 
     return opts.finish(images), labels
 
 
-def train_batches(opts: Options, samples: Iterable[list], micro_batch: int, num_classes: int,
+def train_batches(opts: Options, count: int, micro_batch: int, num_classes: int,
                   device: torch.device, seed: int) -> Iterator:
+    """`count` micro-batches: the same random batch each time (no I/O, no sampling)."""
     images, labels = _batch(micro_batch, num_classes, opts, device, seed)
-    for _ in samples:
+    for _ in range(count):
         yield images, labels
 
 

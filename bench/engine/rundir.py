@@ -78,6 +78,7 @@ def versions() -> dict[str, str | None]:
 
 
 RESUMABLE = ("running", "preempted", "failed")  # "running" without a lock holder = killed
+FINISHED = ("completed", "diverged")  # results: a suite skips them, the analysis aggregates them
 
 
 class RunDir:
