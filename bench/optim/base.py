@@ -64,6 +64,7 @@ RULES = {
     "gsnr_bias_correction": _BOOL,
     "trust_grad": (lambda value: value in ("vr", "mean"), "'vr' or 'mean'"),
     "smoothing": (lambda value: value is None or _FRACTION[0](value), "null or a number in [0, 1)"),
+    "fused": (lambda value: value is None or isinstance(value, bool), "null, true or false"),
 }
 
 
@@ -132,11 +133,15 @@ class GroupOptimizer(Optimizer):
             with torch.enable_grad():
                 loss = closure()
         self._trust = []
+        self._apply()
+        self._groups = 0
+        return loss
+
+    def _apply(self) -> None:
+        """The update of every param group (a fused step overrides this)."""
         for group, params, grads in self._gradients():
             if params:
                 self._update(group, params, grads)
-        self._groups = 0
-        return loss
 
     def _gradients(self):
         """Yield (group, params, mean gradients) per param group: p.grad divided by the number of observed groups."""

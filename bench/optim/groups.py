@@ -88,13 +88,18 @@ class GroupGradients(GroupOptimizer):
             dist.all_reduce(self._stats)
         return int(self._stats[-1])
 
-    def _gradients(self):
+    def _count(self) -> int:
+        """k, the number of groups over all ranks (at least 2), after the all-reduce."""
         k = self._reduce()
         if k < 2:
             raise RuntimeError(
                 f"{type(self).__name__}.step() needs the gradients of at least 2 groups, got {k}: "
                 "call observe() after each group's backward"
             )
+        return k
+
+    def _gradients(self):
+        k = self._count()
         mean = self._stats[: self._n].div_(k)  # g_bar
         squares = self._stats[self._n : 2 * self._n].sum() if self.second == "squares" else self._stats[-2]
         total = mean.dot(mean)  # ||g_bar||^2

@@ -8,8 +8,10 @@ variance-reduced gradient, so every variant shares its base optimizer's code.
 
 import torch
 
+
+from . import fused as fused_kernels
 from .adamw import AdamW
-from .base import validate
+from .base import noise, validate
 from .groups import GroupGradients
 from .lamb import LAMB
 from .lars import LARS
@@ -51,21 +53,51 @@ class VRGD(GroupGradients):
             more fp32 tensor per parameter, kept in the optimizer state.
         gsnr_bias_correction: divide the GSNR momentum by (1 - b3^t) (OPEN; default True). The state
             holds p_hat, updated as p_hat = lerp(p_hat, r, (1 - b3) / (1 - b3^t)).
+        fused: the fused CPU kernels (fused.py; torch.optim's `fused` convention): null (default) uses
+            them where they apply (dense fp32 CPU parameters: observe() of every variant, and VRGD-LARS'
+            whole step), true requires them (an error where they cannot run), false keeps the eager
+            code. Both compute the same update up to fp32 rounding.
         **base: the base optimizer's arguments.
     """
 
     second = "squares"
 
-    def __init__(self, params, *, gamma=0.1, gsnr_eps=1e-12, beta3=0.0, gsnr_bias_correction=True, **base):
-        validate(dict(gamma=gamma, gsnr_eps=gsnr_eps, beta3=beta3, gsnr_bias_correction=gsnr_bias_correction))
+    def __init__(self, params, *, gamma=0.1, gsnr_eps=1e-12, beta3=0.0, gsnr_bias_correction=True, fused=None,
+                 **base):
+        validate(dict(gamma=gamma, gsnr_eps=gsnr_eps, beta3=beta3, gsnr_bias_correction=gsnr_bias_correction,
+                      fused=fused))
         super().__init__(params, **base)
         self.gamma, self.gsnr_eps, self.beta3, self.gsnr_bias_correction = gamma, gsnr_eps, beta3, gsnr_bias_correction
         self.gsnr_step = 0
         self._gsnr = None  # (clip fraction, mean r) of the last step
+        self.fused = fused
+        self._kernels = fused_kernels.kernels(fused, [p for group in self.param_groups for p in group["params"]])
+
+    @torch.no_grad()
+    def observe(self, index=None):
+        """As GroupGradients.observe, in one fused pass (the step's first group overwrites the statistics)."""
+        if self._kernels is None:
+            return super().observe(index)
+        if self._stats is None:
+            self._allocate()
+        params = [p for p in self._sum if p.grad is not None]
+        if not all(p.grad.dtype == torch.float32 and p.grad.stride() == p.stride() for p in params):
+            return super().observe(index)  # a gradient laid out unlike its parameter: the eager code reads any
+        first = self._groups == 0 and len(params) == len(self._sum)
+        if self._groups == 0:
+            (self._stats[-2:] if first else self._stats).zero_()
+        if params:
+            offsets = torch.tensor([self._offsets[p] for p in params], dtype=torch.int64)
+            self._kernels.observe(self._stats, [p.grad for p in params], offsets, first)
+        for p in params:
+            p.grad = None
+        self._groups += 1
 
     def _allocate(self):
         super()._allocate()
         self._numels = torch.tensor(self._sizes, dtype=self._stats.dtype, device=self._stats.device)
+        starts = [0, *torch.tensor(self._sizes).cumsum(0).tolist()[:-1]]
+        self._offsets = dict(zip(self._sum, starts))  # each parameter's segment of the flat statistics
 
     def _measured(self, k: int, mean, total) -> dict:
         """The GSNR factors in place of sum_d g_d^2, then g_vr = r * g_bar: the base update's gradient."""
@@ -139,6 +171,40 @@ class VRGDLARS(VRGD, LARS):
         validate({"trust_grad": trust_grad})
         super().__init__(params, **kwargs)
         self.trust_grad = trust_grad
+        if self.fused and self._step_unfused():
+            fused_kernels.refuse(self._step_unfused())
+
+    def _step_unfused(self) -> str | None:
+        """Why the fused step (csrc/vrgd_cpu.cpp) cannot run now; None when it can."""
+        if self._kernels is None:
+            return "no kernels"
+        if self.beta3:
+            return "beta3 > 0 (the fused step has no GSNR momentum)"
+        if any(group["nesterov"] or not group["momentum"] for group in self.param_groups):
+            return "nesterov or momentum 0 (the fused step is LARS with momentum)"
+        return None
+
+    def _apply(self):
+        """The whole step in the fused kernel where it can run (vrgd_cpu.cpp), else the eager code."""
+        if self._step_unfused():
+            return super()._apply()
+        k = self._count()
+        params = list(self._sum)  # every parameter, in the order of the statistics
+        hyper = torch.tensor([[group["lr"], group["weight_decay"], group["eta"], group["eps"], group["adapt"],
+                               self.clip, group["momentum"]] for group in self.param_groups for _ in group["params"]],
+                             dtype=torch.float64)
+        out = self._kernels.vrgd_lars_step(self._stats, params, self._state(params, "momentum_buffer"), hyper, k,
+                                           self.gsnr_eps, self.gamma, self.trust_grad == "vr")
+        for p, g_bar in self._sum.items():
+            p.grad = g_bar  # the kernel left g_bar in the statistics
+        r_sum, mean_sq, squares, _, _, clipped, trust = out.unbind(1)
+        self._noise = noise(squares.sum(), mean_sq.sum(), k)
+        self._gsnr = clipped.sum() / self._n, r_sum.sum() * (k / self._n)
+        first = 0
+        for group in self.param_groups:
+            if group["adapt"]:
+                self._trust.append(trust[first : first + len(group["params"])].float())
+            first += len(group["params"])
 
     def _update(self, group, params, grads):
         trust_grads = [p.grad for p in params] if self.trust_grad == "mean" else grads  # p.grad is g_bar here

@@ -1,6 +1,7 @@
 """Optimizer step time on ResNet-50 parameter shapes: SGD, LARS, timm Lars, VRGD-LARS, observe().
 
-All optimizers see the same random gradients. The baseline is torch.optim.SGD(momentum=0.9,
+All optimizers see the same random gradients. VRGD-LARS and its observe() run both with the fused
+CPU kernels (bench/optim/fused.py; where they apply: fp32 on CPU) and with the eager code (fused=False). The baseline is torch.optim.SGD(momentum=0.9,
 foreach=True) without weight decay (its cheapest step); LARS, timm's Lars and VRGD-LARS use
 the MLPerf setting: momentum 0.9, weight decay on the tensors with ndim > 1 only. One run times
 them alternately, `--repeats` times, and reports medians, the ratio to SGD, and each step's
@@ -26,9 +27,11 @@ FLOOR_PASSES = {
     "lars": 7,  # SGD's, after reading w and g once for the trust-ratio norms
     "timm": 7,  # the same algorithm
     "vrgd": 12,  # read sum, sumsq (layer means of r); again with w (norms); read them with w, v, write w, v, g_bar
+    "vrgd_eager": 12,
     "observe": 5,  # read g, sum, sumsq; write sum, sumsq (p.grad is released, not zeroed)
+    "observe_eager": 5,
 }
-TARGETS = {"lars": 1.3, "vrgd": 1.6, "observe": 0.5}  # x SGD step
+TARGETS = {"lars": 1.3, "vrgd": 1.6, "observe": 0.5}  # x SGD step (the default, fused where it applies)
 SMALL = [(64, 3, 7, 7), (64,), (64,), (256, 64, 3, 3), (256,), (1000, 256), (1000,)]
 
 
@@ -49,13 +52,16 @@ class Bench:
         weights = [torch.randn(s, generator=gen, device=device) for s in shapes]
         self.grads = [torch.randn(s, generator=gen, device=device).mul_(1e-3) for s in shapes]
         self.groups = groups
-        self.params = {name: [nn.Parameter(w.clone()) for w in weights] for name in ("sgd", "lars", "timm", "vrgd")}
-        excluded = {name: optim.param_groups(self.params[name]) for name in ("lars", "timm", "vrgd")}
+        names = ("sgd", "lars", "timm", "vrgd", "vrgd_eager")
+        self.params = {name: [nn.Parameter(w.clone()) for w in weights] for name in names}
+        excluded = {name: optim.param_groups(self.params[name]) for name in names[1:]}
         self.opts = {
             "sgd": torch.optim.SGD(self.params["sgd"], lr=lr, momentum=0.9, foreach=True),
             "lars": optim.create(excluded["lars"], "lars", lr=lr, weight_decay=weight_decay),
             "timm": Lars(excluded["timm"], lr=lr, momentum=0.9, weight_decay=weight_decay),
             "vrgd": optim.create(excluded["vrgd"], "vrgd_lars", lr=lr, weight_decay=weight_decay),
+            "vrgd_eager": optim.create(excluded["vrgd_eager"], "vrgd_lars", lr=lr, weight_decay=weight_decay,
+                                       fused=False),
         }
 
     def _give_grads(self, name):
@@ -66,11 +72,11 @@ class Bench:
         self._give_grads(name)
         return timer(self.opts[name].step)
 
-    def vrgd(self, timer) -> tuple[float, float]:
+    def vrgd(self, name, timer) -> tuple[float, float]:
         """(one observe() of a group after the first, the step over `groups` groups)."""
-        opt, observed = self.opts["vrgd"], []
+        opt, observed = self.opts[name], []
         for _ in range(self.groups):
-            self._give_grads("vrgd")
+            self._give_grads(name)
             observed.append(timer(opt.observe))
         return observed[1], timer(opt.step)
 
@@ -93,30 +99,34 @@ def measure(bench: Bench, copy_elements: int, repeats: int, device) -> dict[str,
     timed = _timer(device)
     src = torch.ones(copy_elements, device=device)
     dst = torch.empty_like(src)
-    times = {name: [] for name in ("copy", "sgd", "lars", "timm", "vrgd", "observe")}
+    times = {name: [] for name in ("copy", *FLOOR_PASSES)}
     for rep in range(repeats + 1):  # the first round warms up (state allocation) and is dropped
         sample = {"copy": timed(lambda: dst.copy_(src))}
         for name in ("sgd", "lars", "timm"):
             sample[name] = bench.plain_step(name, timed)
-        sample["observe"], sample["vrgd"] = bench.vrgd(timed)
+        sample["observe"], sample["vrgd"] = bench.vrgd("vrgd", timed)
+        sample["observe_eager"], sample["vrgd_eager"] = bench.vrgd("vrgd_eager", timed)
         for name, seconds in sample.items():
             times[name] += [seconds] if rep else []
     return {name: 1e3 * statistics.median(t) for name, t in times.items()}
 
 
-def report(ms: dict[str, float], numel: int, copy_elements: int, groups: int) -> None:
+def report(ms: dict[str, float], numel: int, copy_elements: int, groups: int, fused: bool) -> None:
     bandwidth = 2 * copy_elements * 4 / (ms["copy"] / 1e3)  # read + write, bytes/s
     floor = {name: 1e3 * passes * numel * 4 / bandwidth for name, passes in FLOOR_PASSES.items()}
     ratio = {name: ms[name] / ms["sgd"] for name in FLOOR_PASSES}
     verdict = {name: (f"<= {limit:.2f} x", "PASS" if ratio[name] <= limit else "MISS")
                for name, limit in TARGETS.items()}
     verdict["timm"] = ("> bench LARS", "PASS" if ms["lars"] < ms["timm"] else "MISS")
+    fused = ", fused" if fused else ", eager (no kernels)"
     rows = {
         "sgd": "torch.optim.SGD(momentum, foreach=True) step",
         "lars": "bench LARS step",
         "timm": "timm Lars step (its default path)",
-        "vrgd": f"bench VRGD-LARS step (k = {groups})",
-        "observe": "bench VRGD-LARS observe(), one group",
+        "vrgd": f"bench VRGD-LARS step (k = {groups}){fused}",
+        "vrgd_eager": f"bench VRGD-LARS step (k = {groups}), fused=False",
+        "observe": f"bench VRGD-LARS observe(), one group{fused}",
+        "observe_eager": "bench VRGD-LARS observe(), fused=False",
     }
     copied = f"median copy of {copy_elements * 4 / 2**20:.0f} MiB, read + write"
     print(f"copy bandwidth {bandwidth / 1e9:.1f} GB/s ({copied})\n")
@@ -155,5 +165,5 @@ def main(argv: list[str] | None = None) -> int:
     print(f"bench perf optim: {'small' if args.small else args.model} shapes, {len(shapes)} tensors, {numel:,} "
           f"parameters (fp32), {device.type} ({where}), {args.repeats} repeats, lr {args.lr}, weight decay "
           f"{args.weight_decay} (not on SGD)")
-    report(ms, numel, copy_elements, bench.groups)
+    report(ms, numel, copy_elements, bench.groups, bench.opts["vrgd"]._kernels is not None)
     return 0

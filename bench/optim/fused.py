@@ -1,0 +1,83 @@
+"""VRGD's fused CPU kernels (csrc/vrgd_cpu.cpp), compiled on first use by torch's C++ extension loader.
+
+Why: the eager VRGD-LARS step walks the parameters about 14 times (each torch op is one pass over the
+statistics); the fused step does 3 passes per tensor while the tensor is in cache, and observe() one
+pass for the sum and the sum of squares. `bench perf optim` measures both side by side.
+
+The kernels run on CPU for fp32 parameters. They are built once per machine and torch version into
+torch's extension cache (~/.cache/torch_extensions, TORCH_EXTENSIONS_DIR moves it): about 30 s with
+a C++ compiler and ninja. Without them the optimizers keep their eager code (`fused=None` warns once;
+`fused=True` is an error). On GPU the eager code runs: its passes are fast there, and no fused GPU
+kernel is written yet.
+"""
+
+import functools
+import logging
+import warnings
+from pathlib import Path
+
+import torch
+
+from bench.errors import UserError
+
+SOURCE = Path(__file__).with_name("csrc") / "vrgd_cpu.cpp"
+# -fno-trapping-math: comparisons may become vector selects (no code here reads floating-point traps).
+FLAGS = ["-O3", "-fno-trapping-math", "-fopenmp"]
+
+
+@functools.cache
+def _build():
+    """(the compiled module, None) or (None, why it could not be built)."""
+    logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)  # "No CUDA runtime is found": CPU only
+    from torch.utils.cpp_extension import load
+
+    try:
+        return load("bench_vrgd_cpu", [str(SOURCE)], extra_cflags=FLAGS, extra_ldflags=["-fopenmp"]), None
+    except Exception as exc:  # no compiler, no ninja, a read-only cache: the eager code still works
+        return None, f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+
+
+def _dense(t: torch.Tensor) -> bool:
+    """No gaps and no overlaps in memory, in any dimension order (contiguous, channels_last, ...)."""
+    expected = 1
+    for stride, size in sorted(zip(t.stride(), t.shape)):
+        if size > 1 and stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def unsupported(params) -> str | None:
+    """Why the fused kernels cannot run these parameters (None: they can)."""
+    for p in params:
+        if p.device.type != "cpu" or p.dtype != torch.float32 or not _dense(p):
+            return f"a {p.dtype} parameter on {p.device} (the fused kernels take dense fp32 CPU tensors)"
+    return None
+
+
+def kernels(fused, params):
+    """The compiled kernels when `fused` (the optimizer's option: None = where possible, True, False) and
+    the parameters allow, else None. fused=True where they cannot run is a UserError."""
+    if fused is False:
+        return None
+    reason = unsupported(params)
+    module, failure = (None, None) if reason else _build()
+    if module is not None:
+        return module
+    if fused:
+        refuse(reason or failure)
+    if failure:
+        _warn_once(failure)
+    return None
+
+
+def refuse(reason: str):
+    """The error for fused=true where a fused kernel cannot run, for `reason`."""
+    raise UserError(f"optimizer hyperparameter fused=true cannot be honoured: {reason}; use fused: null (the "
+                    "fused kernels where they apply) or false.")
+
+
+@functools.cache
+def _warn_once(failure: str) -> None:
+    warnings.warn(f"bench: VRGD's fused CPU kernels could not be built ({failure}); using the eager code, "
+                  "which is slower and gives the same results", stacklevel=3)
