@@ -37,11 +37,11 @@ def init() -> Dist:
     if world > 1 and not dist.is_initialized():
         backend = "nccl" if device.type == "cuda" else "gloo"
         attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT")
-        if attempt is None:
-            dist.init_process_group(backend)
+        if attempt is None or os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+            dist.init_process_group(backend)  # rank 0 hosts a new store each attempt
         else:
-            # Under torchrun the agent's store outlives restarted workers: keep each attempt's keys
-            # apart, or a restarted rank can read a dead worker's address and fail to connect.
+            # torchrun's agent hosts the store and it outlives restarted workers: keep each attempt's
+            # keys apart, or a restarted rank can read a dead worker's address and fail to connect.
             store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world, is_master=False)
             dist.init_process_group(backend, store=dist.PrefixStore(f"bench/attempt-{attempt}", store),
                                     rank=rank, world_size=world)
