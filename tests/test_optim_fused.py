@@ -2,6 +2,11 @@
 float64 reference from the equations and against the eager code, over several steps, with the edge
 cases (w = 0, g = 0 everywhere, excluded tensors, a group without a gradient), and the fused option."""
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 from torch import nn
@@ -117,7 +122,7 @@ def test_fused_option_is_validated_and_honoured():
     assert optim.create(params32, "vrgd_lars", lr=1.0, fused=False)._kernels is None
     assert uses_the_fused_step(optim.create(params32, "vrgd_lars", lr=1.0, fused=True))
     refusals = [
-        (params64, {}, r"a torch.float64 parameter on cpu \(the fused kernels take dense fp32 CPU tensors\)"),
+        (params64, {}, r"a torch.float64 parameter on cpu \(the fused kernels take dense fp32 CPU or CUDA tensors\)"),
         (params32, {"beta3": 0.9}, r"beta3 > 0"),
         (params32, {"nesterov": True}, r"nesterov or momentum 0"),
         (params32, {"momentum": 0.0}, r"nesterov or momentum 0"),
@@ -144,3 +149,44 @@ def test_fused_zero_variance_gives_finite_factors_in_range():
     assert all(torch.isfinite(p).all() for p in params)
     assert all(map(torch.isfinite, torch.tensor(list(opt.diagnostics().values()))))
     assert not params[ZERO_G].grad.any()  # the all-zero gradient's mean
+
+
+def triton_in_the_interpreter():
+    """Run in a process with TRITON_INTERPRET=1: the Triton kernels (fused_triton.py) on CPU tensors
+    against the eager code, for the step (trust_grad vr and mean, LARC) and observe()."""
+    from bench.optim import fused_triton
+
+    ws, steps = [w.float() for w in weights()], fp32(gradients(len(LRS), k=3))
+    steps[1][0][1] = None  # a parameter without a gradient in the step's first group
+    for name, hparams in [("vrgd_lars", dict(weight_decay=0.1, eta=0.05)),
+                          ("vrgd_lars", dict(weight_decay=0.1, eta=0.05, trust_grad="mean", momentum=0.8)),
+                          ("vrgd_sgd", dict(weight_decay=0.1))]:
+        results = []
+        for kernels in (fused_triton, None):
+            params = [nn.Parameter(w.clone()) for w in ws]
+            opt = optim.create(params, name, lr=LRS[0], fused=False, **hparams)
+            opt._kernels, history = kernels, []
+            for lr, groups in zip(LRS, steps):
+                for group in opt.param_groups:
+                    group["lr"] = lr
+                for grads in groups:
+                    for p, g in zip(params, grads):
+                        p.grad = None if g is None else g.clone()
+                    opt.observe()
+                opt.step()
+                history.append([p.detach().clone() for p in params])
+            results.append((history, opt.diagnostics()))
+        (history, diag), (eager, eager_diag) = results
+        assert_history(history, eager, **FP32)
+        assert diag == pytest.approx(eager_diag, rel=1e-4, abs=1e-7)
+    print("triton kernels agree")
+
+
+def test_triton_kernels_match_the_eager_code_in_the_interpreter():
+    pytest.importorskip("triton")
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    code = "from tests.test_optim_fused import triton_in_the_interpreter as check; check()"
+    done = subprocess.run([sys.executable, "-c", code], env=env, cwd=Path(__file__).parents[1], capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "triton kernels agree" in done.stdout

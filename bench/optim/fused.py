@@ -1,14 +1,15 @@
-"""VRGD's fused CPU kernels (csrc/vrgd_cpu.cpp), compiled on first use by torch's C++ extension loader.
+"""VRGD's fused kernels: C++ for CPU (csrc/vrgd_cpu.cpp, compiled on first use by torch's C++
+extension loader) and Triton for GPU (fused_triton.py), with the same two calls.
 
 Why: the eager VRGD-LARS step walks the parameters about 14 times (each torch op is one pass over the
-statistics); the fused step does 3 passes per tensor while the tensor is in cache, and observe() one
-pass for the sum and the sum of squares. `bench perf optim` measures both side by side.
+statistics); the fused step does 3 passes per tensor, and observe() one pass for the sum and the sum
+of squares. `bench perf optim` measures both side by side.
 
-The kernels run on CPU for fp32 parameters. They are built once per machine and torch version into
+The CPU kernels take dense fp32 parameters. They are built once per machine and torch version into
 torch's extension cache (~/.cache/torch_extensions, TORCH_EXTENSIONS_DIR moves it): about 30 s with
 a C++ compiler and ninja. Without them the optimizers keep their eager code (`fused=None` warns once;
-`fused=True` is an error). On GPU the eager code runs: its passes are fast there, and no fused GPU
-kernel is written yet.
+`fused=True` is an error). The GPU kernels have been run only in Triton's interpreter so far, so on
+GPU they run with `fused=True` alone; `fused=None` keeps the eager code there.
 """
 
 import functools
@@ -50,17 +51,21 @@ def _dense(t: torch.Tensor) -> bool:
 def unsupported(params) -> str | None:
     """Why the fused kernels cannot run these parameters (None: they can)."""
     for p in params:
-        if p.device.type != "cpu" or p.dtype != torch.float32 or not _dense(p):
-            return f"a {p.dtype} parameter on {p.device} (the fused kernels take dense fp32 CPU tensors)"
+        if p.device.type not in ("cpu", "cuda") or p.dtype != torch.float32 or not _dense(p):
+            return f"a {p.dtype} parameter on {p.device} (the fused kernels take dense fp32 CPU or CUDA tensors)"
+        if p.device != params[0].device:
+            return f"parameters on {params[0].device} and {p.device} (the fused kernels take one device)"
     return None
 
 
 def kernels(fused, params):
-    """The compiled kernels when `fused` (the optimizer's option: None = where possible, True, False) and
-    the parameters allow, else None. fused=True where they cannot run is a UserError."""
+    """The kernels for these parameters when `fused` (the optimizer's option: None = where possible, True,
+    False) and the parameters allow, else None. fused=True where they cannot run is a UserError."""
     if fused is False:
         return None
     reason = unsupported(params)
+    if reason is None and params[0].device.type == "cuda":
+        return _triton() if fused else None  # unverified on a GPU: only when asked for
     module, failure = (None, None) if reason else _build()
     if module is not None:
         return module
@@ -69,6 +74,14 @@ def kernels(fused, params):
     if failure:
         _warn_once(failure)
     return None
+
+
+def _triton():
+    try:
+        from . import fused_triton
+    except ImportError as exc:
+        refuse(f"Triton cannot be imported ({exc})")
+    return fused_triton
 
 
 def refuse(reason: str):

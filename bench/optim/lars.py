@@ -22,6 +22,14 @@ def _fused_sgd(w, g, v, *, lr, weight_decay, momentum, dampening=0.0, nesterov=F
                       dampening=dampening, nesterov=nesterov, maximize=False, is_first_step=False)
 
 
+def trust_ratio(w_norm, g_norm, lr, weight_decay, eta, eps, clip: bool):
+    """LARS' trust ratios from the tensors' norms (the hyperparameters: numbers, or one per tensor):
+    eta ||w|| / (||g|| + wd ||w|| + eps), 1 where a norm is 0; LARC: min(trust / lr, 1)."""
+    trust = eta * w_norm / (g_norm + weight_decay * w_norm + eps)
+    trust = torch.where((w_norm > 0) & (g_norm > 0), trust, 1.0)
+    return torch.clamp(trust / lr, max=1.0) if clip else trust
+
+
 class LARS(GroupOptimizer):
     """LARS as in the MLPerf ResNet-50 reference: lr and the trust ratio sit inside the momentum buffer.
 
@@ -78,11 +86,8 @@ class LARS(GroupOptimizer):
                 _fused_sgd(w, g, v, lr=1.0 if m else s, weight_decay=wd, momentum=m, dampening=1.0 - s)
 
     def _trust_ratio(self, group, params, grads):
-        w_norm, g_norm = norms(params), norms(grads)
-        trust = group["eta"] * w_norm / (g_norm + group["weight_decay"] * w_norm + group["eps"])
-        trust = torch.where((w_norm > 0) & (g_norm > 0), trust, 1.0)
-        if self.clip:
-            trust = torch.clamp(trust / group["lr"], max=1.0)
+        trust = trust_ratio(norms(params), norms(grads), group["lr"], group["weight_decay"], group["eta"],
+                            group["eps"], self.clip)
         self._trust.append(trust)
         return trust
 

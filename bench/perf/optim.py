@@ -1,7 +1,7 @@
 """Optimizer step time on ResNet-50 parameter shapes: SGD, LARS, timm Lars, VRGD-LARS, observe().
 
 All optimizers see the same random gradients. VRGD-LARS and its observe() run both with the fused
-CPU kernels (bench/optim/fused.py; where they apply: fp32 on CPU) and with the eager code (fused=False). The baseline is torch.optim.SGD(momentum=0.9,
+kernels (bench/optim/fused.py: C++ on CPU, Triton on GPU) and with the eager code (fused=False). The baseline is torch.optim.SGD(momentum=0.9,
 foreach=True) without weight decay (its cheapest step); LARS, timm's Lars and VRGD-LARS use
 the MLPerf setting: momentum 0.9, weight decay on the tensors with ndim > 1 only. One run times
 them alternately, `--repeats` times, and reports medians, the ratio to SGD, and each step's
@@ -59,7 +59,9 @@ class Bench:
             "sgd": torch.optim.SGD(self.params["sgd"], lr=lr, momentum=0.9, foreach=True),
             "lars": optim.create(excluded["lars"], "lars", lr=lr, weight_decay=weight_decay),
             "timm": Lars(excluded["timm"], lr=lr, momentum=0.9, weight_decay=weight_decay),
-            "vrgd": optim.create(excluded["vrgd"], "vrgd_lars", lr=lr, weight_decay=weight_decay),
+            # fused: the CPU kernels where they build; on GPU the Triton kernels, used only when asked for
+            "vrgd": optim.create(excluded["vrgd"], "vrgd_lars", lr=lr, weight_decay=weight_decay,
+                                 fused=True if device.type == "cuda" else None),
             "vrgd_eager": optim.create(excluded["vrgd_eager"], "vrgd_lars", lr=lr, weight_decay=weight_decay,
                                        fused=False),
         }

@@ -1,0 +1,151 @@
+"""VRGD's fused GPU kernels in Triton: the same two calls, arithmetic and results as csrc/vrgd_cpu.cpp.
+
+Every kernel runs over one table of chunks of BLOCK elements covering all parameter tensors (tensor
+index, start), so a step is three launches whatever the number of tensors:
+    A: per chunk, the sums of r / k, mean^2, s2 and w^2       (per-tensor totals: index_add_)
+    B: per chunk, ||g_vr||^2 (only for trust_grad "vr")
+    C: the LARS update on g_vr with each tensor's lr x trust, s1 = mean, the clipped count
+The trust ratios stay on the device: no host synchronisation in the step.
+
+NOT YET RUN ON A GPU: the tests run these kernels in Triton's interpreter (TRITON_INTERPRET=1, on
+CPU tensors) against the eager optimizer; their speed and their compiled code are unverified, so
+the optimizers use them only with `fused: true` (fused.py).
+"""
+
+import functools
+
+import torch
+import triton
+import triton.language as tl
+
+from .lars import trust_ratio
+
+BLOCK = 4096
+
+
+@triton.jit
+def _chunk(chunk_tensor, chunk_start, numels, offsets, BLOCK: tl.constexpr):
+    """This program's tensor, its element indices and mask, and their positions in the statistics."""
+    c = tl.program_id(0)
+    t = tl.load(chunk_tensor + c)
+    idx = tl.load(chunk_start + c) + tl.arange(0, BLOCK).to(tl.int64)
+    mask = idx < tl.load(numels + t)
+    return c, t, idx, mask, tl.load(offsets + t) + idx
+
+
+@triton.jit
+def _ratio(s1, s2, inv_k, k, k_eps):
+    """(r / k, mean) per coordinate, as ratio() in vrgd_cpu.cpp."""
+    mean = s1 * inv_k
+    return mean * mean / (tl.maximum(s2 - k * mean * mean, 0.0) + k_eps), mean
+
+
+@triton.jit
+def _observe(stats, n, grads, chunk_tensor, chunk_start, numels, offsets, FIRST: tl.constexpr,
+             BLOCK: tl.constexpr):
+    _, t, idx, mask, at = _chunk(chunk_tensor, chunk_start, numels, offsets, BLOCK)
+    g = tl.load(tl.load(grads + t).to(tl.pointer_type(tl.float32)) + idx, mask=mask)
+    if FIRST:
+        s1, s2 = g, g * g
+    else:
+        s1 = tl.load(stats + at, mask=mask) + g
+        s2 = tl.load(stats + n + at, mask=mask) + g * g
+    tl.store(stats + at, s1, mask=mask)
+    tl.store(stats + n + at, s2, mask=mask)
+
+
+@triton.jit
+def _pass_a(stats, n, weights, chunk_tensor, chunk_start, numels, offsets, partial, inv_k, k, k_eps,
+            BLOCK: tl.constexpr):
+    c, t, idx, mask, at = _chunk(chunk_tensor, chunk_start, numels, offsets, BLOCK)
+    s2 = tl.load(stats + n + at, mask=mask, other=0.0)
+    r, mean = _ratio(tl.load(stats + at, mask=mask, other=0.0), s2, inv_k, k, k_eps)  # 0 where masked
+    w = tl.load(tl.load(weights + t).to(tl.pointer_type(tl.float32)) + idx, mask=mask, other=0.0)
+    tl.store(partial + 4 * c, tl.sum(r, axis=0))
+    tl.store(partial + 4 * c + 1, tl.sum(mean * mean, axis=0))
+    tl.store(partial + 4 * c + 2, tl.sum(s2, axis=0))
+    tl.store(partial + 4 * c + 3, tl.sum(w * w, axis=0))
+
+
+@triton.jit
+def _pass_b(stats, n, chunk_tensor, chunk_start, numels, offsets, scales, partial, inv_k, k, k_eps, gamma,
+            BLOCK: tl.constexpr):
+    c, t, idx, mask, at = _chunk(chunk_tensor, chunk_start, numels, offsets, BLOCK)
+    r, mean = _ratio(tl.load(stats + at, mask=mask, other=0.0), tl.load(stats + n + at, mask=mask, other=0.0),
+                     inv_k, k, k_eps)
+    g = tl.minimum(tl.maximum(r * tl.load(scales + t), gamma), 1.0) * mean
+    tl.store(partial + c, tl.sum(g * g, axis=0))
+
+
+@triton.jit
+def _pass_c(stats, n, weights, buffers, chunk_tensor, chunk_start, numels, offsets, scales, steps, decays, momenta,
+            partial, inv_k, k, k_eps, gamma, BLOCK: tl.constexpr):
+    c, t, idx, mask, at = _chunk(chunk_tensor, chunk_start, numels, offsets, BLOCK)
+    r, mean = _ratio(tl.load(stats + at, mask=mask, other=0.0), tl.load(stats + n + at, mask=mask, other=0.0),
+                     inv_k, k, k_eps)
+    r = r * tl.load(scales + t)
+    g = tl.minimum(tl.maximum(r, gamma), 1.0) * mean
+    w_at = tl.load(weights + t).to(tl.pointer_type(tl.float32)) + idx
+    v_at = tl.load(buffers + t).to(tl.pointer_type(tl.float32)) + idx
+    w = tl.load(w_at, mask=mask)
+    v = tl.load(momenta + t) * tl.load(v_at, mask=mask) + tl.load(steps + t) * (g + tl.load(decays + t) * w)
+    tl.store(v_at, v, mask=mask)
+    tl.store(w_at, w - v, mask=mask)
+    tl.store(stats + at, mean, mask=mask)
+    tl.store(partial + c, tl.sum(tl.where(mask & (r < gamma), 1.0, 0.0), axis=0))
+
+
+@functools.lru_cache(maxsize=8)
+def _chunks(numels: tuple, device: torch.device):
+    """(chunk -> tensor index, chunk -> first element, numel per tensor) on the device."""
+    tensor = [t for t, numel in enumerate(numels) for _ in range(0, numel, BLOCK)]
+    start = [s for numel in numels for s in range(0, numel, BLOCK)]
+    return (torch.tensor(tensor, dtype=torch.int64, device=device), torch.tensor(start, dtype=torch.int64, device=device),
+            torch.tensor(numels, dtype=torch.int64, device=device))
+
+
+def _pointers(tensors, device):
+    return torch.tensor([x.data_ptr() for x in tensors], dtype=torch.int64).to(device, non_blocking=True)
+
+
+def observe(stats, grads, offsets, first: bool) -> None:
+    """As observe() in vrgd_cpu.cpp: add one group's gradients (dense fp32, their parameter's layout)."""
+    n = (stats.numel() - 2) // 2
+    tensor, start, numels = _chunks(tuple(g.numel() for g in grads), stats.device)
+    _observe[(len(tensor),)](stats, n, _pointers(grads, stats.device), tensor, start, numels,
+                              offsets.to(stats.device), FIRST=first, BLOCK=BLOCK)
+
+
+def vrgd_lars_step(stats, params, bufs, hyper, k: int, eps: float, gamma: float, trust_vr: bool):
+    """As vrgd_lars_step() in vrgd_cpu.cpp (hyper[t] = lr, weight_decay, eta, eps, adapt, clip, momentum);
+    returns the same per-tensor table, on the device."""
+    device, n = stats.device, (stats.numel() - 2) // 2
+    numel_list = tuple(p.numel() for p in params)
+    tensor, start, numels = _chunks(numel_list, device)
+    offsets = torch.tensor([0, *numel_list[:-1]], dtype=torch.int64).cumsum(0).to(device)
+    weights, buffers = _pointers(params, device), _pointers(bufs, device)
+    gsnr = dict(inv_k=1.0 / k, k=float(k), k_eps=k * eps)
+    grid, chunks = (len(tensor),), (tensor, start, numels, offsets)
+
+    def per_tensor(partial):  # chunk sums -> tensor sums, in float64
+        width = partial.shape[1]
+        return torch.zeros(len(params), width, dtype=torch.float64, device=device).index_add_(0, tensor,
+                                                                                             partial.double())
+
+    partial = torch.empty(len(tensor), 4, device=device)
+    _pass_a[grid](stats, n, weights, *chunks, partial, **gsnr, BLOCK=BLOCK)
+    sums = per_tensor(partial)
+    r_mean = sums[:, 0] / numels
+    scales = torch.where(r_mean > 0, 1 / r_mean, 0.0).float()
+    vr_sq = sums[:, 1]
+    if trust_vr:
+        partial = torch.empty(len(tensor), 1, device=device)
+        _pass_b[grid](stats, n, *chunks, scales, partial, **gsnr, gamma=gamma, BLOCK=BLOCK)
+        vr_sq = per_tensor(partial)[:, 0]
+    clip = bool(hyper[0, 5])  # LARC or LARS: one optimizer, one rule
+    lr, wd, eta, trust_eps, adapt, _, momentum = hyper.to(device).unbind(1)
+    trust = torch.where(adapt > 0, trust_ratio(sums[:, 3].sqrt(), vr_sq.sqrt(), lr, wd, eta, trust_eps, clip), 1.0)
+    partial = torch.empty(len(tensor), 1, device=device)
+    _pass_c[grid](stats, n, weights, buffers, *chunks, scales, (lr * trust).float(), wd.float(), momentum.float(),
+                  partial, **gsnr, gamma=gamma, BLOCK=BLOCK)
+    return torch.cat([sums, vr_sq[:, None], per_tensor(partial), trust[:, None]], dim=1)
