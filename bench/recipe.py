@@ -173,6 +173,15 @@ class Recipe(_Strict):
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
 
+    @staticmethod
+    def as_today(saved: dict) -> dict:
+        """A resolved recipe saved by a run, read with today's schema: keys added since are filled in
+        at their defaults. As saved when it no longer validates."""
+        try:
+            return Recipe.model_validate(saved).model_dump(mode="json")
+        except (ValidationError, TypeError):
+            return saved
+
     def same_as(self, saved_yaml: str) -> bool:
         """Whether a resolved recipe saved by a run is this one, read with today's schema: a key
         added to the schema since, at its default, is no change."""

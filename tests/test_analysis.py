@@ -240,3 +240,13 @@ def test_corrupt_recipe_or_meta_is_a_user_error(tmp_path):
     (run / "recipe.yaml").write_text("name: r\n")
     with pytest.raises(UserError, match="missing key 'optimizer'"):
         results.load([tmp_path])
+
+
+def test_a_key_added_to_the_schema_since_a_run_does_not_split_its_seeds(tmp_path):
+    """Runs are read under today's schema: a saved recipe without a key that now has a default (as a run
+    made before the key existed) is a seed of the same recipe as one that spells the default out."""
+    make_run(tmp_path, "lars-100-s0", "lars", 100, 0, [50, 62, 70])
+    make_run(tmp_path, "lars-100-s1", "lars", 100, 1, [50, 58, 66], adaptive_batch=None, label_smoothing=0.0)
+    runs = results.load([tmp_path])
+    assert runs["group"].nunique() == 1
+    assert results.aggregate(runs)["n"].tolist() == [2]

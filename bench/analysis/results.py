@@ -52,6 +52,7 @@ import yaml
 from bench.analysis.paper import data_label, model_label, model_shape, paper_setting, setting_label
 from bench.engine.rundir import FINISHED, METRIC_COLUMNS
 from bench.errors import UserError
+from bench.recipe import Recipe
 
 # Removed from the resolved recipe before comparing runs for seed aggregation:
 # the run's identity (name, seed) and fields that do not change the mathematics
@@ -108,7 +109,7 @@ def read_recipe_and_meta(run: Path) -> tuple[dict, dict]:
             raise UserError(f"{run / 'recipe.yaml'}: missing key '{key}' (not a resolved bench recipe)")
     if not isinstance(recipe["optimizer"], dict) or "name" not in recipe["optimizer"]:
         raise UserError(f"{run / 'recipe.yaml'}: missing key 'optimizer.name'")
-    return recipe, meta
+    return Recipe.as_today(recipe), meta  # so a key added since a run was made does not split its seeds
 
 
 def read_metrics(run: Path, plan_batch: float = math.nan) -> pd.DataFrame:
