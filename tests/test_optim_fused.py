@@ -2,6 +2,7 @@
 float64 reference from the equations and against the eager code, over several steps, with the edge
 cases (w = 0, g = 0 everywhere, excluded tensors, a group without a gradient), and the fused option."""
 
+import copy
 import os
 import subprocess
 import sys
@@ -190,3 +191,28 @@ def test_triton_kernels_match_the_eager_code_in_the_interpreter():
                           text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "triton kernels agree" in done.stdout
+
+
+def test_momentum_loaded_from_another_layout_steps_through_the_eager_code():
+    """A checkpoint of a contiguous model loaded into a channels_last one: buffers and weights differ in
+    layout, which the kernel cannot walk; the step falls back to the eager code and stays exact."""
+    ws = [w.float() for w in weights()]
+    (first, second) = fp32(gradients(2, k=3))
+    saved = optim.create([nn.Parameter(w.clone()) for w in ws], "vrgd_lars", lr=0.5, weight_decay=0.1)
+    for grads in first:
+        backward(saved.param_groups[0]["params"] + saved.param_groups[1]["params"], grads)
+        saved.observe()
+    saved.step()
+    results = []
+    for fused in (None, False):
+        params = [nn.Parameter(w.clone()) for w in ws]
+        params[0] = nn.Parameter(ws[0].contiguous(memory_format=torch.channels_last))
+        opt = optim.create(params, "vrgd_lars", lr=0.5, weight_decay=0.1, fused=fused)
+        opt.load_state_dict(copy.deepcopy(saved.state_dict()))  # load_state_dict keeps the tensors it can
+        assert opt.state[params[0]]["momentum_buffer"].stride() != params[0].stride()
+        for grads in second:
+            backward(params, grads)
+            opt.observe()
+        opt.step()
+        results.append([p.detach().clone() for p in params])
+    assert_history([results[0]], [results[1]], rtol=1e-6, atol=1e-7)

@@ -187,15 +187,18 @@ class VRGDLARS(VRGD, LARS):
 
     def _apply(self):
         """The whole step in the fused kernel where it can run (vrgd_cpu.cpp), else the eager code."""
-        if self._step_unfused():
+        if self._stats is None or self._step_unfused():
+            return super()._apply()
+        params = list(self._sum)  # every parameter, in the order of the statistics
+        bufs = self._state(params, "momentum_buffer")
+        if any(v.stride() != p.stride() for p, v in zip(params, bufs)):  # loaded from a model of another layout
             return super()._apply()
         k = self._count()
-        params = list(self._sum)  # every parameter, in the order of the statistics
         hyper = torch.tensor([[group["lr"], group["weight_decay"], group["eta"], group["eps"], group["adapt"],
                                self.clip, group["momentum"]] for group in self.param_groups for _ in group["params"]],
                              dtype=torch.float64)
-        out = self._kernels.vrgd_lars_step(self._stats, params, self._state(params, "momentum_buffer"), hyper, k,
-                                           self.gsnr_eps, self.gamma, self.trust_grad == "vr")
+        out = self._kernels.vrgd_lars_step(self._stats, params, bufs, hyper, k, self.gsnr_eps, self.gamma,
+                                           self.trust_grad == "vr")
         for p, g_bar in self._sum.items():
             p.grad = g_bar  # the kernel left g_bar in the statistics
         r_sum, mean_sq, squares, _, _, clipped, trust = out.unbind(1)
