@@ -250,3 +250,15 @@ def test_a_key_added_to_the_schema_since_a_run_does_not_split_its_seeds(tmp_path
     runs = results.load([tmp_path])
     assert runs["group"].nunique() == 1
     assert results.aggregate(runs)["n"].tolist() == [2]
+
+
+def test_the_fused_kernels_option_does_not_split_seeds(tmp_path):
+    """optimizer.fused picks an implementation, not the mathematics (SEED_NEUTRAL)."""
+    import yaml
+
+    for seed, fused in enumerate((None, False)):
+        run = make_run(tmp_path, f"vrgd-s{seed}", "vrgd_lars", 100, seed, [50, 62, 70])
+        recipe = yaml.safe_load((run / "recipe.yaml").read_text())
+        recipe["optimizer"]["fused"] = fused
+        (run / "recipe.yaml").write_text(yaml.safe_dump(recipe))
+    assert results.load([tmp_path])["group"].nunique() == 1

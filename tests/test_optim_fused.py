@@ -159,6 +159,11 @@ def triton_in_the_interpreter():
 
     ws, steps = [w.float() for w in weights()], fp32(gradients(len(LRS), k=3))
     steps[1][0][1] = None  # a parameter without a gradient in the step's first group
+    gen = torch.Generator().manual_seed(5)
+    ws.append(torch.randn(3 * fused_triton.BLOCK + 5, generator=gen))  # chunks past the first, a partial one
+    for groups in steps:
+        for grads in groups:
+            grads.append(torch.randn(ws[-1].shape, generator=gen) + 0.2)
     for name, hparams in [("vrgd_lars", dict(weight_decay=0.1, eta=0.05)),
                           ("vrgd_lars", dict(weight_decay=0.1, eta=0.05, trust_grad="mean", momentum=0.8)),
                           ("vrgd_sgd", dict(weight_decay=0.1))]:
@@ -216,3 +221,103 @@ def test_momentum_loaded_from_another_layout_steps_through_the_eager_code():
         opt.step()
         results.append([p.detach().clone() for p in params])
     assert_history([results[0]], [results[1]], rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("fused", [None, False])
+@pytest.mark.parametrize("rows", [10, 1000])
+def test_a_layer_whose_mean_r_underflows_stays_finite(fused, rows):
+    """One coordinate with a tiny mean gradient, the rest exactly 0: mean(r) ~ 1e-42 and 1 / mean(r)
+    overflows fp32. The factors are capped instead of making 0 * inf = NaN."""
+    p = nn.Parameter(torch.randn(rows, 4))
+    opt = optim.create([p], "vrgd_lars", lr=0.5, weight_decay=0.1, fused=fused)
+    for value in (1.0, -1.0, 3e-21):
+        p.grad = torch.zeros(rows, 4)
+        p.grad[0, 0] = value
+        opt.observe()
+    opt.step()
+    assert torch.isfinite(p).all()
+    assert opt.diagnostics()["gsnr_clip_frac"] == pytest.approx(1.0, abs=0.01)
+
+
+@pytest.mark.parametrize("fused", [None, False])
+def test_zero_grad_without_none_gives_the_same_steps(fused):
+    """After step() p.grad is the g_bar view of the statistics; zero_grad(set_to_none=False) then
+    backward adds into that view: observe() must still read the group's own gradient."""
+    ws, steps = [w.float() for w in weights()], fp32(gradients(3, k=3))
+    ref, _ = run("vrgd_lars", ws, steps, LRS[:3], weight_decay=0.1)
+    params = [nn.Parameter(w.clone()) for w in ws]
+    opt = optim.create(params, "vrgd_lars", lr=LRS[0], weight_decay=0.1, fused=fused)
+    history = []
+    for lr, groups in zip(LRS, steps):
+        for group in opt.param_groups:
+            group["lr"] = lr
+        for grads in groups:
+            for p, g in zip(params, grads):  # what backward does to a zeroed p.grad
+                p.grad = g.clone() if p.grad is None else p.grad.add_(g)
+            opt.observe()
+        opt.step()
+        opt.zero_grad(set_to_none=False)
+        history.append([p.detach().clone() for p in params])
+    assert_history(history, ref, rtol=1e-6, atol=1e-7)
+
+
+class VRGDLARC(optim.VRGDLARS):
+    clip = True
+
+
+def test_large_tensors_several_groups_of_settings_and_larc_on_two_threads():
+    """Tensors of several 16K-element chunks, three param groups with their own lr, momentum, eta and weight
+    decay, LARC clipping, two threads: the fused step equals the eager one."""
+    gen = torch.Generator().manual_seed(3)
+    shapes = [(130, 130), (64, 3, 7, 7), (40_000,), (7,)]
+    ws = [torch.randn(s, generator=gen) for s in shapes]
+    # 8 groups: a variance near 0 (an r from the heavy tail that dominates mean(r), where fp32 rounding of the
+    # sums decides) is rare, so the comparison checks the kernel's plumbing rather than fp32 conditioning
+    groups = [[torch.randn(s, generator=gen) * (i + 1) + 0.5 for i, s in enumerate(shapes)] for _ in range(8)]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    results = []
+    try:
+        for fused in (None, False):
+            for cls in (optim.VRGDLARS, VRGDLARC):
+                params = [nn.Parameter(w.clone()) for w in ws]
+                opt = cls([{"params": params[:2], "eta": 0.02, "momentum": 0.8},
+                           {"params": params[2:3], "lr": 0.3, "weight_decay": 0.0, "adapt": False},
+                           {"params": params[3:], "momentum": 0.5}], lr=0.7, weight_decay=0.01, fused=fused)
+                for step in range(3):
+                    for grads in groups:
+                        backward(params, [g * (step + 1) for g in grads])
+                        opt.observe()
+                    opt.step()
+                    opt.zero_grad()
+                assert (opt._kernels is not None) == (fused is None)
+                results.append(([p.detach().clone() for p in params], opt.diagnostics()))
+    finally:
+        torch.set_num_threads(threads)
+    for (ours, diag), (eager, eager_diag) in zip(results[:2], results[2:]):
+        for w, a, b in zip(ws, ours, eager):  # the updates agree up to the fp32 summation order of mean(r)
+            assert (a - b).norm() <= 1e-5 * (b - w).norm()
+        assert diag == pytest.approx(eager_diag, rel=1e-4)
+    assert results[1][1]["trust_max"] <= 1.0 and not torch.equal(results[0][0][0], results[1][0][0])  # LARC
+
+
+def test_a_model_moved_after_the_optimizer_was_built_runs_the_eager_code():
+    model = nn.Linear(6, 3)
+    opt = optim.create(model, "vrgd_lars", lr=0.5)
+    assert opt._kernels is not None
+    model.double()
+    for _ in range(2):
+        model(torch.randn(4, 6, dtype=torch.float64)).sum().backward()
+        opt.observe()
+    opt.step()
+    assert opt._kernels is None and all(torch.isfinite(p).all() for p in model.parameters())
+
+
+def test_an_empty_adapted_group_reports_the_other_groups():
+    params = [nn.Parameter(w.float()) for w in weights()]
+    opt = optim.VRGDLARS([{"params": []}, {"params": params, "adapt": False}], lr=0.5)
+    for grads in fp32(gradients(1, k=2))[0]:
+        backward(params, grads)
+        opt.observe()
+    opt.step()
+    assert "trust_min" not in opt.diagnostics() and "gsnr_r_mean" in opt.diagnostics()

@@ -22,6 +22,8 @@ import torch
 from bench.errors import UserError
 
 SOURCE = Path(__file__).with_name("csrc") / "vrgd_cpu.cpp"
+# The step kernels' per-tensor settings, one row per parameter in this column order (its param group's).
+HYPER = ("lr", "weight_decay", "eta", "eps", "adapt", "clip", "momentum")
 # -fno-trapping-math: comparisons may become vector selects (no code here reads floating-point traps).
 FLAGS = ["-O3", "-fno-trapping-math", "-fopenmp"]
 
@@ -29,13 +31,17 @@ FLAGS = ["-O3", "-fno-trapping-math", "-fopenmp"]
 @functools.cache
 def _build():
     """(the compiled module, None) or (None, why it could not be built)."""
-    logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)  # "No CUDA runtime is found": CPU only
-    from torch.utils.cpp_extension import load
-
+    logger = logging.getLogger("torch.utils.cpp_extension")
+    level = logger.level
+    logger.setLevel(logging.ERROR)  # its "No CUDA runtime is found" warning: these kernels are CPU code
     try:
+        from torch.utils.cpp_extension import load
+
         return load("bench_vrgd_cpu", [str(SOURCE)], extra_cflags=FLAGS, extra_ldflags=["-fopenmp"]), None
     except Exception as exc:  # no compiler, no ninja, a read-only cache: the eager code still works
         return None, f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+    finally:
+        logger.setLevel(level)
 
 
 def _dense(t: torch.Tensor) -> bool:

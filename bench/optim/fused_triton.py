@@ -136,7 +136,7 @@ def vrgd_lars_step(stats, params, bufs, hyper, k: int, eps: float, gamma: float,
     _pass_a[grid](stats, n, weights, *chunks, partial, **gsnr, BLOCK=BLOCK)
     sums = per_tensor(partial)
     r_mean = sums[:, 0] / numels
-    scales = torch.where(r_mean > 0, 1 / r_mean, 0.0).float()
+    scales = torch.where(r_mean > 0, 1 / r_mean, 0.0).clamp(max=torch.finfo(torch.float32).max).float()  # no inf
     vr_sq = sums[:, 1]
     if trust_vr:
         partial = torch.empty(len(tensor), 1, device=device)

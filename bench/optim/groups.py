@@ -63,6 +63,7 @@ class GroupGradients(GroupOptimizer):
         if self._stats is None:
             self._allocate()
         if self._groups == 0:
+            self._own_gradients()
             self._stats.zero_()
         index = self._groups if index is None else index
         params = [p for p in self._sum if p.grad is not None]
@@ -78,6 +79,14 @@ class GroupGradients(GroupOptimizer):
         for p in params:
             p.grad = None
         self._groups += 1
+
+    def _own_gradients(self) -> None:
+        """Give back p.grad its own memory where it still is the g_bar view of the last step: after
+        zero_grad(set_to_none=False) backward adds into that view, which the statistics overwrite."""
+        stats = self._stats.untyped_storage().data_ptr()
+        for p in self._sum:
+            if p.grad is not None and p.grad.untyped_storage().data_ptr() == stats:
+                p.grad = p.grad.clone(memory_format=torch.preserve_format)
 
     def _reduce(self) -> int:
         """The number of groups k over all ranks; all-reduces the statistics when distributed."""

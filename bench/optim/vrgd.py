@@ -72,30 +72,37 @@ class VRGD(GroupGradients):
         self.gsnr_step = 0
         self._gsnr = None  # (clip fraction, mean r) of the last step
         self.fused = fused
-        self._kernels = fused_kernels.kernels(fused, [p for group in self.param_groups for p in group["params"]])
+        self._kernels = self._pick_kernels()  # again when the statistics are allocated: the model may have moved
+
+    def _pick_kernels(self):
+        return fused_kernels.kernels(self.fused, [p for group in self.param_groups for p in group["params"]])
 
     @torch.no_grad()
     def observe(self, index=None):
         """As GroupGradients.observe, in one fused pass (the step's first group overwrites the statistics)."""
-        if self._kernels is None:
-            return super().observe(index)
         if self._stats is None:
             self._allocate()
+        if self._kernels is None:
+            return super().observe(index)
         params = [p for p in self._sum if p.grad is not None]
-        if not all(p.grad.dtype == torch.float32 and p.grad.stride() == p.stride() for p in params):
+        if not all(p.grad.dtype == torch.float32 and p.grad.device == p.device and p.grad.stride() == p.stride()
+                   for p in params):
             return super().observe(index)  # a gradient laid out unlike its parameter: the eager code reads any
         first = self._groups == 0 and len(params) == len(self._sum)
         if self._groups == 0:
+            self._own_gradients()
             (self._stats[-2:] if first else self._stats).zero_()
         if params:
             offsets = torch.tensor([self._offsets[p] for p in params], dtype=torch.int64)
             self._kernels.observe(self._stats, [p.grad for p in params], offsets, first)
+            torch.autograd.graph.increment_version(self._stats)
         for p in params:
             p.grad = None
         self._groups += 1
 
     def _allocate(self):
         super()._allocate()
+        self._kernels = self._pick_kernels()
         self._numels = torch.tensor(self._sizes, dtype=self._stats.dtype, device=self._stats.device)
         starts = [0, *torch.tensor(self._sizes).cumsum(0).tolist()[:-1]]
         self._offsets = dict(zip(self._sum, starts))  # each parameter's segment of the flat statistics
@@ -130,7 +137,8 @@ class VRGD(GroupGradients):
         layers = r.split(self._sizes)
         sums = torch.stack([layer.sum() for layer in layers])
         layer_mean = sums / self._numels
-        torch._foreach_mul_(layers, torch.where(layer_mean > 0, 1 / layer_mean, 0.0).unbind(0))  # r / mean(r)
+        scale = torch.where(layer_mean > 0, 1 / layer_mean, 0.0).clamp(max=torch.finfo(r.dtype).max)  # 0 * inf: NaN
+        torch._foreach_mul_(layers, scale.unbind(0))  # r / mean(r)
         stride = r.numel() >> 20  # about 2^20 coordinates counted: all of them below that
         # every stride-th run of 16 (a 64-byte cache line of fp32): a strided single read would touch every line
         sample = r if stride <= 1 else r[: r.numel() // 16 * 16].view(-1, 16)[::stride]
@@ -139,8 +147,9 @@ class VRGD(GroupGradients):
         return clipped, sums.sum() * (k / r.numel())
 
     def diagnostics(self):
-        """Base diagnostics plus gsnr_clip_frac (fraction of coordinates clipped at gamma, see _factors) and
-        gsnr_r_mean (mean GSNR r over all coordinates, before normalising and clipping)."""
+        """Base diagnostics plus gsnr_clip_frac (fraction of coordinates clipped at gamma: counted exactly by
+        the fused step, on about 2^20 coordinates by the eager code, see _factors) and gsnr_r_mean (mean
+        GSNR r over all coordinates, before normalising and clipping)."""
         out = super().diagnostics()
         if self._gsnr is not None:
             out.update(gsnr_clip_frac=float(self._gsnr[0]), gsnr_r_mean=float(self._gsnr[1]))
@@ -194,11 +203,12 @@ class VRGDLARS(VRGD, LARS):
         if any(v.stride() != p.stride() for p, v in zip(params, bufs)):  # loaded from a model of another layout
             return super()._apply()
         k = self._count()
-        hyper = torch.tensor([[group["lr"], group["weight_decay"], group["eta"], group["eps"], group["adapt"],
-                               self.clip, group["momentum"]] for group in self.param_groups for _ in group["params"]],
-                             dtype=torch.float64)
+        hyper = torch.tensor([[{**group, "clip": self.clip}[key] for key in fused_kernels.HYPER]
+                              for group in self.param_groups for _ in group["params"]], dtype=torch.float64)
         out = self._kernels.vrgd_lars_step(self._stats, params, bufs, hyper, k, self.gsnr_eps, self.gamma,
                                            self.trust_grad == "vr")
+        for written in (*params, *bufs, self._stats):  # the kernel wrote through pointers: tell autograd
+            torch.autograd.graph.increment_version(written)
         for p, g_bar in self._sum.items():
             p.grad = g_bar  # the kernel left g_bar in the statistics
         r_sum, mean_sq, squares, _, _, clipped, trust = out.unbind(1)
@@ -206,7 +216,7 @@ class VRGDLARS(VRGD, LARS):
         self._gsnr = clipped.sum() / self._n, r_sum.sum() * (k / self._n)
         first = 0
         for group in self.param_groups:
-            if group["adapt"]:
+            if group["adapt"] and group["params"]:
                 self._trust.append(trust[first : first + len(group["params"])].float())
             first += len(group["params"])
 

@@ -12,6 +12,7 @@ dependency) divided by the copy bandwidth measured in the same run.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import statistics
 import time
@@ -59,9 +60,9 @@ class Bench:
             "sgd": torch.optim.SGD(self.params["sgd"], lr=lr, momentum=0.9, foreach=True),
             "lars": optim.create(excluded["lars"], "lars", lr=lr, weight_decay=weight_decay),
             "timm": Lars(excluded["timm"], lr=lr, momentum=0.9, weight_decay=weight_decay),
-            # fused: the CPU kernels where they build; on GPU the Triton kernels, used only when asked for
+            # fused: the CPU kernels where they build; on GPU the Triton kernels (used only when asked for)
             "vrgd": optim.create(excluded["vrgd"], "vrgd_lars", lr=lr, weight_decay=weight_decay,
-                                 fused=True if device.type == "cuda" else None),
+                                 fused=True if device.type == "cuda" and importlib.util.find_spec("triton") else None),
             "vrgd_eager": optim.create(excluded["vrgd_eager"], "vrgd_lars", lr=lr, weight_decay=weight_decay,
                                        fused=False),
         }

@@ -20,12 +20,17 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 namespace {
 
 constexpr int64_t kGrain = 1 << 14;  // elements per parallel chunk (64 KiB of each stream)
+#if defined(__x86_64__)
 #define VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define VECTOR_CLONES
+#endif
 
 struct Gsnr {
   float inv_k, k, k_eps;
@@ -118,10 +123,14 @@ void check_fp32_cpu(const torch::Tensor& t, const char* what) {
 void observe(torch::Tensor stats, const std::vector<torch::Tensor>& grads, torch::Tensor offsets, bool first) {
   check_fp32_cpu(stats, "the statistics");
   const int64_t n = (stats.numel() - 2) / 2;
+  TORCH_CHECK(offsets.dtype() == torch::kInt64 && offsets.is_contiguous() &&
+              offsets.numel() == int64_t(grads.size()), "one int64 offset per gradient");
   std::vector<const float*> data;
   std::vector<int64_t> tensor, start;  // chunks over all tensors: one parallel region per call
   for (size_t t = 0; t < grads.size(); ++t) {
     check_fp32_cpu(grads[t], "gradients");
+    const int64_t o = offsets.data_ptr<int64_t>()[t];
+    TORCH_CHECK(o >= 0 && o + grads[t].numel() <= n, "a gradient's segment lies outside the statistics");
     data.push_back(grads[t].data_ptr<float>());
     for (int64_t b = 0; b < grads[t].numel(); b += kGrain) tensor.push_back(t), start.push_back(b);
   }
@@ -143,6 +152,11 @@ torch::Tensor vrgd_lars_step(torch::Tensor stats, const std::vector<torch::Tenso
                              double gamma, bool trust_vr) {
   check_fp32_cpu(stats, "the statistics");
   const int64_t count = params.size();
+  TORCH_CHECK(int64_t(bufs.size()) == count && hyper.dim() == 2 && hyper.size(0) == count && hyper.size(1) == 7,
+              "one momentum buffer and one row of 7 settings per parameter");
+  int64_t total = 0;
+  for (const auto& p : params) total += p.numel();
+  TORCH_CHECK(2 * total + 2 == stats.numel(), "the statistics must hold 2 floats per parameter element, plus 2");
   auto result = torch::zeros({count, 7}, torch::kFloat64);
   double* out = result.data_ptr<double>();
   const auto h = hyper.contiguous().to(torch::kFloat64);
@@ -153,14 +167,17 @@ torch::Tensor vrgd_lars_step(torch::Tensor stats, const std::vector<torch::Tenso
   float* s2 = s1 + n;
   for (int64_t t = 0, offset = 0; t < count; offset += params[t].numel(), ++t) {
     check_fp32_cpu(params[t], "parameters");
-    TORCH_CHECK(bufs[t].strides() == params[t].strides(), "momentum buffers must have their parameter's strides");
+    check_fp32_cpu(bufs[t], "momentum buffers");
+    TORCH_CHECK(bufs[t].sizes() == params[t].sizes() && bufs[t].strides() == params[t].strides(),
+                "momentum buffers must have their parameter's shape and strides");
     float* w = params[t].data_ptr<float>();
     float* v = bufs[t].data_ptr<float>();
     float *a = s1 + offset, *b = s2 + offset;
     const int64_t numel = params[t].numel();
     const auto sums = chunked(numel, 4, [&](int64_t i, int64_t j, double* o) { pass_a(a, b, w, i, j, q, o); });
     const double r_mean = sums[0] / numel;
-    const float scale = r_mean > 0 ? 1.0 / r_mean : 0.0;  // r == 0 everywhere (mean == 0): factors gamma * 0
+    // r == 0 everywhere (mean == 0): factors gamma * 0. Capped: a float inf would make 0 * inf = NaN.
+    const float scale = r_mean > 0 ? std::min(1.0 / r_mean, double(std::numeric_limits<float>::max())) : 0.0;
     const double vr_sq = trust_vr ? chunked(numel, 1, [&](int64_t i, int64_t j, double* o) {
       pass_b(a, b, i, j, q, scale, gamma, o);
     })[0] : sums[1];
