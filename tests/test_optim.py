@@ -382,9 +382,11 @@ def test_plain_optimizers_work_as_ordinary_torch_optimizers():
 def test_perf_optim_runs_and_prints_the_table(capsys):
     from bench.perf.optim import main
 
-    assert main(["--repeats", "1", "--small", "--device", "cpu"]) == 0
+    assert main(["--repeats", "1", "--small", "--device", "cpu", "--family"]) == 0
     out = capsys.readouterr().out
     for row in ("torch.optim.SGD(momentum, foreach=True) step", "bench LARS step", "timm Lars step",
-                "bench VRGD-LARS step (k = 4)", "bench VRGD-LARS observe(), one group", "copy bandwidth"):
+                "bench VRGD-LARS step (k = 4), fused ", "bench VRGD-LARS step (k = 4), fused=False",
+                "bench VRGD-LARS observe(), one group, fused", "bench VRGD-LAMB step (k = 4), fused=False",
+                "copy bandwidth"):
         assert row in out
     assert out.count("PASS") + out.count("MISS") == 4

@@ -14,6 +14,7 @@ from torch import nn
 
 from bench import optim
 from bench.errors import UserError
+from bench.optim import fused as fused_kernels
 from tests.test_optim import LRS, ZERO_G, RefLARS, assert_history, backward, gradients, run, weights
 from tests.test_optim import one_thread  # noqa: F401  (autouse fixture)
 from tests.test_optim_vrgd import RefVRGD
@@ -54,17 +55,33 @@ def test_fused_vrgd_lars_matches_float64_reference(k, hparams, ref_options):
                                                                     rel=1e-4)
 
 
-@pytest.mark.parametrize("name,hparams", [
-    ("vrgd_lars", dict(weight_decay=0.1, eta=0.05)),
-    ("vrgd_lars", dict(weight_decay=0.1, eta=0.05, beta3=0.9)),  # fused observe, eager step
-    ("vrgd_sgd", dict(weight_decay=0.1)),
-    ("vrgd_lamb", dict(weight_decay=0.1)),
+@pytest.mark.parametrize("name,hparams,kernel", [
+    ("vrgd_lars", dict(weight_decay=0.1, eta=0.05), "vrgd_lars_step"),
+    ("vrgd_lars", dict(weight_decay=0.1, eta=0.05, beta3=0.9), "vrgd_factors"),  # then momentum and LARS eager
+    ("vrgd_sgd", dict(weight_decay=0.1), "vrgd_factors"),
+    ("vrgd_adam", dict(weight_decay=0.1), "vrgd_factors"),
+    ("vrgd_lamb", dict(weight_decay=0.1, gamma=0.3), "vrgd_factors"),
 ])  # fmt: skip
-def test_fused_and_eager_code_agree(name, hparams):
+def test_fused_and_eager_code_agree(name, hparams, kernel, monkeypatch):
+    module, _ = fused_kernels._build()
+    calls = []
+
+    def spy(function):
+        original = getattr(module, function)
+
+        def call(*args):
+            calls.append(function)
+            return original(*args)
+
+        monkeypatch.setattr(module, function, call)
+
+    spy("vrgd_lars_step")
+    spy("vrgd_factors")
     ws, steps = [w.float() for w in weights()], fp32(gradients(len(LRS), k=4))
     fused, opt = run(name, ws, steps, LRS, **hparams)
+    assert calls == [kernel] * len(LRS)
     eager, ref = run(name, ws, steps, LRS, fused=False, **hparams)
-    assert opt._kernels is not None and ref._kernels is None
+    assert opt._kernels is not None and ref._kernels is None and len(calls) == len(LRS)
     assert_history(fused, eager, rtol=1e-5, atol=1e-6)
     ours, theirs = opt.diagnostics(), ref.diagnostics()
     assert ours.keys() == theirs.keys()
@@ -166,7 +183,8 @@ def triton_in_the_interpreter():
             grads.append(torch.randn(ws[-1].shape, generator=gen) + 0.2)
     for name, hparams in [("vrgd_lars", dict(weight_decay=0.1, eta=0.05)),
                           ("vrgd_lars", dict(weight_decay=0.1, eta=0.05, trust_grad="mean", momentum=0.8)),
-                          ("vrgd_sgd", dict(weight_decay=0.1))]:
+                          ("vrgd_sgd", dict(weight_decay=0.1)),  # vrgd_factors, g_vr written by the kernel
+                          ("vrgd_adam", dict(weight_decay=0.1))]:  # vrgd_factors, then GSNR momentum
         results = []
         for kernels in (fused_triton, None):
             params = [nn.Parameter(w.clone()) for w in ws]

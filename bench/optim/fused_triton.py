@@ -1,10 +1,11 @@
 """VRGD's fused GPU kernels in Triton: the same two calls, arithmetic and results as csrc/vrgd_cpu.cpp.
 
 Every kernel runs over one table of chunks of BLOCK elements covering all parameter tensors (tensor
-index, start), so a step is three launches whatever the number of tensors:
+index, start), so a VRGD-LARS step is three launches whatever the number of tensors:
     A: per chunk, the sums of r / k, mean^2, s2 and w^2       (per-tensor totals: index_add_)
     B: per chunk, ||g_vr||^2 (only for trust_grad "vr")
     C: the LARS update on g_vr with each tensor's lr x trust, s1 = mean, the clipped count
+and the factors of the other variants two (A without w, then the factors into s2).
 The trust ratios stay on the device: no host synchronisation in the step.
 
 NOT YET RUN ON A GPU: the tests run these kernels in Triton's interpreter (TRITON_INTERPRET=1, on
@@ -56,15 +57,33 @@ def _observe(stats, n, grads, chunk_tensor, chunk_start, numels, offsets, FIRST:
 
 @triton.jit
 def _pass_a(stats, n, weights, chunk_tensor, chunk_start, numels, offsets, partial, inv_k, k, k_eps,
-            BLOCK: tl.constexpr):
+            WEIGHTS: tl.constexpr, BLOCK: tl.constexpr):
     c, t, idx, mask, at = _chunk(chunk_tensor, chunk_start, numels, offsets, BLOCK)
     s2 = tl.load(stats + n + at, mask=mask, other=0.0)
     r, mean = _ratio(tl.load(stats + at, mask=mask, other=0.0), s2, inv_k, k, k_eps)  # 0 where masked
-    w = tl.load(tl.load(weights + t).to(tl.pointer_type(tl.float32)) + idx, mask=mask, other=0.0)
     tl.store(partial + 4 * c, tl.sum(r, axis=0))
     tl.store(partial + 4 * c + 1, tl.sum(mean * mean, axis=0))
     tl.store(partial + 4 * c + 2, tl.sum(s2, axis=0))
-    tl.store(partial + 4 * c + 3, tl.sum(w * w, axis=0))
+    if WEIGHTS:
+        w = tl.load(tl.load(weights + t).to(tl.pointer_type(tl.float32)) + idx, mask=mask, other=0.0)
+        tl.store(partial + 4 * c + 3, tl.sum(w * w, axis=0))
+    else:
+        tl.store(partial + 4 * c + 3, 0.0)
+
+
+@triton.jit
+def _pass_factors(stats, n, chunk_tensor, chunk_start, numels, offsets, scales, partial, inv_k, k, k_eps, gamma,
+                  TIMES_MEAN: tl.constexpr, BLOCK: tl.constexpr):
+    c, t, idx, mask, at = _chunk(chunk_tensor, chunk_start, numels, offsets, BLOCK)
+    r, mean = _ratio(tl.load(stats + at, mask=mask, other=0.0), tl.load(stats + n + at, mask=mask, other=0.0),
+                     inv_k, k, k_eps)
+    r = r * tl.load(scales + t)
+    factor = tl.minimum(tl.maximum(r, gamma), 1.0)
+    if TIMES_MEAN:
+        factor = factor * mean
+    tl.store(stats + at, mean, mask=mask)
+    tl.store(stats + n + at, factor, mask=mask)
+    tl.store(partial + c, tl.sum(tl.where(mask & (r < gamma), 1.0, 0.0), axis=0))
 
 
 @triton.jit
@@ -116,36 +135,61 @@ def observe(stats, grads, offsets, first: bool) -> None:
                               offsets.to(stats.device), FIRST=first, BLOCK=BLOCK)
 
 
+class _Layout:
+    """The chunk table of a parameter list and the kernels' common arguments."""
+
+    def __init__(self, stats, numel_list: tuple, k: int, eps: float):
+        self.device, self.n, self.count = stats.device, (stats.numel() - 2) // 2, len(numel_list)
+        self.tensor, start, self.numels = _chunks(numel_list, self.device)
+        offsets = torch.tensor([0, *numel_list[:-1]], dtype=torch.int64).cumsum(0).to(self.device)
+        self.grid, self.chunks = (len(self.tensor),), (self.tensor, start, self.numels, offsets)
+        self.gsnr = dict(inv_k=1.0 / k, k=float(k), k_eps=k * eps)
+
+    def partial(self, width: int):
+        return torch.empty(len(self.tensor), width, device=self.device)
+
+    def per_tensor(self, partial):
+        """Chunk sums -> tensor sums, in float64."""
+        zeros = torch.zeros(self.count, partial.shape[1], dtype=torch.float64, device=self.device)
+        return zeros.index_add_(0, self.tensor, partial.double())
+
+    def inverse_means(self, r_sum):
+        """1 / mean(r / k) per tensor, 0 where r == 0, capped at the largest float (as inverse_mean in the .cpp)."""
+        r_mean = r_sum / self.numels
+        return torch.where(r_mean > 0, 1 / r_mean, 0.0).clamp(max=torch.finfo(torch.float32).max).float()
+
+
 def vrgd_lars_step(stats, params, bufs, hyper, k: int, eps: float, gamma: float, trust_vr: bool):
     """As vrgd_lars_step() in vrgd_cpu.cpp (hyper[t] = lr, weight_decay, eta, eps, adapt, clip, momentum);
     returns the same per-tensor table, on the device."""
-    device, n = stats.device, (stats.numel() - 2) // 2
-    numel_list = tuple(p.numel() for p in params)
-    tensor, start, numels = _chunks(numel_list, device)
-    offsets = torch.tensor([0, *numel_list[:-1]], dtype=torch.int64).cumsum(0).to(device)
-    weights, buffers = _pointers(params, device), _pointers(bufs, device)
-    gsnr = dict(inv_k=1.0 / k, k=float(k), k_eps=k * eps)
-    grid, chunks = (len(tensor),), (tensor, start, numels, offsets)
-
-    def per_tensor(partial):  # chunk sums -> tensor sums, in float64
-        width = partial.shape[1]
-        return torch.zeros(len(params), width, dtype=torch.float64, device=device).index_add_(0, tensor,
-                                                                                             partial.double())
-
-    partial = torch.empty(len(tensor), 4, device=device)
-    _pass_a[grid](stats, n, weights, *chunks, partial, **gsnr, BLOCK=BLOCK)
-    sums = per_tensor(partial)
-    r_mean = sums[:, 0] / numels
-    scales = torch.where(r_mean > 0, 1 / r_mean, 0.0).clamp(max=torch.finfo(torch.float32).max).float()  # no inf
+    at = _Layout(stats, tuple(p.numel() for p in params), k, eps)
+    weights, buffers = _pointers(params, at.device), _pointers(bufs, at.device)
+    partial = at.partial(4)
+    _pass_a[at.grid](stats, at.n, weights, *at.chunks, partial, **at.gsnr, WEIGHTS=True, BLOCK=BLOCK)
+    sums = at.per_tensor(partial)
+    scales = at.inverse_means(sums[:, 0])
     vr_sq = sums[:, 1]
     if trust_vr:
-        partial = torch.empty(len(tensor), 1, device=device)
-        _pass_b[grid](stats, n, *chunks, scales, partial, **gsnr, gamma=gamma, BLOCK=BLOCK)
-        vr_sq = per_tensor(partial)[:, 0]
+        partial = at.partial(1)
+        _pass_b[at.grid](stats, at.n, *at.chunks, scales, partial, **at.gsnr, gamma=gamma, BLOCK=BLOCK)
+        vr_sq = at.per_tensor(partial)[:, 0]
     clip = bool(hyper[0, 5])  # LARC or LARS: one optimizer, one rule
-    lr, wd, eta, trust_eps, adapt, _, momentum = hyper.to(device).unbind(1)
+    lr, wd, eta, trust_eps, adapt, _, momentum = hyper.to(at.device).unbind(1)
     trust = torch.where(adapt > 0, trust_ratio(sums[:, 3].sqrt(), vr_sq.sqrt(), lr, wd, eta, trust_eps, clip), 1.0)
-    partial = torch.empty(len(tensor), 1, device=device)
-    _pass_c[grid](stats, n, weights, buffers, *chunks, scales, (lr * trust).float(), wd.float(), momentum.float(),
-                  partial, **gsnr, gamma=gamma, BLOCK=BLOCK)
-    return torch.cat([sums, vr_sq[:, None], per_tensor(partial), trust[:, None]], dim=1)
+    clipped = at.partial(1)
+    _pass_c[at.grid](stats, at.n, weights, buffers, *at.chunks, scales, (lr * trust).float(), wd.float(),
+                     momentum.float(), clipped, **at.gsnr, gamma=gamma, BLOCK=BLOCK)
+    return torch.cat([sums[:, :3], at.per_tensor(clipped), sums[:, 3:], vr_sq[:, None], trust[:, None]], dim=1)
+
+
+def vrgd_factors(stats, counts, k: int, eps: float, gamma: float, times_mean: bool):
+    """As vrgd_factors() in vrgd_cpu.cpp: s1 = mean, s2 = the factors (x mean when `times_mean`); returns
+    per tensor (sum of r / k, ||mean||^2, sum of s2, clipped), on the device."""
+    at = _Layout(stats, tuple(counts.tolist()), k, eps)
+    partial = at.partial(4)
+    _pass_a[at.grid](stats, at.n, stats, *at.chunks, partial, **at.gsnr, WEIGHTS=False, BLOCK=BLOCK)
+    sums = at.per_tensor(partial)
+    clipped = at.partial(1)
+    _pass_factors[at.grid](stats, at.n, *at.chunks, at.inverse_means(sums[:, 0]), clipped, **at.gsnr, gamma=gamma,
+                           TIMES_MEAN=times_mean, BLOCK=BLOCK)
+    return torch.cat([sums[:, :3], at.per_tensor(clipped)], dim=1)

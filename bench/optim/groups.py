@@ -108,16 +108,22 @@ class GroupGradients(GroupOptimizer):
         return k
 
     def _gradients(self):
-        k = self._count()
+        grads = self._measure(self._count())
+        for group in self.param_groups:
+            yield group, group["params"], [grads[p] for p in group["params"]]
+
+    def _measure(self, k: int) -> dict:
+        """g_bar into the sums and p.grad, the noise statistics, and the gradient of the base update per parameter."""
         mean = self._stats[: self._n].div_(k)  # g_bar
         squares = self._stats[self._n : 2 * self._n].sum() if self.second == "squares" else self._stats[-2]
         total = mean.dot(mean)  # ||g_bar||^2
         self._noise = noise(squares, total, k)
+        self._mean_to_grads()
+        return self._measured(k, mean, total)
+
+    def _mean_to_grads(self) -> None:
         for p, g_bar in self._sum.items():
             p.grad = g_bar if g_bar.dtype == p.dtype else g_bar.to(p.dtype)
-        grads = self._measured(k, mean, total)
-        for group in self.param_groups:
-            yield group, group["params"], [grads[p] for p in group["params"]]
 
     def _measured(self, k: int, mean, total) -> dict:
         """Called once per step after the statistics (mean: g_bar flat, total: ||g_bar||^2); returns the gradient the base update takes,

@@ -103,23 +103,49 @@ class VRGD(GroupGradients):
     def _allocate(self):
         super()._allocate()
         self._kernels = self._pick_kernels()
-        self._numels = torch.tensor(self._sizes, dtype=self._stats.dtype, device=self._stats.device)
-        starts = [0, *torch.tensor(self._sizes).cumsum(0).tolist()[:-1]]
-        self._offsets = dict(zip(self._sum, starts))  # each parameter's segment of the flat statistics
+        self._counts = sizes = torch.tensor(self._sizes, dtype=torch.int64)  # elements per parameter, on the host
+        self._numels = sizes.to(self._stats.device, self._stats.dtype)
+        self._offsets = dict(zip(self._sum, (sizes.cumsum(0) - sizes).tolist()))  # each parameter's segment
+
+    def _measure(self, k: int) -> dict:
+        """GroupGradients._measure with the GSNR factors of the fused kernel (vrgd_factors) where it runs."""
+        if self._kernels is None:
+            return super()._measure(k)
+        r = self._stats[self._n : 2 * self._n]
+        out = self._kernels.vrgd_factors(self._stats, self._counts, k, self.gsnr_eps, self.gamma,
+                                         not self.beta3)  # s1 = g_bar; s2 = the factors, or g_vr without momentum
+        torch.autograd.graph.increment_version(self._stats)
+        self._record(out, k)
+        if self.beta3:
+            self._gsnr_momentum()
+            r.mul_(self._stats[: self._n])  # g_vr = r * g_bar
+        return self._second
+
+    def _record(self, out, k: int) -> None:
+        """The statistics a fused kernel returned (per tensor: sum of r / k, ||g_bar||^2, sum of s2, clipped):
+        noise, GSNR diagnostics, and p.grad = g_bar (which the kernel left in the sums)."""
+        r_sum, mean_sq, squares, clipped = out[:, :4].unbind(1)
+        self._noise = noise(squares.sum(), mean_sq.sum(), k)
+        self._gsnr = clipped.sum() / self._n, r_sum.sum() * (k / self._n)
+        self._mean_to_grads()
 
     def _measured(self, k: int, mean, total) -> dict:
         """The GSNR factors in place of sum_d g_d^2, then g_vr = r * g_bar: the base update's gradient."""
         r = self._stats[self._n : 2 * self._n]
         self._gsnr = self._factors(mean, r, k)
         if self.beta3:
-            self.gsnr_step += 1
-            weight = (1 - self.beta3) / (1 - self.beta3**self.gsnr_step if self.gsnr_bias_correction else 1)
-            momenta = self._state(list(self._second), "gsnr_momentum", self._stats.dtype)
-            factors = list(self._second.values())
-            torch._foreach_lerp_(momenta, factors, weight)  # p = b3 * p + (1 - b3) * r, bias-corrected
-            torch._foreach_copy_(factors, momenta)
+            self._gsnr_momentum()
         r.mul_(mean)  # g_vr = r * g_bar
         return self._second
+
+    def _gsnr_momentum(self) -> None:
+        """The factors in the sums' second half become p_hat (beta3 > 0)."""
+        self.gsnr_step += 1
+        weight = (1 - self.beta3) / (1 - self.beta3**self.gsnr_step if self.gsnr_bias_correction else 1)
+        momenta = self._state(list(self._second), "gsnr_momentum", self._stats.dtype)
+        factors = list(self._second.values())
+        torch._foreach_lerp_(momenta, factors, weight)  # p = b3 * p + (1 - b3) * r, bias-corrected
+        torch._foreach_copy_(factors, momenta)
 
     def _factors(self, mean, sumsq, k: int):
         """The GSNR core, in place on the flat buffers (every parameter tensor, one after another).
@@ -209,12 +235,8 @@ class VRGDLARS(VRGD, LARS):
                                            self.trust_grad == "vr")
         for written in (*params, *bufs, self._stats):  # the kernel wrote through pointers: tell autograd
             torch.autograd.graph.increment_version(written)
-        for p, g_bar in self._sum.items():
-            p.grad = g_bar  # the kernel left g_bar in the statistics
-        r_sum, mean_sq, squares, _, _, clipped, trust = out.unbind(1)
-        self._noise = noise(squares.sum(), mean_sq.sum(), k)
-        self._gsnr = clipped.sum() / self._n, r_sum.sum() * (k / self._n)
-        first = 0
+        self._record(out, k)
+        trust, first = out[:, 6], 0
         for group in self.param_groups:
             if group["adapt"] and group["params"]:
                 self._trust.append(trust[first : first + len(group["params"])].float())

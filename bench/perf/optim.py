@@ -33,6 +33,7 @@ FLOOR_PASSES = {
     "observe_eager": 5,
 }
 TARGETS = {"lars": 1.3, "vrgd": 1.6, "observe": 0.5}  # x SGD step (the default, fused where it applies)
+FAMILY = {"vrgd_sgd": "VRGD-SGD", "vrgd_adam": "VRGD-Adam", "vrgd_lamb": "VRGD-LAMB"}  # --family
 SMALL = [(64, 3, 7, 7), (64,), (64,), (256, 64, 3, 3), (256,), (1000, 256), (1000,)]
 
 
@@ -46,25 +47,28 @@ def _shapes(model: str) -> list:
 class Bench:
     """The optimizers under test, each with its own parameters, over one shared set of gradients."""
 
-    def __init__(self, shapes, device, lr: float, weight_decay: float, groups: int):
+    def __init__(self, shapes, device, lr: float, weight_decay: float, groups: int, family: bool = False):
         from timm.optim import Lars
 
         gen = torch.Generator(device).manual_seed(0)
         weights = [torch.randn(s, generator=gen, device=device) for s in shapes]
         self.grads = [torch.randn(s, generator=gen, device=device).mul_(1e-3) for s in shapes]
         self.groups = groups
-        names = ("sgd", "lars", "timm", "vrgd", "vrgd_eager")
+        # name -> the VRGD optimizer and its `fused` (the CPU kernels where they build; on GPU the Triton
+        # kernels, which run only when asked for)
+        fused = True if device.type == "cuda" and importlib.util.find_spec("triton") else None
+        self.grouped = {"vrgd": ("vrgd_lars", fused), "vrgd_eager": ("vrgd_lars", False)}
+        for name in FAMILY if family else ():
+            self.grouped.update({name: (name, fused), f"{name}_eager": (name, False)})
+        names = ("sgd", "lars", "timm", *self.grouped)
         self.params = {name: [nn.Parameter(w.clone()) for w in weights] for name in names}
         excluded = {name: optim.param_groups(self.params[name]) for name in names[1:]}
         self.opts = {
             "sgd": torch.optim.SGD(self.params["sgd"], lr=lr, momentum=0.9, foreach=True),
             "lars": optim.create(excluded["lars"], "lars", lr=lr, weight_decay=weight_decay),
             "timm": Lars(excluded["timm"], lr=lr, momentum=0.9, weight_decay=weight_decay),
-            # fused: the CPU kernels where they build; on GPU the Triton kernels (used only when asked for)
-            "vrgd": optim.create(excluded["vrgd"], "vrgd_lars", lr=lr, weight_decay=weight_decay,
-                                 fused=True if device.type == "cuda" and importlib.util.find_spec("triton") else None),
-            "vrgd_eager": optim.create(excluded["vrgd_eager"], "vrgd_lars", lr=lr, weight_decay=weight_decay,
-                                       fused=False),
+            **{name: optim.create(excluded[name], registered, lr=lr, weight_decay=weight_decay, fused=fused)
+               for name, (registered, fused) in self.grouped.items()},
         }
 
     def _give_grads(self, name):
@@ -102,13 +106,15 @@ def measure(bench: Bench, copy_elements: int, repeats: int, device) -> dict[str,
     timed = _timer(device)
     src = torch.ones(copy_elements, device=device)
     dst = torch.empty_like(src)
-    times = {name: [] for name in ("copy", *FLOOR_PASSES)}
+    times = {name: [] for name in ("copy", *FLOOR_PASSES, *bench.grouped)}
     for rep in range(repeats + 1):  # the first round warms up (state allocation) and is dropped
         sample = {"copy": timed(lambda: dst.copy_(src))}
         for name in ("sgd", "lars", "timm"):
             sample[name] = bench.plain_step(name, timed)
-        sample["observe"], sample["vrgd"] = bench.vrgd("vrgd", timed)
-        sample["observe_eager"], sample["vrgd_eager"] = bench.vrgd("vrgd_eager", timed)
+        for name in bench.grouped:
+            observed, sample[name] = bench.vrgd(name, timed)
+            if name in ("vrgd", "vrgd_eager"):
+                sample[name.replace("vrgd", "observe")] = observed
         for name, seconds in sample.items():
             times[name] += [seconds] if rep else []
     return {name: 1e3 * statistics.median(t) for name, t in times.items()}
@@ -117,7 +123,7 @@ def measure(bench: Bench, copy_elements: int, repeats: int, device) -> dict[str,
 def report(ms: dict[str, float], numel: int, copy_elements: int, groups: int, fused: bool) -> None:
     bandwidth = 2 * copy_elements * 4 / (ms["copy"] / 1e3)  # read + write, bytes/s
     floor = {name: 1e3 * passes * numel * 4 / bandwidth for name, passes in FLOOR_PASSES.items()}
-    ratio = {name: ms[name] / ms["sgd"] for name in FLOOR_PASSES}
+    ratio = {name: value / ms["sgd"] for name, value in ms.items()}
     verdict = {name: (f"<= {limit:.2f} x", "PASS" if ratio[name] <= limit else "MISS")
                for name, limit in TARGETS.items()}
     verdict["timm"] = ("> bench LARS", "PASS" if ms["lars"] < ms["timm"] else "MISS")
@@ -131,12 +137,17 @@ def report(ms: dict[str, float], numel: int, copy_elements: int, groups: int, fu
         "observe": f"bench VRGD-LARS observe(), one group{fused}",
         "observe_eager": "bench VRGD-LARS observe(), fused=False",
     }
+    for name, label in FAMILY.items():
+        if name in ms:
+            rows.update({name: f"bench {label} step (k = {groups}){fused}",
+                         f"{name}_eager": f"bench {label} step (k = {groups}), fused=False"})
     copied = f"median copy of {copy_elements * 4 / 2**20:.0f} MiB, read + write"
     print(f"copy bandwidth {bandwidth / 1e9:.1f} GB/s ({copied})\n")
     print(f"{'case':<48}{'median ms':>10}{'x SGD':>8}{'floor ms':>10}  {'target':<14}result")
     for name, label in rows.items():
         target, result = verdict.get(name, ("", ""))
-        print(f"{label:<48}{ms[name]:>10.2f}{ratio[name]:>8.2f}{floor[name]:>10.2f}  {target:<14}{result}")
+        floor_ms = f"{floor[name]:>10.2f}" if name in floor else " " * 10
+        print(f"{label:<48}{ms[name]:>10.2f}{ratio[name]:>8.2f}{floor_ms}  {target:<14}{result}")
     print("\nmedian ms: median over the repeats, cases alternating within each repeat; x SGD: median / SGD's median.\n"
           "floor ms: minimal bytes moved / copy bandwidth. SGD: read w, g, v, write w, v; LARS and timm: also read\n"
           "w, g for the norms; VRGD-LARS: read the sum and sum of squares (layer means of r), again with w (norms),\n"
@@ -155,13 +166,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--groups", type=int, default=4, help="gradient groups k per VRGD step (default 4, at least 2)")
     parser.add_argument("--lr", type=float, default=1.0)
     parser.add_argument("--weight-decay", type=float, default=5e-5, help="LARS and VRGD-LARS (default 5e-5, MLPerf)")
+    parser.add_argument("--family", action="store_true", help="also VRGD-SGD, VRGD-Adam and VRGD-LAMB, fused and eager")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     shapes = SMALL if args.small else _shapes(args.model)
     numel = sum(torch.Size(s).numel() for s in shapes)
-    bench = Bench(shapes, device, args.lr, args.weight_decay, max(args.groups, 2))
+    bench = Bench(shapes, device, args.lr, args.weight_decay, max(args.groups, 2), args.family)
     copy_elements = max(numel, 2**24)  # >= 64 MiB: beyond the CPU's L3 and the GPU's L2
     ms = measure(bench, copy_elements, args.repeats, device)
     where = f"{torch.get_num_threads()} threads, load average {os.getloadavg()[0]:.1f}" if device.type == "cpu" else (

@@ -12,6 +12,7 @@
 //   B: ||g_vr||^2 with g_vr = clip(r / mean(r), gamma, 1) * mean (skipped for trust_grad "mean")
 //   C: the LARS update on g_vr (trust ratio from A and B), s1 = mean (p.grad after the step), and the
 //      count of coordinates clipped at gamma.
+// vrgd_factors does passes A and C's GSNR part alone for the other variants (their base update stays eager).
 // Loops are written for the vectoriser: `omp simd` reductions, no branches (-fno-trapping-math lets
 // the compiler turn the comparisons into selects), and an AVX2 clone picked at load time.
 
@@ -21,6 +22,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 #include <vector>
 
 namespace {
@@ -43,8 +45,10 @@ inline float ratio(const Gsnr& q, float s1, float s2, float& mean) {
   return mean * mean / (k_var + q.k_eps);
 }
 
-VECTOR_CLONES void pass_a(const float* __restrict s1, const float* __restrict s2, const float* __restrict w,
-                          int64_t begin, int64_t end, Gsnr q, double* out) {
+// Sums over one chunk: r / k, mean^2, s2 and (kWeights) w^2.
+template <bool kWeights>
+inline void layer_sums(const float* __restrict s1, const float* __restrict s2, const float* __restrict w,
+                       int64_t begin, int64_t end, Gsnr q, double* out) {
   float r_sum = 0, mean_sq = 0, s2_sum = 0, w_sq = 0;
 #pragma omp simd reduction(+ : r_sum, mean_sq, s2_sum, w_sq)
   for (int64_t i = begin; i < end; ++i) {
@@ -52,9 +56,34 @@ VECTOR_CLONES void pass_a(const float* __restrict s1, const float* __restrict s2
     r_sum += ratio(q, s1[i], s2[i], mean);
     mean_sq += mean * mean;
     s2_sum += s2[i];
-    w_sq += w[i] * w[i];
+    if constexpr (kWeights) w_sq += w[i] * w[i];
   }
   out[0] = r_sum, out[1] = mean_sq, out[2] = s2_sum, out[3] = w_sq;
+}
+
+// clip(r / mean(r), gamma, 1) for one coordinate (scale = 1 / mean(r / k)); `mean` receives s1 / k, and
+// `clipped` counts the coordinates below gamma.
+inline float factor(const Gsnr& q, float s1, float s2, float scale, float gamma, float& mean, float& clipped) {
+  const float r = ratio(q, s1, s2, mean) * scale;
+  clipped += r < gamma ? 1.0f : 0.0f;
+  return std::min(std::max(r, gamma), 1.0f);
+}
+
+VECTOR_CLONES void pass_a(const float* __restrict s1, const float* __restrict s2, const float* __restrict w,
+                          int64_t begin, int64_t end, Gsnr q, double* out) {
+  layer_sums<true>(s1, s2, w, begin, end, q, out);
+}
+
+VECTOR_CLONES void pass_a_sums(const float* __restrict s1, const float* __restrict s2, int64_t begin, int64_t end,
+                               Gsnr q, double* out) {
+  layer_sums<false>(s1, s2, nullptr, begin, end, q, out);
+}
+
+// 1 / mean(r / k) of a tensor, 0 where r == 0 everywhere (mean == 0: factors gamma * 0). Capped at the largest
+// float: an inf would make 0 * inf = NaN where the mean gradient is 0.
+inline float inverse_mean(double r_sum, int64_t numel) {
+  const double r_mean = r_sum / numel;
+  return r_mean > 0 ? std::min(1.0 / r_mean, double(std::numeric_limits<float>::max())) : 0.0;
 }
 
 VECTOR_CLONES void pass_b(const float* __restrict s1, const float* __restrict s2, int64_t begin, int64_t end,
@@ -76,15 +105,35 @@ VECTOR_CLONES void pass_c(float* __restrict s1, const float* __restrict s2, floa
 #pragma omp simd reduction(+ : clipped)
   for (int64_t i = begin; i < end; ++i) {
     float mean;
-    const float r = ratio(q, s1[i], s2[i], mean) * scale;
-    clipped += r < gamma ? 1.0f : 0.0f;
-    const float g = std::min(std::max(r, gamma), 1.0f) * mean;
+    const float g = factor(q, s1[i], s2[i], scale, gamma, mean, clipped) * mean;
     const float update = momentum * v[i] + step * (g + wd * w[i]);  // v = m v + lr trust (g + wd w)
     v[i] = update;
     w[i] -= update;
     s1[i] = mean;
   }
   out[0] = clipped;
+}
+
+// The factors of one chunk into s2 (times the mean: kTimesMean), the mean into s1; returns the clipped count.
+template <bool kTimesMean>
+inline float factors(float* __restrict s1, float* __restrict s2, int64_t begin, int64_t end, Gsnr q, float scale,
+                     float gamma) {
+  float clipped = 0;
+#pragma omp simd reduction(+ : clipped)
+  for (int64_t i = begin; i < end; ++i) {
+    float mean;
+    const float f = factor(q, s1[i], s2[i], scale, gamma, mean, clipped);
+    s1[i] = mean;
+    s2[i] = kTimesMean ? f * mean : f;
+  }
+  return clipped;
+}
+
+// A run-time flag inside the loop kept gcc from vectorising it (5x slower): one loop per case.
+VECTOR_CLONES void pass_factors(float* __restrict s1, float* __restrict s2, int64_t begin, int64_t end, Gsnr q,
+                                float scale, float gamma, bool times_mean, double* out) {
+  out[0] = times_mean ? factors<true>(s1, s2, begin, end, q, scale, gamma)
+                      : factors<false>(s1, s2, begin, end, q, scale, gamma);
 }
 
 VECTOR_CLONES void accumulate(float* __restrict s1, float* __restrict s2, const float* __restrict g,
@@ -146,7 +195,7 @@ void observe(torch::Tensor stats, const std::vector<torch::Tensor>& grads, torch
 
 // The VRGD-LARS step over all parameters (in the statistics' order). hyper[t] = (lr, weight_decay, eta,
 // eps, adapt, clip, momentum) of tensor t's param group. Returns per tensor (sum of r / k, ||mean||^2, sum of s2,
-// ||w||^2, ||g_vr||^2 or ||mean||^2, coordinates clipped, trust ratio), float64.
+// coordinates clipped, ||w||^2, ||g_vr||^2 or ||mean||^2, trust ratio), float64.
 torch::Tensor vrgd_lars_step(torch::Tensor stats, const std::vector<torch::Tensor>& params,
                              const std::vector<torch::Tensor>& bufs, torch::Tensor hyper, double k, double eps,
                              double gamma, bool trust_vr) {
@@ -175,9 +224,7 @@ torch::Tensor vrgd_lars_step(torch::Tensor stats, const std::vector<torch::Tenso
     float *a = s1 + offset, *b = s2 + offset;
     const int64_t numel = params[t].numel();
     const auto sums = chunked(numel, 4, [&](int64_t i, int64_t j, double* o) { pass_a(a, b, w, i, j, q, o); });
-    const double r_mean = sums[0] / numel;
-    // r == 0 everywhere (mean == 0): factors gamma * 0. Capped: a float inf would make 0 * inf = NaN.
-    const float scale = r_mean > 0 ? std::min(1.0 / r_mean, double(std::numeric_limits<float>::max())) : 0.0;
+    const float scale = inverse_mean(sums[0], numel);
     const double vr_sq = trust_vr ? chunked(numel, 1, [&](int64_t i, int64_t j, double* o) {
       pass_b(a, b, i, j, q, scale, gamma, o);
     })[0] : sums[1];
@@ -193,13 +240,41 @@ torch::Tensor vrgd_lars_step(torch::Tensor stats, const std::vector<torch::Tenso
       pass_c(a, b, w, v, i, j, q, scale, gamma, lr * trust, wd, x[6], o);
     })[0];
     double* row = out + 7 * t;
-    row[0] = sums[0], row[1] = sums[1], row[2] = sums[2], row[3] = sums[3], row[4] = vr_sq, row[5] = clipped;
+    row[0] = sums[0], row[1] = sums[1], row[2] = sums[2], row[3] = clipped, row[4] = sums[3], row[5] = vr_sq;
     row[6] = trust;
   }
   return result;
 }
 
+// The GSNR factors alone, for VRGD over any base update (vrgd.py applies it): per tensor, pass A's sums, then
+// s1 = mean and s2 = clip(r / mean(r), gamma, 1), times the mean when `times_mean` (g_vr). Returns per tensor
+// (sum of r / k, ||mean||^2, sum of s2, coordinates clipped), float64.
+torch::Tensor vrgd_factors(torch::Tensor stats, torch::Tensor numels, double k, double eps, double gamma,
+                           bool times_mean) {
+  check_fp32_cpu(stats, "the statistics");
+  TORCH_CHECK(numels.dtype() == torch::kInt64 && numels.is_contiguous(), "numels must be int64");
+  const int64_t count = numels.numel(), n = (stats.numel() - 2) / 2;
+  const int64_t* sizes = numels.data_ptr<int64_t>();
+  TORCH_CHECK(std::accumulate(sizes, sizes + count, int64_t(0)) == n, "the sizes must add up to the statistics");
+  auto result = torch::zeros({count, 4}, torch::kFloat64);
+  double* out = result.data_ptr<double>();
+  const Gsnr q{float(1.0 / k), float(k), float(k * eps)};
+  float* s1 = stats.data_ptr<float>();
+  for (int64_t t = 0, offset = 0; t < count; offset += sizes[t], ++t) {
+    float *a = s1 + offset, *b = s1 + n + offset;
+    const auto sums = chunked(sizes[t], 4, [&](int64_t i, int64_t j, double* o) { pass_a_sums(a, b, i, j, q, o); });
+    const float scale = inverse_mean(sums[0], sizes[t]);
+    const double clipped = chunked(sizes[t], 1, [&](int64_t i, int64_t j, double* o) {
+      pass_factors(a, b, i, j, q, scale, gamma, times_mean, o);
+    })[0];
+    double* row = out + 4 * t;
+    row[0] = sums[0], row[1] = sums[1], row[2] = sums[2], row[3] = clipped;
+  }
+  return result;
+}
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("vrgd_factors", &vrgd_factors, "the GSNR factors of every parameter (see vrgd_cpu.cpp)");
   m.def("observe", &observe, "VRGD observe(): add one group's gradients and their squares to the statistics");
   m.def("vrgd_lars_step", &vrgd_lars_step, "the fused VRGD-LARS step (see vrgd_cpu.cpp)");
 }
