@@ -1,9 +1,10 @@
 """VRGD's fused kernels: C++ for CPU (csrc/vrgd_cpu.cpp, compiled on first use by torch's C++
-extension loader) and Triton for GPU (fused_triton.py), with the same two calls.
+extension loader) and Triton for GPU (fused_triton.py), with the same three calls: observe,
+vrgd_lars_step, vrgd_factors.
 
 Why: the eager VRGD-LARS step walks the parameters about 14 times (each torch op is one pass over the
-statistics); the fused step does 3 passes per tensor, and observe() one pass for the sum and the sum
-of squares. `bench perf optim` measures both side by side.
+statistics); the fused step does 3 passes per tensor, observe() one pass for the sum and the sum of
+squares, and the other variants' GSNR factors two. `bench perf optim` measures them side by side.
 
 The CPU kernels take dense fp32 parameters. They are built once per machine and torch version into
 torch's extension cache (~/.cache/torch_extensions, TORCH_EXTENSIONS_DIR moves it): about 30 s with

@@ -53,11 +53,11 @@ class VRGD(GroupGradients):
             more fp32 tensor per parameter, kept in the optimizer state.
         gsnr_bias_correction: divide the GSNR momentum by (1 - b3^t) (OPEN; default True). The state
             holds p_hat, updated as p_hat = lerp(p_hat, r, (1 - b3) / (1 - b3^t)).
-        fused: the fused kernels (fused.py; torch.optim's `fused` convention) for observe() of every
-            variant and VRGD-LARS' whole step: null (default) uses them where they apply (dense fp32
-            CPU parameters; on GPU the Triton kernels, not yet run on a GPU, only with true), true
-            requires them (an error where they cannot run), false keeps the eager code. Both compute
-            the same update up to fp32 rounding.
+        fused: the fused kernels (fused.py; torch.optim's `fused` convention) for observe() and the
+            GSNR factors of every variant, and VRGD-LARS' whole step: null (default) uses them where
+            they apply (dense fp32 CPU parameters; on GPU the Triton kernels, not yet run on a GPU,
+            only with true), true requires them (an error where they cannot run), false keeps the
+            eager code. Both compute the same update up to fp32 rounding.
         **base: the base optimizer's arguments.
     """
 
