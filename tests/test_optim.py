@@ -190,14 +190,18 @@ def test_the_larc_case_clips_some_trust_ratios_and_not_others():
     assert min(ratios) < 1 < max(ratios)
 
 
-def test_lars_reads_a_gradient_laid_out_unlike_its_weight():
-    """The fused kernel walks memory: a channels_last gradient of a contiguous weight is not misread."""
+@pytest.mark.parametrize("name,hparams,make_ref", [
+    ("lars", dict(weight_decay=0.1, eta=0.05), lambda ws: RefLARS(ws, 0.1, eta=0.05)),
+    ("adamw", dict(weight_decay=0.1), lambda ws: RefAdam(ws, 0.1)),
+])  # fmt: skip
+def test_fused_kernels_read_a_gradient_laid_out_unlike_its_weight(name, hparams, make_ref):
+    """torch's fused kernels walk memory: a channels_last gradient of a contiguous weight is not misread."""
     ws, steps = weights(), gradients(2)
     channels_last = [[[g.contiguous(memory_format=torch.channels_last) if g.ndim == 4 else g for g in grads]
                       for grads in groups] for groups in steps]
     assert not channels_last[0][0][0].is_contiguous()
-    ours, _ = run("lars", ws, channels_last, LRS[:2], weight_decay=0.1, eta=0.05)
-    assert_history(ours, RefLARS(ws, 0.1, eta=0.05).run(steps, LRS[:2]), rtol=1e-12, atol=1e-14)
+    ours, _ = run(name, ws, channels_last, LRS[:2], **hparams)
+    assert_history(ours, make_ref(ws).run(steps, LRS[:2]), rtol=1e-12, atol=1e-14)
 
 
 @pytest.mark.parametrize("nesterov", [False, True])

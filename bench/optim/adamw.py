@@ -2,7 +2,7 @@
 
 import torch
 
-from .base import GroupOptimizer
+from .base import GroupOptimizer, laid_out_like
 
 
 def adam_moments(optimizer: GroupOptimizer, group: dict, params, grads):
@@ -46,8 +46,11 @@ class AdamW(GroupOptimizer):
         super().__init__(params, dict(lr=lr, weight_decay=weight_decay, betas=betas, eps=eps))
 
     def _update(self, group, params, grads):
-        lr, wd = group["lr"], group["weight_decay"]
-        exp_avgs, denom = adam_moments(self, group, params, grads)
-        if wd:
-            torch._foreach_mul_(params, 1 - lr * wd)  # w = w * (1 - lr * wd)
-        torch._foreach_addcdiv_(params, exp_avgs, denom, value=-lr)  # w = w - lr * m_hat / (sqrt(v_hat) + eps)
+        """torch's fused AdamW kernel (that of torch.optim.AdamW(fused=True)): one pass per tensor."""
+        (beta1, beta2), lr, wd = group["betas"], group["lr"], group["weight_decay"]
+        group["step"] = group.get("step", 0) + 1
+        step = torch.tensor(float(group["step"]), device=params[0].device)  # the kernel reads t, never advances it
+        grads = [laid_out_like(w, g) for w, g in zip(params, grads)]
+        torch._fused_adamw_(params, grads, self._state(params, "exp_avg"), self._state(params, "exp_avg_sq"), [],
+                            [step] * len(params), amsgrad=False, lr=lr, beta1=beta1, beta2=beta2, weight_decay=wd,
+                            eps=group["eps"], maximize=False, grad_scale=None, found_inf=None)

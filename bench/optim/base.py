@@ -81,6 +81,11 @@ def norms(tensors: list[Tensor]) -> Tensor:
     return torch.stack(torch._foreach_norm(tensors))
 
 
+def laid_out_like(w: Tensor, g: Tensor) -> Tensor:
+    """g with the strides of w (a copy only when they differ): torch's fused kernels walk memory, not indices."""
+    return g if g.stride() == w.stride() else torch.empty_like(w).copy_(g)
+
+
 def views(flat, params) -> dict:
     """One view of `flat` per parameter, with its shape and strides (parameters are dense tensors)."""
     views, offset = {}, 0

@@ -6,7 +6,7 @@ Reference: MLPerf Training ResNet (TensorFlow) `lars_optimizer.py`; timm `timm/o
 
 import torch
 
-from .base import GroupOptimizer, norms
+from .base import GroupOptimizer, laid_out_like, norms
 
 
 def _fused_sgd(w, g, v, *, lr, weight_decay, momentum, dampening=0.0, nesterov=False):
@@ -16,9 +16,7 @@ def _fused_sgd(w, g, v, *, lr, weight_decay, momentum, dampening=0.0, nesterov=F
         w = w - lr * v                          nesterov: w = w - lr * (g + wd * w + m * v)
                                                 momentum 0 (v is None): w = w - lr * (g + wd * w)
     """
-    if g.stride() != w.stride():  # the kernel walks memory, not indices: give g the layout of w
-        g = torch.empty_like(w).copy_(g)
-    torch._fused_sgd_([w], [g], [v] if momentum else [], weight_decay=weight_decay, momentum=momentum, lr=lr,
+    torch._fused_sgd_([w], [laid_out_like(w, g)], [v] if momentum else [], weight_decay=weight_decay, momentum=momentum, lr=lr,
                       dampening=dampening, nesterov=nesterov, maximize=False, is_first_step=False)
 
 
