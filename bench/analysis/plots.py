@@ -420,7 +420,7 @@ def plot_setting(study: Study, setting: str, out: Path, prefix: str = "") -> lis
     gsnr = [k for k in keys if k.startswith("gsnr_")]
     if {"noise_trace", "grad_sqnorm"} <= set(keys) and "noise_scale" not in keys:
         keys.append("noise_scale")  # B_simple from its parts, even where each step's ratio was null
-    scaling = [k for k in BATCH_SCALING if k in keys and (k != "batch" or batch_changes(events))]
+    scaling = [k for k in BATCH_SCALING if k in keys and (k != "batch" or groups["batch_varies"].any())]
     other = [k for k in keys if k not in gsnr and k not in BATCH_SCALING]
     if gsnr:
         written += save(plot_diagnostics(events, gsnr, groups, order, "GSNR statistics over training"), out,
@@ -432,12 +432,6 @@ def plot_setting(study: Study, setting: str, out: Path, prefix: str = "") -> lis
         written += save(plot_diagnostics(events, scaling, groups, order, "Batch-scaling statistics over training"),
                         out, f"{prefix}batch_scaling")
     return written
-
-
-def batch_changes(events: dict) -> bool:
-    """Whether the logged global batch changed during some run (adaptive batching)."""
-    return any("batch" in e and numbers(e, "batch").groupby(e["run"]).nunique().gt(1).any()
-               for e in events.values() if not e.empty)
 
 
 BATCH_OR_SEED = re.compile(r"^(b?\d+k?|s\d+|s?\*)$")

@@ -207,8 +207,8 @@ class VRGDLARS(VRGD, LARS):
         validate({"trust_grad": trust_grad})
         super().__init__(params, **kwargs)
         self.trust_grad = trust_grad
-        if self.fused and self._step_unfused():
-            fused_kernels.refuse(self._step_unfused())
+        if self.fused and (reason := self._step_unfused()):
+            fused_kernels.refuse(reason)
 
     def _step_unfused(self) -> str | None:
         """Why the fused step (csrc/vrgd_cpu.cpp) cannot run now; None when it can."""
