@@ -108,7 +108,9 @@ class CheckpointSpec(_Strict):
 class EngineSpec(_Strict):
     """How the step is computed; none of these change the mathematics except sync_bn."""
 
-    precision: Literal["fp32", "bf16"] = Field("fp32", description="bf16 = autocast forward/backward, fp32 weights")
+    precision: Literal["fp32", "bf16", "fp64"] = Field(
+        "fp32", description="bf16 = autocast forward/backward, fp32 weights; fp64 = float64 weights and inputs, "
+        "for checking that two batch plans compute the same steps (rounding differences near 1e-16), not for speed")
     channels_last: bool = False
     compile: bool = Field(False, description="torch.compile the model")
     sync_bn: bool = Field(False, description="BatchNorm statistics over all ranks' micro-batches (SyncBatchNorm)")

@@ -66,10 +66,16 @@ def autocast(recipe: Recipe, device: torch.device):
     return torch.autocast(device.type, dtype=torch.bfloat16, enabled=recipe.engine.precision == "bf16")
 
 
-def to_device(batch, device: torch.device, channels_last: bool):
+def param_dtype(recipe: Recipe) -> torch.dtype:
+    """The dtype of the weights and the images fed to them (bf16 autocasts inside fp32 weights)."""
+    return torch.float64 if recipe.engine.precision == "fp64" else torch.float32
+
+
+def to_device(batch, device: torch.device, recipe: Recipe):
     images, labels = batch
-    fmt = torch.channels_last if channels_last else torch.contiguous_format
-    return images.to(device, non_blocking=True, memory_format=fmt), labels.to(device, non_blocking=True)
+    fmt = torch.channels_last if recipe.engine.channels_last else torch.contiguous_format
+    images = images.to(device, dtype=param_dtype(recipe), non_blocking=True, memory_format=fmt)
+    return images, labels.to(device, non_blocking=True)
 
 
 @torch.no_grad()
@@ -78,7 +84,7 @@ def evaluate(model: torch.nn.Module, batches, recipe: Recipe, device: torch.devi
     model.eval()
     totals = torch.zeros(4, dtype=torch.float64, device=device)  # top1 hits, top5 hits, loss sum, count
     for batch in batches:
-        images, labels = to_device(batch, device, recipe.engine.channels_last)
+        images, labels = to_device(batch, device, recipe)
         with autocast(recipe, device):
             logits = model(images)
         logits = logits.float()
@@ -115,7 +121,7 @@ class Trainer:
         if recipe.engine.sync_bn and dist.world > 1:
             model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)
         fmt = torch.channels_last if recipe.engine.channels_last else torch.contiguous_format
-        self.model = model.to(self.device, memory_format=fmt)
+        self.model = model.to(self.device, dtype=param_dtype(recipe), memory_format=fmt)
         self.opt = optim.create(self.model, recipe.optimizer.name, lr=recipe.optimizer.lr,
                                 weight_decay=recipe.weight_decay, **recipe.optimizer.hparams)
         if self.opt.reduces_gradients and self.plan.gsnr_groups < 2:
@@ -146,7 +152,7 @@ class Trainer:
         first_group = self.dist.rank * (accum // per_group)
         total = torch.zeros((), device=self.device)
         for micro in range(accum):
-            images, labels = to_device(next(micro_batches), self.device, self.recipe.engine.channels_last)
+            images, labels = to_device(next(micro_batches), self.device, self.recipe)
             with self._sync_context(micro, accum):
                 with autocast(self.recipe, self.device):
                     loss = F.cross_entropy(self.net(images), labels, label_smoothing=self.recipe.label_smoothing)
