@@ -3,6 +3,7 @@
     bench validate RECIPE...
     bench run RECIPE [--set KEY.PATH=VALUE ...] [--out DIR] [--nproc N]
     bench suite DIR [--out RESULTS] [--plots PLOTS]
+    bench sweep SWEEP [--list] [--only TEXT] [--out RESULTS]
     bench submit RECIPE --nodes N --gpus-per-node G [--partition P] [--dry-run]
     bench report | table | plot PATH...   (bench/analysis/commands.py)
     bench data synth --out DIR [--classes N ...]   (bench/data/commands.py)
@@ -91,6 +92,31 @@ def cmd_suite(args) -> int:
     return 0
 
 
+def cmd_sweep(args) -> int:
+    from bench import sweep
+
+    spec = sweep.load(args.sweep)
+    if args.list:
+        print(sweep.trial_table(sweep.expand(args.sweep, spec)), end="")
+        return 0
+    results = Path(args.out or Path("results") / spec.name)
+    plots = Path(args.plots or Path("plots") / spec.name)
+    try:
+        runs, waiting = sweep.run_sweep(args.sweep, results, args.only)
+    except sweep.Preempted as e:
+        print(f"preempted: {e}; run the same command to resume")
+        return 0
+    if waiting:
+        print("not complete yet (run the same command again): " + "; ".join(waiting))
+    if args.only:
+        return 0
+    from bench.analysis import commands as analysis_commands
+
+    for path in analysis_commands.regenerate(results, plots, args.baseline):
+        print(f"wrote {path}")
+    return 0
+
+
 def cmd_submit(args) -> int:
     from datetime import datetime
 
@@ -156,6 +182,16 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--baseline", help="optimizer the compare table's speedups are relative to")
     s.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="override a key in every recipe")
     s.set_defaults(func=cmd_suite)
+
+    s = sub.add_parser("sweep", help="tune optimizers at each batch with one budget, rerun the best over seeds, "
+                       "then report the verdict (bench/sweep.py documents the sweep file)")
+    s.add_argument("sweep", metavar="SWEEP")
+    s.add_argument("--list", action="store_true", help="print the trials (a markdown table) without running")
+    s.add_argument("--only", metavar="TEXT", help="run only the trials whose names contain TEXT (no reruns, no report)")
+    s.add_argument("--out", help="results directory (default: results/<sweep name>)")
+    s.add_argument("--plots", help="plots directory (default: plots/<sweep name>)")
+    s.add_argument("--baseline", metavar="ARM", help="the arm the verdict compares the others with")
+    s.set_defaults(func=cmd_sweep)
 
     s = sub.add_parser("submit", help="submit a recipe as a SLURM job (sbatch + torchrun)")
     run_arguments(s)

@@ -61,6 +61,15 @@ class DataSpec(_Strict):
     strict: bool = Field(False, description="an unreadable image is an error (false: skipped with a warning)")
     eval_batch: PositiveInt = 256
     train_eval_size: PositiveInt | None = Field(None, description="images in the train-eval subset; null = size of val")
+    holdout: float = Field(0, ge=0, allow_inf_nan=False, description=(
+        "training images held out of training, for selecting hyperparameters without touching val: a fraction "
+        "below 1, else a count; the same images for every run (evaluated as holdout_top1)"))
+
+    @model_validator(mode="after")
+    def _holdout_is_a_count_or_fraction(self):
+        if self.holdout >= 1 and self.holdout != int(self.holdout):
+            raise ValueError(f"key 'data.holdout' is {self.holdout:g}: a fraction below 1 or a whole count of images")
+        return self
 
     @model_validator(mode="after")
     def _path_matches_dataset(self):
@@ -150,6 +159,9 @@ class Recipe(_Strict):
     engine: EngineSpec = EngineSpec()
     checkpoint: CheckpointSpec = CheckpointSpec()
     target_top1: float = Field(gt=0, le=100, description="percent; epochs-to-target uses the first eval at or above it")
+    tags: dict[str, Union[str, int, float, bool]] = Field(default_factory=dict, description=(
+        "labels that do not change training (bench sweep writes sweep, arm, trial, study, role); "
+        "runs with different tags are different recipes in the analysis"))
 
     @model_validator(mode="after")
     def _batch_divides(self):

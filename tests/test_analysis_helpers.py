@@ -21,11 +21,13 @@ def make_run(root: Path, name: str, optimizer: str, batch: int, seed: int, val: 
              train_size: int = 1000, val_size: int = 300, data: dict | None = None, model: str = "resnet10t",
              eval_every: float = 1.0, epochs: float | None = None, lr: float = 0.1,
              data_workers: int | None = None, model_kwargs: dict | None = None, events: list[dict] | None = None,
-             legacy: bool = False, **recipe_extra) -> Path:
+             legacy: bool = False, holdout: list[float] | None = None, run_name: str | None = None,
+             **recipe_extra) -> Path:
     """A run of `len(val)` evaluations every `eval_every` epochs (of a recipe of `epochs`, default as many as
     evaluated); loss = 1 - top1/100 so gaps are checkable; 10 training seconds per epoch. legacy: metrics.csv
-    without the columns added later (schedule_epoch, batch), as runs made before them."""
-    run = Path(root) / name / f"seed{seed}"
+    without the columns added later (schedule_epoch, batch, holdout_*), as runs made before them. holdout: the
+    holdout_top1 of each evaluation (default: none, empty cells). run_name: the run folder (default seed<seed>)."""
+    run = Path(root) / name / (run_name or f"seed{seed}")
     run.mkdir(parents=True)
     data = dict(data or TOY, **({"workers": data_workers} if data_workers is not None else {}))
     recipe = {"name": name, "model": {"name": model, "kwargs": model_kwargs or {}}, "data": data,
@@ -43,7 +45,8 @@ def make_run(root: Path, name: str, optimizer: str, batch: int, seed: int, val: 
                      "step": round(epoch * steps_per_epoch), "images_seen": round(epoch * train_size),
                      "train_time_s": 10.0 * epoch, "lr": lr, "train_loss": 1.0, "train_eval_top1": t,
                      "train_eval_loss": 1 - t / 100, "val_top1": v, "val_top5": min(100.0, v + 20),
-                     "val_loss": 1 - v / 100})
+                     "val_loss": 1 - v / 100, "holdout_top1": holdout[i] if holdout else "",
+                     "holdout_loss": 1 - holdout[i] / 100 if holdout else ""})
     columns = [c for c in METRIC_COLUMNS if not (legacy and c in OPTIONAL_METRIC_COLUMNS)]
     lines = [",".join(columns)] + [",".join(str(r[c]) for c in columns) for r in rows]
     (run / "metrics.csv").write_text("\n".join(lines) + "\n")

@@ -73,7 +73,7 @@ SETTING_KEYS = (("model",), ("data", "dataset"), ("data", "path"), ("data", "syn
 # metrics.csv columns added after the first runs: read when present, else derived
 # (schedule_epoch = epoch: only AdaScale's schedule runs ahead of the images seen;
 # batch = the plan's global_batch: before adaptive batching it never changed).
-OPTIONAL_METRIC_COLUMNS = ("schedule_epoch", "batch")
+OPTIONAL_METRIC_COLUMNS = ("schedule_epoch", "batch", "holdout_top1", "holdout_loss")
 TO_TARGET = {"steps_to_target": "step", "epochs_to_target": "epoch", "images_to_target": "images_seen",
              "seconds_to_target": "train_time_s"}
 FINAL = {"val_top1": "val_top1", "val_top5": "val_top5", "train_eval_top1": "train_eval_top1"}
@@ -131,6 +131,9 @@ def read_metrics(run: Path, plan_batch: float = math.nan) -> pd.DataFrame:
         metrics["schedule_epoch"] = metrics["epoch"]
     if "batch" not in metrics.columns:
         metrics["batch"] = plan_batch
+    for column in ("holdout_top1", "holdout_loss"):  # runs without a holdout, or made before it
+        if column not in metrics.columns:
+            metrics[column] = math.nan
     try:
         metrics = metrics[columns].apply(pd.to_numeric)
     except (ValueError, TypeError) as e:

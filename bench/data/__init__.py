@@ -128,6 +128,14 @@ class Data:
         """This rank's share of the validation set (every image once over all ranks); iterable repeatedly."""
         return self._eval("val", self.layout.val, range(self.val_size))
 
+    @property
+    def holdout_size(self) -> int:
+        return len(self.layout.holdout)
+
+    def holdout(self) -> Iterable:
+        """The held-out training images (data.holdout) with validation transforms, every one once."""
+        return self._eval("holdout", self.layout.holdout, range(self.holdout_size))
+
     def train_eval(self) -> Iterable:
         """Training images with validation transforms, the same subset every time."""
         return self._eval("train_eval", self.layout.train, self.train_eval_indices)
@@ -167,6 +175,12 @@ def build(spec: DataSpec, global_batch: int, micro_batch: int, rank: int, world:
     if device.type == "cuda" and device.index is None:
         device = torch.device("cuda", torch.cuda.current_device())
     layout = scan(spec, loader)
+    if spec.holdout:
+        held = sampling.holdout_indices(len(layout.train), spec.holdout)
+        if not 0 < len(held) < len(layout.train):
+            raise UserError(f"key 'data.holdout' is {spec.holdout:g}: that holds out {len(held)} of the "
+                            f"{len(layout.train)} training images; at least one must be held out and one kept")
+        layout = layout.hold_out(held.tolist())
     stream = sampling.StepStream(len(layout.train), global_batch, micro_batch, rank, world, seed)
     size = spec.train_eval_size or len(layout.val)
     subset = sampling.train_eval_subset(len(layout.train), size).tolist()

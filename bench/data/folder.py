@@ -13,7 +13,7 @@ unreadable ones are found (and skipped) when read, or by `bench data check`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -37,6 +37,14 @@ class Folder:
     classes: tuple[str, ...]
     train: Split
     val: Split
+    holdout: Split = Split((), ())  # training images held out of training (data.holdout), see hold_out()
+
+    def hold_out(self, indices: Sequence[int]) -> "Folder":
+        """This layout with the training images at `indices` moved from train to holdout."""
+        held = set(indices)
+        keep = [i for i in range(len(self.train)) if i not in held]
+        pick = lambda split, idx: Split(tuple(split.files[i] for i in idx), tuple(split.labels[i] for i in idx))
+        return replace(self, train=pick(self.train, keep), holdout=pick(self.train, sorted(held)))
 
 
 def _scan_split(root: Path, split: str, classes: tuple[str, ...] | None) -> tuple[tuple[str, ...], Split]:

@@ -65,6 +65,14 @@ def eval_shard(n: int, rank: int, world: int) -> range:
     return range(rank, n, world)
 
 
+def holdout_indices(n_train: int, holdout: float) -> np.ndarray:
+    """The training images held out of training for hyperparameter selection (recipe key data.holdout:
+    a fraction below 1, else a count): the same images for every run and seed (a fixed generator), so
+    every trial of a sweep is selected on the same held-out images and trains on the same others."""
+    count = round(holdout * n_train) if holdout < 1 else int(holdout)
+    return np.sort(np.random.default_rng(1).permutation(n_train)[:count])
+
+
 def train_eval_subset(n_train: int, size: int) -> np.ndarray:
     """The fixed train-eval subset: the same images for every run and seed (seed 0)."""
     return np.sort(np.random.default_rng(0).permutation(n_train)[: min(size, n_train)])

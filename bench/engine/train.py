@@ -239,6 +239,7 @@ class Trainer:
                     val = evaluate(self.model, data.val(), recipe, device)
                     crash_point("eval", progress.step)
                     train_eval = evaluate(self.model, data.train_eval(), recipe, device)
+                    held = evaluate(self.model, data.holdout(), recipe, device) if data.holdout_size else {}
                     slowest = distributed.max_over_ranks(progress.train_time)
                     if run:
                         run.add_metrics({
@@ -247,6 +248,7 @@ class Trainer:
                             "train_time_s": slowest, "lr": lr, "train_loss": progress.loss_sum / progress.loss_count,
                             "train_eval_top1": train_eval["top1"], "train_eval_loss": train_eval["loss"],
                             "val_top1": val["top1"], "val_top5": val["top5"], "val_loss": val["loss"],
+                            "holdout_top1": held.get("top1"), "holdout_loss": held.get("loss"),
                         })
                         run.write_meta(train_time_s=slowest, train_images_per_s=images_seen / slowest)
                     progress.loss_sum, progress.loss_count = 0.0, 0
@@ -393,7 +395,8 @@ def _train(recipe: Recipe, results: Path, dist: distributed.Dist, progress: bool
                 versions=versions(), device=str(dist.device), world_size=dist.world, **host_info(dist.device),
                 plan=trainer.plan.as_dict(), data_root=str(trainer.data.root),
                 train_size=trainer.data.train_size, val_size=trainer.data.val_size, loader=trainer.data.loader,
-                train_eval_size=len(trainer.data.train_eval_indices), total_steps=trainer.pace.total_steps,
+                train_eval_size=len(trainer.data.train_eval_indices), holdout_size=trainer.data.holdout_size,
+                total_steps=trainer.pace.total_steps,
                 train_time_s=0.0,
             )
             print(f"run directory: {run.path}")

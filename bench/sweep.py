@@ -1,0 +1,447 @@
+"""`bench sweep SWEEP.yaml`: tune each optimizer at each global batch with the same budget, then rerun
+each best trial over seeds (Shallue et al. 2018; Nado et al. 2021; AlgoPerf's external tuning).
+
+A sweep file names a base recipe and crosses optimizer "arms" with global batches:
+
+    name: mini                              # default: the file's stem
+    base: ../tuned/base.yaml                # a recipe, relative to this file
+    set: {epochs: 3}                        # overrides of the base (dotted keys, as --set)
+    batches: [16, 64, 192, 480]
+    arms:                                   # label -> fixed keys and the search space
+      nesterov:
+        set: {optimizer.name: sgd, optimizer.nesterov: true}
+        space:
+          optimizer.lr: {low: 0.01, high: 3.0, scale: log}
+          schedule.warmup_epochs: {low: 0.0, high: 1.0}
+          optimizer.momentum: {values: [0.9, 0.95]}
+    search: quasirandom                     # or grid (every axis a list of values)
+    trials: 8                               # per (arm, batch) and study
+    studies: 1                              # independent studies (each its own scramble)
+    seed: 0                                 # the search's seed; trials train with seed `trial_seed`
+    budget: {epochs: 3}                     # or {steps: N} or {images: N}, per run
+    select: {split: holdout, metric: top1}  # holdout | validation; top1 | steps_to_target
+    reruns: {seeds: [1, 2, 3]}
+
+Trials are ordinary runs: the base recipe with the overrides, the batch, the budget and the
+trial's point, named `<sweep>-<arm>-b<batch>-t<NN>` (`-s<study>` when studies > 1), tagged
+(recipe key `tags`: sweep, arm, trial, study, role) so the analysis knows their place. Reruns
+of a cell's best trial are `<sweep>-<arm>-b<batch>-best-seed<S>`, role "rerun".
+
+Choices where the papers leave room, named:
+- Points: a scrambled Halton sequence (scipy.stats.qmc; AlgoPerf's quasi-random search), seeded
+  by (seed, study), the same unit points for every arm and batch (common random numbers: arms
+  and batches differ in what they are, not in the luck of their draws). A range maps linearly or
+  log-uniformly; a list of values takes floor(u * len).
+- Order: round-robin (trial 0 of every cell, then trial 1, ...), so a sweep stopped early has
+  the same number of trials in every cell.
+- The best trial of a cell maximises the final top1 on the selection split, or (metric
+  steps_to_target) reaches the target in the fewest steps on it, top1 breaking ties and misses.
+  Diverged trials are results (infeasible points), never errors; a cell whose trials all
+  diverged has no best trial and no reruns.
+- Reruns use seeds other than the trials' seed, so the quoted figures carry no selection luck.
+- Each trial is claimed by an exclusive lock on `<results>/<name>/.claim` while it trains, so
+  several processes (or nodes on a shared file system) can run one sweep: a trial is trained once.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import itertools
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Union
+
+import numpy as np
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt, ValidationError, model_validator
+
+from bench import recipe as recipe_mod
+from bench.engine.rundir import FINISHED, RunDir
+from bench.errors import UserError
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Range(_Strict):
+    low: float = Field(allow_inf_nan=False)
+    high: float = Field(allow_inf_nan=False)
+    scale: Literal["linear", "log"] = "linear"
+
+    @model_validator(mode="after")
+    def _ordered(self):
+        if self.low > self.high:
+            raise ValueError(f"low {self.low:g} is above high {self.high:g}")
+        if self.scale == "log" and self.low <= 0:
+            raise ValueError(f"a log range needs low > 0 (got {self.low:g}); use scale: linear to include 0")
+        return self
+
+    def at(self, u: float) -> float:
+        if self.scale == "log":
+            return math.exp(math.log(self.low) + u * (math.log(self.high) - math.log(self.low)))
+        return self.low + u * (self.high - self.low)
+
+
+class Choice(_Strict):
+    values: list[Any] = Field(min_length=1)
+
+    def at(self, u: float):
+        return self.values[min(int(u * len(self.values)), len(self.values) - 1)]
+
+
+class Arm(_Strict):
+    set: dict[str, Any] = Field(default_factory=dict, description="recipe keys fixed for this arm (dotted)")
+    space: dict[str, Union[Range, Choice]] = Field(default_factory=dict, description="recipe keys searched (dotted)")
+
+
+class Budget(_Strict):
+    epochs: PositiveFloat | None = None
+    steps: PositiveInt | None = None
+    images: PositiveInt | None = None
+
+    @model_validator(mode="after")
+    def _one(self):
+        given = [k for k in ("epochs", "steps", "images") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of epochs, steps or images")
+        return self
+
+    def epochs_at(self, batch: int, train_size: int) -> float:
+        if self.epochs is not None:
+            return self.epochs
+        return (self.steps * batch if self.steps is not None else self.images) / train_size
+
+
+class Select(_Strict):
+    split: Literal["holdout", "validation"] = Field(
+        "holdout", description="holdout: a part of the training set (recipe data.holdout) kept out of training")
+    metric: Literal["top1", "steps_to_target"] = "top1"
+
+
+class Reruns(_Strict):
+    seeds: list[NonNegativeInt] = Field(min_length=1)
+
+
+class SweepSpec(_Strict):
+    name: str
+    base: Path
+    set: dict[str, Any] = Field(default_factory=dict)
+    batches: list[PositiveInt] = Field(min_length=1)
+    arms: dict[str, Arm] = Field(min_length=1)
+    search: Literal["quasirandom", "grid"] = "quasirandom"
+    trials: PositiveInt | None = None
+    studies: PositiveInt = 1
+    seed: NonNegativeInt = 0
+    trial_seed: NonNegativeInt = 0
+    budget: Budget
+    select: Select = Select()
+    reruns: Reruns
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        if len(set(self.batches)) != len(self.batches):
+            raise ValueError("batches: each batch once")
+        for label in self.arms:
+            _check_name(label, f"arms.{label}")
+        if self.search == "quasirandom" and self.trials is None:
+            raise ValueError("trials: required for search: quasirandom")
+        if self.search == "grid":
+            for label, arm in self.arms.items():
+                ranges = [k for k, axis in arm.space.items() if isinstance(axis, Range)]
+                if ranges:
+                    raise ValueError(f"arms.{label}.space.{ranges[0]}: a grid needs a list of values, not a range")
+        if self.trial_seed in self.reruns.seeds:
+            raise ValueError(f"reruns.seeds: {self.trial_seed} is the trials' seed (trial_seed); reruns use others, "
+                             "so their figures carry no selection luck")
+        return self
+
+
+_NAME = re.compile(r"^[^/\\\x00-\x1f.][^/\\\x00-\x1f]*$")
+
+
+def _check_name(name: str, key: str) -> None:
+    """A name that becomes part of a path: one component, no leading dot, no control characters."""
+    if not _NAME.match(name) or ".." in name:
+        raise ValueError(f"{key}: {name!r} must be one path component (no '/', no '..', no leading '.')")
+
+
+@dataclass(frozen=True)
+class Trial:
+    name: str
+    arm: str
+    batch: int
+    role: str          # "trial" or "rerun"
+    index: int         # trial number (reruns: the best trial's)
+    study: int
+    point: dict        # the searched keys' values
+    recipe: recipe_mod.Recipe = field(compare=False, repr=False)
+
+
+def load(path: str | Path) -> SweepSpec:
+    path = Path(path)
+    if path.is_dir():
+        raise UserError(f"{path}: a folder, not a sweep file (bench sweep SWEEP.yaml)")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such sweep file") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as e:
+        raise UserError(f"{path}: not a readable YAML file ({type(e).__name__})") from None
+    if not isinstance(raw, dict):
+        raise UserError(f"{path}: a sweep file is a YAML mapping (base, batches, arms, budget, reruns, ...)")
+    raw.setdefault("name", path.stem)
+    try:
+        _check_name(str(raw["name"]), "name")
+        spec = SweepSpec.model_validate(raw)
+    except ValueError as e:  # pydantic's ValidationError is a ValueError too
+        message = recipe_mod.describe_error(e) if isinstance(e, ValidationError) else str(e)
+        raise UserError(f"{path}: {message}") from None
+    base = (path.parent / spec.base).resolve()
+    if not base.is_file():
+        raise UserError(f"{path}: key 'base': no recipe file at {base}")
+    return spec.model_copy(update={"base": base})
+
+
+def unit_points(dims: int, n: int, seed: int, study: int) -> list[list[float]]:
+    """n points of a scrambled Halton sequence in [0, 1)^dims, the same for the same (seed, study)."""
+    if dims == 0:
+        return [[] for _ in range(n)]
+    from scipy.stats import qmc
+
+    rng = np.random.default_rng([seed, study])
+    return qmc.Halton(d=dims, scramble=True, rng=rng).random(n).tolist()
+
+
+def points(spec: SweepSpec, arm: Arm, study: int) -> list[dict]:
+    keys = list(arm.space)
+    if spec.search == "grid":
+        return [dict(zip(keys, combo)) for combo in itertools.product(*(arm.space[k].values for k in keys))]
+    return [{k: arm.space[k].at(u) for k, u in zip(keys, us)} for us in unit_points(len(keys), spec.trials,
+                                                                                         spec.seed, study)]
+
+
+def _round(value):
+    """Searched floats to 6 significant digits: readable recipes, and the same recipe on every machine."""
+    return float(f"{value:.6g}") if isinstance(value, float) else value
+
+
+def _recipe(path: Path, spec: SweepSpec, arm_label: str, batch: int, point: dict, epochs: float, seed: int,
+            name: str, tags: dict) -> recipe_mod.Recipe:
+    sets = {**spec.set, **spec.arms[arm_label].set, "global_batch": batch, "epochs": epochs, "seed": seed,
+            "name": name, **{k: _round(v) for k, v in point.items()}}
+    assignments = [f"{k}={json.dumps(v)}" for k, v in sets.items()]
+    recipe = recipe_mod.load(spec.base, assignments)
+    return recipe.model_copy(update={"tags": {**recipe.tags, **tags}})
+
+
+def _train_size(spec: SweepSpec) -> int:
+    """Training images after the holdout, read from the data (only budgets in steps or images need it)."""
+    from bench.data import build
+
+    recipe = recipe_mod.load(spec.base, [f"{k}={json.dumps(v)}" for k, v in spec.set.items()])
+    return build(recipe.data, 1, 1, 0, 1, 0, device="cpu").train_size
+
+
+def expand(path: str | Path, spec: SweepSpec) -> list[Trial]:
+    """Every trial of the sweep, in running order (round-robin over cells); bad input raises UserError."""
+    train_size = None if spec.budget.epochs is not None else _train_size(spec)
+    cells = []
+    for study in range(spec.studies):
+        for label, arm in spec.arms.items():
+            for index, point in enumerate(points(spec, arm, study)):
+                for batch in spec.batches:
+                    cells.append((index, study, batch, label, point))
+    trials = []
+    for index, study, batch, label, point in sorted(cells, key=lambda c: c[:2]):
+        suffix = f"-s{study}" if spec.studies > 1 else ""
+        name = f"{spec.name}-{label}-b{batch}-t{index:02d}{suffix}"
+        tags = {"sweep": spec.name, "arm": label, "trial": index, "study": study, "role": "trial"}
+        try:
+            recipe = _recipe(path, spec, label, batch, point, spec.budget.epochs_at(batch, train_size or 1),
+                             spec.trial_seed, name, tags)
+        except UserError as e:
+            raise UserError(f"{path}: trial {name}: {e}") from None
+        trials.append(Trial(name, label, batch, "trial", index, study, point, recipe))
+    needs_holdout = spec.select.split == "holdout"
+    if needs_holdout and trials and not trials[0].recipe.data.holdout:
+        raise UserError(f"{path}: key 'select.split' is holdout but the recipes hold nothing out; set data.holdout "
+                        "(a fraction or count of training images) in the base or in set, or select on validation")
+    return trials
+
+
+def rerun_trials(spec: SweepSpec, best: Trial) -> list[Trial]:
+    out = []
+    for seed in spec.reruns.seeds:
+        name = f"{spec.name}-{best.arm}-b{best.batch}-best-seed{seed}"
+        tags = {**best.recipe.tags, "role": "rerun"}
+        recipe = best.recipe.model_copy(update={"name": name, "seed": seed, "tags": tags})
+        out.append(Trial(name, best.arm, best.batch, "rerun", best.index, best.study, best.point, recipe))
+    return out
+
+
+# ---- running ---------------------------------------------------------------------------------------------
+
+
+def finished_run(results: Path, recipe: recipe_mod.Recipe) -> Path | None:
+    """The newest finished (completed or diverged) run of exactly this resolved recipe, if any."""
+    for run in reversed(RunDir.runs_of(results, recipe.name)):
+        try:
+            done = json.loads((run / "meta.json").read_text()).get("status") in FINISHED
+            same = recipe.same_as((run / "recipe.yaml").read_text())
+        except (OSError, ValueError):
+            continue
+        if done and same:
+            return run
+    return None
+
+
+class Claim:
+    """An exclusive, non-blocking lock on <results>/<name>/.claim: held while this process trains the
+    trial; released when the process ends, however it ends."""
+
+    def __init__(self, results: Path, name: str):
+        folder = Path(results) / name
+        folder.mkdir(parents=True, exist_ok=True)
+        self._file = open(folder / ".claim", "w")
+
+    def take(self) -> bool:
+        try:
+            fcntl.flock(self._file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            self._file.close()
+            return False
+
+    def release(self) -> None:
+        self._file.close()
+
+
+def selection_score(run: Path, recipe: recipe_mod.Recipe, select: Select) -> tuple:
+    """Sort key of a finished trial (larger is better): (reached, -steps, top1) for steps_to_target,
+    (top1,) for top1; a diverged trial or one with no evaluation scores lowest."""
+    from bench.analysis.results import read_metrics
+
+    column = "holdout_top1" if select.split == "holdout" else "val_top1"
+    status = json.loads((run / "meta.json").read_text()).get("status")
+    metrics = read_metrics(run)
+    if status != "completed" or not len(metrics) or not math.isfinite(metrics[column].iloc[-1]):
+        return (-math.inf,) * (3 if select.metric == "steps_to_target" else 1)
+    top1 = float(metrics[column].iloc[-1])
+    if select.metric == "top1":
+        return (top1,)
+    reached = metrics[metrics[column] >= recipe.target_top1]
+    return (1.0, -float(reached["step"].iloc[0]), top1) if len(reached) else (0.0, 0.0, top1)
+
+
+class Preempted(Exception):
+    """A trial stopped by SIGTERM / SIGINT (checkpointed): the sweep stops too."""
+
+
+@dataclass
+class Progress:
+    done: int = 0
+    skipped_elsewhere: int = 0
+    best: dict = field(default_factory=dict)  # (arm, batch) -> (score, trial name)
+
+
+def run_trials(trials: list[Trial], results: Path, spec: SweepSpec, bar, progress: Progress) -> dict[str, Path]:
+    """Train every trial not finished yet and not claimed by another process; returns name -> finished run."""
+    from bench.engine.train import train
+
+    finished = {}
+    for trial in trials:
+        run = finished_run(results, trial.recipe)
+        if run is None:
+            claim = Claim(results, trial.name)
+            if not claim.take():
+                progress.skipped_elsewhere += 1
+                bar.update(1)
+                continue
+            try:
+                run = finished_run(results, trial.recipe)  # another process may have finished it meanwhile
+                if run is None:
+                    bar.set_postfix_str(f"{trial.name} ...")
+                    done = train(trial.recipe, results, progress=False)
+                    status = done.meta.get("status") if done else None
+                    if status == "preempted":
+                        raise Preempted(f"trial {trial.name} checkpointed in {done.path}")
+                    run = done.path if status in FINISHED else None
+            finally:
+                claim.release()
+        if run is not None:
+            finished[trial.name] = run
+            progress.done += 1
+            if trial.role == "trial":
+                score = selection_score(run, trial.recipe, spec.select)
+                cell = (trial.arm, trial.batch)
+                if cell not in progress.best or score > progress.best[cell][0]:
+                    progress.best[cell] = (score, trial.name)
+        bar.update(1)
+        bar.set_postfix_str(_best_so_far(progress))
+    return finished
+
+
+def _best_so_far(progress: Progress) -> str:
+    if not progress.best:
+        return ""
+    cell, (score, name) = max(progress.best.items(), key=lambda kv: kv[1][0])
+    return f"best {name} ({score[-1]:.1f}%)" if math.isfinite(score[-1]) else ""
+
+
+def best_trials(trials: list[Trial], finished: dict[str, Path], spec: SweepSpec) -> tuple[list[Trial], list[str]]:
+    """The best finished trial of each (arm, batch) cell whose trials have all finished, and the cells waiting."""
+    by_cell: dict[tuple, list[Trial]] = {}
+    for t in trials:
+        by_cell.setdefault((t.arm, t.batch), []).append(t)
+    best, waiting = [], []
+    for (arm, batch), members in by_cell.items():
+        if any(t.name not in finished for t in members):
+            waiting.append(f"{arm} at batch {batch}")
+            continue
+        scored = [(selection_score(finished[t.name], t.recipe, spec.select), t) for t in members]
+        score, top = max(scored, key=lambda st: st[0])
+        if math.isfinite(score[-1]):
+            best.append(top)
+    return best, waiting
+
+
+def run_sweep(path: str | Path, results: Path, only: str | None = None) -> tuple[list[Trial], list[str]]:
+    """Run the trials, then the reruns of each cell's best trial; returns (all trials and reruns, waiting
+    cells). `only`: run just the trials whose names contain it (no reruns)."""
+    from tqdm import tqdm
+
+    spec = load(path)
+    trials = expand(path, spec)
+    chosen = [t for t in trials if only in t.name] if only else trials
+    if only and not chosen:
+        raise UserError(f"--only {only!r}: no trial of {path} has that in its name (see bench sweep {path} --list)")
+    progress = Progress()
+    with tqdm(total=len(chosen), unit="trial", desc=f"sweep {spec.name}", dynamic_ncols=True) as bar:
+        finished = run_trials(chosen, results, spec, bar, progress)
+    if only:
+        return chosen, []
+    best, waiting = best_trials(trials, finished, spec)
+    reruns = [r for b in best for r in rerun_trials(spec, b)]
+    with tqdm(total=len(reruns), unit="run", desc=f"reruns {spec.name}", dynamic_ncols=True) as bar:
+        run_trials(reruns, results, spec, bar, progress)
+    if progress.skipped_elsewhere:
+        waiting.append(f"{progress.skipped_elsewhere} runs claimed by other processes")
+    return trials + reruns, waiting
+
+
+def trial_table(trials: list[Trial]) -> str:
+    """The trials as a markdown table (bench sweep --list)."""
+    keys = list(dict.fromkeys(k for t in trials for k in t.point))
+    head = ["name", "arm", "batch", "epochs", *keys]
+    rows = [[t.name, t.arm, str(t.batch), f"{t.recipe.epochs:g}", *(_show(t.point.get(k)) for k in keys)]
+            for t in trials]
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows]) + "\n"
+
+
+def _show(value) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
