@@ -39,9 +39,20 @@ def test_set_overrides_nested_keys_and_optimizer_hparams(tmp_path):
     assert r.optimizer.hparams["nesterov"] is True and r.model.kwargs == {"drop_rate": 0.1}
 
 
+SWEEPS = RECIPES / "sweeps"  # sweep files (bench sweep); their base recipes are in sweeps/base/
+
+
 def test_every_shipped_recipe_validates():
-    paths = sorted(str(p) for p in RECIPES.rglob("*.yaml"))
+    paths = sorted(str(p) for p in RECIPES.rglob("*.yaml") if p.parent != SWEEPS)
     assert paths and main(["validate", *paths]) == 0
+
+
+def test_every_shipped_sweep_expands(capsys):
+    sweeps = sorted(SWEEPS.glob("*.yaml"))
+    assert sweeps
+    for path in sweeps:
+        assert main(["sweep", str(path), "--list"]) == 0
+        assert capsys.readouterr().out.count("\n") > 2
 
 
 BAD = [
