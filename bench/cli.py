@@ -112,7 +112,7 @@ def cmd_sweep(args) -> int:
         return 0
     from bench.analysis import commands as analysis_commands
 
-    for path in analysis_commands.regenerate(results, plots, args.baseline):
+    for path in analysis_commands.regenerate_sweep(results, plots, args.baseline):
         print(f"wrote {path}")
     return 0
 

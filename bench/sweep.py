@@ -52,7 +52,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 import numpy as np
 import yaml
@@ -67,35 +67,40 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class Range(_Strict):
-    low: float = Field(allow_inf_nan=False)
-    high: float = Field(allow_inf_nan=False)
+class Axis(_Strict):
+    """One searched key: a range {low, high, scale: linear | log} or a list {values: [...]}."""
+
+    low: float | None = Field(None, allow_inf_nan=False)
+    high: float | None = Field(None, allow_inf_nan=False)
     scale: Literal["linear", "log"] = "linear"
+    values: list[Any] | None = None
 
     @model_validator(mode="after")
-    def _ordered(self):
+    def _range_or_values(self):
+        if self.values is not None:
+            if not self.values or self.low is not None or self.high is not None:
+                raise ValueError("give a non-empty list of values, or low and high, not both")
+            return self
+        if self.low is None or self.high is None:
+            raise ValueError("give low and high (a range), or values (a list)")
         if self.low > self.high:
             raise ValueError(f"low {self.low:g} is above high {self.high:g}")
         if self.scale == "log" and self.low <= 0:
             raise ValueError(f"a log range needs low > 0 (got {self.low:g}); use scale: linear to include 0")
         return self
 
-    def at(self, u: float) -> float:
+    def at(self, u: float):
+        """The value at u in [0, 1): linear or log-uniform in the range, or the list's floor(u * len)-th."""
+        if self.values is not None:
+            return self.values[min(int(u * len(self.values)), len(self.values) - 1)]
         if self.scale == "log":
             return math.exp(math.log(self.low) + u * (math.log(self.high) - math.log(self.low)))
         return self.low + u * (self.high - self.low)
 
 
-class Choice(_Strict):
-    values: list[Any] = Field(min_length=1)
-
-    def at(self, u: float):
-        return self.values[min(int(u * len(self.values)), len(self.values) - 1)]
-
-
 class Arm(_Strict):
     set: dict[str, Any] = Field(default_factory=dict, description="recipe keys fixed for this arm (dotted)")
-    space: dict[str, Union[Range, Choice]] = Field(default_factory=dict, description="recipe keys searched (dotted)")
+    space: dict[str, Axis] = Field(default_factory=dict, description="recipe keys searched (dotted)")
 
 
 class Budget(_Strict):
@@ -151,7 +156,7 @@ class SweepSpec(_Strict):
             raise ValueError("trials: required for search: quasirandom")
         if self.search == "grid":
             for label, arm in self.arms.items():
-                ranges = [k for k, axis in arm.space.items() if isinstance(axis, Range)]
+                ranges = [k for k, axis in arm.space.items() if axis.values is None]
                 if ranges:
                     raise ValueError(f"arms.{label}.space.{ranges[0]}: a grid needs a list of values, not a range")
         if self.trial_seed in self.reruns.seeds:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from bench.analysis.render import FORMATS
 
-TABLE_NAMES = ("vrgd-imagenet", "vrgd-gap", "vrgd-cifar10", "mlperf-epochs", "compare")
+TABLE_NAMES = ("vrgd-imagenet", "vrgd-gap", "vrgd-cifar10", "mlperf-epochs", "compare", "verdict", "tuning")
 EXTENSIONS = {"markdown": "md", "csv": "csv"}
 
 
@@ -46,8 +46,6 @@ def regenerate(results_dir: str | Path, plots_dir: str | Path | None, baseline: 
     `plots_dir`; None: none) of one results tree; returns the files written. Paper tables are written only when
     some run is in their setting. `baseline`: the optimizer B of the compare table's speedups."""
     from bench.analysis import plots, report, results, tables
-    from bench.analysis.render import render
-    from bench.engine.rundir import atomic_write
 
     results_dir = Path(results_dir)
     study = results.load_study([results_dir])
@@ -55,13 +53,31 @@ def regenerate(results_dir: str | Path, plots_dir: str | Path | None, baseline: 
     for name, setting in tables.NEEDS.items():
         if (study.groups["paper"] == setting).any():
             outputs[name] = tables.build(name, study, baseline)
+    return _write_tables(results_dir, outputs) + (plots.plot_all(study, plots_dir) if plots_dir is not None else [])
+
+
+def regenerate_sweep(results_dir: str | Path, plots_dir: str | Path, baseline: str | None = None) -> list[Path]:
+    """A sweep's results tree: the report, the tuning and verdict tables (markdown and csv) and the sweep figures."""
+    from bench.analysis import report, results, tables, tuning_plots
+
+    results_dir = Path(results_dir)
+    study = results.load_study([results_dir])
+    outputs = {"report": report.table(study.runs), **{name: tables.build(name, study, baseline)
+                                                       for name in tables.SWEEP_TABLES}}
+    return _write_tables(results_dir, outputs) + tuning_plots.plot_all(study, plots_dir)
+
+
+def _write_tables(results_dir: Path, outputs: dict) -> list[Path]:
+    from bench.analysis.render import render
+    from bench.engine.rundir import atomic_write
+
     written = []
     for name, table in outputs.items():
         for fmt, ext in EXTENSIONS.items():
             path = results_dir / f"{name}.{ext}"
             atomic_write(path, render(table, fmt))
             written.append(path)
-    return written + (plots.plot_all(study, plots_dir) if plots_dir is not None else [])
+    return written
 
 
 def add_parsers(sub, default_results: Path) -> None:

@@ -50,7 +50,7 @@ STYLE = {
     "savefig.bbox": "tight", "svg.fonttype": "none", "legend.frameon": False,
 }
 WIDTH = 7.0  # inches: a two-column paper's text width
-COLORS = {"lars": "#1f77b4", "vrgd_lars": "#d62728", "sgd": "#555555", "vrgd_sgd": "#ff7f0e", "lamb": "#2ca02c",
+COLORS = {"lars": "#1f77b4", "vrgd_lars": "#d62728", "sgd": "#555555", "nesterov": "#2ca02c", "vrgd_sgd": "#ff7f0e", "lamb": "#2ca02c",
           "vrgd_lamb": "#9467bd", "adamw": "#8c564b", "adam": "#8c564b", "vrgd_adam": "#e377c2", "larc": "#17becf",
           "adascale_sgd": "#bcbd22", "adascale_lars": "#393b79", "simigrad_sgd": "#ad494a", "simigrad_lars": "#637939",
           "simigrad_lamb": "#7b4173"}

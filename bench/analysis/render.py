@@ -29,6 +29,7 @@ class Cell:
     n: int | None = None
     note: str = ""
     kind: str = "pct"
+    ci: tuple[float, float] | None = None  # a confidence interval, shown as "[low, high]"
 
     @property
     def empty(self) -> bool:
@@ -45,6 +46,8 @@ class Cell:
         out = self.number(self.value)
         if self.std == self.std and math.isfinite(self.std) and not math.isinf(self.value):
             out += f" ± {self.number(self.std)}"
+        if self.ci is not None and all(map(math.isfinite, self.ci)):
+            out += f" [{self.number(self.ci[0])}, {self.number(self.ci[1])}]"
         extra = [f"n={self.n}"] if self.n is not None else []
         extra += [self.note] if self.note else []
         return out + (f" ({'; '.join(extra)})" if extra else "")
@@ -94,29 +97,34 @@ def _csv_value(c) -> str:
 
 
 def csv_text(table: Table) -> str:
-    """Numbers in columns; a measured column (cells with n) gains '<col> std' and '<col> n'; notes in '<col> note'."""
+    """Numbers in columns; a measured column (cells with n) gains '<col> std' and '<col> n', a column with
+    confidence intervals '<col> ci low' and '<col> ci high'; notes in '<col> note'."""
     layout = []
     for j, name in enumerate(table.columns):
         cells = [row[j] for row in table.rows]
         measured = any(isinstance(c, Cell) and c.n is not None for c in cells)
         noted = any(isinstance(c, Cell) and c.note and c.note != NO_NUMBER for c in cells)
-        layout.append((j, name, measured, noted))
+        interval = any(isinstance(c, Cell) and c.ci is not None for c in cells)
+        layout.append((j, name, measured, noted, interval))
     buf = io.StringIO()
     for note in [table.title, *table.notes]:
         buf.write(f"# {note}\n")
     writer = csv.writer(buf, lineterminator="\n")
     header = []
-    for _, name, measured, noted in layout:
-        header += [name] + ([f"{name} std", f"{name} n"] if measured else []) + ([f"{name} note"] if noted else [])
+    for _, name, measured, noted, interval in layout:
+        header += ([name] + ([f"{name} std", f"{name} n"] if measured else [])
+                   + ([f"{name} ci low", f"{name} ci high"] if interval else []) + ([f"{name} note"] if noted else []))
     writer.writerow(header)
     for row in table.rows:
         out = []
-        for j, _, measured, noted in layout:
+        for j, _, measured, noted, interval in layout:
             c = row[j]
             out.append(_csv_value(c))
             if measured:
                 std = c.std if isinstance(c, Cell) and not c.empty and c.std == c.std else ""
                 out += [std, c.n if isinstance(c, Cell) and c.n is not None else ""]
+            if interval:
+                out += list(c.ci) if isinstance(c, Cell) and c.ci is not None else ["", ""]
             if noted:
                 out.append(c.note if isinstance(c, Cell) and c.note != NO_NUMBER else "")
         writer.writerow(out)

@@ -18,6 +18,8 @@ Per run (`Study.runs`, `load()`):
   noisy and may be negative (a mean of per-step ratios would be dominated by the
   steps where it is near 0). NaN when no step logged both or the summed |G|^2 is
   not positive; noise_scale_steps: how many steps it used.
+- holdout_top1: Top-1 (%) on the held-out training images (recipe data.holdout) at the last evaluation.
+- sweep, arm, role, trial, sweep_study: the run's place in a `bench sweep` (sweep_place); warmup_epochs.
 - mean_gain: mean of the per-step AdaScale gain (NaN when no step logged one).
 - mean_batch / final_batch: mean over steps of the global batch (images seen /
   steps) and the batch of the last step; batch_varies: whether the batch
@@ -280,6 +282,8 @@ def summarize(run: Path) -> tuple[dict, pd.DataFrame]:
         "problem_label": setting_label(recipe, meta, paper) if paper else data_label(recipe, meta),
         "adaptive_batch": bool(recipe.get("adaptive_batch")), "dataset": data.get("dataset"),
         "image_size": data.get("image_size"), "lr": recipe["optimizer"].get("lr"),
+        "warmup_epochs": (recipe.get("schedule") or {}).get("warmup_epochs"),
+        **sweep_place(recipe), "holdout_top1": math.nan,
         "planned_epochs": recipe.get("epochs"), "train_size": meta.get("train_size"),
         "target_top1": target, "train_time_s": float(meta.get("train_time_s") or math.nan),
         "evaluations": len(metrics), "epochs": math.nan, "steps": math.nan, "images": math.nan,
@@ -292,10 +296,18 @@ def summarize(run: Path) -> tuple[dict, pd.DataFrame]:
         row.update(epochs=last["epoch"], steps=last["step"], images=last["images_seen"],
                    best_val_top1=metrics["val_top1"].max(), best_val_top5=metrics["val_top5"].max())
         if not diverged:
-            row.update({name: last[col] for name, col in FINAL.items()})
+            row.update({name: last[col] for name, col in FINAL.items()}, holdout_top1=last["holdout_top1"])
             row.update(gap_top1=last["train_eval_top1"] - last["val_top1"],
                        gap_loss=last["val_loss"] - last["train_eval_loss"])
     return row, metrics.assign(run=str(run))
+
+
+def sweep_place(recipe: dict) -> dict:
+    """Where `bench sweep` put a run (its recipe's tags): sweep, arm, role (trial or rerun), trial number and
+    study; a run made outside a sweep is the arm of its optimizer's name, with no role."""
+    tags = recipe.get("tags") or {}
+    return {"sweep": tags.get("sweep"), "arm": tags.get("arm") or recipe["optimizer"]["name"],
+            "role": tags.get("role"), "trial": tags.get("trial"), "sweep_study": tags.get("study")}
 
 
 def mean_std(values) -> tuple[float, float]:

@@ -14,7 +14,7 @@ import math
 
 import pandas as pd
 
-from bench.analysis import paper
+from bench.analysis import paper, tuning
 from bench.analysis.paper import MLPERF_TARGET, display
 from bench.analysis.render import NO_NUMBER, Cell, Table, cell
 from bench.analysis.results import Study, best_groups
@@ -265,7 +265,8 @@ def compare(study: Study, baseline: str | None = None, batch: int | None = None)
 
 
 TABLES = {"vrgd-imagenet": vrgd_imagenet, "vrgd-gap": vrgd_gap, "vrgd-cifar10": vrgd_cifar10,
-          "mlperf-epochs": mlperf_epochs, "compare": compare}
+          "mlperf-epochs": mlperf_epochs, "compare": compare, "verdict": tuning.verdict, "tuning": tuning.tuning}
+SWEEP_TABLES = ("verdict", "tuning")  # their --baseline is an arm of the sweep, checked by tuning.py
 # Which paper setting a table's measured cells need (regenerate() writes it only when such runs exist).
 NEEDS = {"vrgd-imagenet": "imagenet", "vrgd-gap": "imagenet", "vrgd-cifar10": "cifar10", "mlperf-epochs": "imagenet"}
 
@@ -274,7 +275,7 @@ def build(name: str, study: Study, baseline: str | None = None, batch: int | Non
     """The table `name`; `batch` (compare only): only the recipes of that global batch."""
     if name not in TABLES:
         raise UserError(f"unknown table '{name}'; choose from {', '.join(TABLES)}")
-    if baseline is not None and baseline not in set(study.groups["optimizer"]):
+    if baseline is not None and name not in SWEEP_TABLES and baseline not in set(study.groups["optimizer"]):
         raise UserError(f"--baseline '{baseline}': no run uses that optimizer; the runs use "
                         f"{', '.join(sorted(set(study.groups['optimizer'])))}")
     if batch is None:

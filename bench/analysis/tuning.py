@@ -1,0 +1,247 @@
+"""The analysis of a tuned comparison (`bench sweep`): per (arm, batch) cell, what tuning found, and for each
+pair of arms at each batch, the verdict.
+
+Runs are placed by their recipe's tags (results.sweep_place): role "trial" (one point of the search) or
+"rerun" (the cell's best trial again, with other seeds). Definitions, each printed under its table:
+
+- steps_to_result: the fewest steps to the target over the cell's trials that reached it, on the val set
+  (Shallue et al. 2018: the best trial for this measure, chosen after the fact); inf when none reached it.
+- median_study_steps: for each study (an independent repetition of the search), its fewest steps to the
+  target; then the median over studies, a miss counting as infinity (AlgoPerf's time-to-result, in steps;
+  steps rather than seconds because a shared CPU's wall time is no measure of an optimizer).
+- The tuned figures (val Top-1, gap, steps to target) are those of the reruns: seeds other than the trials',
+  so no selection luck is in them.
+- Verdict on val Top-1: the difference of the reruns' means, X - Y, with a 95% Welch confidence interval
+  (scipy.stats.ttest_ind, unequal variances); "X better" / "Y better" when the interval excludes 0, else
+  "within noise". A diverged rerun has no final accuracy and is left out of its side's mean (the row says
+  so); a side whose reruns all diverged loses to one that trained. The gap difference gets the same
+  interval; the steps ratio X / Y is the ratio of geometric means with the interval of the mean difference
+  of log steps, given only when every rerun of both sides reached the target.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pandas as pd
+
+from bench.analysis.paper import display
+from bench.analysis.render import NO_NUMBER, Cell, Table
+from bench.analysis.results import Study
+from bench.errors import UserError
+
+CONFIDENCE = 0.95
+
+
+def sweep_runs(study: Study) -> pd.DataFrame:
+    runs = study.runs[study.runs["role"].isin(["trial", "rerun"])]
+    if not len(runs):
+        raise UserError("no runs made by bench sweep here (runs whose recipe tags say role: trial or rerun)")
+    return runs
+
+
+def arms(runs: pd.DataFrame) -> list[str]:
+    return list(dict.fromkeys(runs.sort_values(["trial", "run"], kind="stable")["arm"]))
+
+
+def selection_column(trials: pd.DataFrame) -> str:
+    """holdout_top1 when the trials held images out, else val_top1 (then selection used the validation set)."""
+    return "holdout_top1" if trials["holdout_top1"].notna().any() else "val_top1"
+
+
+def _min_steps(trials: pd.DataFrame) -> float:
+    finished = trials[trials["finished"]]
+    return float(finished["steps_to_target"].min()) if len(finished) else math.nan
+
+
+def cells(study: Study) -> pd.DataFrame:
+    """One row per (arm, batch): the trials' search and the reruns' figures (see the module docstring)."""
+    runs = sweep_runs(study)
+    rows = []
+    for (arm, batch), members in runs.groupby(["arm", "global_batch"], sort=False):
+        trials, reruns = members[members["role"] == "trial"], members[members["role"] == "rerun"]
+        column = selection_column(trials)
+        scored = trials[(trials["status"] == "completed") & trials[column].notna()]
+        best = scored.loc[scored[column].idxmax()] if len(scored) else None
+        per_study = [_min_steps(t) for _, t in trials.groupby("sweep_study")]
+        done = reruns[reruns["finished"]]
+        trained = done[done["val_top1"].notna()]
+        rows.append({
+            "arm": arm, "global_batch": int(batch), "optimizer": members["optimizer"].iloc[0],
+            "n_trials": len(trials), "n_finished": int(trials["finished"].sum()),
+            "n_infeasible": int((trials["finished"] & trials["val_top1"].isna()).sum()),
+            "selection": column, "best_trial": best["recipe"] if best is not None else None,
+            "best_selection_top1": best[column] if best is not None else math.nan,
+            "best_lr": best["lr"] if best is not None else math.nan,
+            "best_warmup_epochs": best["warmup_epochs"] if best is not None else math.nan,
+            "steps_to_result": _min_steps(trials),
+            "median_study_steps": float(np.median(per_study)) if per_study else math.nan,
+            "n_studies": len(per_study),
+            "reruns": tuple(done["run"]), "n_reruns": len(done), "n_rerun_diverged": len(done) - len(trained),
+            "val_top1": tuple(trained["val_top1"]), "gap_top1": tuple(trained["gap_top1"]),
+            "rerun_steps": tuple(done["steps_to_target"]),
+            "target_top1": members["target_top1"].iloc[0], "planned_epochs": members["planned_epochs"].iloc[0],
+            "problem_label": members["problem_label"].iloc[0], "model_label": members["model_label"].iloc[0],
+        })
+    return pd.DataFrame(rows).sort_values(["global_batch", "arm"], key=_arm_order(runs), ignore_index=True)
+
+
+def _arm_order(runs: pd.DataFrame):
+    order = {a: i for i, a in enumerate(arms(runs))}
+    return lambda col: col.map(order) if col.name == "arm" else col
+
+
+def mean_std_n(values) -> tuple[float, float, int]:
+    v = np.asarray(values, dtype=float)
+    if not len(v):
+        return math.nan, math.nan, 0
+    return float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else math.nan, len(v)
+
+
+def welch(x, y) -> tuple[float, tuple[float, float]]:
+    """mean(x) - mean(y) and its CONFIDENCE interval (Welch's t, unequal variances); NaN interval below 2+2 values
+    or when both sides have no spread."""
+    from scipy import stats
+
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    diff = float(x.mean() - y.mean()) if len(x) and len(y) else math.nan
+    if len(x) < 2 or len(y) < 2 or (x.std() == 0 and y.std() == 0):
+        return diff, (math.nan, math.nan)
+    ci = stats.ttest_ind(x, y, equal_var=False).confidence_interval(CONFIDENCE)
+    return diff, (float(ci.low), float(ci.high))
+
+
+def verdict_word(x: str, y: str, cell_x: pd.Series, cell_y: pd.Series, ci: tuple[float, float]) -> str:
+    tx, ty = len(cell_x["val_top1"]), len(cell_y["val_top1"])
+    if not cell_x["n_reruns"] or not cell_y["n_reruns"]:
+        return "no reruns yet"
+    if not tx or not ty:
+        return "both diverged" if not tx and not ty else f"{display(x if tx else y)} better (the other diverged)"
+    if not all(map(math.isfinite, ci)):
+        return "too few seeds"
+    if ci[0] > 0:
+        return f"{display(x)} better"
+    if ci[1] < 0:
+        return f"{display(y)} better"
+    return "within noise"
+
+
+def steps_ratio(cell_x: pd.Series, cell_y: pd.Series) -> Cell:
+    sx, sy = np.asarray(cell_x["rerun_steps"], float), np.asarray(cell_y["rerun_steps"], float)
+    if not len(sx) or not len(sy):
+        return Cell(None, kind="ratio")
+    missed = [f"{display(c['arm'])} missed {int(np.isinf(s).sum())}/{len(s)}"
+              for c, s in ((cell_x, sx), (cell_y, sy)) if not np.isfinite(s).all()]
+    if missed:
+        return Cell(None, note="; ".join(missed), kind="ratio")
+    diff, (low, high) = welch(np.log(sx), np.log(sy))
+    return Cell(math.exp(diff), kind="ratio", ci=(math.exp(low), math.exp(high)) if math.isfinite(low) else None)
+
+
+def verdict(study: Study, baseline: str | None = None) -> Table:
+    """For each batch and pair of arms (or each arm against `baseline`): differences with 95% intervals and a word."""
+    table_cells = cells(study)
+    names = arms(sweep_runs(study))
+    if baseline is not None and baseline not in names:
+        raise UserError(f"--baseline '{baseline}': not an arm of these sweeps; the arms are {', '.join(names)}")
+    pairs = [(x, baseline) for x in names if x != baseline] if baseline else list(itertools.combinations(names, 2))
+    table = Table(_title("Verdict: tuned optimizers compared at each global batch", table_cells),
+                  ["batch", "X", "Y", "val Top-1 X", "val Top-1 Y", "Δ val Top-1 (X − Y)", "Δ gap (X − Y)",
+                   "steps to target X / Y", "verdict"])
+    for batch, at in table_cells.groupby("global_batch", sort=True):
+        by_arm = {c["arm"]: c for _, c in at.iterrows()}
+        for x, y in pairs:
+            if x not in by_arm or y not in by_arm:
+                continue
+            cx, cy = by_arm[x], by_arm[y]
+            d_top1, ci_top1 = welch(cx["val_top1"], cy["val_top1"])
+            d_gap, ci_gap = welch(cx["gap_top1"], cy["gap_top1"])
+            table.rows.append([
+                int(batch), display(x), display(y), _rerun_cell(cx, "val_top1"), _rerun_cell(cy, "val_top1"),
+                Cell(d_top1, kind="pct", ci=ci_top1), Cell(d_gap, kind="pct", ci=ci_gap), steps_ratio(cx, cy),
+                verdict_word(x, y, cx, cy, ci_top1)])
+    table.notes = [
+        "val Top-1 X / Y: final val Top-1 (%) of the best trial's reruns (seeds other than the trials'), mean ± sample "
+        "std (n = reruns that trained; diverged ones named).",
+        f"Δ: difference of the reruns' means with its {CONFIDENCE:.0%} Welch confidence interval [low, high] "
+        "(scipy.stats.ttest_ind, unequal variances); gap = train-eval Top-1 − val Top-1 (pp).",
+        "verdict (on val Top-1): 'X better' / 'Y better' when the interval excludes 0; 'within noise' when it "
+        "contains 0: the difference is smaller than the seed-to-seed noise can resolve with these seeds.",
+        "steps to target X / Y: ratio of the reruns' geometric-mean steps to the first evaluation ≥ the target, "
+        "interval from the log steps; < 1: X reaches the target in fewer steps.",
+        *_selection_notes(table_cells),
+    ]
+    return table
+
+
+def _rerun_cell(c: pd.Series, metric: str) -> Cell:
+    mean, std, n = mean_std_n(c[metric])
+    note = f"{c['n_rerun_diverged']} diverged" if c["n_rerun_diverged"] else ""
+    if not n:
+        return Cell(None, note=f"all {c['n_reruns']} diverged" if c["n_reruns"] else "no reruns")
+    return Cell(mean, std, n, note)
+
+
+def tuning(study: Study, baseline: str | None = None) -> Table:
+    """Per (arm, batch): the search (trials, infeasible, best point), steps to result, and the reruns' figures."""
+    table_cells = cells(study)
+    table = Table(_title("Tuning: each optimizer at each global batch", table_cells),
+                  ["batch", "arm", "trials", "infeasible", "best trial", "best lr", "best warm-up (epochs)",
+                   "best selection Top-1", "steps to result", "median over studies", "val Top-1 (reruns)",
+                   "gap Top-1 (reruns)", "steps to target (reruns)"])
+    for _, c in table_cells.iterrows():
+        steps = np.asarray(c["rerun_steps"], float)
+        reached = f"{int(np.isfinite(steps).sum())}/{len(steps)} reached" if len(steps) else "no reruns"
+        mean_steps = Cell(*mean_std_n(steps)[:2], kind="steps", note=reached) if np.isfinite(steps).all() and len(
+            steps) else Cell(None, note=reached, kind="steps")
+        table.rows.append([
+            c["global_batch"], display(c["arm"]), f"{c['n_finished']}/{c['n_trials']}", c["n_infeasible"],
+            c["best_trial"] if isinstance(c["best_trial"], str) else NO_NUMBER, Cell(c["best_lr"], kind="float"), Cell(c["best_warmup_epochs"], kind="epochs"),
+            Cell(c["best_selection_top1"]), Cell(c["steps_to_result"], kind="steps"),
+            Cell(c["median_study_steps"], kind="steps"), _rerun_cell(c, "val_top1"), _rerun_cell(c, "gap_top1"),
+            mean_steps])
+    table.notes = [
+        "trials: finished / planned; infeasible: finished without a final accuracy (diverged).",
+        "best trial: highest final Top-1 on the selection split (bench sweep's select.metric top1).",
+        "steps to result: the fewest steps to the target over the trials (val set; Shallue et al. 2018); "
+        "median over studies: each study's fewest, median over studies, a miss = ∞ (AlgoPerf); ∞: no trial reached it.",
+        "reruns: the best trial with other seeds; mean ± sample std (n).",
+        *_selection_notes(table_cells),
+    ]
+    return table
+
+
+def _selection_notes(table_cells: pd.DataFrame) -> list[str]:
+    used = set(table_cells["selection"])
+    if used == {"holdout_top1"}:
+        return ["Selection used held-out training images (data.holdout), never the validation set."]
+    return ["Selection used the validation set (no images were held out): the trials' val figures are optimistic; "
+            "the reruns' are not selected on."]
+
+
+def _title(head: str, table_cells: pd.DataFrame) -> str:
+    return f"{head} ({describe(table_cells)})"
+
+
+def describe(table_cells: pd.DataFrame) -> str:
+    """Dataset, model, budget, trials and seeds: what every figure and table of a sweep says it is."""
+    first = table_cells.iloc[0]
+    trials = sorted(set(table_cells["n_trials"]))
+    seeds = sorted(set(table_cells["n_reruns"]))
+    show = lambda xs: "/".join(map(str, xs))  # noqa: E731
+    return (f"{first['problem_label']}, {first['model_label']}, {first['planned_epochs']:g} epochs per run, "
+            f"{show(trials)} trials per cell, {show(seeds)} seeds per rerun")
+
+
+def performance_profile(table_cells: pd.DataFrame, taus: np.ndarray) -> dict[str, np.ndarray]:
+    """arm -> fraction of batches at which its steps to result is within tau x the best arm's (AlgoPerf's
+    performance profile, over batches); a miss never counts."""
+    best = table_cells.groupby("global_batch")["steps_to_result"].min()
+    out = {}
+    for arm, c in table_cells.groupby("arm", sort=False):
+        ratio = (c["steps_to_result"] / c["global_batch"].map(best)).to_numpy()
+        ratio = np.where(np.isfinite(ratio), ratio, np.inf)
+        out[arm] = np.array([(ratio <= t).mean() for t in taus])
+    return out

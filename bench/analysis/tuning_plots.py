@@ -1,0 +1,143 @@
+"""The figures of a tuned comparison (`bench sweep`), PNG and SVG; definitions in tuning.py.
+
+- steps_to_result:     fewest steps to the target over the trials against global batch, log-log, with the
+                       perfect-scaling line (Shallue et al. 2018, their Figure 1); misses in a band above
+- tuned_top1_vs_batch: the reruns' final val Top-1 (mean ± std) against global batch
+- tuned_gap_vs_batch:  the reruns' generalization gap against global batch
+- lr_sensitivity:      each trial's final Top-1 on the selection split against its peak lr, a panel per arm,
+                       a line per batch; diverged trials marked in a band below
+- performance_profile: fraction of batches at which an arm's steps to result is within tau x the best arm's
+Each title says the dataset, the model, the budget and the numbers of trials and seeds.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.lines import Line2D
+
+from bench.analysis import tuning
+from bench.analysis.paper import display
+from bench.analysis.plots import STYLE, WIDTH, color, log2_batch_axis, plt, save
+from bench.analysis.results import Study
+
+
+def _title(ax, what: str, table_cells: pd.DataFrame) -> None:
+    ax.set_title(f"{what}\n{tuning.describe(table_cells)}", fontsize=7)
+
+
+def _miss_band(ax, xs: list, color_: str, top: bool) -> None:
+    """Marks outside the data, in a band above (top) or below the axis: not measurements."""
+    if xs:
+        ax.plot(xs, [1.04 if top else -0.06] * len(xs), linestyle="", marker="x", color=color_, clip_on=False,
+                transform=ax.get_xaxis_transform())
+
+
+def plot_steps_to_result(table_cells: pd.DataFrame, order: list[str]) -> plt.Figure:
+    fig, ax = plt.subplots(figsize=(WIDTH / 2, 3.0), layout="constrained")
+    handles, missed = [], False
+    for arm in order:
+        c = table_cells[table_cells["arm"] == arm].sort_values("global_batch")
+        ok = c[np.isfinite(c["steps_to_result"])]
+        ax.plot(ok["global_batch"], ok["steps_to_result"], marker="o", color=color(arm, order))
+        misses = list(c.loc[~np.isfinite(c["steps_to_result"]), "global_batch"])
+        _miss_band(ax, misses, color(arm, order), top=True)
+        missed |= bool(misses)
+        handles.append(Line2D([], [], color=color(arm, order), marker="o", label=display(arm)))
+    finite = table_cells[np.isfinite(table_cells["steps_to_result"])]
+    batches = sorted(set(table_cells["global_batch"]))
+    if len(finite):
+        b0 = finite["global_batch"].min()
+        s0 = finite.loc[finite["global_batch"] == b0, "steps_to_result"].min()
+        xs = np.array([b0, max(batches)], dtype=float)
+        ax.plot(xs, s0 * b0 / xs, "--", color="0.5", linewidth=1)
+        handles.append(Line2D([], [], color="0.5", linestyle="--", label="perfect scaling (∝ 1/batch)"))
+    if missed:
+        handles.append(Line2D([], [], color="k", marker="x", linestyle="", label="did not reach the target"))
+    ax.set_yscale("log")
+    log2_batch_axis(ax, batches)
+    ax.set_ylabel(f"steps to {table_cells['target_top1'].iloc[0]:g}% val Top-1 (best trial)")
+    _title(ax, "Steps to result against batch size", table_cells)
+    ax.legend(handles=handles, loc="best", fontsize=7)
+    return fig
+
+
+def plot_reruns_vs_batch(table_cells: pd.DataFrame, order: list[str], metric: str, ylabel: str,
+                         what: str) -> plt.Figure:
+    fig, ax = plt.subplots(figsize=(WIDTH / 2, 3.0), layout="constrained")
+    batches = sorted(set(table_cells["global_batch"]))
+    spread = 0.03 * (len(order) - 1)
+    handles = []
+    for i, arm in enumerate(order):  # arms side by side, so equal points do not hide each other
+        c = table_cells[table_cells["arm"] == arm].sort_values("global_batch")
+        stats = [tuning.mean_std_n(v) for v in c[metric]]
+        mean = np.array([s[0] for s in stats])
+        std = np.nan_to_num(np.array([s[1] for s in stats]))
+        shift = 2 ** (i * 0.06 - spread)
+        ax.errorbar(c["global_batch"] * shift, mean, yerr=std, color=color(arm, order), marker="os^Dv"[i % 5],
+                    capsize=2)
+        handles.append(Line2D([], [], color=color(arm, order), marker="os^Dv"[i % 5], label=display(arm)))
+    log2_batch_axis(ax, batches)
+    ax.set_ylabel(ylabel)
+    _title(ax, what, table_cells)
+    ax.legend(handles=handles, loc="best", fontsize=7)
+    return fig
+
+
+def plot_lr_sensitivity(runs: pd.DataFrame, table_cells: pd.DataFrame, order: list[str]) -> plt.Figure:
+    trials = runs[runs["role"] == "trial"]
+    column = tuning.selection_column(trials)
+    batches = sorted(set(trials["global_batch"]))
+    shades = plt.get_cmap("viridis")(np.linspace(0, 0.85, len(batches)))
+    fig, axes = plt.subplots(1, len(order), figsize=(WIDTH, 2.8), layout="constrained", sharey=True, squeeze=False)
+    for ax, arm in zip(axes[0], order):
+        for shade, batch in zip(shades, batches):
+            t = trials[(trials["arm"] == arm) & (trials["global_batch"] == batch)].sort_values("lr")
+            ok = t[t[column].notna()]
+            ax.plot(ok["lr"], ok[column], marker="o", color=shade, markersize=3)
+            _miss_band(ax, list(t.loc[t[column].isna() & t["finished"], "lr"]), shade, top=False)
+        ax.set_xscale("log")
+        ax.set_xlabel(f"peak lr ({display(arm)})")
+        ax.set_title(display(arm), fontsize=8)
+    axes[0][0].set_ylabel(f"final Top-1 (%), {'held-out' if column == 'holdout_top1' else 'val'} images")
+    handles = [Line2D([], [], color=s, marker="o", label=f"batch {b}") for s, b in zip(shades, batches)]
+    handles.append(Line2D([], [], color="k", marker="x", linestyle="", label="diverged (no final accuracy)"))
+    fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), fontsize=7)
+    fig.suptitle(f"Learning-rate sensitivity of the trials\n{tuning.describe(table_cells)}", fontsize=7)
+    return fig
+
+
+def plot_performance_profile(table_cells: pd.DataFrame, order: list[str]) -> plt.Figure:
+    taus = np.linspace(1, 4, 301)
+    profile = tuning.performance_profile(table_cells, taus)
+    fig, ax = plt.subplots(figsize=(WIDTH / 2, 3.0), layout="constrained")
+    for i, arm in enumerate(order):
+        ax.step(taus, profile[arm] + 0.01 * i, where="post", color=color(arm, order), label=display(arm))
+    ax.set_xlabel("τ (steps to result ≤ τ × the best arm's at that batch)")
+    ax.set_ylabel("fraction of batch sizes")
+    ax.set_ylim(-0.05, 1.08)
+    _title(ax, "Performance profile over batch sizes", table_cells)
+    ax.legend(loc="lower right", fontsize=7)
+    return fig
+
+
+def plot_all(study: Study, out: str | Path) -> list[Path]:
+    table_cells = tuning.cells(study)
+    runs = tuning.sweep_runs(study)
+    order = tuning.arms(runs)
+    out = Path(out)
+    with plt.rc_context(STYLE):
+        figures = {
+            "steps_to_result": plot_steps_to_result(table_cells, order),
+            "tuned_top1_vs_batch": plot_reruns_vs_batch(table_cells, order, "val_top1", "final val Top-1 (%), reruns",
+                                                        "Tuned Top-1 against batch size"),
+            "tuned_gap_vs_batch": plot_reruns_vs_batch(table_cells, order, "gap_top1",
+                                                       "train-eval − val Top-1 (pp), reruns",
+                                                       "Generalization gap against batch size"),
+            "lr_sensitivity": plot_lr_sensitivity(runs, table_cells, order),
+            "performance_profile": plot_performance_profile(table_cells, order),
+        }
+        return [path for stem, fig in figures.items() for path in save(fig, out, stem)]
+

@@ -1,0 +1,320 @@
+"""bench sweep: sweep files, quasi-random trials, the holdout split, the tuning analysis and the verdict."""
+
+import math
+import os
+import signal
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from bench import sweep
+from bench.analysis import results, tuning
+from bench.cli import main
+from bench.data import build
+from bench.errors import UserError
+from bench.recipe import DataSpec
+from tests.test_analysis_helpers import make_run
+from tests.conftest import write_recipe
+
+BASE = """
+model: {name: resnet10t}
+data: {dataset: folder, path: DATA, image_size: 16, workers: 0, eval_batch: 64, holdout: 32}
+global_batch: 32
+optimizer: {name: sgd, lr: 0.1}
+epochs: 2
+eval: {every_epochs: 1, stop_at_chance: 0}
+checkpoint: {every_steps: 2}
+target_top1: 30
+"""  # 160 - 32 = 128 training images: 4 steps an epoch at batch 32
+
+SWEEP = """
+base: base.yaml
+batches: [32]
+arms:
+  sgd:
+    set: {optimizer.name: sgd, optimizer.nesterov: true}
+    space:
+      optimizer.lr: {low: 0.01, high: 0.5, scale: log}
+  lars:
+    set: {optimizer.name: lars}
+    space:
+      optimizer.lr: {low: 0.5, high: 5.0, scale: log}
+      schedule.warmup_epochs: {low: 0.0, high: 1.0}
+trials: 2
+budget: {epochs: 2}
+reruns: {seeds: [1, 2]}
+"""
+
+
+@pytest.fixture
+def sweep_file(tmp_path, tiny_dataset):
+    write_recipe(tmp_path / "base.yaml", BASE.replace("DATA", str(tiny_dataset)))
+    return write_recipe(tmp_path / "tiny.yaml", SWEEP)
+
+
+def load(path):
+    spec = sweep.load(path)
+    return spec, sweep.expand(path, spec)
+
+
+BAD = [
+    ("unknown key", SWEEP + "trails: 3\n", ["unknown key 'trails'"]),
+    ("empty arms", SWEEP.split("arms:")[0] + "arms: {}\ntrials: 2\nbudget: {epochs: 2}\nreruns: {seeds: [1]}\n",
+     ["arms"]),
+    ("low above high", SWEEP.replace("{low: 0.01, high: 0.5", "{low: 0.5, high: 0.01"), ["low 0.5 is above high 0.01"]),
+    ("log through 0", SWEEP.replace("{low: 0.01, high: 0.5", "{low: 0.0, high: 0.5"), ["log range needs low > 0"]),
+    ("empty value list", SWEEP.replace("{low: 0.0, high: 1.0}", "{values: []}"), ["non-empty list of values"]),
+    ("neither range nor values", SWEEP.replace("{low: 0.0, high: 1.0}", "{scale: log}"), ["give low and high"]),
+    ("two budgets", SWEEP.replace("budget: {epochs: 2}", "budget: {epochs: 2, steps: 10}"), ["exactly one of"]),
+    ("no trials", SWEEP.replace("trials: 2\n", ""), ["trials: required"]),
+    ("grid with a range", SWEEP + "search: grid\n", ["a grid needs a list of values"]),
+    ("rerun seed = trial seed", SWEEP.replace("seeds: [1, 2]", "seeds: [0, 1]"), ["0 is the trials' seed"]),
+    ("missing base", SWEEP.replace("base: base.yaml", "base: nowhere.yaml"), ["key 'base'", "nowhere.yaml"]),
+    ("arm name with a slash", SWEEP.replace("  lars:\n", "  ../lars:\n"), ["one path component"]),
+    ("sweep name outside --out", "name: ../x\n" + SWEEP, ["one path component"]),
+    ("bad key in an arm", SWEEP.replace("optimizer.name: lars}", "optimizer.name: lars, optimizer.etaa: 1}"),
+     ["trial tiny-lars-b32-t00", "etaa"]),
+    ("holdout selection without a holdout", SWEEP + "set: {data.holdout: 0}\n", ["select.split", "holdout"]),
+]
+
+
+@pytest.mark.parametrize("what,text,words", BAD, ids=[b[0] for b in BAD])
+def test_bad_sweep_files_are_one_sentence_and_exit_2_with_nothing_written(sweep_file, tmp_path, capsys, what,
+                                                                        text, words):
+    sweep_file.write_text(text)
+    out = tmp_path / "results"
+    assert main(["sweep", str(sweep_file), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"bench: error: {sweep_file}") and err.count("\n") == 1, err
+    assert all(w in err for w in words), err
+    assert not out.exists()
+
+
+def test_a_folder_or_a_missing_file_is_exit_2(tmp_path, capsys):
+    assert main(["sweep", str(tmp_path)]) == 2
+    assert main(["sweep", str(tmp_path / "none.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert "a folder, not a sweep file" in err and "no such sweep file" in err
+
+
+def test_the_same_sweep_file_gives_the_same_trials_in_their_ranges(sweep_file):
+    _, first = load(sweep_file)
+    _, again = load(sweep_file)
+    assert [(t.name, t.point, t.recipe) for t in first] == [(t.name, t.point, t.recipe) for t in again]
+    lars = [t for t in first if t.arm == "lars"]
+    assert all(0.5 <= t.recipe.optimizer.lr <= 5.0 and 0 <= t.recipe.schedule.warmup_epochs <= 1 for t in lars)
+    assert len({t.recipe.optimizer.lr for t in lars}) == 2  # two different points
+    # the same unit points for every arm: the first coordinate maps to each arm's own log range
+    sgd = [t for t in first if t.arm == "sgd"]
+    for s, l in zip(sgd, lars):
+        u_s = math.log(s.recipe.optimizer.lr / 0.01) / math.log(0.5 / 0.01)
+        u_l = math.log(l.recipe.optimizer.lr / 0.5) / math.log(5.0 / 0.5)
+        assert u_s == pytest.approx(u_l, abs=1e-5)
+    t = lars[0]
+    assert t.recipe.tags == {"sweep": "tiny", "arm": "lars", "trial": 0, "study": 0, "role": "trial"}
+    assert (t.recipe.seed, t.recipe.global_batch, t.recipe.epochs, t.recipe.optimizer.name) == (0, 32, 2, "lars")
+    assert sgd[0].recipe.optimizer.hparams["nesterov"] is True
+
+
+def test_a_different_seed_or_study_draws_different_points(sweep_file):
+    _, base = load(sweep_file)
+    sweep_file.write_text(SWEEP + "seed: 1\n")
+    _, other = load(sweep_file)
+    assert [t.point for t in base] != [t.point for t in other]
+    assert sweep.unit_points(2, 4, 0, 0) != sweep.unit_points(2, 4, 0, 1)
+
+
+def test_expansion_counts_round_robin_studies_and_grid(sweep_file):
+    sweep_file.write_text(SWEEP.replace("batches: [32]", "batches: [16, 32]").replace("trials: 2", "trials: 3")
+                          + "studies: 2\n")
+    _, trials = load(sweep_file)
+    assert len(trials) == 2 * 2 * 3 * 2  # arms x batches x trials x studies
+    assert [t.index for t in trials[:8]] == [0] * 8  # trial 0 of every cell and study first
+    assert trials[0].name == "tiny-sgd-b16-t00-s0" and trials[-1].name == "tiny-lars-b32-t02-s1"
+    grid = SWEEP.replace("{low: 0.01, high: 0.5, scale: log}", "{values: [0.1, 0.2, 0.3]}").replace(
+        "{low: 0.5, high: 5.0, scale: log}", "{values: [1, 2]}").replace("{low: 0.0, high: 1.0}", "{values: [0, 1]}")
+    sweep_file.write_text(grid.replace("trials: 2\n", "") + "search: grid\n")
+    _, trials = load(sweep_file)
+    assert sorted(t.recipe.optimizer.lr for t in trials if t.arm == "sgd") == [0.1, 0.2, 0.3]
+    assert len([t for t in trials if t.arm == "lars"]) == 4
+
+
+def test_a_budget_in_steps_or_images_becomes_epochs_of_the_training_set_left_after_the_holdout(sweep_file):
+    sweep_file.write_text(SWEEP.replace("budget: {epochs: 2}", "budget: {steps: 12}"))
+    _, trials = load(sweep_file)
+    assert trials[0].recipe.epochs == 12 * 32 / 128
+    sweep_file.write_text(SWEEP.replace("budget: {epochs: 2}", "budget: {images: 64}"))
+    _, trials = load(sweep_file)
+    assert trials[0].recipe.epochs == 0.5
+
+
+def test_the_holdout_is_never_trained_on_and_the_same_for_every_seed(tiny_dataset):
+    spec = DataSpec(dataset="folder", path=tiny_dataset, image_size=16, workers=0, holdout=0.2)
+    data = [build(spec, 32, 16, 0, 1, seed, device="cpu") for seed in (0, 5)]
+    held = set(data[0].layout.holdout.files)
+    assert len(held) == 32 and held == set(data[1].layout.holdout.files)
+    assert data[0].train_size == 128 and not held & set(data[0].layout.train.files)
+    for d in data:  # every image the sampler hands to training over 3 epochs is a training image
+        train_files = d.layout.train.files
+        seen = {train_files[i] for step in range(3 * 4) for m in range(2) for i, _ in d.stream.micro_batch_samples(step, m)}
+        assert seen == set(train_files)
+        assert not {train_files[i] for i in d.train_eval_indices} & held
+    with pytest.raises(UserError, match="holds out 160 of the 160"):
+        build(DataSpec(dataset="folder", path=tiny_dataset, holdout=160), 32, 16, 0, 1, 0, device="cpu")
+
+
+# ---- the analysis on hand-made run directories -------------------------------------------------------------
+
+
+def sweep_run(root, arm, batch, role, seed, val, trial=0, study=0, lr=0.1, status="completed", holdout=None,
+              target=60.0):
+    name = f"s-{arm}-b{batch}-" + (f"t{trial:02d}-s{study}" if role == "trial" else f"best-seed{seed}")
+    tags = {"sweep": "s", "arm": arm, "trial": trial, "study": study, "role": role}
+    return make_run(root, name, "lars" if "lars" in arm else "sgd", batch, seed, val, status=status, lr=lr,
+                    tags=tags, holdout=holdout or val, target=target, train_eval=[v + 3 for v in val])
+
+
+def test_steps_to_result_is_the_fewest_over_trials_and_the_median_over_studies(tmp_path):
+    # steps per epoch = 1000 / 100 = 10; target 60 reached at evaluation 3, 2, never (study 0) and 1 (study 1)
+    sweep_run(tmp_path, "lars", 100, "trial", 0, [50, 55, 61], trial=0)
+    sweep_run(tmp_path, "lars", 100, "trial", 0, [50, 62, 63], trial=1)
+    sweep_run(tmp_path, "lars", 100, "trial", 0, [40, 45, 50], trial=2)
+    sweep_run(tmp_path, "lars", 100, "trial", 0, [65, 66, 67], trial=0, study=1)
+    [c] = tuning.cells(results.load_study([tmp_path])).to_dict("records")
+    assert c["steps_to_result"] == 10 and c["n_trials"] == 4 and c["n_studies"] == 2
+    assert c["median_study_steps"] == (20 + 10) / 2
+    assert c["best_trial"] == "s-lars-b100-t00-s1" and c["best_selection_top1"] == 67
+
+
+def verdict_rows(tmp_path, baseline=None):
+    table = tuning.verdict(results.load_study([tmp_path]), baseline)
+    return {(r[0], r[1], r[2]): r for r in table.rows}, table
+
+
+def test_verdict_names_a_clear_winner_and_calls_a_small_difference_within_noise(tmp_path):
+    for arm, finals in (("lars", [70, 71, 72]), ("vrgd_lars", [60, 61.5, 62]), ("nesterov", [70.5, 71.5, 70])):
+        sweep_run(tmp_path, arm, 256, "trial", 0, [50, finals[0]])
+        for seed, final in enumerate(finals, 1):
+            sweep_run(tmp_path, arm, 256, "rerun", seed, [50, final])
+    rows, table = verdict_rows(tmp_path)
+    win = rows[(256, "LARS", "VRGD-LARS")]
+    assert win[-1] == "LARS better"
+    assert win[5].value == pytest.approx(71 - 61.1666667) and win[5].ci[0] > 0
+    assert rows[(256, "LARS", "nesterov")][-1] == "within noise"
+    lo, hi = rows[(256, "LARS", "nesterov")][5].ci
+    assert lo < 0 < hi
+    assert rows.get((256, "VRGD-LARS", "nesterov"), rows.get((256, "nesterov", "VRGD-LARS")))[-1] == "nesterov better"
+    rows, _ = verdict_rows(tmp_path, baseline="nesterov")
+    assert set(rows) == {(256, "LARS", "nesterov"), (256, "VRGD-LARS", "nesterov")}
+    assert "within noise" in " ".join(table.notes) and "Welch" in " ".join(table.notes)
+
+
+def test_verdict_with_a_diverged_side_and_a_missed_target(tmp_path):
+    for seed in (1, 2, 3):
+        sweep_run(tmp_path, "lars", 64, "rerun", seed, [50, 65 + seed])  # target 60: reached at step 20
+        sweep_run(tmp_path, "vrgd_lars", 64, "rerun", seed, [30, 40], status="diverged")
+        sweep_run(tmp_path, "lars", 512, "rerun", seed, [50, 60 + seed])
+        sweep_run(tmp_path, "vrgd_lars", 512, "rerun", seed, [40 + seed, 55 + seed])  # never reaches 60
+    rows, _ = verdict_rows(tmp_path)
+    assert rows[(64, "LARS", "VRGD-LARS")][-1] == "LARS better (the other diverged)"
+    assert rows[(64, "LARS", "VRGD-LARS")][4].text() == "all 3 diverged"
+    steps = rows[(512, "LARS", "VRGD-LARS")][7]
+    assert steps.empty and steps.note == "VRGD-LARS missed 3/3"
+    assert rows[(512, "LARS", "VRGD-LARS")][-1] == "LARS better"
+
+
+def test_verdict_ratio_of_steps_when_both_reach_the_target(tmp_path):
+    for seed in (1, 2, 3):
+        sweep_run(tmp_path, "lars", 100, "rerun", seed, [50, 61, 62])     # step 20
+        sweep_run(tmp_path, "nesterov", 100, "rerun", seed, [61, 62, 63])  # step 10
+    rows, _ = verdict_rows(tmp_path)
+    ratio = rows[(100, "LARS", "nesterov")][7]
+    assert ratio.value == pytest.approx(2.0) and ratio.ci is None  # no spread: no interval
+
+
+def test_verdict_is_a_cli_table_in_every_format(tmp_path):
+    for arm in ("lars", "nesterov"):
+        for seed in (1, 2):
+            sweep_run(tmp_path, arm, 128, "rerun", seed, [50, 60 + seed + (arm == "lars")])
+    done = subprocess.run([sys.executable, "-m", "bench", "table", "verdict", str(tmp_path), "--format", "csv"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    header = [line for line in done.stdout.splitlines() if not line.startswith("#")][0]
+    assert "Δ val Top-1 (X − Y) ci low" in header and "Δ val Top-1 (X − Y) ci high" in header
+    bad = subprocess.run([sys.executable, "-m", "bench", "table", "verdict", str(tmp_path), "--baseline", "adamw"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "not an arm of these sweeps" in bad.stderr
+
+
+# ---- end to end --------------------------------------------------------------------------------------------
+
+
+def test_a_tiny_sweep_killed_once_resumes_and_reports(sweep_file, tmp_path):
+    """2 arms x 1 batch x 2 trials, best of each rerun over 2 seeds; the process is SIGKILLed at step 3 of
+    the first trial, then the same command finishes the sweep: every trial trained once."""
+    out, plots = tmp_path / "results", tmp_path / "plots"
+    cmd = [sys.executable, "-m", "bench", "sweep", str(sweep_file), "--out", str(out), "--plots", str(plots)]
+    env = dict(os.environ, BENCH_CRASH_AT="step:3", BENCH_CRASH_ONCE=str(tmp_path / "crashed"), PYTHONWARNINGS="ignore")
+    crashed = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "resuming" in done.stdout  # the killed trial went on from its checkpoint (step 2)
+    runs = results.load([out])
+    assert sorted(runs["recipe"]) == sorted(
+        [f"tiny-{a}-b32-t0{i}" for a in ("sgd", "lars") for i in (0, 1)]
+        + [f"tiny-{a}-b32-best-seed{s}" for a in ("sgd", "lars") for s in (1, 2)])
+    assert (runs["status"] == "completed").all() and runs["holdout_top1"].notna().all()
+    verdict = (out / "verdict.md").read_text()
+    assert "| 32 | nesterov" not in verdict and "SGD" in verdict and "LARS" in verdict
+    assert {p.name for p in plots.iterdir()} >= {"steps_to_result.png", "lr_sensitivity.png",
+                                                 "performance_profile.png", "tuned_top1_vs_batch.png"}
+    again = subprocess.run(cmd, capture_output=True, text=True)  # nothing left to train
+    assert again.returncode == 0 and "run directory" not in again.stdout
+    assert len(results.load([out])) == 8
+    listed = subprocess.run(cmd + ["--list"], capture_output=True, text=True)
+    assert listed.returncode == 0 and listed.stdout.count("tiny-") == 4
+
+
+def test_only_runs_a_subset_and_an_unknown_subset_is_exit_2(sweep_file, tmp_path, capsys):
+    out = tmp_path / "results"
+    assert main(["sweep", str(sweep_file), "--out", str(out), "--only", "sgd-b32-t01"]) == 0
+    assert [p.name for p in out.iterdir() if p.is_dir()] == ["tiny-sgd-b32-t01"]
+    assert main(["sweep", str(sweep_file), "--out", str(out), "--only", "adamw"]) == 2
+    assert "no trial of" in capsys.readouterr().err
+
+
+def test_a_trial_claimed_by_another_process_is_left_to_it(sweep_file, tmp_path):
+    out = tmp_path / "results"
+    spec, trials = load(sweep_file)
+    claim = sweep.Claim(out, trials[0].name)
+    assert claim.take()  # "another process" holds the first trial
+    try:
+        other = sweep.Claim(out, trials[0].name)
+        assert not other.take()
+    finally:
+        claim.release()
+    assert sweep.Claim(out, trials[0].name).take()  # free again once released
+
+
+def test_selection_score_prefers_the_holdout_and_scores_diverged_trials_lowest(tmp_path):
+    good = make_run(tmp_path, "a", "sgd", 100, 0, [50, 60], holdout=[55, 58])
+    bad = make_run(tmp_path, "b", "sgd", 100, 0, [50, 70], holdout=[55, 52])
+    gone = make_run(tmp_path, "c", "sgd", 100, 0, [50, 80], holdout=[60, 90], status="diverged")
+    recipe = type("R", (), {"target_top1": 56.0})()
+    holdout = sweep.Select(split="holdout", metric="top1")
+    assert sweep.selection_score(good, recipe, holdout) > sweep.selection_score(bad, recipe, holdout)
+    assert sweep.selection_score(gone, recipe, holdout) == (-math.inf,)
+    on_val = sweep.Select(split="validation", metric="top1")
+    assert sweep.selection_score(bad, recipe, on_val) > sweep.selection_score(good, recipe, on_val)
+    fastest = sweep.Select(split="holdout", metric="steps_to_target")
+    assert sweep.selection_score(good, recipe, fastest) == (1.0, -20.0, 58.0)
+    assert sweep.selection_score(bad, recipe, fastest) == (0.0, 0.0, 52.0)
+
+
+def test_holdout_top1_is_in_metrics_and_read_back(tmp_path):
+    run = make_run(tmp_path, "a", "sgd", 100, 0, [50, 60], holdout=[41, 42])
+    assert pd.read_csv(run / "metrics.csv")["holdout_top1"].tolist() == [41, 42]
+    assert results.load([run])["holdout_top1"].tolist() == [42]
