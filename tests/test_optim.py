@@ -166,6 +166,8 @@ CASES = [  # registry name, hyperparameters, reference
      lambda ws: RefLARS(ws, 0.1, eta=0.05, eps=1e-3, nesterov=True)),
     ("lars", dict(eta=0.05, momentum=0.0), lambda ws: RefLARS(ws, 0.0, momentum=0.0, eta=0.05)),
     ("larc", dict(weight_decay=0.1, eta=0.2), lambda ws: RefLARS(ws, 0.1, eta=0.2, clip=True)),
+    ("larc", dict(weight_decay=0.1, eta=0.2, nesterov=True), lambda ws: RefLARS(ws, 0.1, eta=0.2, clip=True,
+                                                                                 nesterov=True)),
     ("sgd", dict(weight_decay=0.1, momentum=0.0), lambda ws: RefSGD(ws, 0.1, 0.0)),
     ("adamw", dict(weight_decay=0.1), lambda ws: RefAdam(ws, 0.1)),
     ("lamb", dict(weight_decay=0.1, betas=(0.8, 0.99)), lambda ws: RefAdam(ws, 0.1, (0.8, 0.99), 1e-6, lamb=True)),

@@ -61,6 +61,8 @@ class RefAdaScale:
     ("adascale_sgd", dict(weight_decay=0.1, smoothing=0.5), lambda ws: RefSGD(ws, 0.1)),
     ("adascale_sgd", dict(weight_decay=0.1, nesterov=True, smoothing=0.0), lambda ws: RefSGD(ws, 0.1, nesterov=True)),
     ("adascale_lars", dict(weight_decay=0.1, eta=0.05, smoothing=0.9), lambda ws: RefLARS(ws, 0.1, eta=0.05)),
+    ("adascale_lars", dict(weight_decay=0.1, eta=0.05, nesterov=True, smoothing=0.9),
+     lambda ws: RefLARS(ws, 0.1, eta=0.05, nesterov=True)),
 ])  # fmt: skip
 def test_adascale_matches_float64_reference(name, hparams, make_base):
     ws, steps = weights(), gradients(len(LRS), k=4)
@@ -110,6 +112,8 @@ def test_adascale_gain_is_one_for_identical_groups_and_near_k_for_pure_noise(k):
 @pytest.mark.parametrize("name,base,hparams", [
     ("simigrad_sgd", "sgd", dict(weight_decay=0.1)),
     ("simigrad_lars", "lars", dict(weight_decay=0.1, eta=0.05)),
+    ("simigrad_sgd", "sgd", dict(weight_decay=0.1, nesterov=True)),   # the base is tested against float64 with it
+    ("simigrad_lars", "lars", dict(weight_decay=0.1, eta=0.05, nesterov=True)),
     ("simigrad_lamb", "lamb", dict(weight_decay=0.1)),
 ])  # fmt: skip
 def test_simigrad_optimizers_step_as_their_base_and_measure_the_halves(name, base, hparams):

@@ -60,6 +60,8 @@ CASES = [  # registry name, hyperparameters, reference
     ("vrgd_lars", dict(weight_decay=0.1, eta=0.05), lambda ws: RefVRGD(RefLARS(ws, 0.1, eta=0.05))),
     ("vrgd_lars", dict(weight_decay=0.1, eta=0.05, trust_grad="mean", beta3=0.9, gsnr_bias_correction=False),
      lambda ws: RefVRGD(RefLARS(ws, 0.1, eta=0.05), trust_grad="mean", beta3=0.9, bias_correction=False)),
+    ("vrgd_lars", dict(weight_decay=0.1, eta=0.05, nesterov=True), lambda ws: RefVRGD(RefLARS(ws, 0.1, eta=0.05,
+                                                                                              nesterov=True))),
     ("vrgd_adam", dict(weight_decay=0.1), lambda ws: RefVRGD(RefAdam(ws, 0.1), beta3=0.9)),
     ("vrgd_adam", dict(weight_decay=0.1, gsnr_eps=0.5), lambda ws: RefVRGD(RefAdam(ws, 0.1), eps=0.5, beta3=0.9)),
     ("vrgd_lamb", dict(weight_decay=0.1), lambda ws: RefVRGD(RefAdam(ws, 0.1, eps=1e-6, lamb=True), beta3=0.9)),

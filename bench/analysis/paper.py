@@ -35,7 +35,7 @@ MEASURED_AS = {
     "momentum": ("sgd",), "vrgd_momentum": ("vrgd_sgd",), "adam": ("adam", "adamw"), "vrgd_adam": ("vrgd_adam",),
     "lamb": ("lamb",), "vrgd_lamb": ("vrgd_lamb",), "lars": ("lars",), "vrgd_lars": ("vrgd_lars",),
 }
-DISPLAY = {"sgd": "SGD", "momentum": "Momentum", "vrgd_momentum": "VRGD-Momentum", "vrgd_sgd": "VRGD-SGD",
+DISPLAY = {"sgd": "SGD", "nesterov": "Nesterov SGD", "momentum": "Momentum", "vrgd_momentum": "VRGD-Momentum", "vrgd_sgd": "VRGD-SGD",
            "adam": "Adam", "adamw": "AdamW", "vrgd_adam": "VRGD-Adam", "lamb": "LAMB", "vrgd_lamb": "VRGD-LAMB",
            "lars": "LARS", "larc": "LARC", "vrgd_lars": "VRGD-LARS",
            "adascale_sgd": "AdaScale-SGD", "adascale_lars": "AdaScale-LARS", "simigrad_sgd": "SimiGrad-SGD",

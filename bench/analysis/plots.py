@@ -225,6 +225,18 @@ def plot_vs_batch(groups: pd.DataFrame, order: list[str], metric: str, ylabel: s
     return fig
 
 
+def perfect_scaling(ax, finite: pd.DataFrame, metric: str, last_batch: float) -> list[Line2D]:
+    """The perfect-scaling line (steps ∝ 1/batch) through the fewest `metric` steps at the smallest batch of
+    `finite` (rows that reached the target), drawn up to `last_batch`; its legend handle (none without data)."""
+    if not len(finite):
+        return []
+    b0 = finite["global_batch"].min()
+    s0 = finite.loc[finite["global_batch"] == b0, metric].min()
+    xs = np.array([b0, last_batch], dtype=float)
+    ax.plot(xs, s0 * b0 / xs, "--", color="0.5", linewidth=1)
+    return [Line2D([], [], color="0.5", linestyle="--", label="perfect scaling (∝ 1/batch)")]
+
+
 def plot_steps_to_target(groups: pd.DataFrame, order: list[str], title: str, paper_setting: str) -> plt.Figure:
     fig, ax = plt.subplots(figsize=(WIDTH / 2, 2.8), layout="constrained")
     handles, misses = [], {}
@@ -238,12 +250,7 @@ def plot_steps_to_target(groups: pd.DataFrame, order: list[str], title: str, pap
         handles.append(Line2D([], [], color=c, marker="o", label=display(o)))
         misses[o] = list(g.loc[np.isinf(g["steps_to_target"]), "global_batch"])  # NaN: not there yet
     batches = sorted(set(groups["global_batch"]))
-    if len(finite):
-        b0 = finite["global_batch"].min()
-        s0 = finite.loc[finite["global_batch"] == b0, "steps_to_target"].min()
-        xs = np.array([b0, max(batches)], dtype=float)
-        ax.plot(xs, s0 * b0 / xs, "--", color="0.5", linewidth=1)
-        handles.append(Line2D([], [], color="0.5", linestyle="--", label="perfect scaling (∝ 1/batch)"))
+    handles += perfect_scaling(ax, finite, "steps_to_target", max(batches))
     target = groups["target_top1"].iloc[0]
     if paper_setting == "imagenet" and target == MLPERF_TARGET:
         ref, _ = paper.reference("mlperf_resnet50_rcp")

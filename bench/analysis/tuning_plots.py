@@ -20,7 +20,7 @@ from matplotlib.lines import Line2D
 
 from bench.analysis import tuning
 from bench.analysis.paper import display
-from bench.analysis.plots import STYLE, WIDTH, color, log2_batch_axis, plt, save
+from bench.analysis.plots import STYLE, WIDTH, color, log2_batch_axis, perfect_scaling, plt, save
 from bench.analysis.results import Study
 
 
@@ -48,12 +48,7 @@ def plot_steps_to_result(table_cells: pd.DataFrame, order: list[str]) -> plt.Fig
         handles.append(Line2D([], [], color=color(arm, order), marker="o", label=display(arm)))
     finite = table_cells[np.isfinite(table_cells["steps_to_result"])]
     batches = sorted(set(table_cells["global_batch"]))
-    if len(finite):
-        b0 = finite["global_batch"].min()
-        s0 = finite.loc[finite["global_batch"] == b0, "steps_to_result"].min()
-        xs = np.array([b0, max(batches)], dtype=float)
-        ax.plot(xs, s0 * b0 / xs, "--", color="0.5", linewidth=1)
-        handles.append(Line2D([], [], color="0.5", linestyle="--", label="perfect scaling (∝ 1/batch)"))
+    handles += perfect_scaling(ax, finite, "steps_to_result", max(batches))
     if missed:
         handles.append(Line2D([], [], color="k", marker="x", linestyle="", label="did not reach the target"))
     ax.set_yscale("log")
