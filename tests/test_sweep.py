@@ -318,3 +318,19 @@ def test_holdout_top1_is_in_metrics_and_read_back(tmp_path):
     run = make_run(tmp_path, "a", "sgd", 100, 0, [50, 60], holdout=[41, 42])
     assert pd.read_csv(run / "metrics.csv")["holdout_top1"].tolist() == [41, 42]
     assert results.load([run])["holdout_top1"].tolist() == [42]
+
+
+def test_perf_sweep_reports_the_overhead_per_trial(sweep_file, tmp_path):
+    base = sweep_file.parent / "base.yaml"
+    done = subprocess.run([sys.executable, "-m", "bench", "perf", "sweep", "--recipe", str(base), "--epochs", "1",
+                           "--trials", "2"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "overhead / training time, median of trials 2-2:" in done.stdout
+    rows = [line.split() for line in done.stdout.splitlines() if line.startswith("perf-base-b32-t0")]
+    assert len(rows) == 2
+    for _, wall, train, evaluation, overhead, ratio in rows:
+        assert float(wall) == pytest.approx(float(train) + float(evaluation) + float(overhead), abs=0.02)
+        assert float(train) > 0 and float(evaluation) > 0
+    bad = subprocess.run([sys.executable, "-m", "bench", "perf", "sweep", "--trials", "1"], capture_output=True,
+                         text=True)
+    assert bad.returncode == 2 and "--trials must be at least 2" in bad.stderr

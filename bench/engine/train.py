@@ -236,10 +236,12 @@ class Trainer:
 
                 evaluated = pace.done(progress) or pace.crossed(before, progress.position, recipe.eval.every_epochs)
                 if evaluated:
+                    eval_start = time.perf_counter()
                     val = evaluate(self.model, data.val(), recipe, device)
                     crash_point("eval", progress.step)
                     train_eval = evaluate(self.model, data.train_eval(), recipe, device)
                     held = evaluate(self.model, data.holdout(), recipe, device) if data.holdout_size else {}
+                    progress.eval_time += time.perf_counter() - eval_start
                     slowest = distributed.max_over_ranks(progress.train_time)
                     if run:
                         run.add_metrics({
@@ -250,7 +252,8 @@ class Trainer:
                             "val_top1": val["top1"], "val_top5": val["top5"], "val_loss": val["loss"],
                             "holdout_top1": held.get("top1"), "holdout_loss": held.get("loss"),
                         })
-                        run.write_meta(train_time_s=slowest, train_images_per_s=images_seen / slowest)
+                        run.write_meta(train_time_s=slowest, train_images_per_s=images_seen / slowest,
+                                       eval_time_s=progress.eval_time)
                     progress.loss_sum, progress.loss_count = 0.0, 0
                     at_chance = pace.epoch(progress) > recipe.schedule.warmup_epochs and val["top1"] <= 1.5 * chance
                     progress.chance_evals = progress.chance_evals + 1 if at_chance else 0
@@ -292,6 +295,7 @@ class Progress:
     similarity_sum: float = 0.0
     similarity_count: int = 0
     train_time: float = 0.0
+    eval_time: float = 0.0
     loss_sum: float = 0.0
     loss_count: int = 0
     chance_evals: int = 0
