@@ -117,20 +117,39 @@ def cmd_sweep(args) -> int:
     return 0
 
 
+def _submit_sweep(args) -> tuple[str, str]:
+    """A sweep file's job array: `--array` workers (default: one per trial, at most 64), one GPU each."""
+    from bench import sweep
+    from bench.engine import launch
+
+    spec = sweep.load(args.recipe)
+    trials = sweep.expand(args.recipe, spec)  # bad input stops here, before anything is written
+    if args.nodes != 1 or args.gpus_per_node != 1 or args.set:
+        raise UserError(f"{args.recipe}: a sweep is submitted as a job array of one-GPU workers; use --nodes 1 "
+                        "--gpus-per-node 1 (and no --set: put overrides in the sweep file's set)")
+    out = args.out if args.out != str(DEFAULT_RESULTS) else str(Path("results") / spec.name)
+    tasks = args.array or min(len(trials), 64)
+    return spec.name, launch.sbatch_array_script(["sweep", args.recipe, "--out", out], tasks, args.partition,
+                                                 args.time, f"bench-sweep-{spec.name}", Path.cwd())
+
+
 def cmd_submit(args) -> int:
     from datetime import datetime
 
-    from bench import recipe
+    from bench import recipe, sweep
     from bench.engine import launch
 
-    r = recipe.load(args.recipe, args.set)
-    script = launch.sbatch_script(_worker_args(args), args.nodes, args.gpus_per_node, args.partition,
-                                  args.time, f"bench-{r.name}", Path.cwd())
+    if sweep.is_sweep_file(args.recipe):
+        name, script = _submit_sweep(args)
+    else:
+        r = recipe.load(args.recipe, args.set)
+        name, script = r.name, launch.sbatch_script(_worker_args(args), args.nodes, args.gpus_per_node,
+                                                    args.partition, args.time, f"bench-{r.name}", Path.cwd())
     if args.dry_run:
         print(script, end="")
         return 0
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    print(launch.submit(script, Path(args.out).parent / "slurm" / f"{r.name}-{stamp}.sbatch"))
+    print(launch.submit(script, Path(args.out).parent / "slurm" / f"{name}-{stamp}.sbatch"))
     return 0
 
 
@@ -193,8 +212,11 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--baseline", metavar="ARM", help="the arm the verdict compares the others with")
     s.set_defaults(func=cmd_sweep)
 
-    s = sub.add_parser("submit", help="submit a recipe as a SLURM job (sbatch + torchrun)")
+    s = sub.add_parser("submit", help="submit a recipe as a SLURM job (sbatch + torchrun), or a sweep file as a "
+                       "job array of one-GPU workers")
     run_arguments(s)
+    s.add_argument("--array", type=count(1), metavar="N", help="sweep files: workers in the job array "
+                   "(default: one per trial, at most 64)")
     s.add_argument("--nodes", type=count(1), required=True)
     s.add_argument("--gpus-per-node", type=count(1), required=True)
     s.add_argument("--partition")

@@ -186,6 +186,15 @@ class Trial:
     recipe: recipe_mod.Recipe = field(compare=False, repr=False)
 
 
+def is_sweep_file(path: str | Path) -> bool:
+    """Whether `path` reads as a sweep file (a mapping with `arms`) rather than a recipe."""
+    try:
+        raw = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError, UnicodeDecodeError):
+        return False
+    return isinstance(raw, dict) and "arms" in raw
+
+
 def load(path: str | Path) -> SweepSpec:
     path = Path(path)
     if path.is_dir():

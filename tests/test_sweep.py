@@ -334,3 +334,17 @@ def test_perf_sweep_reports_the_overhead_per_trial(sweep_file, tmp_path):
     bad = subprocess.run([sys.executable, "-m", "bench", "perf", "sweep", "--trials", "1"], capture_output=True,
                          text=True)
     assert bad.returncode == 2 and "--trials must be at least 2" in bad.stderr
+
+
+def test_submit_a_sweep_file_as_a_job_array_of_workers(sweep_file, tmp_path):
+    cmd = [sys.executable, "-m", "bench", "submit", str(sweep_file), "--nodes", "1", "--gpus-per-node", "1",
+           "--dry-run"]
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    script = done.stdout
+    assert "#SBATCH --array=0-3" in script  # one worker per trial: 2 arms x 1 batch x 2 trials
+    assert f"-m bench sweep {sweep_file} --out results/tiny" in script and "torch.distributed.run" not in script
+    done = subprocess.run(cmd + ["--array", "2", "--out", "elsewhere"], capture_output=True, text=True, cwd=tmp_path)
+    assert "#SBATCH --array=0-1" in done.stdout and "--out elsewhere" in done.stdout
+    bad = subprocess.run(cmd[:5] + ["2", "--gpus-per-node", "1", "--dry-run"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "job array of one-GPU workers" in bad.stderr

@@ -55,6 +55,22 @@ def sbatch_script(bench_args: list[str], nodes: int, gpus_per_node: int, partiti
     return "\n".join(lines) + "\n"
 
 
+def sbatch_array_script(bench_args: list[str], tasks: int, partition: str | None, time_limit: str | None,
+                        job_name: str, workdir: Path) -> str:
+    """A job array of `tasks` single-GPU workers, each `python -m bench ARGS` (bench sweep: every worker
+    claims the next trial nobody holds, by the run directories' locks, so the array shares one sweep)."""
+    lines = ["#!/bin/bash", f"#SBATCH --job-name={job_name}", f"#SBATCH --array=0-{tasks - 1}", "#SBATCH --nodes=1",
+             "#SBATCH --ntasks=1", "#SBATCH --gpus-per-node=1", "#SBATCH --cpus-per-task=8",
+             f"#SBATCH --output={workdir}/slurm-%A_%a.out"]
+    if partition:
+        lines.append(f"#SBATCH --partition={partition}")
+    if time_limit:
+        lines.append(f"#SBATCH --time={time_limit}")
+    lines += ["set -euo pipefail", f"cd {shlex.quote(str(workdir))}",
+              "srun " + " ".join(shlex.quote(c) for c in [sys.executable, "-m", "bench", *bench_args])]
+    return "\n".join(lines) + "\n"
+
+
 def submit(script: str, path: Path) -> str:
     """Write the script and hand it to sbatch; returns sbatch's answer."""
     sbatch = shutil.which("sbatch")
