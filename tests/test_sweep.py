@@ -346,5 +346,5 @@ def test_submit_a_sweep_file_as_a_job_array_of_workers(sweep_file, tmp_path):
     assert f"-m bench sweep {sweep_file} --out results/tiny" in script and "torch.distributed.run" not in script
     done = subprocess.run(cmd + ["--array", "2", "--out", "elsewhere"], capture_output=True, text=True, cwd=tmp_path)
     assert "#SBATCH --array=0-1" in done.stdout and "--out elsewhere" in done.stdout
-    bad = subprocess.run(cmd[:5] + ["2", "--gpus-per-node", "1", "--dry-run"], capture_output=True, text=True)
+    bad = subprocess.run(cmd[:6] + ["2", "--gpus-per-node", "1", "--dry-run"], capture_output=True, text=True)
     assert bad.returncode == 2 and "job array of one-GPU workers" in bad.stderr
