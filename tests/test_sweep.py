@@ -182,6 +182,8 @@ def test_steps_to_result_is_the_fewest_over_trials_and_the_median_over_studies(t
     sweep_run(tmp_path, "lars", 100, "trial", 0, [50, 62, 63], trial=1)
     sweep_run(tmp_path, "lars", 100, "trial", 0, [40, 45, 50], trial=2)
     sweep_run(tmp_path, "lars", 100, "trial", 0, [65, 66, 67], trial=0, study=1)
+    orphan = sweep_run(tmp_path, "lars", 100, "trial", 1, [50], trial=2, status="running")  # killed, run again
+    orphan.rename(orphan.parent / "killed")
     [c] = tuning.cells(results.load_study([tmp_path])).to_dict("records")
     assert c["steps_to_result"] == 10 and c["n_trials"] == 4 and c["n_studies"] == 2
     assert c["median_study_steps"] == (20 + 10) / 2
