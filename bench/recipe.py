@@ -8,6 +8,7 @@ file, the key and what is allowed.
 from __future__ import annotations
 
 import difflib
+import re
 from pathlib import Path
 from typing import Any, Literal, Union
 
@@ -15,6 +16,18 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError, model_validator
 
 from bench.errors import UserError
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def check_path_component(name: str, key: str) -> None:
+    """A name that becomes a folder (recipe, sweep and arm names): one path component, so what is written stays
+    inside --out: not empty, no '/' or '\\', not '.' or '..' or any leading '.', no control characters (spaces
+    and unicode letters are fine). Raises ValueError naming `key`."""
+    if not name or "/" in name or "\\" in name or name.startswith(".") or _CONTROL.search(name):
+        raise ValueError(f"{key} {name!r} must be one folder name: no '/' or '\\', no leading '.', "
+                         "no control characters")
 
 
 class _Strict(BaseModel):
@@ -162,6 +175,11 @@ class Recipe(_Strict):
     tags: dict[str, Union[str, int, float, bool]] = Field(default_factory=dict, description=(
         "labels that do not change training (bench sweep writes sweep, arm, trial, study, role); "
         "runs with different tags are different recipes in the analysis"))
+
+    @model_validator(mode="after")
+    def _name_is_a_folder_name(self):
+        check_path_component(self.name, "name")
+        return self
 
     @model_validator(mode="after")
     def _batch_divides(self):

@@ -49,7 +49,6 @@ import fcntl
 import itertools
 import json
 import math
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -151,7 +150,7 @@ class SweepSpec(_Strict):
         if len(set(self.batches)) != len(self.batches):
             raise ValueError("batches: each batch once")
         for label in self.arms:
-            _check_name(label, f"arms.{label}")
+            recipe_mod.check_path_component(label, f"arms.{label}")
         if self.search == "quasirandom" and self.trials is None:
             raise ValueError("trials: required for search: quasirandom")
         if self.search == "grid":
@@ -163,15 +162,6 @@ class SweepSpec(_Strict):
             raise ValueError(f"reruns.seeds: {self.trial_seed} is the trials' seed (trial_seed); reruns use others, "
                              "so their figures carry no selection luck")
         return self
-
-
-_NAME = re.compile(r"^[^/\\\x00-\x1f.][^/\\\x00-\x1f]*$")
-
-
-def _check_name(name: str, key: str) -> None:
-    """A name that becomes part of a path: one component, no leading dot, no control characters."""
-    if not _NAME.match(name) or ".." in name:
-        raise ValueError(f"{key}: {name!r} must be one path component (no '/', no '..', no leading '.')")
 
 
 @dataclass(frozen=True)
@@ -209,7 +199,7 @@ def load(path: str | Path) -> SweepSpec:
         raise UserError(f"{path}: a sweep file is a YAML mapping (base, batches, arms, budget, reruns, ...)")
     raw.setdefault("name", path.stem)
     try:
-        _check_name(str(raw["name"]), "name")
+        recipe_mod.check_path_component(str(raw["name"]), "name")
         spec = SweepSpec.model_validate(raw)
     except ValueError as e:  # pydantic's ValidationError is a ValueError too
         message = recipe_mod.describe_error(e) if isinstance(e, ValidationError) else str(e)

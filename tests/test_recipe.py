@@ -72,6 +72,11 @@ BAD = [
     ("set unknown key", BASE, ["schedule.colour=1"], ["--set", "schedule.colour", "not a recipe key"]),
     ("set without value", BASE, ["schedule.decay"], ["--set", "KEY.PATH=VALUE"]),
     ("folder without path", BASE.replace("path: DATA, ", ""), [], ["data.path is required"]),
+    ("name outside --out", BASE + "name: ../../x\n", [], ["name '../../x' must be one folder name"]),
+    ("absolute name", BASE, ["name=/tmp/x"], ["name '/tmp/x' must be one folder name"]),
+    ("hidden name", BASE + "name: .x\n", [], ["must be one folder name"]),
+    ("fractional holdout count", BASE.replace("image_size", "holdout: 2.5, image_size"), [],
+     ["data.holdout", "whole count"]),
 ]
 
 
