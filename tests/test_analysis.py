@@ -10,6 +10,7 @@ from bench.analysis import report, results, tables
 from bench.analysis.render import render
 from bench.cli import main
 from bench.errors import UserError
+from tests.conftest import run_cli
 from tests.test_analysis_helpers import IMAGENET, IMAGENET_SIZES, make_run
 
 # 1000 training images at batch 100: 10 steps per epoch, 10 training seconds per epoch.
@@ -219,27 +220,70 @@ def test_unknown_table_and_baseline(tmp_path, capsys):
 
 @pytest.mark.parametrize("content, message", [
     ("epoch,step\n1,2\n", "missing column(s) images_seen"),
-    ("not,a,csv\n\"unclosed", "not a readable metrics file"),
+    ("not,a,csv\n\"unclosed\n", "not a readable metrics file"),
     (None, "is not a number"),
 ])
-def test_corrupt_metrics_is_a_user_error(tmp_path, content, message):
+def test_corrupt_metrics_is_a_user_error_under_strict(tmp_path, capsys, content, message):
     run = make_run(tmp_path, "r", "lars", 100, 0, [50, 60])
+    make_run(tmp_path, "ok", "lars", 100, 0, [50, 61])
     path = run / "metrics.csv"
     path.write_text(content if content is not None else path.read_text().replace("60", "sixty"))
     with pytest.raises(UserError, match=re.escape(message)) as e:
-        results.load([tmp_path])
+        results.load([tmp_path], strict=True)
     assert str(path) in str(e.value)
+    runs = results.load([tmp_path])  # without strict: the damaged run is named and left out, the rest read
+    assert list(runs["recipe"]) == ["ok"]
+    err = capsys.readouterr().err
+    assert err.startswith(f"bench: warning: {path}") and "this run is left out" in err
 
 
 def test_corrupt_recipe_or_meta_is_a_user_error(tmp_path):
     run = make_run(tmp_path, "r", "lars", 100, 0, [50, 60])
     (run / "meta.json").write_text("{not json")
     with pytest.raises(UserError, match="not a readable run directory"):
-        results.load([tmp_path])
+        results.load([tmp_path], strict=True)
     (run / "meta.json").write_text("{}")
     (run / "recipe.yaml").write_text("name: r\n")
     with pytest.raises(UserError, match="missing key 'optimizer'"):
+        results.load([tmp_path], strict=True)
+    with pytest.raises(UserError, match="no readable run directories"):
         results.load([tmp_path])
+
+
+def test_a_torn_last_metrics_line_is_dropped_with_a_warning(tmp_path, capsys):
+    """Two seeds at 33 and 33: a copy that stopped mid-line must not turn one into 26 silently."""
+    for seed in (0, 1):
+        make_run(tmp_path, "r", "lars", 100, seed, [20, 33])
+    path = tmp_path / "r" / "seed1" / "metrics.csv"
+    path.write_text(path.read_text() + "3.0,3.0,30,3000,100,30.0,0.1,1.0,30,0.7,2")  # a third row, cut off
+    [group] = results.load_study([tmp_path]).groups.to_dict("records")
+    assert (group["val_top1"], group["val_top1_std"], group["n"]) == (33, 0, 2)
+    assert f"bench: warning: {path}: the last line is cut off" in capsys.readouterr().err
+
+
+def test_one_damaged_run_leaves_the_report_of_the_others_and_strict_refuses_it(tmp_path):
+    make_run(tmp_path, "a", "lars", 100, 0, [50, 60])
+    broken = make_run(tmp_path, "b", "lars", 100, 0, [50, 60])
+    (broken / "recipe.yaml").unlink()
+    for command in (["report"], ["table", "compare"], ["plot", "--out", str(tmp_path / "plots")]):
+        done = run_cli(*command[:2], str(tmp_path), *command[2:]) if command[0] == "table" else run_cli(
+            command[0], str(tmp_path), *command[1:])
+        assert done.returncode == 0, done.stderr
+        assert f"bench: warning: {broken}" in done.stderr and "left out" in done.stderr
+    strict = run_cli("report", str(tmp_path), "--strict")
+    assert strict.returncode == 2 and str(broken) in strict.stderr
+
+
+def test_a_seed_run_twice_counts_once_and_a_killed_run_never(tmp_path, capsys):
+    make_run(tmp_path, "r", "lars", 100, 0, [50, 60])
+    make_run(tmp_path, "r", "lars", 100, 0, [50, 70], run_name="zz-later")  # the same recipe and seed, run again
+    make_run(tmp_path, "r", "lars", 100, 1, [50, 64])
+    make_run(tmp_path, "r", "lars", 100, 2, [50, 10], status="running")  # killed: nobody holds its lock
+    study = results.load_study([tmp_path])
+    assert set(study.runs["status"]) == {"completed", "stopped"}
+    [group] = study.groups.to_dict("records")
+    assert group["n"] == 2 and group["val_top1"] == 67  # seed 0 once: the newest (run folders sort by time)
+    assert "the same recipe and seed 0" in capsys.readouterr().err
 
 
 def test_a_key_added_to_the_schema_since_a_run_does_not_split_its_seeds(tmp_path):

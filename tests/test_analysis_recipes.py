@@ -1,5 +1,6 @@
 """The paper recipes: valid, in the paper's setting as the analysis defines it, and every number sourced."""
 
+import fcntl
 import json
 import re
 from pathlib import Path
@@ -76,6 +77,7 @@ def test_width_depth_runs_make_one_problem_with_two_models(tmp_path):
     """Run directories holding these recipes (fabricated results) give the steps-to-target-by-model data."""
     from bench.analysis import plots, results
 
+    locks = []  # runs in progress: a live process (this one) holds each run's lock
     for path in sorted(WIDTH_DEPTH.glob("*.yaml")):
         r = recipe.load(path)
         run = tmp_path / r.name / "run"
@@ -84,7 +86,11 @@ def test_width_depth_runs_make_one_problem_with_two_models(tmp_path):
         plan = {"global_batch": r.global_batch, "micro_batch": 16, "gsnr_groups": r.global_batch // 16}
         (run / "meta.json").write_text(json.dumps({"status": "running", "plan": plan, "train_size": 2000,
                                                    "val_size": 500}))
+        locks.append(open(run / ".lock", "w"))
+        fcntl.flock(locks[-1], fcntl.LOCK_EX)
     [data] = plots.by_model(results.load_study([tmp_path])).values()
+    for lock in locks:
+        lock.close()
     assert sorted(set(data["line"])) == ["deep: resnet18 4x4x4x4 ch20-40-80-160",
                                          "wide: resnet18 1x1x1x1 ch44-88-176-352"]
     assert sorted(data["global_batch"]) == sorted([128, 256, 512, 1024, 2000] * 2)

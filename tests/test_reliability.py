@@ -196,3 +196,20 @@ def test_run_dir_of_another_recipe_or_a_foreign_checkpoint_is_refused(recipe, tm
     foreign = run_cli("run", str(recipe), "--run-dir", str(run))
     assert foreign.returncode == 2 and "not a bench checkpoint" in foreign.stderr
     assert "Traceback" not in other.stderr + foreign.stderr
+
+
+def test_a_torn_events_line_is_cut_back_on_resume(recipe, reference, tmp_path):
+    """Power lost while appending to events.jsonl: the resume cuts the log back to its last whole line and the
+    checkpoint's step, and the finished run is the uninterrupted one, with one event per step."""
+    crashed = subprocess.run([sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path),
+                              "--no-progress"], env=dict(os.environ, BENCH_CRASH_AT="step:7"), capture_output=True)
+    assert crashed.returncode == -signal.SIGKILL
+    run = only_run(tmp_path)
+    with open(run / "events.jsonl", "a") as f:
+        f.write('{"step": 7, "lr": 0.1, "lo')
+    resumed = run_cli("run", str(recipe), "--out", str(tmp_path), "--no-progress")
+    assert resumed.returncode == 0, resumed.stderr
+    assert "a cut-off line after 6 whole ones" in resumed.stderr  # steps 0-5 logged before the kill
+    assert_same(outcome(run), reference)
+    steps = [json.loads(line)["step"] for line in (run / "events.jsonl").read_text().splitlines()]
+    assert steps == list(range(30))

@@ -20,7 +20,7 @@ EXTENSIONS = {"markdown": "md", "csv": "csv"}
 def cmd_report(args) -> int:
     from bench.analysis import report, results
 
-    print(report.render(results.load(args.paths), args.format, per_run=args.runs), end="")
+    print(report.render(results.load(args.paths, args.strict), args.format, per_run=args.runs), end="")
     return 0
 
 
@@ -28,7 +28,7 @@ def cmd_table(args) -> int:
     from bench.analysis import results, tables
     from bench.analysis.render import render
 
-    table = tables.build(args.name, results.load_study(args.paths), args.baseline, args.batch)
+    table = tables.build(args.name, results.load_study(args.paths, args.strict), args.baseline, args.batch)
     print(render(table, args.format), end="")
     return 0
 
@@ -36,7 +36,7 @@ def cmd_table(args) -> int:
 def cmd_plot(args) -> int:
     from bench.analysis import plots, results
 
-    for path in plots.plot_all(results.load_study(args.paths), args.out):
+    for path in plots.plot_all(results.load_study(args.paths, args.strict), args.out):
         print(path)
     return 0
 
@@ -84,9 +84,12 @@ def add_parsers(sub, default_results: Path) -> None:
     where = dict(nargs="*", default=[str(default_results)], metavar="PATH",
                  help=f"run directories or results trees (default: {default_results})")
     fmt = dict(choices=FORMATS, default="markdown", help="output format (default: %(default)s)")
+    strict = dict(action="store_true", help="a damaged run directory is an error (default: named in a warning and "
+                  "left out)")
 
     s = sub.add_parser("report", help="one row per recipe (seeds aggregated), or per run")
     s.add_argument("paths", **where)
+    s.add_argument("--strict", **strict)
     s.add_argument("--runs", action="store_true", help="one row per run instead of per recipe")
     s.add_argument("--format", **fmt)
     s.set_defaults(func=cmd_report)
@@ -95,6 +98,7 @@ def add_parsers(sub, default_results: Path) -> None:
                        description="Tables: " + ", ".join(TABLE_NAMES) + ".")
     s.add_argument("name", metavar="NAME", help=" | ".join(TABLE_NAMES))
     s.add_argument("paths", **where)
+    s.add_argument("--strict", **strict)
     s.add_argument("--format", **fmt)
     s.add_argument("--baseline", metavar="OPTIMIZER", help="compare: the optimizer B of the speedups "
                    "(default: lars, else sgd, else the first by name); any optimizer the runs use")
@@ -104,5 +108,6 @@ def add_parsers(sub, default_results: Path) -> None:
 
     s = sub.add_parser("plot", help="figures (PNG and SVG) of the runs")
     s.add_argument("paths", **where)
+    s.add_argument("--strict", **strict)
     s.add_argument("--out", default="plots", metavar="DIR", help="output folder (default: %(default)s)")
     s.set_defaults(func=cmd_plot)

@@ -31,9 +31,14 @@ Per run (`Study.runs`, `load()`):
   same without the model, so that runs of several model shapes on one problem
   (model_key, model_shape: timm name + kwargs) can be set side by side.
 
+Damaged results never change a number silently: a run whose meta.json or recipe.yaml cannot be read, or
+whose metrics.csv cannot be parsed, is left out and named in a warning (strict: an error); a metrics.csv
+whose last line is cut off loses that line, with a warning. A run left "running" by a killed process (no
+process holds its lock) has status "stopped" and is never aggregated.
+
 Seeds (`Study.groups`): runs whose resolved recipes are equal once the fields in
-SEED_NEUTRAL are removed form one group (`group`, a hash of what is left). They
-are aggregated as mean, `<metric>_std` (sample std, NaN for one run) and `n`, over
+SEED_NEUTRAL are removed form one group (`group`, a hash of what is left). A seed counts once per group
+(once_per_seed: the newest finished run, the others named in a warning). They are aggregated as mean, `<metric>_std` (sample std, NaN for one run) and `n`, over
 the group's finished runs (completed or diverged); only a group with no finished
 run is aggregated over its unfinished runs. A mean of steps-to-target is infinite
 when any seed missed the target (`n_reached` says how many reached it).
@@ -41,9 +46,12 @@ when any seed missed the target (`n_reached` says how many reached it).
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
+import io
 import json
 import math
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -85,6 +93,24 @@ AGG_METRICS = ("val_top1", "best_val_top1", "val_top5", "best_val_top5", "train_
 STEP_STATS = ("noise_scale", "noise_scale_steps", "mean_gain", "mean_batch", "final_batch", "batch_varies")
 
 
+def damaged(message: str) -> None:
+    """One line on stderr for damaged results that are left out or cut back: never a silent change."""
+    print(f"bench: warning: {message}", file=sys.stderr)
+
+
+def held_by_a_process(run: Path) -> bool:
+    """Whether a live process holds the run's lock (a run's status stays "running" when its process is killed).
+    The probe takes the lock for an instant: a resume starting in that instant would be told to wait."""
+    try:
+        with open(run / ".lock", "a") as f:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return False  # closing releases it
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+
+
 def find_runs(paths: list[str | Path]) -> list[Path]:
     """Run directories (folders holding meta.json) at or below each path."""
     runs = []
@@ -122,7 +148,11 @@ def read_metrics(run: Path, plan_batch: float = math.nan) -> pd.DataFrame:
     if not path.is_file():
         return pd.DataFrame(columns=columns, dtype=float)
     try:
-        metrics = pd.read_csv(path)
+        text = path.read_text()
+        if text and not text.endswith("\n"):  # bench writes whole files: a copy or a full disk cut this one
+            text = text[: text.rfind("\n") + 1]
+            damaged(f"{path}: the last line is cut off (an interrupted copy or write); it is left out")
+        metrics = pd.read_csv(io.StringIO(text))
     except (ValueError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
         raise UserError(f"{path}: not a readable metrics file ({type(e).__name__}: {e})") from None
     required = [c for c in METRIC_COLUMNS if c not in OPTIONAL_METRIC_COLUMNS]
@@ -264,6 +294,8 @@ def summarize(run: Path) -> tuple[dict, pd.DataFrame]:
     plan_batch = float((meta.get("plan") or {}).get("global_batch") or recipe["global_batch"])
     metrics = read_metrics(run, plan_batch)
     status = meta.get("status", "unknown")
+    if status == "running" and not held_by_a_process(run):
+        status = "stopped"  # killed before it could say so: resume it (bench run), or --restart
     diverged, finished = status == "diverged", status in FINISHED
     target = float(recipe["target_top1"])
     data = recipe.get("data") or {}
@@ -335,10 +367,23 @@ def _common_name(names: list[str]) -> str:
     return f"{prefix}*" if prefix else "+".join(unique)
 
 
+def once_per_seed(members: pd.DataFrame) -> pd.DataFrame:
+    """One run per seed of a group: a second run of the same recipe and seed (run again by hand, or copied in)
+    would count one seed twice; the newest finished one is kept, the others named."""
+    ordered = members.sort_values(["finished", "run"], kind="stable")  # newest finished last
+    kept = ordered.drop_duplicates("seed", keep="last")
+    for seed, twice in ordered[ordered.duplicated("seed", keep=False)].groupby("seed"):
+        dropped = [r for r in twice["run"] if r not in set(kept["run"])]
+        damaged(f"{', '.join(dropped)}: the same recipe and seed {seed} as {kept.loc[kept['seed'] == seed, 'run'].iloc[0]}"
+                "; counted once (the newest finished run)")
+    return members.loc[members.index.isin(kept.index)]
+
+
 def aggregate(runs: pd.DataFrame) -> pd.DataFrame:
     """One row per group of seeds (see the module docstring)."""
     rows = []
-    for group, members in runs.groupby("group", sort=False):
+    for group, members in runs[runs["status"] != "stopped"].groupby("group", sort=False):
+        members = once_per_seed(members)
         finished = members[members["finished"]]
         used = finished if len(finished) else members
         first = members.iloc[0]
@@ -418,11 +463,25 @@ class Study:
         return {name: mean_std([t[name] for t in per_run]) for name in TO_TARGET}
 
 
-def load_study(paths: list[str | Path]) -> Study:
-    rows, curves = zip(*(summarize(r) for r in find_runs(paths)))
-    return Study(pd.DataFrame(list(rows)), pd.concat(curves, ignore_index=True))
+def load_study(paths: list[str | Path], strict: bool = False) -> Study:
+    """Every readable run at or below `paths`; a damaged run is named in a warning and left out (strict: it is
+    an error)."""
+    rows, curves = [], []
+    for run in find_runs(paths):
+        try:
+            row, curve = summarize(run)
+        except UserError as e:
+            if strict:
+                raise
+            damaged(f"{e}; this run is left out (--strict makes it an error)")
+            continue
+        rows.append(row)
+        curves.append(curve)
+    if not rows:
+        raise UserError(f"{', '.join(map(str, paths))}: no readable run directories")
+    return Study(pd.DataFrame(rows), pd.concat(curves, ignore_index=True))
 
 
-def load(paths: list[str | Path]) -> pd.DataFrame:
+def load(paths: list[str | Path], strict: bool = False) -> pd.DataFrame:
     """One row per run (columns: see the module docstring)."""
-    return load_study(paths).runs
+    return load_study(paths, strict).runs

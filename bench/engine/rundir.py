@@ -21,6 +21,7 @@ import os
 import platform
 import socket
 import subprocess
+import sys
 import tempfile
 
 from datetime import datetime, timezone
@@ -110,8 +111,8 @@ class RunDir:
                 run.metrics = [row for row in csv.DictReader(f) if int(row["step"]) <= step]
             run._write_metrics()
         events = run.path / "events.jsonl"
-        if events.is_file():
-            kept = [line for line in events.read_text().splitlines() if line and json.loads(line)["step"] < step]
+        if events.is_file():  # the checkpoint is the truth: the log goes back to it, as a write-ahead log would
+            kept = [line for line in _whole_lines(events) if json.loads(line)["step"] < step]
             atomic_write(events, "".join(line + "\n" for line in kept))
         return run
 
@@ -161,6 +162,21 @@ class RunDir:
     def log_event(self, event: dict) -> None:
         with open(self.path / "events.jsonl", "a") as f:
             f.write(json.dumps(event) + "\n")
+
+
+def _whole_lines(events: Path) -> list[str]:
+    """The lines of an append-only JSON-lines log up to the first that is not whole JSON (a process killed
+    while appending, or a full disk, cuts the last one)."""
+    lines = []
+    for line in events.read_text(errors="replace").splitlines():
+        try:
+            json.loads(line)
+        except ValueError:
+            print(f"bench: warning: {events}: a cut-off line after {len(lines)} whole ones; the log is cut back "
+                  "to them", file=sys.stderr)
+            break
+        lines.append(line)
+    return lines
 
 
 def host_info(device) -> dict:
