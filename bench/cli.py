@@ -22,6 +22,7 @@ from pathlib import Path
 from bench.errors import UserError
 
 DEFAULT_RESULTS = Path("results/runs")
+MAX_MESSAGE = 1000  # characters of an error message: a value echoed back is never a page
 
 
 def count(minimum: int):
@@ -249,7 +250,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except UserError as e:
-        print(f"bench: error: {e}", file=sys.stderr)
+        message = str(e) if len(str(e)) <= MAX_MESSAGE else str(e)[:MAX_MESSAGE] + " ... (cut)"
+        print(f"bench: error: {message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -31,7 +31,7 @@ def check_path_component(name: str, key: str) -> None:
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # every number finite
 
 
 class ModelSpec(_Strict):
@@ -94,7 +94,7 @@ class DataSpec(_Strict):
 class OptimizerSpec(BaseModel):
     """`name` and `lr` plus the optimizer's own hyperparameters (checked by bench.optim)."""
 
-    model_config = ConfigDict(extra="allow", frozen=True)
+    model_config = ConfigDict(extra="allow", frozen=True, allow_inf_nan=False)
     name: str
     lr: PositiveFloat = Field(description="peak learning rate, reached at the end of warm-up")
 
@@ -167,7 +167,7 @@ class Recipe(_Strict):
     epochs: PositiveFloat
     label_smoothing: float = Field(0.0, ge=0, lt=1)
     weight_decay: float = Field(0.0, ge=0)
-    seed: int = 0
+    seed: int = Field(0, ge=0, le=2**32 - 1, description="0 .. 2^32 - 1 (numpy's seed range)")
     eval: EvalSpec = EvalSpec()
     engine: EngineSpec = EngineSpec()
     checkpoint: CheckpointSpec = CheckpointSpec()
@@ -179,6 +179,13 @@ class Recipe(_Strict):
     @model_validator(mode="after")
     def _name_is_a_folder_name(self):
         check_path_component(self.name, "name")
+        return self
+
+    @model_validator(mode="after")
+    def _warmup_within_training(self):
+        if self.schedule.warmup_epochs > self.epochs:
+            raise ValueError(f"schedule.warmup_epochs {self.schedule.warmup_epochs:g} is longer than training "
+                             f"(epochs {self.epochs:g})")
         return self
 
     @model_validator(mode="after")
@@ -246,7 +253,62 @@ def _check_names(recipe: Recipe) -> None:
         close = difflib.get_close_matches(recipe.model.name, timm.list_models(), n=3)
         hint = f"; did you mean {', '.join(close)}?" if close else "; see timm.list_models()"
         raise UserError(f"key 'model.name': unknown timm model '{recipe.model.name}'{hint}")
+    if recipe.model.kwargs:
+        _check_model_kwargs(recipe.model.name, recipe.model.kwargs)
     optim.check(recipe.optimizer.name, recipe.optimizer.hparams)
+
+
+MAX_ALIASES = 100  # YAML anchors used more often than this are refused (a "billion laughs" file)
+
+
+class _RecipeLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing duplicate keys (PyYAML keeps the last silently) and alias bombs."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            self.aliases_used = getattr(self, "aliases_used", 0) + 1
+            if self.aliases_used > MAX_ALIASES:
+                raise yaml.YAMLError(f"more than {MAX_ALIASES} uses of YAML aliases (*name); write the values out")
+        return super().compose_node(parent, index)
+
+    def construct_mapping(self, node, deep=False):
+        seen = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise yaml.YAMLError(f"key '{key}' appears twice, at lines {seen[key]} and {line}; keep one")
+            seen[key] = line
+        return super().construct_mapping(node, deep)
+
+
+def read_yaml(path: Path, what: str = "recipe"):
+    """A YAML file's contents; one-sentence UserErrors for a folder, a missing, non-UTF-8 or malformed file."""
+    if path.is_dir():
+        raise UserError(f"{path}: a folder, not a {what} file")
+    try:
+        return yaml.load(path.read_text(encoding="utf-8"), Loader=_RecipeLoader)  # noqa: S506 - a SafeLoader
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such {what} file") from None
+    except UnicodeDecodeError as e:
+        raise UserError(f"{path}: not UTF-8 text (byte {e.start}); save the {what} as UTF-8") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise UserError(f"{path}: malformed YAML{where}: {getattr(e, 'problem', None) or e}") from None
+
+
+def _check_model_kwargs(name: str, kwargs: dict) -> None:
+    """Build the model on the meta device (no memory, no weights): a keyword timm's model does not take is one
+    sentence here instead of a traceback in the run. Weights (pretrained) are not looked up here."""
+    import timm
+    import torch
+
+    try:
+        with torch.device("meta"):
+            timm.create_model(name, **{**kwargs, "pretrained": False})
+    except (TypeError, ValueError, AssertionError, KeyError) as e:
+        raise UserError(f"key 'model.kwargs': timm model '{name}' does not take these arguments ({e})") from None
 
 
 def parse_set(assignment: str) -> tuple[list[str], Any]:
@@ -287,14 +349,7 @@ def apply_sets(raw: dict, assignments: list[str]) -> dict:
 def load(path: str | Path, sets: list[str] = ()) -> Recipe:
     """Read, override, validate and resolve one recipe file."""
     path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such recipe file") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise UserError(f"{path}: malformed YAML{where}: {getattr(e, 'problem', e)}") from None
+    raw = read_yaml(path)
     if not isinstance(raw, dict):
         raise UserError(f"{path}: a recipe is a YAML mapping of keys (model, global_batch, optimizer, ...)")
     raw.setdefault("name", path.stem)

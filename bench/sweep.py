@@ -187,14 +187,7 @@ def is_sweep_file(path: str | Path) -> bool:
 
 def load(path: str | Path) -> SweepSpec:
     path = Path(path)
-    if path.is_dir():
-        raise UserError(f"{path}: a folder, not a sweep file (bench sweep SWEEP.yaml)")
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such sweep file") from None
-    except (yaml.YAMLError, UnicodeDecodeError) as e:
-        raise UserError(f"{path}: not a readable YAML file ({type(e).__name__})") from None
+    raw = recipe_mod.read_yaml(path, "sweep")
     if not isinstance(raw, dict):
         raise UserError(f"{path}: a sweep file is a YAML mapping (base, batches, arms, budget, reruns, ...)")
     raw.setdefault("name", path.stem)

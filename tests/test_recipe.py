@@ -134,3 +134,41 @@ def test_a_saved_recipe_is_compared_under_todays_schema(tmp_path):
     saved["optimizer"]["lr"] = 0.2
     assert not r.same_as(yaml.safe_dump(saved))
     assert not r.same_as("not: [a recipe")
+
+
+HOSTILE = [
+    # (what, recipe text or bytes, words the message must contain)
+    ("duplicate key", BASE + "epochs: 2\n", ["key 'epochs' appears twice, at lines 7 and 9"]),
+    ("alias bomb", "l0: &l0 [x]\n" + "".join(f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 12)}]\n" for i in range(1, 10))
+     + BASE, ["more than 100 uses of YAML aliases"]),  # 12^9 items if expanded
+    ("not UTF-8", BASE.encode() + b"# caf\xe9\n", ["not UTF-8 text"]),
+    ("infinite epochs", BASE.replace("epochs: 1", "epochs: .inf"), ["key 'epochs'", "finite"]),
+    ("infinite warm-up", BASE + "schedule: {warmup_epochs: .inf}\n", ["schedule.warmup_epochs", "finite"]),
+    ("infinite lr", BASE.replace("lr: 0.1", "lr: .inf"), ["optimizer.lr", "finite"]),
+    ("overflowing lr", BASE.replace("lr: 0.1", "lr: 1e999"), ["optimizer.lr", "finite"]),
+    ("negative seed", BASE + "seed: -1\n", ["key 'seed'", "greater than or equal to 0"]),
+    ("seed above 2^32", BASE + "seed: 4294967296\n", ["key 'seed'", "less than or equal to 4294967295"]),
+    ("warm-up longer than training", BASE + "schedule: {warmup_epochs: 2}\n", ["warmup_epochs 2 is longer"]),
+    ("unknown model kwarg", BASE.replace("{name: resnet10t}", "{name: resnet10t, kwargs: {depthh: 3}}"),
+     ["model.kwargs", "resnet10t", "depthh"]),
+]
+
+
+@pytest.mark.parametrize("what,text,words", HOSTILE, ids=[h[0] for h in HOSTILE])
+def test_hostile_recipes_validate_and_run_alike_one_sentence_exit_2_nothing_written(tmp_path, capsys, what, text,
+                                                                                  words):
+    path = tmp_path / "hostile.yaml"
+    path.write_bytes(text if isinstance(text, bytes) else text.replace("DATA", str(tmp_path / "data")).encode())
+    out = tmp_path / "results"
+    for command in (["validate", str(path)], ["run", str(path), "--out", str(out)]):
+        assert main(command) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"bench: error: {path}") and err.count("\n") == 1 and len(err) < 1100, err
+        assert all(w in err for w in words), err
+    assert not out.exists()
+
+
+def test_a_folder_as_the_recipe_is_one_sentence(tmp_path, capsys):
+    for command in ("validate", "run"):
+        assert main([command, str(tmp_path)]) == 2
+        assert f"{tmp_path}: a folder, not a recipe file" in capsys.readouterr().err

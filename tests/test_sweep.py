@@ -145,9 +145,12 @@ def test_a_budget_in_steps_or_images_becomes_epochs_of_the_training_set_left_aft
     sweep_file.write_text(SWEEP.replace("budget: {epochs: 2}", "budget: {steps: 12}"))
     _, trials = load(sweep_file)
     assert trials[0].recipe.epochs == 12 * 32 / 128
-    sweep_file.write_text(SWEEP.replace("budget: {epochs: 2}", "budget: {images: 64}"))
+    sweep_file.write_text(SWEEP.replace("budget: {epochs: 2}", "budget: {images: 192}"))
     _, trials = load(sweep_file)
-    assert trials[0].recipe.epochs == 0.5
+    assert trials[0].recipe.epochs == 1.5
+    sweep_file.write_text(SWEEP.replace("budget: {epochs: 2}", "budget: {images: 64}"))  # 0.5 epochs: too short
+    with pytest.raises(UserError, match="warmup_epochs 0.802413 is longer than training"):  # for a searched warm-up
+        load(sweep_file)
 
 
 def test_the_holdout_is_never_trained_on_and_the_same_for_every_seed(tiny_dataset):
@@ -204,12 +207,13 @@ def test_verdict_names_a_clear_winner_and_calls_a_small_difference_within_noise(
     win = rows[(256, "LARS", "VRGD-LARS")]
     assert win[-1] == "LARS better"
     assert win[5].value == pytest.approx(71 - 61.1666667) and win[5].ci[0] > 0
-    assert rows[(256, "LARS", "nesterov")][-1] == "within noise"
-    lo, hi = rows[(256, "LARS", "nesterov")][5].ci
+    assert rows[(256, "LARS", "Nesterov SGD")][-1] == "within noise"
+    lo, hi = rows[(256, "LARS", "Nesterov SGD")][5].ci
     assert lo < 0 < hi
-    assert rows.get((256, "VRGD-LARS", "nesterov"), rows.get((256, "nesterov", "VRGD-LARS")))[-1] == "nesterov better"
+    assert rows.get((256, "VRGD-LARS", "Nesterov SGD"), rows.get((256, "Nesterov SGD", "VRGD-LARS")))[-1] == (
+        "Nesterov SGD better")
     rows, _ = verdict_rows(tmp_path, baseline="nesterov")
-    assert set(rows) == {(256, "LARS", "nesterov"), (256, "VRGD-LARS", "nesterov")}
+    assert set(rows) == {(256, "LARS", "Nesterov SGD"), (256, "VRGD-LARS", "nesterov")}
     assert "within noise" in " ".join(table.notes) and "Welch" in " ".join(table.notes)
 
 
@@ -232,7 +236,7 @@ def test_verdict_ratio_of_steps_when_both_reach_the_target(tmp_path):
         sweep_run(tmp_path, "lars", 100, "rerun", seed, [50, 61, 62])     # step 20
         sweep_run(tmp_path, "nesterov", 100, "rerun", seed, [61, 62, 63])  # step 10
     rows, _ = verdict_rows(tmp_path)
-    ratio = rows[(100, "LARS", "nesterov")][7]
+    ratio = rows[(100, "LARS", "Nesterov SGD")][7]
     assert ratio.value == pytest.approx(2.0) and ratio.ci is None  # no spread: no interval
 
 
