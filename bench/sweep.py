@@ -226,7 +226,7 @@ def _round(value):
     return float(f"{value:.6g}") if isinstance(value, float) else value
 
 
-def _recipe(path: Path, spec: SweepSpec, arm_label: str, batch: int, point: dict, epochs: float, seed: int,
+def _recipe(spec: SweepSpec, arm_label: str, batch: int, point: dict, epochs: float, seed: int,
             name: str, tags: dict) -> recipe_mod.Recipe:
     sets = {**spec.set, **spec.arms[arm_label].set, "global_batch": batch, "epochs": epochs, "seed": seed,
             "name": name, **{k: _round(v) for k, v in point.items()}}
@@ -258,7 +258,7 @@ def expand(path: str | Path, spec: SweepSpec) -> list[Trial]:
         name = f"{spec.name}-{label}-b{batch}-t{index:02d}{suffix}"
         tags = {"sweep": spec.name, "arm": label, "trial": index, "study": study, "role": "trial"}
         try:
-            recipe = _recipe(path, spec, label, batch, point, spec.budget.epochs_at(batch, train_size or 1),
+            recipe = _recipe(spec, label, batch, point, spec.budget.epochs_at(batch, train_size or 1),
                              spec.trial_seed, name, tags)
         except UserError as e:
             raise UserError(f"{path}: trial {name}: {e}") from None
