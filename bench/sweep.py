@@ -149,8 +149,11 @@ class SweepSpec(_Strict):
     def _consistent(self):
         if len(set(self.batches)) != len(self.batches):
             raise ValueError("batches: each batch once")
-        for label in self.arms:
+        for label, arm in self.arms.items():
             recipe_mod.check_path_component(label, f"arms.{label}")
+            if not arm.space:
+                raise ValueError(f"arms.{label}.space is empty: name at least one searched key (an arm with "
+                                 "nothing to search is one recipe: bench run it)")
         if self.search == "quasirandom" and self.trials is None:
             raise ValueError("trials: required for search: quasirandom")
         if self.search == "grid":
@@ -434,8 +437,8 @@ def trial_table(trials: list[Trial]) -> str:
     """The trials as a markdown table (bench sweep --list)."""
     keys = list(dict.fromkeys(k for t in trials for k in t.point))
     head = ["name", "arm", "batch", "epochs", *keys]
-    rows = [[t.name, t.arm, str(t.batch), f"{t.recipe.epochs:g}", *(_show(t.point.get(k)) for k in keys)]
-            for t in trials]
+    rows = [[t.name, t.arm, str(t.batch), f"{t.recipe.epochs:g}", *(_show(t.point[k]) if k in t.point else "—"
+                                                                    for k in keys)] for t in trials]
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows]) + "\n"
 

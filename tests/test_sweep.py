@@ -61,6 +61,9 @@ def load(path):
 
 BAD = [
     ("unknown key", SWEEP + "trails: 3\n", ["unknown key 'trails'"]),
+    ("empty space", SWEEP.replace("""    space:
+      optimizer.lr: {low: 0.01, high: 0.5, scale: log}
+""", "    space: {}\n"), ["arms.sgd.space is empty"]),
     ("empty arms", SWEEP.split("arms:")[0] + "arms: {}\ntrials: 2\nbudget: {epochs: 2}\nreruns: {seeds: [1]}\n",
      ["arms"]),
     ("low above high", SWEEP.replace("{low: 0.01, high: 0.5", "{low: 0.5, high: 0.01"), ["low 0.5 is above high 0.01"]),
