@@ -12,20 +12,27 @@ Each title says the dataset, the model, the budget and the numbers of trials and
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
+from matplotlib.ticker import NullFormatter
 
 from bench.analysis import tuning
 from bench.analysis.paper import display
-from bench.analysis.plots import STYLE, WIDTH, color, log2_batch_axis, perfect_scaling, plt, save
+from bench.analysis.plots import STYLE, WIDTH, color, log2_batch_axis, perfect_scaling, plain_log_y, plt, save
 from bench.analysis.results import Study
 
 
 def _title(ax, what: str, table_cells: pd.DataFrame) -> None:
-    ax.set_title(f"{what}\n{tuning.describe(table_cells)}", fontsize=7)
+    ax.set_title(f"{what}\n" + "\n".join(textwrap.wrap(tuning.describe(table_cells), 62)), fontsize=7)
+
+
+def _shift(i: int, n: int) -> float:
+    """A small multiplicative x offset per arm, so arms with equal values do not hide each other."""
+    return 2 ** ((i - (n - 1) / 2) * 0.05)
 
 
 def _miss_band(ax, xs: list, color_: str, top: bool) -> None:
@@ -38,20 +45,21 @@ def _miss_band(ax, xs: list, color_: str, top: bool) -> None:
 def plot_steps_to_result(table_cells: pd.DataFrame, order: list[str]) -> plt.Figure:
     fig, ax = plt.subplots(figsize=(WIDTH / 2, 3.0), layout="constrained")
     handles, missed = [], False
-    for arm in order:
+    for i, arm in enumerate(order):
         c = table_cells[table_cells["arm"] == arm].sort_values("global_batch")
         ok = c[np.isfinite(c["steps_to_result"])]
-        ax.plot(ok["global_batch"], ok["steps_to_result"], marker="o", color=color(arm, order))
+        ax.plot(ok["global_batch"] * _shift(i, len(order)), ok["steps_to_result"], marker="os^Dv"[i % 5],
+                color=color(arm, order))
         misses = list(c.loc[~np.isfinite(c["steps_to_result"]), "global_batch"])
         _miss_band(ax, misses, color(arm, order), top=True)
         missed |= bool(misses)
-        handles.append(Line2D([], [], color=color(arm, order), marker="o", label=display(arm)))
+        handles.append(Line2D([], [], color=color(arm, order), marker="os^Dv"[i % 5], label=display(arm)))
     finite = table_cells[np.isfinite(table_cells["steps_to_result"])]
     batches = sorted(set(table_cells["global_batch"]))
     handles += perfect_scaling(ax, finite, "steps_to_result", max(batches))
     if missed:
         handles.append(Line2D([], [], color="k", marker="x", linestyle="", label="did not reach the target"))
-    ax.set_yscale("log")
+    plain_log_y(ax)
     log2_batch_axis(ax, batches)
     ax.set_ylabel(f"steps to {table_cells['target_top1'].iloc[0]:g}% val Top-1 (best trial)")
     _title(ax, "Steps to result against batch size", table_cells)
@@ -63,15 +71,13 @@ def plot_reruns_vs_batch(table_cells: pd.DataFrame, order: list[str], metric: st
                          what: str) -> plt.Figure:
     fig, ax = plt.subplots(figsize=(WIDTH / 2, 3.0), layout="constrained")
     batches = sorted(set(table_cells["global_batch"]))
-    spread = 0.03 * (len(order) - 1)
     handles = []
     for i, arm in enumerate(order):  # arms side by side, so equal points do not hide each other
         c = table_cells[table_cells["arm"] == arm].sort_values("global_batch")
         stats = [tuning.mean_std_n(v) for v in c[metric]]
         mean = np.array([s[0] for s in stats])
         std = np.nan_to_num(np.array([s[1] for s in stats]))
-        shift = 2 ** (i * 0.06 - spread)
-        ax.errorbar(c["global_batch"] * shift, mean, yerr=std, color=color(arm, order), marker="os^Dv"[i % 5],
+        ax.errorbar(c["global_batch"] * _shift(i, len(order)), mean, yerr=std, color=color(arm, order), marker="os^Dv"[i % 5],
                     capsize=2)
         handles.append(Line2D([], [], color=color(arm, order), marker="os^Dv"[i % 5], label=display(arm)))
     log2_batch_axis(ax, batches)
@@ -94,13 +100,16 @@ def plot_lr_sensitivity(runs: pd.DataFrame, table_cells: pd.DataFrame, order: li
             ax.plot(ok["lr"], ok[column], marker="o", color=shade, markersize=3)
             _miss_band(ax, list(t.loc[t[column].isna() & t["finished"], "lr"]), shade, top=False)
         ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel(f"peak lr ({display(arm)})")
         ax.set_title(display(arm), fontsize=8)
     axes[0][0].set_ylabel(f"final Top-1 (%), {'held-out' if column == 'holdout_top1' else 'val'} images")
     handles = [Line2D([], [], color=s, marker="o", label=f"batch {b}") for s, b in zip(shades, batches)]
-    handles.append(Line2D([], [], color="k", marker="x", linestyle="", label="diverged (no final accuracy)"))
+    if (trials[column].isna() & trials["finished"]).any():
+        handles.append(Line2D([], [], color="k", marker="x", linestyle="", label="diverged (no final accuracy)"))
     fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), fontsize=7)
-    fig.suptitle(f"Learning-rate sensitivity of the trials\n{tuning.describe(table_cells)}", fontsize=7)
+    fig.suptitle(f"Learning-rate sensitivity of the trials (each point one trial)\n{tuning.describe(table_cells)}",
+                 fontsize=7)
     return fig
 
 
