@@ -29,8 +29,8 @@ def recipe_files(folder: Path) -> list[Path]:
 
 
 def finished_run(results: Path, recipe: recipe_mod.Recipe) -> Path | None:
-    """A finished run of exactly this resolved recipe, if there is one."""
-    for run in RunDir.runs_of(results, recipe.name):
+    """The newest finished (completed or diverged) run of exactly this resolved recipe, if there is one."""
+    for run in reversed(RunDir.runs_of(results, recipe.name)):
         try:
             done = json.loads((run / "meta.json").read_text()).get("status") in FINISHED
             same = recipe.same_as((run / "recipe.yaml").read_text())

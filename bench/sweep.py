@@ -58,7 +58,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt, ValidationError, model_validator
 
 from bench import recipe as recipe_mod
-from bench.engine.rundir import FINISHED, RunDir
+from bench.engine.rundir import FINISHED
+from bench.suite import finished_run
 from bench.errors import UserError
 
 
@@ -284,19 +285,6 @@ def rerun_trials(spec: SweepSpec, best: Trial) -> list[Trial]:
 
 
 # ---- running ---------------------------------------------------------------------------------------------
-
-
-def finished_run(results: Path, recipe: recipe_mod.Recipe) -> Path | None:
-    """The newest finished (completed or diverged) run of exactly this resolved recipe, if any."""
-    for run in reversed(RunDir.runs_of(results, recipe.name)):
-        try:
-            done = json.loads((run / "meta.json").read_text()).get("status") in FINISHED
-            same = recipe.same_as((run / "recipe.yaml").read_text())
-        except (OSError, ValueError):
-            continue
-        if done and same:
-            return run
-    return None
 
 
 class Claim:
