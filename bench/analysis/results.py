@@ -38,7 +38,8 @@ process holds its lock) has status "stopped" and is never aggregated.
 
 Seeds (`Study.groups`): runs whose resolved recipes are equal once the fields in
 SEED_NEUTRAL are removed form one group (`group`, a hash of what is left). A seed counts once per group
-(once_per_seed: the newest finished run, the others named in a warning). They are aggregated as mean, `<metric>_std` (sample std, NaN for one run) and `n`, over
+(once_per_seed: the newest finished run, the others named in a warning). They are aggregated as mean,
+`<metric>_std` (sample std, NaN for one run) and `n`, over
 the group's finished runs (completed or diverged); only a group with no finished
 run is aggregated over its unfinished runs. A mean of steps-to-target is infinite
 when any seed missed the target (`n_reached` says how many reached it).

@@ -4,7 +4,8 @@ pair of arms at each batch, the verdict.
 Runs are placed by their recipe's tags (results.sweep_place): role "trial" (one point of the search) or
 "rerun" (the cell's best trial again, with other seeds). Definitions, each printed under its table:
 
-- Each trial or rerun counts once (by recipe name): its finished run where it has one.
+- Each trial or rerun counts once (results.once_per_seed: its newest finished run); a killed ("stopped") run
+  never counts.
 - steps_to_result: the fewest steps to the target over the cell's trials that reached it, on the val set
   (Shallue et al. 2018: the best trial for this measure, chosen after the fact); inf when none reached it.
 - median_study_steps: for each study (an independent repetition of the search), its fewest steps to the
@@ -30,7 +31,7 @@ import pandas as pd
 
 from bench.analysis.paper import display
 from bench.analysis.render import NO_NUMBER, Cell, Table
-from bench.analysis.results import Study
+from bench.analysis.results import Study, once_per_seed
 from bench.errors import UserError
 
 CONFIDENCE = 0.95
@@ -62,8 +63,9 @@ def cells(study: Study) -> pd.DataFrame:
     runs = sweep_runs(study)
     rows = []
     for (arm, batch), members in runs.groupby(["arm", "global_batch"], sort=False):
-        # each trial and rerun once: a finished run over an unfinished one (a killed run left beside it)
-        members = members.sort_values("finished", kind="stable").drop_duplicates("recipe", keep="last")
+        # each trial and rerun once (results.once_per_seed's rule), killed runs never
+        members = members[members["status"] != "stopped"]
+        members = pd.concat([once_per_seed(runs_of) for _, runs_of in members.groupby("recipe", sort=False)])
         trials, reruns = members[members["role"] == "trial"], members[members["role"] == "rerun"]
         column = selection_column(trials)
         scored = trials[(trials["status"] == "completed") & trials[column].notna()]
