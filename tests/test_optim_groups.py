@@ -182,6 +182,7 @@ def _two_ranks(rank: int, folder: str, steps, name):
             opt.step()
             opt.zero_grad(set_to_none=True)
         torch.save(([p.detach() for p in params], opt.diagnostics()), f"{folder}/rank{rank}.pt")
+        dist.barrier()  # neither rank tears gloo down while the other still talks to it (a rare SIGABRT in CI)
     finally:
         dist.destroy_process_group()
 

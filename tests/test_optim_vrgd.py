@@ -158,6 +158,7 @@ def _two_ranks(rank: int, folder: str, steps):
         rank_steps = [groups[2 * rank : 2 * rank + 2] for groups in steps]
         history, opt = run("vrgd_lars", weights(), rank_steps, LRS[:3], weight_decay=0.1, eta=0.05, beta3=0.9)
         torch.save((history[-1], opt.diagnostics()), f"{folder}/rank{rank}.pt")
+        dist.barrier()  # neither rank tears gloo down while the other still talks to it
     finally:
         dist.destroy_process_group()
 
