@@ -16,10 +16,13 @@ are left for bugs.
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
+import time
 from pathlib import Path
 
-from bench.errors import UserError
+from bench.errors import OutOfSpace, UserError
 
 DEFAULT_RESULTS = Path("results/runs")
 MAX_MESSAGE = 1000  # characters of an error message: a value echoed back is never a page
@@ -65,8 +68,14 @@ def cmd_run(args) -> int:
     r = recipe.load(args.recipe, args.set)  # bad input stops here, before any worker starts
     if args.nproc > 1:
         from bench.engine import launch
+        from bench.engine.plan import recipe_plan
 
-        return launch.run_local(args.nproc, _worker_args(args), args.max_restarts)
+        recipe_plan(r, args.nproc)
+        started = time.time()
+        try:
+            return launch.run_local(args.nproc, _worker_args(args), args.max_restarts)
+        except launch.Stopped as e:
+            return _after_stop(str(e), r.name, args, started)
 
     from bench.analysis import report, results
     from bench.engine.train import train
@@ -77,6 +86,19 @@ def cmd_run(args) -> int:
         print()
         print(report.summary(results.load([run.path])))
     return 0
+
+
+def _after_stop(signal_name: str, recipe_name: str, args, since: float) -> int:
+    """The launcher was stopped: exit 0 when its workers ended the run "preempted" (they checkpointed)."""
+    from bench.engine.rundir import RunDir
+
+    for path in [Path(args.run_dir)] if args.run_dir else RunDir.runs_of(Path(args.out), recipe_name)[::-1]:
+        meta = path / "meta.json"
+        if meta.is_file() and meta.stat().st_mtime >= since and json.loads(meta.read_text()).get("status") == "preempted":
+            print(f"preempted by {signal_name}: checkpoint in {path}; run the same command to resume")
+            return 0
+    return fail(f"stopped by {signal_name} before the workers wrote a checkpoint; the same command resumes from "
+                "the last one", 1)
 
 
 def cmd_suite(args) -> int:
@@ -139,11 +161,13 @@ def cmd_submit(args) -> int:
 
     from bench import recipe, sweep
     from bench.engine import launch
+    from bench.engine.plan import recipe_plan
 
     if sweep.is_sweep_file(args.recipe):
         name, script = _submit_sweep(args)
     else:
         r = recipe.load(args.recipe, args.set)
+        recipe_plan(r, args.nodes * args.gpus_per_node)  # an impossible plan is refused before the queue
         name, script = r.name, launch.sbatch_script(_worker_args(args), args.nodes, args.gpus_per_node,
                                                     args.partition, args.time, f"bench-{r.name}", Path.cwd())
     if args.dry_run:
@@ -250,11 +274,24 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except UserError as e:
-        message = str(e) if len(str(e)) <= MAX_MESSAGE else str(e)[:MAX_MESSAGE] + " ... (cut)"
-        print(f"bench: error: {message}", file=sys.stderr)
-        return 2
+        return fail(str(e), 2)
+    except OutOfSpace as e:
+        return fail(f"{e}; the last checkpoint is intact: free space, then run the same command to resume",
+                    OutOfSpace.exit_code)
     except KeyboardInterrupt:
         return 130
+
+
+def fail(message: str, code: int) -> int:
+    """Say what went wrong in one line. A torchrun worker writes it to its reply file instead, so the
+    launcher reports it once for all ranks (torchrun prints it as the failure's root cause)."""
+    message = message if len(message) <= MAX_MESSAGE else message[:MAX_MESSAGE] + " ... (cut)"
+    reply = os.environ.get("TORCHELASTIC_ERROR_FILE")
+    if reply:
+        Path(reply).write_text(json.dumps({"message": message, "timestamp": int(time.time())}))
+    else:
+        print(f"bench: error: {message}", file=sys.stderr)
+    return code
 
 
 if __name__ == "__main__":

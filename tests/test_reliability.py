@@ -3,6 +3,8 @@
 import fcntl
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -215,3 +217,209 @@ def test_a_torn_events_line_is_cut_back_on_resume(recipe, reference, tmp_path):
     assert_same(outcome(run), reference)
     steps = [json.loads(line)["step"] for line in (run / "events.jsonl").read_text().splitlines()]
     assert steps == list(range(30))
+
+
+def test_a_run_killed_before_its_first_checkpoint_is_started_again_in_place(recipe, reference, tmp_path):
+    """No orphan: the same command continues the killed run's directory from step 0."""
+    crashed = subprocess.run([sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path),
+                              "--no-progress"], env=dict(os.environ, BENCH_CRASH_AT="step:2"), capture_output=True)
+    assert crashed.returncode == -signal.SIGKILL
+    run = only_run(tmp_path)
+    assert not list(run.glob("ckpt-*.pt")) and (run / "events.jsonl").is_file()
+    again = run_cli("run", str(recipe), "--out", str(tmp_path), "--no-progress")
+    assert again.returncode == 0, again.stderr
+    assert f"starting {run} again from step 0" in again.stdout
+    assert only_run(tmp_path) == run
+    assert_same(outcome(run), reference)
+    steps = [json.loads(line)["step"] for line in (run / "events.jsonl").read_text().splitlines()]
+    assert steps == list(range(30))
+
+
+def test_files_of_a_run_follow_the_umask(recipe, tmp_path):
+    """Results are readable by a lab group: the atomic writes give the mode open() gives, not mkstemp's 0600."""
+    done = subprocess.run([sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path), "--no-progress",
+                           "--set", "epochs=1"], capture_output=True, text=True, preexec_fn=lambda: os.umask(0o027))
+    assert done.returncode == 0, done.stderr
+    files = [p for p in only_run(tmp_path).iterdir() if p.name != ".lock"]
+    assert {p.name for p in files} >= {"recipe.yaml", "meta.json", "metrics.csv", "events.jsonl"}
+    assert any(p.suffix == ".pt" for p in files)
+    assert {p.name: oct(p.stat().st_mode & 0o777) for p in files} == {p.name: "0o640" for p in files}
+
+
+def _in_a_small_disk(script: str, tmp_path) -> subprocess.CompletedProcess:
+    """Run `script` (sh) with DISK a fresh tmpfs, in a mount namespace of its own (nothing of the machine is
+    touched); what it copies to OUT stays."""
+    if subprocess.run(["unshare", "-rm", "true"], capture_output=True).returncode:
+        pytest.skip("no unprivileged mount namespace (unshare -rm) for a small tmpfs on this machine")
+    env = dict(os.environ, PYTHONWARNINGS="ignore", PY=sys.executable, DISK=str(tmp_path / "disk"),
+               OUT=str(tmp_path / "out"))
+    (tmp_path / "disk").mkdir()
+    return subprocess.run(["unshare", "-rm", "sh", "-c", script], capture_output=True, text=True, env=env,
+                          timeout=600)
+
+
+def test_a_full_disk_is_one_sentence_a_failed_run_and_the_same_command_resumes(recipe, reference, tmp_path):
+    """A 60 MB tmpfs holds the first checkpoint (~40 MB) but not the second beside it: exit 3, one sentence
+    naming the file, status failed with the reason; grown to 200 MB, the same command resumes bit for bit."""
+    done = _in_a_small_disk(f"""
+        mount -t tmpfs -o size=60m tmpfs "$DISK" || exit 90
+        "$PY" -m bench run {recipe} --out "$DISK/results" --no-progress 2>"$DISK/err1"; echo $? >"$DISK/rc1"
+        cp -r "$DISK" "$OUT.full"
+        mount -o remount,size=200m "$DISK"
+        "$PY" -m bench run {recipe} --out "$DISK/results" --no-progress; echo $? >"$DISK/rc2"
+        cp -r "$DISK" "$OUT"
+    """, tmp_path)
+    assert done.returncode == 0, done.stderr
+    full, out = tmp_path / "out.full", tmp_path / "out"
+    err = (full / "err1").read_text()
+    assert (full / "rc1").read_text().strip() == "3", err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert "no space left on device while writing it" in err and "run the same command to resume" in err
+    run = only_run(full / "results")
+    meta = json.loads((run / "meta.json").read_text())
+    assert meta["status"] == "failed" and "no space left" in meta["reason"]
+    assert [p.name for p in run.glob("ckpt-*.pt")] == ["ckpt-000000004.pt"]
+    assert (out / "rc2").read_text().strip() == "0", done.stdout
+    assert_same(outcome(only_run(out / "results")), reference)
+
+
+def test_a_disk_too_full_for_the_first_file_leaves_no_run_directory(recipe, tmp_path):
+    done = _in_a_small_disk(f"""
+        mount -t tmpfs -o size=64k tmpfs "$DISK" || exit 90
+        mkdir "$DISK/results"; dd if=/dev/zero of="$DISK/fill" bs=4k 2>/dev/null
+        "$PY" -m bench run {recipe} --out "$DISK/results" --no-progress 2>"$OUT.err"; echo $? >"$OUT.rc"
+        cp -r "$DISK" "$OUT"
+    """, tmp_path)
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "out"
+    err = (tmp_path / "out.err").read_text()
+    assert (tmp_path / "out.rc").read_text().strip() == "3" and "recipe.yaml: no space left" in err, err
+    assert not list((out / "results").rglob("*/*"))  # no run directory (the recipe's folder may stay, empty)
+
+
+TWO_WORKERS = ["--no-progress", "--nproc", "2", "--set", "epochs=2", "--set", "eval.stop_at_chance=0"]  # 10 steps
+
+
+def _workers_env() -> dict:
+    return dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
+
+
+def _wait_for_events(results, count: int, proc) -> None:
+    for _ in range(1200):
+        logs = list(results.glob("*/*/events.jsonl"))
+        if logs and len(logs[0].read_text().splitlines()) >= count:
+            return
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.1)
+    raise AssertionError("the run logged no steps in 120 s")
+
+
+@pytest.fixture(scope="module")
+def two_worker_reference(recipe, tmp_path_factory):
+    results = tmp_path_factory.mktemp("ref2")
+    done = subprocess.run([sys.executable, "-m", "bench", "run", str(recipe), "--out", str(results), *TWO_WORKERS],
+                          env=_workers_env(), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return outcome(only_run(results))
+
+
+@pytest.mark.parametrize("how", ["SIGTERM to the launcher", "Ctrl-C to the process group"])
+def test_a_signal_to_the_launcher_of_two_workers_ends_preempted_and_resumes(recipe, two_worker_reference,
+                                                                             tmp_path, how):
+    command = [sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path), *TWO_WORKERS]
+    proc = subprocess.Popen(command, env=_workers_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    _wait_for_events(tmp_path, 3, proc)
+    if how.startswith("SIGTERM"):
+        proc.send_signal(signal.SIGTERM)  # as SLURM or a scheduler sends it
+    else:
+        os.killpg(proc.pid, signal.SIGINT)  # as a terminal sends it: launcher and workers at once
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err[-3000:]
+    assert "Traceback" not in err and "SignalException" not in err
+    run = only_run(tmp_path)
+    assert f"checkpoint in {run}; run the same command to resume" in out
+    assert json.loads((run / "meta.json").read_text())["status"] == "preempted"
+    resumed = subprocess.run(command, env=_workers_env(), capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0 and "resuming" in resumed.stdout, resumed.stderr[-3000:]
+    assert_same(outcome(run), two_worker_reference)
+
+
+@pytest.mark.parametrize("args", [
+    ["run", "RECIPE", "--nproc", "3"],
+    ["submit", "RECIPE", "--nodes", "3", "--gpus-per-node", "1", "--dry-run"],
+    ["submit", "RECIPE", "--nodes", "1", "--gpus-per-node", "3"],
+])
+def test_a_plan_impossible_for_the_world_size_is_refused_before_launch(recipe, tmp_path, args):
+    """global_batch 32 over 3 ranks: one sentence and exit 2, before any worker starts or any script is written."""
+    done = run_cli(*[str(recipe) if a == "RECIPE" else a for a in args], "--out", str(tmp_path / "results"),
+                   cwd=tmp_path)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip() == "bench: error: global_batch 32 cannot be split evenly over 3 ranks"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_error_inside_the_workers_is_reported_once(recipe, tmp_path):
+    done = subprocess.run([sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path), *TWO_WORKERS,
+                           "--set", "data.holdout=2000"], env=_workers_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr[-3000:]
+    errors = [line for line in done.stderr.splitlines() if line.startswith("bench: error:")]
+    assert len(errors) == 1 and errors[0].endswith("(ranks 0, 1)") and "holdout" in errors[0], done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_the_sbatch_script_passes_sigterm_on_and_requeues_the_job(recipe, reference, tmp_path):
+    """The script `bench submit` writes, under a stand-in srun (runs the command) and scontrol (logs it): SLURM's
+    early SIGTERM reaches the worker through torchrun, the run ends preempted with a checkpoint, the job asks to
+    be requeued, and the requeued job resumes to the uninterrupted run's result."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "srun").write_text('#!/bin/sh\nexec "$@"\n')
+    (fake / "scontrol").write_text('#!/bin/sh\n[ "$1" = show ] && echo localhost && exit 0\necho "$@" >> "$LOG"\n')
+    for tool in fake.iterdir():
+        tool.chmod(0o755)
+    results = tmp_path / "results"
+    script = run_cli("submit", str(recipe), "--nodes", "1", "--gpus-per-node", "1", "--dry-run", "--out", str(results))
+    assert script.returncode == 0, script.stderr
+    assert "#SBATCH --signal=B:TERM@120" in script.stdout and "#SBATCH --requeue" in script.stdout
+    env = dict(os.environ, PATH=f"{fake}:{os.environ['PATH']}", SLURM_JOB_ID="4242",  # threads as the reference
+               SLURM_JOB_NODELIST="localhost", LOG=str(tmp_path / "scontrol.log"))
+    job = subprocess.Popen(["bash", "-c", script.stdout], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
+    _wait_for_events(results, 5, job)
+    job.send_signal(signal.SIGTERM)  # what --signal=B:TERM@120 does before the time limit
+    out, err = job.communicate(timeout=300)
+    assert job.returncode == 0, err[-3000:]
+    assert (tmp_path / "scontrol.log").read_text() == "requeue 4242\n"
+    run = only_run(results)
+    assert json.loads((run / "meta.json").read_text())["status"] == "preempted"
+    requeued = subprocess.run(["bash", "-c", script.stdout], env=env, capture_output=True, text=True, timeout=600)
+    assert requeued.returncode == 0, requeued.stderr[-3000:]
+    assert (tmp_path / "scontrol.log").read_text() == "requeue 4242\n"  # finished: not requeued again
+    assert_same(outcome(run), reference)
+
+
+@pytest.mark.parametrize("world,eval_batch", [(1, 64), (1, 3), (2, 3)])
+def test_every_readable_validation_image_is_counted_once(recipe, tiny_dataset, tmp_path, world, eval_batch):
+    """Two of the 40 validation images are damaged: every evaluation counts the other 38, once each, at every
+    world size and eval batch, says so in meta.json and in the summary `bench run` prints."""
+    data = tmp_path / "data"
+    shutil.copytree(tiny_dataset, data)
+    damaged = sorted((data / "val").rglob("*.*"))[::20]
+    for path in damaged:
+        path.write_bytes(path.read_bytes()[:60])
+    done = subprocess.run([sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path / "results"),
+                           "--no-progress", "--nproc", str(world), "--set", f"data.path={data}", "--set", "epochs=2",
+                           "--set", f"data.eval_batch={eval_batch}"],
+                          env=_workers_env(), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = only_run(tmp_path / "results")
+    meta = json.loads((run / "meta.json").read_text())
+    assert meta["val_size"] == 40 and meta["evaluated_images"] == {"val": 38, "train_eval": meta["train_eval_size"]}
+    assert sorted(meta["unreadable_images"]) == sorted(map(str, damaged))
+    top1 = pd.read_csv(run / "metrics.csv")["val_top1"]
+    assert ((top1 * 38 / 100).round(6) % 1 == 0).all()  # a whole number of hits out of 38
+    if world == 1:
+        assert "val_images" in done.stdout and re.search(r"\|\s+38 \|", done.stdout), done.stdout
+        report = run_cli("report", str(tmp_path / "results"))
+        assert f"{run}: val Top-1 over 38 of the 40 validation images" in report.stdout

@@ -72,7 +72,11 @@ def table(runs: pd.DataFrame, per_run: bool = False) -> Table:
 
 
 def render(runs: pd.DataFrame, fmt: str = "markdown", per_run: bool = False) -> str:
-    return render_table(table(runs, per_run), fmt)
+    t = table(runs, per_run)
+    short = runs[pd.to_numeric(runs["val_images"]) < pd.to_numeric(runs["val_size"])] if len(runs) else runs
+    t.notes += [f"{r['run']}: val Top-1 over {r['val_images']:.0f} of the {r['val_size']:.0f} validation images "
+                "(the others unreadable; meta.json names them)." for _, r in short.iterrows()]
+    return render_table(t, fmt)
 
 
 SUMMARY = ("val_top1", "train_eval_top1", "gap_top1", "epochs_to_target")
@@ -81,9 +85,10 @@ SUMMARY = ("val_top1", "train_eval_top1", "gap_top1", "epochs_to_target")
 def summary(runs: pd.DataFrame) -> str:
     """The short table `bench run` prints at the end: the numbers a user looks at first."""
     kinds = dict(METRICS)
-    t = Table("Run summary", ["recipe", "status", "target_top1", *SUMMARY])
+    t = Table("Run summary", ["recipe", "status", "target_top1", *SUMMARY, "val_images"])
     for _, r in runs.iterrows():
         t.rows.append([r["recipe"], r["status"], Cell(r["target_top1"], kind="float"),
-                       *(Cell(r[m], kind=kinds[m]) for m in SUMMARY)])
-    t.notes = DEFINITIONS[:3]
+                       *(Cell(r[m], kind=kinds[m]) for m in SUMMARY), Cell(r["val_images"], kind="images")])
+    t.notes = [*DEFINITIONS[:3], "val_images: the validation images the last evaluation counted (unreadable ones "
+               "are skipped and named in meta.json)."]
     return render_table(t, "markdown")

@@ -47,7 +47,6 @@ when any seed missed the target (`n_reached` says how many reached it).
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import io
 import json
@@ -61,7 +60,7 @@ import pandas as pd
 import yaml
 
 from bench.analysis.paper import data_label, model_label, model_shape, paper_setting, setting_label
-from bench.engine.rundir import FINISHED, METRIC_COLUMNS
+from bench.engine.rundir import FINISHED, METRIC_COLUMNS, held_by_a_process
 from bench.errors import UserError
 from bench.recipe import Recipe
 
@@ -97,19 +96,6 @@ STEP_STATS = ("noise_scale", "noise_scale_steps", "mean_gain", "mean_batch", "fi
 def damaged(message: str) -> None:
     """One line on stderr for damaged results that are left out or cut back: never a silent change."""
     print(f"bench: warning: {message}", file=sys.stderr)
-
-
-def held_by_a_process(run: Path) -> bool:
-    """Whether a live process holds the run's lock (a run's status stays "running" when its process is killed).
-    The probe takes the lock for an instant: a resume starting in that instant would be told to wait."""
-    try:
-        with open(run / ".lock", "a") as f:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return False  # closing releases it
-    except BlockingIOError:
-        return True
-    except OSError:
-        return False
 
 
 def find_runs(paths: list[str | Path]) -> list[Path]:
@@ -318,6 +304,8 @@ def summarize(run: Path) -> tuple[dict, pd.DataFrame]:
         "warmup_epochs": (recipe.get("schedule") or {}).get("warmup_epochs"),
         **sweep_place(recipe), "holdout_top1": math.nan,
         "planned_epochs": recipe.get("epochs"), "train_size": meta.get("train_size"),
+        "val_size": meta.get("val_size"),
+        "val_images": (meta.get("evaluated_images") or {}).get("val", meta.get("val_size")),
         "target_top1": target, "train_time_s": float(meta.get("train_time_s") or math.nan),
         "evaluations": len(metrics), "epochs": math.nan, "steps": math.nan, "images": math.nan,
         **{name: math.nan for name in FINAL}, "best_val_top1": math.nan, "best_val_top5": math.nan,

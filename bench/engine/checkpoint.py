@@ -14,10 +14,8 @@ the newest `keep` are kept.
 from __future__ import annotations
 
 import io
-import os
 import pickle
 import random
-import tempfile
 import zipfile
 from pathlib import Path
 
@@ -25,6 +23,7 @@ import numpy as np
 import torch
 
 from bench.engine.faults import crash_point
+from bench.engine.rundir import atomic_replace
 from bench.errors import UserError
 
 FORMAT = "bench-checkpoint-1"
@@ -58,17 +57,7 @@ def save(run_dir: Path, step: int, state: dict, keep: int) -> Path:
     path = path_for(run_dir, step)
     buf = io.BytesIO()
     torch.save({"format": FORMAT, "step": step, **state}, buf)
-    fd, tmp = tempfile.mkstemp(prefix=".ckpt-", suffix=".tmp", dir=run_dir)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(buf.getbuffer())
-            f.flush()
-            os.fsync(f.fileno())
-        crash_point("checkpoint", step)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_replace(path, buf.getbuffer(), before_rename=lambda: crash_point("checkpoint", step))
     for old in existing(run_dir)[:-keep]:
         old.unlink(missing_ok=True)
     for stale in Path(run_dir).glob(".ckpt-*.tmp"):  # left by a crash during an earlier write

@@ -8,51 +8,94 @@ reads RANK / WORLD_SIZE / LOCAL_RANK from the environment.
 from __future__ import annotations
 
 import shlex
+import signal
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-from bench.errors import UserError
+from bench.errors import OutOfSpace, UserError
+
+GRACE_S = 100  # seconds the workers get, after a SIGTERM, to finish their step and checkpoint
+EARLY_SIGNAL_S = 120  # SLURM's SIGTERM this long before the time limit: the grace and some margin
+_REQUEUE = ["#SBATCH --open-mode=append", f"#SBATCH --signal=B:TERM@{EARLY_SIGNAL_S}", "#SBATCH --requeue"]
+
+
+class Stopped(Exception):
+    """The launcher was told to stop (SIGTERM, SIGINT); it passed the signal on and waited for the workers."""
 
 
 def run_local(nproc: int, bench_args: list[str], max_restarts: int = 0) -> int:
     """`torchrun --standalone --nproc-per-node N -m bench ARGS` in this process."""
+    from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import parse_args, run
 
     args = parse_args(["--standalone", f"--nproc-per-node={nproc}", f"--max-restarts={max_restarts}",
-                       "-m", "bench", *bench_args])
+                       f"--shutdown-timeout={GRACE_S}", "-m", "bench", *bench_args])
     try:
         run(args)
     except ChildFailedError as e:
-        failures = "; ".join(f"rank {rank}: exit code {f.exitcode}" for rank, f in e.failures.items())
-        print(f"bench: {nproc} workers under torchrun failed ({failures}); see the output above", file=sys.stderr)
-        return 1
+        return _report(e.failures)
+    except SignalException as e:
+        raise Stopped(signal.Signals(e.sigval).name) from None
     return 0
+
+
+def _report(failures: dict) -> int:
+    """Each distinct worker message once, with its ranks; the workers' exit code when they agree."""
+    by_message: dict[str, list[int]] = {}
+    for rank, failure in sorted(failures.items()):
+        message = failure.message if isinstance(failure.message, str) and failure.error_file != "<N/A>" else ""
+        by_message.setdefault(message or f"exit code {failure.exitcode}; see its output above", []).append(rank)
+    for message, ranks in by_message.items():
+        print(f"bench: error: {message} (rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))})",
+              file=sys.stderr)
+    codes = {failure.exitcode for failure in failures.values()}
+    return codes.pop() if len(codes) == 1 and codes <= {2, OutOfSpace.exit_code} else 1
 
 
 def sbatch_script(bench_args: list[str], nodes: int, gpus_per_node: int, partition: str | None,
                   time_limit: str | None, job_name: str, workdir: Path) -> str:
-    """A batch script: one srun task per node, each starting torchrun with a c10d rendezvous."""
+    """A batch script: one srun task per node, each starting torchrun with a c10d rendezvous.
+
+    SLURM signals the script EARLY_SIGNAL_S before the time limit (and scancel or preemption signal it
+    at once); the script passes SIGTERM to the step, torchrun to the workers, which finish their step,
+    checkpoint and end "preempted"; then the script requeues the job, which resumes the run."""
     lines = ["#!/bin/bash", f"#SBATCH --job-name={job_name}", f"#SBATCH --nodes={nodes}",
              "#SBATCH --ntasks-per-node=1", f"#SBATCH --gpus-per-node={gpus_per_node}",
              f"#SBATCH --cpus-per-task={max(8, 8 * gpus_per_node)}",
-             f"#SBATCH --output={workdir}/slurm-%j.out"]
+             f"#SBATCH --output={workdir}/slurm-%j.out", *_REQUEUE]
     if partition:
         lines.append(f"#SBATCH --partition={partition}")
     if time_limit:
         lines.append(f"#SBATCH --time={time_limit}")
     command = [sys.executable, "-m", "torch.distributed.run", f"--nnodes={nodes}",
-               f"--nproc-per-node={gpus_per_node}", "--rdzv-backend=c10d",
+               f"--nproc-per-node={gpus_per_node}", f"--shutdown-timeout={GRACE_S}", "--rdzv-backend=c10d",
                '--rdzv-endpoint="$MASTER_ADDR:29500"', '--rdzv-id="$SLURM_JOB_ID"', "-m", "bench", *bench_args]
-    lines += [
-        "set -euo pipefail",
-        f"cd {shlex.quote(str(workdir))}",
-        'MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
-        "srun " + " ".join(c if c.startswith("--rdzv") else shlex.quote(c) for c in command),
-    ]
+    srun = "srun " + " ".join(c if c.startswith("--rdzv") else shlex.quote(c) for c in command)
+    lines += _body(workdir, srun, 'MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)')
     return "\n".join(lines) + "\n"
+
+
+def _body(workdir: Path, srun: str, *setup: str) -> list[str]:
+    """Run the step in the background, so the script's SIGTERM trap can pass the signal on and wait for
+    the checkpoint; a job stopped that way is requeued and resumes."""
+    return [
+        "set -uo pipefail",
+        f"cd {shlex.quote(str(workdir))} || exit 1",
+        *setup,
+        "stopped=0",
+        srun + " &",
+        "step=$!",
+        """trap 'stopped=1; echo "bench: SIGTERM: the workers checkpoint, then the job is requeued"; kill -TERM "$step"' TERM""",
+        'wait "$step"; rc=$?',
+        'if [ "$stopped" = 1 ]; then',
+        '    wait "$step"; rc=$?  # the workers finish their step and checkpoint (torchrun then exits non-zero)',
+        '    scontrol requeue "$SLURM_JOB_ID" && rc=0  # the requeued job resumes from the newest checkpoint',
+        "fi",
+        'exit "$rc"',
+    ]
 
 
 def sbatch_array_script(bench_args: list[str], tasks: int, partition: str | None, time_limit: str | None,
@@ -61,13 +104,12 @@ def sbatch_array_script(bench_args: list[str], tasks: int, partition: str | None
     claims the next trial nobody holds, by the run directories' locks, so the array shares one sweep)."""
     lines = ["#!/bin/bash", f"#SBATCH --job-name={job_name}", f"#SBATCH --array=0-{tasks - 1}", "#SBATCH --nodes=1",
              "#SBATCH --ntasks=1", "#SBATCH --gpus-per-node=1", "#SBATCH --cpus-per-task=8",
-             f"#SBATCH --output={workdir}/slurm-%A_%a.out"]
+             f"#SBATCH --output={workdir}/slurm-%A_%a.out", *_REQUEUE]
     if partition:
         lines.append(f"#SBATCH --partition={partition}")
     if time_limit:
         lines.append(f"#SBATCH --time={time_limit}")
-    lines += ["set -euo pipefail", f"cd {shlex.quote(str(workdir))}",
-              "srun " + " ".join(shlex.quote(c) for c in [sys.executable, "-m", "bench", *bench_args])]
+    lines += _body(workdir, "srun " + " ".join(shlex.quote(c) for c in [sys.executable, "-m", "bench", *bench_args]))
     return "\n".join(lines) + "\n"
 
 

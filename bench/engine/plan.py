@@ -64,3 +64,16 @@ def make_plan(global_batch: int, micro_batch: int | str, world_size: int, gsnr_g
     accum_steps = per_rank // micro_batch
     return BatchPlan(global_batch, world_size, accum_steps, micro_batch,
                      gsnr_groups if gsnr_groups is not None else world_size * accum_steps)
+
+
+def recipe_plan(recipe, world_size: int) -> BatchPlan:
+    """The checked plan of `recipe` on `world_size` ranks: the runner and the launchers (`bench run --nproc`,
+    `bench submit`) call this, so an impossible plan is refused before any worker starts or script is written."""
+    from bench import optim
+
+    chunk = recipe.adaptive_batch.min_batch if recipe.adaptive_batch else recipe.global_batch  # SimiGrad's unit
+    plan = make_plan(chunk, recipe.micro_batch, world_size, recipe.gsnr_groups, recipe.engine.micro_batch_cap)
+    if optim.check(recipe.optimizer.name, {}).reduces_gradients and plan.gsnr_groups < 2:
+        raise UserError(f"optimizer '{recipe.optimizer.name}' needs at least 2 gradient groups per step and the "
+                        f"plan has 1 ({plan}); set gsnr_groups, or a smaller micro_batch")
+    return plan

@@ -12,13 +12,16 @@ temporary file, then rename), so a crash never leaves a half-written file.
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import errno
 import functools
 import fcntl
 import io
 import json
 import os
 import platform
+import shutil
 import socket
 import subprocess
 import sys
@@ -28,7 +31,7 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
-from bench.errors import UserError
+from bench.errors import OutOfSpace, UserError
 
 METRIC_COLUMNS = (
     "epoch", "schedule_epoch", "step", "images_seen", "batch", "train_time_s", "lr", "train_loss",
@@ -37,17 +40,45 @@ METRIC_COLUMNS = (
 PACKAGES = ("bench", "torch", "torchvision", "timm", "nvidia-dali-cuda130", "pandas", "numpy")
 
 
-def atomic_write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+@contextlib.contextmanager
+def writing(path: Path):
+    """Turn a full disk or quota while writing `path` into OutOfSpace, naming the file."""
     try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        yield
+    except OSError as e:
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise OutOfSpace(f"{path}: {e.strerror.lower()} while writing it") from None
         raise
+
+
+@functools.cache
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def atomic_replace(path: Path, data: bytes | str, before_rename=lambda: None) -> None:
+    """Write `data` to a temporary file beside `path`, then rename it over `path`. The file gets the mode
+    open() would give (0666 less the umask; mkstemp's 0600 would hide results from a lab group)."""
+    path = Path(path)
+    with writing(path):
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            os.fchmod(fd, 0o666 & ~_umask())
+            with os.fdopen(fd, "wb") as f:
+                f.write(data.encode() if isinstance(data, str) else data)
+                f.flush()
+                os.fsync(f.fileno())
+            before_rename()
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+
+def atomic_write(path: Path, text: str) -> None:
+    atomic_replace(path, text)
 
 
 def now() -> str:
@@ -80,6 +111,19 @@ def versions() -> dict[str, str | None]:
 
 RESUMABLE = ("running", "preempted", "failed")  # "running" without a lock holder = killed
 FINISHED = ("completed", "diverged")  # results: a suite skips them, the analysis aggregates them
+
+
+def held_by_a_process(run: Path) -> bool:
+    """Whether a live process holds the run's lock (a run's status stays "running" when its process is killed).
+    The probe takes the lock for an instant: a resume starting in that instant would be told to wait."""
+    try:
+        with open(run / ".lock", "a") as f:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return False  # closing releases it
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
 
 
 class RunDir:
@@ -136,8 +180,17 @@ class RunDir:
                 continue
         run = cls(path)
         run.lock()
-        atomic_write(path / "recipe.yaml", recipe_yaml)
+        try:
+            atomic_write(path / "recipe.yaml", recipe_yaml)
+        except BaseException:
+            run.discard()
+            raise
         return run
+
+    def discard(self) -> None:
+        """Remove a run directory that holds nothing of a run yet (a disk too full for its first files)."""
+        shutil.rmtree(self.path, ignore_errors=True)
+        self._lock.close()
 
     @classmethod
     def runs_of(cls, results: Path, recipe_name: str) -> list[Path]:
@@ -160,7 +213,7 @@ class RunDir:
         atomic_write(self.path / "metrics.csv", buf.getvalue())
 
     def log_event(self, event: dict) -> None:
-        with open(self.path / "events.jsonl", "a") as f:
+        with writing(self.path / "events.jsonl"), open(self.path / "events.jsonl", "a") as f:
             f.write(json.dumps(event) + "\n")
 
 

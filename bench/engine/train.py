@@ -48,9 +48,9 @@ from bench.data import Data, build
 from bench.engine import checkpoint, distributed
 from bench.engine.faults import crash_point
 from bench.engine.pace import Pace
-from bench.engine.plan import make_plan
-from bench.engine.rundir import RESUMABLE, RunDir, git_commit, host_info, now, versions
-from bench.errors import UserError
+from bench.engine.plan import recipe_plan
+from bench.engine.rundir import RESUMABLE, RunDir, git_commit, held_by_a_process, host_info, now, versions
+from bench.errors import OutOfSpace, UserError
 from bench.recipe import Recipe
 
 
@@ -80,7 +80,8 @@ def to_device(batch, device: torch.device, recipe: Recipe):
 
 @torch.no_grad()
 def evaluate(model: torch.nn.Module, batches, recipe: Recipe, device: torch.device) -> dict[str, float]:
-    """Top-1 / Top-5 (percent) and mean cross-entropy over every image of `batches`, all ranks."""
+    """Top-1 / Top-5 (percent), mean cross-entropy and the number of images, over every (readable) image of
+    `batches` on all ranks."""
     model.eval()
     totals = torch.zeros(4, dtype=torch.float64, device=device)  # top1 hits, top5 hits, loss sum, count
     for batch in batches:
@@ -97,7 +98,7 @@ def evaluate(model: torch.nn.Module, batches, recipe: Recipe, device: torch.devi
         torch.distributed.all_reduce(totals)
     top1, top5, loss, count = totals.tolist()
     model.train()
-    return {"top1": 100.0 * top1 / count, "top5": 100.0 * top5 / count, "loss": loss / count}
+    return {"top1": 100.0 * top1 / count, "top5": 100.0 * top5 / count, "loss": loss / count, "images": int(count)}
 
 
 def _sync(device: torch.device) -> None:
@@ -113,8 +114,7 @@ class Trainer:
         torch.manual_seed(recipe.seed)
         if self.device.type == "cuda":
             torch.backends.cudnn.benchmark = True
-        chunk = recipe.adaptive_batch.min_batch if recipe.adaptive_batch else recipe.global_batch
-        self.plan = make_plan(chunk, recipe.micro_batch, dist.world, recipe.gsnr_groups, recipe.engine.micro_batch_cap)
+        self.plan = recipe_plan(recipe, dist.world)
         self.data: Data = build(recipe.data, self.plan.global_batch, self.plan.micro_batch, dist.rank, dist.world,
                                 recipe.seed, device=self.device, channels_last=recipe.engine.channels_last)
         model = create_model(recipe, self.data.num_classes)
@@ -124,9 +124,6 @@ class Trainer:
         self.model = model.to(self.device, dtype=param_dtype(recipe), memory_format=fmt)
         self.opt = optim.create(self.model, recipe.optimizer.name, lr=recipe.optimizer.lr,
                                 weight_decay=recipe.weight_decay, **recipe.optimizer.hparams)
-        if self.opt.reduces_gradients and self.plan.gsnr_groups < 2:
-            raise UserError(f"optimizer '{recipe.optimizer.name}' needs at least 2 gradient groups per step and the "
-                            f"plan has 1 ({self.plan}); set gsnr_groups, or a smaller micro_batch")
         self.ddp = None
         if dist.world > 1:
             ids = [self.device.index] if self.device.type == "cuda" else None
@@ -253,7 +250,9 @@ class Trainer:
                             "holdout_top1": held.get("top1"), "holdout_loss": held.get("loss"),
                         })
                         run.write_meta(train_time_s=slowest, train_images_per_s=images_seen / slowest,
-                                       eval_time_s=progress.eval_time)
+                                       eval_time_s=progress.eval_time, evaluated_images={
+                                           name: result["images"] for name, result in
+                                           (("val", val), ("train_eval", train_eval), ("holdout", held)) if result})
                     progress.loss_sum, progress.loss_count = 0.0, 0
                     at_chance = pace.epoch(progress) > recipe.schedule.warmup_epochs and val["top1"] <= 1.5 * chance
                     progress.chance_evals = progress.chance_evals + 1 if at_chance else 0
@@ -360,8 +359,9 @@ def open_run(results: Path, recipe: Recipe, restart: bool, run_dir: Path | None)
         if same and status in RESUMABLE and saved:
             state_step = int(saved[-1].stem.split("-")[1])
             return RunDir.reopen(path, state_step), saved[-1]
-        if run_dir:
-            raise UserError(f"{path}: no checkpoint to resume from; start again with --restart")
+        if same and status in RESUMABLE and (run_dir or not held_by_a_process(path)):  # stopped before a checkpoint
+            print(f"starting {path} again from step 0 (its process stopped before the first checkpoint)")
+            return RunDir.reopen(path, 0), None
     return RunDir.create(results, recipe.name, recipe_yaml), None
 
 
@@ -394,15 +394,20 @@ def _train(recipe: Recipe, results: Path, dist: distributed.Dist, progress: bool
             run.write_meta(status="running", reason=None, end_time=None, resumed=resumed)
             print(f"resuming {run.path} at step {state.step}")
         else:
-            run.write_meta(
-                status="running", recipe=recipe.name, start_time=now(), end_time=None, git_commit=git_commit(),
-                versions=versions(), device=str(dist.device), world_size=dist.world, **host_info(dist.device),
-                plan=trainer.plan.as_dict(), data_root=str(trainer.data.root),
-                train_size=trainer.data.train_size, val_size=trainer.data.val_size, loader=trainer.data.loader,
-                train_eval_size=len(trainer.data.train_eval_indices), holdout_size=trainer.data.holdout_size,
-                total_steps=trainer.pace.total_steps,
-                train_time_s=0.0,
-            )
+            run.meta.clear()  # a run directory started again from step 0 keeps nothing of its first start
+            try:
+                run.write_meta(
+                    status="running", recipe=recipe.name, start_time=now(), end_time=None, git_commit=git_commit(),
+                    versions=versions(), device=str(dist.device), world_size=dist.world, **host_info(dist.device),
+                    plan=trainer.plan.as_dict(), data_root=str(trainer.data.root),
+                    train_size=trainer.data.train_size, val_size=trainer.data.val_size, loader=trainer.data.loader,
+                    train_eval_size=len(trainer.data.train_eval_indices), holdout_size=trainer.data.holdout_size,
+                    total_steps=trainer.pace.total_steps,
+                    train_time_s=0.0,
+                )
+            except OutOfSpace:  # not even meta.json fits: leave no empty run directory
+                run.discard()
+                raise
             print(f"run directory: {run.path}")
         print(f"plan: {trainer.plan}")
         pace = trainer.pace
@@ -412,7 +417,9 @@ def _train(recipe: Recipe, results: Path, dist: distributed.Dist, progress: bool
         status, reason = trainer.run(run, state, progress, preempted)
     except BaseException as e:
         if run:
-            run.write_meta(status="failed", reason=f"{type(e).__name__}: {e}", end_time=now())
+            with contextlib.suppress(OutOfSpace):  # a full disk may refuse meta.json too: the reason is on stderr
+                run.write_meta(status="failed", reason=str(e) if isinstance(e, OutOfSpace) else f"{type(e).__name__}: {e}",
+                               end_time=now())
         raise
     if run:
         run.write_meta(status=status, reason=reason, end_time=now(),
