@@ -300,7 +300,7 @@ def read_yaml(path: Path, what: str = "recipe"):
 
 def _check_model_kwargs(name: str, kwargs: dict) -> None:
     """Build the model on the meta device (no memory, no weights): a keyword timm's model does not take is one
-    sentence here instead of a traceback in the run. Weights (pretrained) are not looked up here."""
+    sentence here instead of a traceback in the run; pretrained weights are looked up (_check_pretrained)."""
     import timm
     import torch
 
@@ -309,6 +309,50 @@ def _check_model_kwargs(name: str, kwargs: dict) -> None:
             timm.create_model(name, **{**kwargs, "pretrained": False})
     except (TypeError, ValueError, AssertionError, KeyError) as e:
         raise UserError(f"key 'model.kwargs': timm model '{name}' does not take these arguments ({e})") from None
+    if kwargs.get("pretrained"):
+        _check_pretrained(name)
+
+
+def _check_pretrained(name: str) -> None:
+    """Pretrained weights come from the local cache, or from the Hugging Face Hub when it can be reached now:
+    offline, a missing file is one sentence saying where to put it, not a minute of retries and a traceback."""
+    import huggingface_hub
+    import torch
+    from huggingface_hub import constants
+    from timm.models import get_pretrained_cfg
+
+    cfg = get_pretrained_cfg(name)
+    if cfg is None or not (cfg.hf_hub_id or cfg.url or cfg.file):
+        raise UserError(f"key 'model.kwargs.pretrained': timm has no pretrained weights for '{name}'")
+    cached = [cfg.file] if cfg.file else []
+    if cfg.hf_hub_id:
+        hub = cfg.hf_hub_id.split("@")[0]
+        for filename in filter(None, (cfg.hf_hub_filename, "model.safetensors", "pytorch_model.bin", "open_clip_pytorch_model.bin")):
+            found = huggingface_hub.try_to_load_from_cache(hub, filename)
+            cached.append(found if isinstance(found, str) else None)
+    if cfg.url:
+        cached.append(str(Path(torch.hub.get_dir()) / "checkpoints" / cfg.url.rsplit("/", 1)[-1]))
+    if any(path and Path(path).is_file() for path in cached) or _hub_reachable():
+        return
+    where = (f"the Hugging Face cache ({constants.HF_HUB_CACHE}, repository {cfg.hf_hub_id})"
+             if cfg.hf_hub_id else f"{Path(torch.hub.get_dir()) / 'checkpoints'}")
+    raise UserError(f"key 'model.kwargs.pretrained': the weights of timm model '{name}' are not cached here and the "
+                    f"Hugging Face Hub cannot be reached; download them where there is internet (timm.create_model("
+                    f"'{name}', pretrained=True)) and copy them into {where}, or set pretrained: false")
+
+
+def _hub_reachable() -> bool:
+    import socket
+
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return False
+    try:
+        socket.create_connection(("huggingface.co", 443), timeout=3).close()
+        return True
+    except OSError:
+        return False
 
 
 def parse_set(assignment: str) -> tuple[list[str], Any]:

@@ -172,3 +172,33 @@ def test_a_folder_as_the_recipe_is_one_sentence(tmp_path, capsys):
     for command in ("validate", "run"):
         assert main([command, str(tmp_path)]) == 2
         assert f"{tmp_path}: a folder, not a recipe file" in capsys.readouterr().err
+
+
+@pytest.fixture
+def offline_hub(tmp_path, monkeypatch):
+    """No network and empty weight caches (Hugging Face and torch hub) in a temporary folder."""
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf"))
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))
+    return tmp_path / "hf"
+
+
+def test_pretrained_weights_offline_are_one_sentence_saying_where_to_put_them(tmp_path, capsys, offline_hub):
+    path = write_recipe(tmp_path / "pre.yaml", BASE.replace("{name: resnet10t}",
+                                                            "{name: resnet10t, kwargs: {pretrained: true}}"))
+    out = tmp_path / "results"
+    for command in (["validate", str(path)], ["run", str(path), "--out", str(out)]):
+        assert main(command) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "not cached here" in err and str(offline_hub) in err, err
+        assert "timm/resnet10t.c3_in1k" in err
+    assert not out.exists()
+    # the same weights in the cache: accepted, nothing fetched
+    snapshot = offline_hub / "models--timm--resnet10t.c3_in1k" / "snapshots" / "0123abc"
+    snapshot.mkdir(parents=True)
+    (snapshot / "model.safetensors").write_bytes(b"weights")
+    (offline_hub / "models--timm--resnet10t.c3_in1k" / "refs").mkdir()
+    (offline_hub / "models--timm--resnet10t.c3_in1k" / "refs" / "main").write_text("0123abc")
+    assert main(["validate", str(path)]) == 0, capsys.readouterr().err
