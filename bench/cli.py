@@ -1,6 +1,7 @@
 """The `bench` command line.
 
     bench validate RECIPE...
+    bench recipe keys
     bench run RECIPE [--set KEY.PATH=VALUE ...] [--out DIR] [--nproc N]
     bench suite DIR [--out RESULTS] [--plots PLOTS]
     bench sweep SWEEP [--list] [--only TEXT] [--out RESULTS]
@@ -22,23 +23,10 @@ import sys
 import time
 from pathlib import Path
 
-from bench.errors import OutOfSpace, UserError
+from bench.errors import ArgumentParser, OutOfSpace, UserError, count
 
 DEFAULT_RESULTS = Path("results/runs")
 MAX_MESSAGE = 1000  # characters of an error message: a value echoed back is never a page
-
-
-def count(minimum: int):
-    """An argparse type: an integer of at least `minimum`."""
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = None
-        if value is None or value < minimum:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text!r}")
-        return value
-    return parse
 
 
 def cmd_validate(args) -> int:
@@ -47,6 +35,24 @@ def cmd_validate(args) -> int:
     for path in args.recipes:
         r = recipe.load(path, args.set)
         print(f"{path}: ok ({r.name}: {r.model.name}, {r.optimizer.name}, global_batch {r.global_batch})")
+    return 0
+
+
+def cmd_recipe_keys(args) -> int:
+    """Every recipe key with its type, default and meaning (from the schema), then each optimizer's own keys."""
+    from bench import optim, recipe
+
+    rows = recipe.keys()
+    width = [max(len(r[i]) for r in rows) for i in range(3)]
+    print(f"{'key':<{width[0]}}  {'type':<{width[1]}}  {'default':<{width[2]}}  meaning")
+    for key, kind, default, meaning in rows:
+        print(f"{key:<{width[0]}}  {kind:<{width[1]}}  {default:<{width[2]}}  {meaning}")
+    print("\noptimizer.name and its own keys (beside name and lr; defaults in parentheses; "
+          "docs/algorithms.md has the equations):")
+    for name in optim.NAMES:
+        own = {k: v for k, v in optim.hyperparameters(optim.check(name, {})).items()
+               if k not in ("lr", "weight_decay")}  # weight_decay is a top-level recipe key
+        print(f"  {name}: " + ", ".join(f"{k} ({v})" for k, v in own.items()))
     return 0
 
 
@@ -196,14 +202,32 @@ def cmd_perf(args) -> int:
     return importlib.import_module(f"bench.perf.{args.benchmark}").main(args.rest)
 
 
+class _Version(argparse.Action):
+    """`bench --version`: bench, python, torch, torchvision, timm, DALI... one per line (a bug report's first lines)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from bench.engine.rundir import versions
+
+        found = versions()
+        print(f"bench {found.pop('bench')}")
+        for name, version in found.items():
+            print(f"{name} {version or 'not installed'}")
+        parser.exit()
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="bench", description="Large-batch ImageNet training benchmarks.")
+    p = ArgumentParser(prog="bench", description="Large-batch ImageNet training benchmarks.")
+    p.add_argument("--version", action=_Version, nargs=0, help="print the versions of bench and what it runs on")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     s = sub.add_parser("validate", help="load and check recipe files")
     s.add_argument("recipes", nargs="+", metavar="RECIPE")
     s.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="override a recipe key")
     s.set_defaults(func=cmd_validate)
+
+    s = sub.add_parser("recipe", help="explain recipes").add_subparsers(dest="what", required=True, metavar="WHAT")
+    s.add_parser("keys", help="every recipe key: type, default, meaning (from the schema)").set_defaults(
+        func=cmd_recipe_keys)
 
     def run_arguments(s):
         s.add_argument("recipe", metavar="RECIPE")
@@ -266,12 +290,12 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     p = parser()
-    args, rest = p.parse_known_args(argv)
-    if args.func is cmd_perf:
-        args.rest = rest
-    elif rest:
-        p.error(f"unrecognized arguments: {' '.join(rest)}")
     try:
+        args, rest = p.parse_known_args(argv)
+        if args.func is cmd_perf:
+            args.rest = rest
+        elif rest:
+            p.error(f"unrecognized arguments: {' '.join(rest)}")
         return args.func(args)
     except UserError as e:
         return fail(str(e), 2)

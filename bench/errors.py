@@ -1,9 +1,11 @@
-"""The one exception type for bad user input.
+"""The exception types for bad user input and a full disk, and the argument parser that raises them.
 
 Anything raised as `UserError` is printed by the CLI as one sentence with exit
 code 2 and no traceback. It subclasses ValueError so library users (who call
 `bench.optim.create` from their own code) can catch it the usual way.
 """
+
+import argparse
 
 
 class UserError(ValueError):
@@ -15,3 +17,24 @@ class OutOfSpace(Exception):
     last checkpoint, which stays intact; the CLI exits with `exit_code`, distinct from bad input's 2."""
 
     exit_code = 3
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse whose errors are UserErrors: one sentence and exit 2, with no usage block, from every
+    subcommand (bench's own and each `bench perf` benchmark's)."""
+
+    def error(self, message: str):
+        raise UserError(f"{self.prog}: {message} (see {self.prog} --help)")
+
+
+def count(minimum: int):
+    """An argparse type: an integer of at least `minimum`."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text!r}")
+        return value
+    return parse

@@ -8,6 +8,7 @@ file, the key and what is allowed.
 from __future__ import annotations
 
 import difflib
+import json
 import re
 from pathlib import Path
 from typing import Any, Literal, Union
@@ -42,14 +43,14 @@ class ModelSpec(_Strict):
 class SynthData(_Strict):
     """Parameters of the generated dataset (`bench data synth`)."""
 
-    classes: int = Field(10, ge=2)
-    train_per_class: PositiveInt = 100
-    val_per_class: PositiveInt = 30
+    classes: int = Field(10, ge=2, description="number of classes")
+    train_per_class: PositiveInt = Field(100, description="training images per class")
+    val_per_class: PositiveInt = Field(30, description="validation images per class")
     size: int = Field(72, ge=16, description="image side in pixels (square images)")
     width: int | None = Field(None, ge=16, description="image width; null = size (ImageNet-like: 500)")
     height: int | None = Field(None, ge=16, description="image height; null = size (ImageNet-like: 375)")
     quality: int = Field(90, ge=1, le=100, description="JPEG quality")
-    seed: int = 0
+    seed: int = Field(0, ge=0, description="seed of the generated images (not the run's seed)")
 
 
 class DigitsData(_Strict):
@@ -63,16 +64,16 @@ class DataSpec(_Strict):
         "synthetic", description="synthetic/digits: generated into the cache; folder: <path>/{train,val}/<class>/<image>; "
         "filelist: <path>/{train,val}.txt with lines '<file relative to path> <label>'")
     path: Path | None = Field(None, description="dataset root (dataset: folder or filelist)")
-    synth: SynthData = SynthData()
-    digits: DigitsData = DigitsData()
-    image_size: int = Field(224, ge=8)
+    synth: SynthData = Field(SynthData(), description="the generated dataset (dataset: synthetic)")
+    digits: DigitsData = Field(DigitsData(), description="the handwritten digits (dataset: digits)")
+    image_size: int = Field(224, ge=8, description="side of the square images the model sees, train and val")
     crop_scale_min: float = Field(0.08, gt=0, le=1, description="random-resized-crop area lower bound")
     random_flip: bool = Field(True, description="random horizontal flip in training")
     loader: Literal["auto", "dali", "torchvision", "synthetic"] = Field(
         "auto", description="auto = dali when nvidia.dali imports, else torchvision; synthetic = random tensors, no I/O")
     workers: int = Field(2, ge=0, description="torchvision DataLoader workers, or DALI CPU threads (at least 1)")
     strict: bool = Field(False, description="an unreadable image is an error (false: skipped with a warning)")
-    eval_batch: PositiveInt = 256
+    eval_batch: PositiveInt = Field(256, description="images per evaluation batch per rank (does not change results)")
     train_eval_size: PositiveInt | None = Field(None, description="images in the train-eval subset; null = size of val")
     holdout: float = Field(0, ge=0, allow_inf_nan=False, description=(
         "training images held out of training, for selecting hyperparameters without touching val: a fraction "
@@ -95,7 +96,8 @@ class OptimizerSpec(BaseModel):
     """`name` and `lr` plus the optimizer's own hyperparameters (checked by bench.optim)."""
 
     model_config = ConfigDict(extra="allow", frozen=True, allow_inf_nan=False)
-    name: str
+    name: str = Field(description="a registered optimizer (bench.optim.NAMES); its own hyperparameters are keys "
+                      "beside name and lr, e.g. momentum, eta, trust_clip")
     lr: PositiveFloat = Field(description="peak learning rate, reached at the end of warm-up")
 
     @property
@@ -104,16 +106,16 @@ class OptimizerSpec(BaseModel):
 
 
 class ScheduleSpec(_Strict):
-    warmup_epochs: float = Field(0.0, ge=0)
-    decay: Literal["cosine", "poly", "step", "constant"] = "cosine"
+    warmup_epochs: float = Field(0.0, ge=0, description="linear warm-up from 0 to optimizer.lr, in epochs")
+    decay: Literal["cosine", "poly", "step", "constant"] = Field("cosine", description="decay after warm-up, to end_lr")
     power: PositiveFloat = Field(2.0, description="poly decay exponent")
-    end_lr: float = Field(0.0, ge=0)
+    end_lr: float = Field(0.0, ge=0, description="learning rate at the end of training (cosine and poly)")
     milestones: list[float] = Field(default_factory=list, description="step decay: epochs at which lr *= step_factor")
-    step_factor: float = Field(0.1, gt=0, le=1)
+    step_factor: float = Field(0.1, gt=0, le=1, description="step decay: the factor at each milestone")
 
 
 class EvalSpec(_Strict):
-    every_epochs: PositiveFloat = 1.0
+    every_epochs: PositiveFloat = Field(1.0, description="epochs between evaluations (and one at the end)")
     stop_at_chance: int = Field(
         3, ge=0, description="stop as diverged after this many consecutive evaluations after warm-up with "
         "val_top1 at most 1.5x chance (0 = never)")
@@ -122,8 +124,8 @@ class EvalSpec(_Strict):
 class CheckpointSpec(_Strict):
     """When to checkpoint (always also at the end); null cadences = at every evaluation."""
 
-    every_steps: PositiveInt | None = None
-    every_epochs: PositiveFloat | None = None
+    every_steps: PositiveInt | None = Field(None, description="optimizer steps between checkpoints")
+    every_epochs: PositiveFloat | None = Field(None, description="epochs between checkpoints")
     keep: PositiveInt = Field(2, description="newest checkpoints kept")
 
 
@@ -133,7 +135,7 @@ class EngineSpec(_Strict):
     precision: Literal["fp32", "bf16", "fp64"] = Field(
         "fp32", description="bf16 = autocast forward/backward, fp32 weights; fp64 = float64 weights and inputs, "
         "for checking that two batch plans compute the same steps (rounding differences near 1e-16), not for speed")
-    channels_last: bool = False
+    channels_last: bool = Field(False, description="NHWC memory format (faster convolutions on GPUs)")
     compile: bool = Field(False, description="torch.compile the model")
     sync_bn: bool = Field(False, description="BatchNorm statistics over all ranks' micro-batches (SyncBatchNorm)")
     micro_batch_cap: PositiveInt = Field(256, description="largest micro-batch `micro_batch: auto` may pick")
@@ -153,24 +155,26 @@ class AdaptiveBatchSpec(_Strict):
 
 
 class Recipe(_Strict):
-    name: str
-    model: ModelSpec
-    data: DataSpec = DataSpec()
-    global_batch: PositiveInt
-    micro_batch: Union[PositiveInt, Literal["auto"]] = "auto"
+    name: str = Field(description="the run directory's folder name (default: the recipe file's name)")
+    model: ModelSpec = Field(description="the network")
+    data: DataSpec = Field(DataSpec(), description="the dataset, its transforms and its loader")
+    global_batch: PositiveInt = Field(description="images per optimizer step over all ranks and micro-batches")
+    micro_batch: Union[PositiveInt, Literal["auto"]] = Field("auto", description=(
+        "images per forward/backward on one rank; accumulation covers the rest of the batch (auto: the largest "
+        "divisor not above engine.micro_batch_cap)"))
     gsnr_groups: PositiveInt | None = Field(None, description="gradient groups k per step (per min_batch chunk "
                                             "with adaptive_batch); null = one per micro-batch")
     adaptive_batch: AdaptiveBatchSpec | None = Field(None, description="SimiGrad-style adaptive batch; "
                                                      "global_batch is then the first step's batch")
-    optimizer: OptimizerSpec
-    schedule: ScheduleSpec = ScheduleSpec()
-    epochs: PositiveFloat
-    label_smoothing: float = Field(0.0, ge=0, lt=1)
-    weight_decay: float = Field(0.0, ge=0)
+    optimizer: OptimizerSpec = Field(description="the optimizer and its hyperparameters")
+    schedule: ScheduleSpec = Field(ScheduleSpec(), description="the learning-rate schedule")
+    epochs: PositiveFloat = Field(description="training length in epochs (passes over the training images)")
+    label_smoothing: float = Field(0.0, ge=0, lt=1, description="cross-entropy label smoothing")
+    weight_decay: float = Field(0.0, ge=0, description="L2 weight decay (not on BatchNorm weights or biases)")
     seed: int = Field(0, ge=0, le=2**32 - 1, description="0 .. 2^32 - 1 (numpy's seed range)")
-    eval: EvalSpec = EvalSpec()
-    engine: EngineSpec = EngineSpec()
-    checkpoint: CheckpointSpec = CheckpointSpec()
+    eval: EvalSpec = Field(EvalSpec(), description="when to evaluate")
+    engine: EngineSpec = Field(EngineSpec(), description="how the step is computed")
+    checkpoint: CheckpointSpec = Field(CheckpointSpec(), description="when to checkpoint")
     target_top1: float = Field(gt=0, le=100, description="percent; epochs-to-target uses the first eval at or above it")
     tags: dict[str, Union[str, int, float, bool]] = Field(default_factory=dict, description=(
         "labels that do not change training (bench sweep writes sweep, arm, trial, study, role); "
@@ -231,11 +235,15 @@ class Recipe(_Strict):
 
 
 def describe_error(error: ValidationError) -> str:
-    """The first problem of a pydantic error as one sentence naming the key."""
-    err = error.errors()[0]
+    """The first problem of a pydantic error as one sentence naming the key; an unknown key comes first
+    (a misspelt `epoch:` is the cause of the missing `epochs`), with the closest known key."""
+    errors = error.errors()
+    err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     key = ".".join(str(p) for p in err["loc"]) or "(top level)"
     if err["type"] == "extra_forbidden":
-        return f"unknown key '{key}'"
+        section = _section(err["loc"][:-1])
+        close = difflib.get_close_matches(str(err["loc"][-1]), list(section.model_fields) if section else [], n=1)
+        return f"unknown key '{key}'" + (f" (did you mean '{close[0]}'?)" if close else "")
     if err["type"] == "missing":
         return f"missing required key '{key}'"
     msg = err["msg"].removeprefix("Value error, ")
@@ -244,15 +252,20 @@ def describe_error(error: ValidationError) -> str:
     return f"key '{key}': {msg[0].lower() + msg[1:]} (got {err['input']!r})"
 
 
-def _check_names(recipe: Recipe) -> None:
+def check_model_name(name: str, key: str = "key 'model.name'") -> None:
+    """A timm model name, or one sentence with the closest names."""
     import timm
 
+    if not timm.is_model(name):
+        close = difflib.get_close_matches(name, timm.list_models(), n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else "; see timm.list_models()"
+        raise UserError(f"{key}: unknown timm model '{name}'{hint}")
+
+
+def _check_names(recipe: Recipe) -> None:
     from bench import optim
 
-    if not timm.is_model(recipe.model.name):
-        close = difflib.get_close_matches(recipe.model.name, timm.list_models(), n=3)
-        hint = f"; did you mean {', '.join(close)}?" if close else "; see timm.list_models()"
-        raise UserError(f"key 'model.name': unknown timm model '{recipe.model.name}'{hint}")
+    check_model_name(recipe.model.name)
     if recipe.model.kwargs:
         _check_model_kwargs(recipe.model.name, recipe.model.kwargs)
     optim.check(recipe.optimizer.name, recipe.optimizer.hparams)
@@ -363,6 +376,58 @@ def parse_set(assignment: str) -> tuple[list[str], Any]:
     return key.split("."), yaml.safe_load(value)
 
 
+def _section(loc) -> type[BaseModel] | None:
+    """The schema class of the recipe section at `loc` (() is the recipe itself), if it is one."""
+    model: Any = Recipe
+    for part in loc:
+        field = model.model_fields.get(str(part)) if isinstance(model, type) and issubclass(model, BaseModel) else None
+        if field is None:
+            return None
+        ann = field.annotation
+        options = getattr(ann, "__args__", None) or (ann,)  # X | None
+        model = next((a for a in options if isinstance(a, type) and issubclass(a, BaseModel)), None)
+    return model
+
+
+def keys() -> list[tuple[str, str, str, str]]:
+    """Every recipe key as (dotted key, type, default, meaning), read from the schema (`bench recipe keys`)."""
+    rows = []
+
+    def walk(model: type[BaseModel], prefix: str) -> None:
+        for name, field in model.model_fields.items():
+            section = _section([*prefix.split(".")[:-1], name] if prefix else [name])
+            value = None if field.is_required() else field.get_default(call_default_factory=True)
+            default = "required" if field.is_required() else "" if value is not None and section else json.dumps(
+                value, default=str)
+            kind = "section" if section else f"{_type_name(field.annotation)} {_bounds(field.metadata)}".strip()
+            rows.append((prefix + name, kind, default, field.description or ""))
+            if section:
+                walk(section, f"{prefix}{name}.")
+    walk(Recipe, "")
+    return rows
+
+
+def _bounds(metadata) -> str:
+    return " ".join(f"{op} {getattr(m, name)}" for m in metadata for name, op in
+                    (("gt", ">"), ("ge", ">="), ("lt", "<"), ("le", "<=")) if getattr(m, name, None) is not None)
+
+
+def _type_name(ann) -> str:
+    """A schema annotation in words: 'int > 0', 'one of cosine, poly', 'float or null', ..."""
+    from typing import Annotated, get_args, get_origin
+
+    origin, args = get_origin(ann), get_args(ann)
+    if origin is Literal:
+        return "one of " + ", ".join(map(str, args))
+    if origin is Annotated:
+        return f"{_type_name(args[0])} {_bounds(args[1:])}".strip()
+    if args and origin in (Union, getattr(__import__("types"), "UnionType")):
+        return " or ".join("null" if a is type(None) else _type_name(a) for a in args)
+    if origin is not None:
+        return str(ann).replace("typing.", "")
+    return getattr(ann, "__name__", str(ann))
+
+
 def _known_key(path: list[str]) -> bool:
     """Whether a dotted key exists in the schema (free-form dicts accept any sub-key)."""
     model: Any = Recipe
@@ -388,6 +453,16 @@ def apply_sets(raw: dict, assignments: list[str]) -> dict:
                 raise UserError(f"--set '{assignment}': '{part}' is not a section")
         node[path[-1]] = value
     return raw
+
+
+def recipe_from_dict(source: str, raw: dict) -> Recipe:
+    """A recipe built in code (a benchmark's), validated with the same one-sentence errors as a file."""
+    try:
+        recipe = Recipe.model_validate(raw)
+    except ValidationError as e:
+        raise UserError(f"{source}: {describe_error(e)}") from None
+    _check_names(recipe)
+    return recipe
 
 
 def load(path: str | Path, sets: list[str] = ()) -> Recipe:

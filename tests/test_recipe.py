@@ -58,6 +58,12 @@ def test_every_shipped_sweep_expands(capsys):
 BAD = [
     # (what, change to the base text or a raw text, --set args, words the message must contain)
     ("unknown key", BASE + "colour: blue\n", [], ["unknown key 'colour'"]),
+    ("misspelt top-level key", BASE.replace("epochs: 1", "epoch: 1"), [],
+     ["unknown key 'epoch' (did you mean 'epochs'?)"]),
+    ("misspelt nested key", BASE + "schedule: {warmup_epoch: 1}\n", [],
+     ["unknown key 'schedule.warmup_epoch' (did you mean 'warmup_epochs'?)"]),
+    ("misspelt key of an optional section", BASE + "adaptive_batch: {min_bach: 16}\n", [],
+     ["unknown key 'adaptive_batch.min_bach' (did you mean 'min_batch'?)"]),
     ("wrong type", BASE.replace("global_batch: 64", "global_batch: lots"), [], ["global_batch", "integer"]),
     ("zero batch", BASE.replace("global_batch: 64", "global_batch: 0"), [], ["global_batch", "greater than 0"]),
     ("negative lr", BASE.replace("lr: 0.1", "lr: -0.1"), [], ["optimizer.lr", "greater than 0"]),

@@ -402,7 +402,8 @@ def test_the_sbatch_script_passes_sigterm_on_and_requeues_the_job(recipe, refere
 @pytest.mark.parametrize("world,eval_batch", [(1, 64), (1, 3), (2, 3)])
 def test_every_readable_validation_image_is_counted_once(recipe, tiny_dataset, tmp_path, world, eval_batch):
     """Two of the 40 validation images are damaged: every evaluation counts the other 38, once each, at every
-    world size and eval batch, says so in meta.json and in the summary `bench run` prints."""
+    world size and eval batch, says so in meta.json and in the summary `bench run` prints; each evaluation
+    prints one line under --no-progress, from rank 0 only."""
     data = tmp_path / "data"
     shutil.copytree(tiny_dataset, data)
     damaged = sorted((data / "val").rglob("*.*"))[::20]
@@ -419,6 +420,8 @@ def test_every_readable_validation_image_is_counted_once(recipe, tiny_dataset, t
     assert sorted(meta["unreadable_images"]) == sorted(map(str, damaged))
     top1 = pd.read_csv(run / "metrics.csv")["val_top1"]
     assert ((top1 * 38 / 100).round(6) % 1 == 0).all()  # a whole number of hits out of 38
+    lines = [line for line in done.stderr.splitlines() if line.startswith("epoch ")]  # rank 0's, one per evaluation
+    assert len(lines) == len(top1) and f"val top1 {top1.iloc[-1]:.2f}" in lines[-1] and lines[-1].endswith(" left")
     if world == 1:
         assert "val_images" in done.stdout and re.search(r"\|\s+38 \|", done.stdout), done.stdout
         report = run_cli("report", str(tmp_path / "results"))

@@ -32,6 +32,7 @@ import contextlib
 import json
 import math
 import signal
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -253,6 +254,8 @@ class Trainer:
                                        eval_time_s=progress.eval_time, evaluated_images={
                                            name: result["images"] for name, result in
                                            (("val", val), ("train_eval", train_eval), ("holdout", held)) if result})
+                    if run:
+                        bar.write(self.eval_line(progress, lr, val), file=sys.stderr)
                     progress.loss_sum, progress.loss_count = 0.0, 0
                     at_chance = pace.epoch(progress) > recipe.schedule.warmup_epochs and val["top1"] <= 1.5 * chance
                     progress.chance_evals = progress.chance_evals + 1 if at_chance else 0
@@ -264,6 +267,15 @@ class Trainer:
                 if stop:
                     return "preempted", f"stopped by a signal after step {step}; run the same command to resume"
         return "completed", None
+
+    def eval_line(self, progress: "Progress", lr: float, val: dict) -> str:
+        """One line per evaluation, as timm's train.py logs: where the run is, how it does, how long is left."""
+        pace, done = self.pace, progress.position / self.pace.schedule_steps
+        left = (progress.train_time + progress.eval_time) * (1 - done) / done
+        return (f"epoch {pace.epoch(progress):.2f}  step {progress.step}  images {progress.images:,}  "
+                f"train loss {progress.loss_sum / max(progress.loss_count, 1):.4f}  val top1 {val['top1']:.2f}  "
+                f"top5 {val['top5']:.2f}  lr {lr:.4g}  {progress.images / progress.train_time:,.0f} img/s  "
+                f"{time.strftime('%H:%M:%S', time.gmtime(left)) if left < 86400 else f'{left / 3600:.0f} h'} left")
 
     def save_checkpoint(self, run: RunDir | None, progress: "Progress") -> None:
         if run:  # rank 0 writes; parameters and optimizer state are identical on every rank

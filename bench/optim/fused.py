@@ -15,6 +15,7 @@ GPU they run with `fused=True` alone; `fused=None` keeps the eager code there.
 
 import functools
 import logging
+import sys
 import warnings
 from pathlib import Path
 
@@ -36,8 +37,12 @@ def _build():
     level = logger.level
     logger.setLevel(logging.ERROR)  # its "No CUDA runtime is found" warning: these kernels are CPU code
     try:
-        from torch.utils.cpp_extension import load
+        from torch.utils.cpp_extension import _get_build_directory, load
 
+        folder = Path(_get_build_directory("bench_vrgd_cpu", verbose=False))
+        built = folder / "bench_vrgd_cpu.so"
+        if not built.is_file() or built.stat().st_mtime < SOURCE.stat().st_mtime:  # otherwise load() is quick
+            print(f"bench: compiling the fused VRGD kernel (once, about 30 s; cached in {folder})", file=sys.stderr)
         return load("bench_vrgd_cpu", [str(SOURCE)], extra_cflags=FLAGS, extra_ldflags=["-fopenmp"]), None
     except Exception as exc:  # no compiler, no ninja, a read-only cache: the eager code still works
         return None, f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"

@@ -30,19 +30,19 @@ from pathlib import Path
 
 import torch
 
-from bench.errors import UserError
+from bench.errors import ArgumentParser, UserError, count
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="bench perf data", description=__doc__.split("\n")[0])
+    p = ArgumentParser(prog="bench perf data", description=__doc__.split("\n")[0])
     p.add_argument("--root", required=True, help="dataset folder (train/ and val/, or train.txt and val.txt)")
     p.add_argument("--split", choices=("train", "val"), default="train", help="which path to time (default: %(default)s)")
-    p.add_argument("--size", type=int, default=224, help="output image side (default: %(default)s)")
-    p.add_argument("--batch", type=int, default=64, help="images per batch (default: %(default)s)")
-    p.add_argument("--threads", type=int, default=os.cpu_count() or 1,
+    p.add_argument("--size", type=count(1), default=224, help="output image side (default: %(default)s)")
+    p.add_argument("--batch", type=count(1), default=64, help="images per batch (default: %(default)s)")
+    p.add_argument("--threads", type=count(1), default=os.cpu_count() or 1,
                    help="DALI CPU threads = torchvision workers (default: all cores, %(default)s)")
-    p.add_argument("--rounds", type=int, default=5, help="timed rounds per backend (default: %(default)s)")
-    p.add_argument("--batches", type=int, default=10, help="timed batches per round (default: %(default)s)")
+    p.add_argument("--rounds", type=count(1), default=5, help="timed rounds per backend (default: %(default)s)")
+    p.add_argument("--batches", type=count(1), default=10, help="timed batches per round (default: %(default)s)")
     p.add_argument("--crop-scale-min", type=float, default=0.08, help="random-resized-crop area lower bound")
     return p
 

@@ -18,12 +18,14 @@ import sys
 import tempfile
 import time
 
+from bench.errors import ArgumentParser, count
+
 
 def _recipe(global_batch: int, micro_batch: int, size: int, model: str, optimizer: str):
-    from bench.recipe import Recipe
+    from bench.recipe import recipe_from_dict
 
     train_size = 200
-    return Recipe.model_validate({
+    return recipe_from_dict("bench perf memory", {
         "name": "perf-memory", "model": {"name": model},
         "data": {"dataset": "synthetic", "loader": "synthetic", "image_size": size, "workers": 0,
                  "synth": {"classes": 10, "train_per_class": train_size // 10, "val_per_class": 2, "size": 16}},
@@ -63,16 +65,22 @@ def measure(global_batch: int, args) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="bench perf memory", description=__doc__.split("\n")[0])
-    p.add_argument("--small", type=int, default=1024, help="small global batch (default %(default)s)")
-    p.add_argument("--huge", type=int, default=98304, help="huge global batch (default %(default)s)")
-    p.add_argument("--micro-batch", type=int, default=256)
-    p.add_argument("--image-size", type=int, default=16)
+    p = ArgumentParser(prog="bench perf memory", description=__doc__.split("\n")[0])
+    p.add_argument("--small", type=count(1), default=1024, help="small global batch (default %(default)s)")
+    p.add_argument("--huge", type=count(1), default=98304, help="huge global batch (default %(default)s)")
+    p.add_argument("--micro-batch", type=count(1), default=256)
+    p.add_argument("--image-size", type=count(1), default=16)
     p.add_argument("--model", default="test_resnet")
     p.add_argument("--optimizer", default="sgd")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--global-batch", type=int, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if not args.child:  # the children inherit checked arguments
+        from bench.recipe import check_model_name
+
+        check_model_name(args.model, "bench perf memory --model")
+        for batch in (args.small, args.huge):
+            _recipe(batch, args.micro_batch, args.image_size, args.model, args.optimizer)
     if args.child:
         child(args)
         return 0

@@ -11,7 +11,6 @@ dependency) divided by the copy bandwidth measured in the same run.
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import os
 import statistics
@@ -21,6 +20,9 @@ import torch
 from torch import nn
 
 from bench import optim
+
+from bench.errors import ArgumentParser, count
+from bench.recipe import check_model_name
 
 # Tensor passes (of N parameter elements) a step must read + write at least:
 FLOOR_PASSES = {
@@ -156,17 +158,19 @@ def report(ms: dict[str, float], numel: int, copy_elements: int, groups: int, fu
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="bench perf optim", description=__doc__.split("\n")[0])
-    parser.add_argument("--repeats", type=int, default=20, help="timed repetitions of each case (default 20)")
+    parser = ArgumentParser(prog="bench perf optim", description=__doc__.split("\n")[0])
+    parser.add_argument("--repeats", type=count(1), default=20, help="timed repetitions of each case (default 20)")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--threads", type=int, help="CPU threads (torch.set_num_threads); default: torch's")
+    parser.add_argument("--threads", type=count(1), help="CPU threads (torch.set_num_threads); default: torch's")
     parser.add_argument("--model", default="resnet50", help="timm model whose parameter shapes to use")
     parser.add_argument("--small", action="store_true", help="a few small shapes instead of --model (smoke test)")
-    parser.add_argument("--groups", type=int, default=4, help="gradient groups k per VRGD step (default 4, at least 2)")
+    parser.add_argument("--groups", type=count(2), default=4, help="gradient groups k per VRGD step (default 4, at least 2)")
     parser.add_argument("--lr", type=float, default=1.0)
     parser.add_argument("--weight-decay", type=float, default=5e-5, help="LARS and VRGD-LARS (default 5e-5, MLPerf)")
     parser.add_argument("--family", action="store_true", help="also VRGD-SGD, VRGD-Adam and VRGD-LAMB, fused and eager")
     args = parser.parse_args(argv)
+    if not args.small:
+        check_model_name(args.model, "bench perf optim --model")
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)

@@ -24,16 +24,16 @@ from pathlib import Path
 
 import yaml
 
-from bench.errors import UserError
+from bench.errors import ArgumentParser, UserError, count
 
 TARGET = 0.05
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="bench perf sweep", description=__doc__.split("\n")[0])
+    p = ArgumentParser(prog="bench perf sweep", description=__doc__.split("\n")[0])
     p.add_argument("--recipe", default="recipes/demo.yaml", help="the base recipe (default: %(default)s)")
     p.add_argument("--epochs", type=float, default=2.0, help="training epochs per trial (default: %(default)s)")
-    p.add_argument("--trials", type=int, default=3, help="trials timed, at least 2 (default: %(default)s)")
+    p.add_argument("--trials", type=count(2), default=3, help="trials timed, at least 2 (default: %(default)s)")
     args = p.parse_args(argv)
     if args.trials < 2 or not args.epochs > 0:
         raise UserError("bench perf sweep: --trials must be at least 2 and --epochs above 0")

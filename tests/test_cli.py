@@ -1,0 +1,64 @@
+"""The command line: every subcommand answers bad arguments in one sentence with exit 2, and says its version."""
+
+import pytest
+
+from bench.cli import main
+from bench.engine.rundir import versions
+
+
+@pytest.mark.parametrize("args", [
+    ["frobnicate"], ["run"], ["run", "r.yaml", "--nproc", "0"], ["run", "r.yaml", "--bogus"], ["validate"],
+    ["suite"], ["sweep"], ["submit", "r.yaml"], ["submit", "r.yaml", "--nodes", "two", "--gpus-per-node", "1"],
+    ["report", "--format", "pdf"], ["table"], ["table", "no-such-table", "."], ["plot", "--bogus"],
+    ["data"], ["data", "synth"], ["data", "synth", "--out", "x", "--classes", "zero"], ["data", "check"],
+    ["perf"], ["perf", "nope"], ["perf", "memory", "--bogus"], ["perf", "memory", "--micro-batch", "0"],
+    ["perf", "memory", "--small", "1000", "--micro-batch", "256"], ["perf", "memory", "--model", "typo"],
+    ["perf", "optim", "--model", "typo"], ["perf", "optim", "--groups", "1"], ["perf", "optim", "--repeats", "x"],
+    ["perf", "data"], ["perf", "data", "--root", "x", "--batch", "0"], ["perf", "sweep", "--trials", "1"],
+    ["perf", "sweep", "--recipe", "nowhere.yaml"],
+], ids=lambda args: " ".join(args))
+def test_every_subcommand_answers_bad_arguments_in_one_sentence(args, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(args) == 2
+    out, err = capsys.readouterr()
+    assert err.startswith("bench: error: ") and err.count("\n") == 1, err
+    assert "Traceback" not in err and "usage:" not in err
+    assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+def test_version_names_bench_and_what_it_runs_on(capsys):
+    with pytest.raises(SystemExit) as exit:
+        main(["--version"])
+    assert exit.value.code == 0
+    lines = capsys.readouterr().out.splitlines()
+    found = versions()
+    assert lines[0] == f"bench {found['bench']}"
+    for name in ("python", "torch", "torchvision", "timm"):
+        assert f"{name} {found[name]}" in lines
+
+
+def _flat(d: dict, prefix: str = "") -> set[str]:
+    """The dotted keys of a dumped recipe, sections included; free-form dicts are one key."""
+    out = set()
+    for key, value in d.items():
+        out.add(prefix + key)
+        if isinstance(value, dict) and key not in ("kwargs", "tags"):
+            out |= _flat(value, f"{prefix}{key}.")
+    return out
+
+
+def test_recipe_keys_lists_every_schema_key_with_a_meaning(capsys):
+    from bench.recipe import Recipe
+
+    full = Recipe.model_validate({
+        "name": "x", "model": {"name": "resnet50"}, "global_batch": 64, "epochs": 1, "target_top1": 50,
+        "optimizer": {"name": "simigrad_sgd", "lr": 0.1},
+        "adaptive_batch": {"target_similarity": 0.5, "min_batch": 32, "max_batch": 128},
+    }).model_dump(mode="json")
+    assert main(["recipe", "keys"]) == 0
+    header, *lines = capsys.readouterr().out.splitlines()
+    schema = lines[:lines.index("")]  # then the optimizers' own keys
+    meanings = {line.split()[0]: line[header.index("meaning"):].strip() for line in schema}
+    assert set(meanings) == _flat(full)
+    assert all(meanings.values()), [key for key, meaning in meanings.items() if not meaning]
+    assert any(line.startswith("  vrgd_lars: ") and "gamma (0.1)" in line for line in lines)
