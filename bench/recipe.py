@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
+import types
 from pathlib import Path
 from typing import Any, Literal, Union
 
@@ -340,7 +341,7 @@ def _check_pretrained(name: str) -> None:
     cached = [cfg.file] if cfg.file else []
     if cfg.hf_hub_id:
         hub = cfg.hf_hub_id.split("@")[0]
-        for filename in filter(None, (cfg.hf_hub_filename, "model.safetensors", "pytorch_model.bin", "open_clip_pytorch_model.bin")):
+        for filename in filter(None, (cfg.hf_hub_filename, "model.safetensors", "pytorch_model.bin")):
             found = huggingface_hub.try_to_load_from_cache(hub, filename)
             cached.append(found if isinstance(found, str) else None)
     if cfg.url:
@@ -380,13 +381,17 @@ def _section(loc) -> type[BaseModel] | None:
     """The schema class of the recipe section at `loc` (() is the recipe itself), if it is one."""
     model: Any = Recipe
     for part in loc:
-        field = model.model_fields.get(str(part)) if isinstance(model, type) and issubclass(model, BaseModel) else None
+        field = model.model_fields.get(str(part)) if model else None
         if field is None:
             return None
-        ann = field.annotation
-        options = getattr(ann, "__args__", None) or (ann,)  # X | None
-        model = next((a for a in options if isinstance(a, type) and issubclass(a, BaseModel)), None)
+        model = _schema_class(field.annotation)
     return model
+
+
+def _schema_class(ann) -> type[BaseModel] | None:
+    """The section class an annotation names (also inside `X | None`), if any."""
+    options = getattr(ann, "__args__", None) or (ann,)
+    return next((a for a in options if isinstance(a, type) and issubclass(a, BaseModel)), None)
 
 
 def keys() -> list[tuple[str, str, str, str]]:
@@ -395,7 +400,7 @@ def keys() -> list[tuple[str, str, str, str]]:
 
     def walk(model: type[BaseModel], prefix: str) -> None:
         for name, field in model.model_fields.items():
-            section = _section([*prefix.split(".")[:-1], name] if prefix else [name])
+            section = _schema_class(field.annotation)
             value = None if field.is_required() else field.get_default(call_default_factory=True)
             default = "required" if field.is_required() else "" if value is not None and section else json.dumps(
                 value, default=str)
@@ -421,7 +426,7 @@ def _type_name(ann) -> str:
         return "one of " + ", ".join(map(str, args))
     if origin is Annotated:
         return f"{_type_name(args[0])} {_bounds(args[1:])}".strip()
-    if args and origin in (Union, getattr(__import__("types"), "UnionType")):
+    if args and origin in (Union, types.UnionType):
         return " or ".join("null" if a is type(None) else _type_name(a) for a in args)
     if origin is not None:
         return str(ann).replace("typing.", "")

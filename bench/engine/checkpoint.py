@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from bench.engine.faults import crash_point
-from bench.engine.rundir import atomic_replace
+from bench.engine.rundir import atomic_write
 from bench.errors import UserError
 
 FORMAT = "bench-checkpoint-1"
@@ -57,7 +57,7 @@ def save(run_dir: Path, step: int, state: dict, keep: int) -> Path:
     path = path_for(run_dir, step)
     buf = io.BytesIO()
     torch.save({"format": FORMAT, "step": step, **state}, buf)
-    atomic_replace(path, buf.getbuffer(), before_rename=lambda: crash_point("checkpoint", step))
+    atomic_write(path, buf.getbuffer(), before_rename=lambda: crash_point("checkpoint", step))
     for old in existing(run_dir)[:-keep]:
         old.unlink(missing_ok=True)
     for stale in Path(run_dir).glob(".ckpt-*.tmp"):  # left by a crash during an earlier write

@@ -46,8 +46,9 @@ def _report(failures: dict) -> int:
     """Each distinct worker message once, with its ranks; the workers' exit code when they agree."""
     by_message: dict[str, list[int]] = {}
     for rank, failure in sorted(failures.items()):
-        message = failure.message if isinstance(failure.message, str) and failure.error_file != "<N/A>" else ""
-        by_message.setdefault(message or f"exit code {failure.exitcode}; see its output above", []).append(rank)
+        replied = Path(failure.error_file).is_file()  # bench.cli.fail wrote its sentence there
+        message = failure.message if replied else f"exit code {failure.exitcode}; see its output above"
+        by_message.setdefault(message, []).append(rank)
     for message, ranks in by_message.items():
         print(f"bench: error: {message} (rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))})",
               file=sys.stderr)

@@ -58,7 +58,7 @@ def _umask() -> int:
     return mask
 
 
-def atomic_replace(path: Path, data: bytes | str, before_rename=lambda: None) -> None:
+def atomic_write(path: Path, data: bytes | str, before_rename=lambda: None) -> None:
     """Write `data` to a temporary file beside `path`, then rename it over `path`. The file gets the mode
     open() would give (0666 less the umask; mkstemp's 0600 would hide results from a lab group)."""
     path = Path(path)
@@ -75,11 +75,6 @@ def atomic_replace(path: Path, data: bytes | str, before_rename=lambda: None) ->
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
-
-
-def atomic_write(path: Path, text: str) -> None:
-    atomic_replace(path, text)
-
 
 def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")

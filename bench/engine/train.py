@@ -429,9 +429,9 @@ def _train(recipe: Recipe, results: Path, dist: distributed.Dist, progress: bool
         status, reason = trainer.run(run, state, progress, preempted)
     except BaseException as e:
         if run:
+            reason = str(e) if isinstance(e, OutOfSpace) else f"{type(e).__name__}: {e}"
             with contextlib.suppress(OutOfSpace):  # a full disk may refuse meta.json too: the reason is on stderr
-                run.write_meta(status="failed", reason=str(e) if isinstance(e, OutOfSpace) else f"{type(e).__name__}: {e}",
-                               end_time=now())
+                run.write_meta(status="failed", reason=reason, end_time=now())
         raise
     if run:
         run.write_meta(status=status, reason=reason, end_time=now(),
