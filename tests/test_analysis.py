@@ -132,6 +132,11 @@ def test_compare_table_lists_every_recipe_with_speedups(tmp_path):
     csv = pd.read_csv(pd.io.common.StringIO(render(table, "csv")), comment="#")
     assert csv.loc[csv["optimizer"] == "VRGD-LARS", "speedup steps (a)"].item() == 2.0
     assert csv.loc[csv["optimizer"] == "VRGD-LARS", "val Top-1 n"].item() == 2
+    # every column that markdown prints as "mean ± std" has its std as a number in the csv
+    for j, name in enumerate(table.columns):
+        if any("±" in r[j].text() for r in table.rows if hasattr(r[j], "text")):
+            assert f"{name} std" in csv.columns, name
+    assert csv["gap Top-1 std"].notna().all() and csv["train-eval Top-1 std"].notna().all()
     assert tables.build("compare", study, baseline="vrgd_lars").rows[1][-1].text() == "baseline B"
 
 

@@ -64,8 +64,93 @@ def test_a_study_with_two_settings_gets_prefixed_figures(tmp_path):
              **IMAGENET_SIZES)
     study = results.load_study([tmp_path])
     prefixes = plots.prefixes(study)
-    assert sorted(p.split("-")[0] for p in prefixes.values()) == ["imagenet", "setting"]
+    assert sorted(prefixes.values()) == ["imagenet-", "setting-"]  # a paper's setting by its name
     assert plots.prefixes(results.load_study([tmp_path / "toy"])) == {study.runs["setting"].iloc[1]: ""}
+
+
+def test_variant_names_are_the_keys_that_differ():
+    deep = {"model": {"name": "resnet18", "kwargs": {"channels": [20, 40], "layers": [4, 4]}}, "target_top1": 55}
+    wide = {"model": {"name": "resnet18", "kwargs": {"channels": [44, 88], "layers": [1, 1]}}, "target_top1": 55}
+    assert results.variant_names({"a": deep, "b": wide}) == {"a": "channels=20,40 layers=4,4",
+                                                            "b": "channels=44,88 layers=1,1"}
+    lars = {"optimizer": {"name": "lars", "lr": 2.0}, "schedule": {"warmup_epochs": 1}, "seed": 0}
+    assert results.variant_names({"x": lars, "y": {**lars, "optimizer": {"name": "lars", "lr": 0.5}}}) == {
+        "x": "lr=2", "y": "lr=0.5"}
+    # two variants equal in every key: only their ids tell them apart
+    assert results.variant_names({"x": lars, "y": lars}) == {"x": "[x]", "y": "[y]"}
+    # two differing keys with the same last part are named by their whole path
+    a, b = {"data": {"size": 1}, "model": {"size": 2}}, {"data": {"size": 3}, "model": {"size": 4}}
+    assert results.variant_names({"a": a, "b": b})["a"] == "data.size=1 model.size=2"
+
+
+def test_model_shapes_name_their_figures_by_the_keys_that_differ(tmp_path):
+    for name, kwargs in (("deep", {"channels": [20, 40, 80, 160], "layers": [4, 4, 4, 4]}),
+                         ("wide", {"channels": [44, 88, 176, 352], "layers": [1, 1, 1, 1]})):
+        make_run(tmp_path, f"{name}-b128", "lars", 128, 0, [50, 70], model="resnet18", model_kwargs=kwargs)
+    written = commands.regenerate(tmp_path, tmp_path / "plots")
+    stems = {p.name for p in written}
+    assert "channels=20,40,80,160_layers=4,4,4,4-curves.png" in stems
+    assert "channels=44,88,176,352_layers=1,1,1,1-steps_to_target.svg" in stems
+    assert not any(s.startswith("setting") for s in stems)  # no hash in a file name
+    compare = (tmp_path / "compare.md").read_text()
+    assert "| channels=20,40,80,160 layers=4,4,4,4 " in compare and "| S1 " not in compare
+
+
+def _misses(ax):
+    return [a for a in ax.lines if a.get_gid() == "miss-band"]
+
+
+def test_misses_are_drawn_in_a_band_outside_the_axis(tmp_path):
+    """Steps to target: a batch whose runs never reached it is an 'x' above the axis (axes coordinates, y > 1),
+    not a point on the data scale, with the legend entry 'did not reach the target'."""
+    make_run(tmp_path, "lars-100", "lars", 100, 0, [50, 70])
+    make_run(tmp_path, "lars-400", "lars", 400, 0, [40, 55])  # never reaches 60
+    make_run(tmp_path, "sgd-100", "sgd", 100, 0, [50, 70])
+    study = results.load_study([tmp_path])
+    groups, order = plots.series(study, study.runs["setting"].iloc[0])
+    with plots.plt.rc_context(plots.STYLE):
+        fig = plots.plot_steps_to_target(groups, order, "t", "")
+    ax = fig.axes[0]
+    (band,) = _misses(ax)
+    assert band.get_transform() is not ax.transData  # placed in axes coordinates
+    assert list(band.get_ydata()) == [1.05]
+    assert band.get_xdata()[0] == pytest.approx(400, rel=0.1)
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert plots.MISSED in labels and "(measured)" not in " ".join(labels)
+    # LARS and SGD reached the target at batch 100 in the same steps: their points are offset, not on top
+    xs = [c.lines[0].get_xdata()[0] for c in ax.containers if len(c.lines[0].get_xdata())]
+    assert len(xs) == 2 and xs[0] != xs[1] and xs[0] == pytest.approx(100, rel=0.1) and xs[1] == pytest.approx(100, rel=0.1)
+    plots.plt.close(fig)
+    data = next(iter(plots.by_model(study).values()), None)
+    assert data is None  # one model: no by-model figure
+
+
+def test_diagnostics_panels_have_units_and_none_is_empty(tmp_path):
+    events = [{"step": s, "lr": 0.1, "loss": 2.0, "gain": 1.0 + s / 10, "grad_var": 1e-2 * (1 + s),
+               "grad_sqnorm": 1e-3, "batch": 100} for s in range(10)]
+    ada_run = make_run(tmp_path, "ada", "adascale_sgd", 100, 0, [50, 70], events=events)
+    meta = json.loads((ada_run / "meta.json").read_text())
+    meta["plan"]["gsnr_groups"] = 4  # S = 4: AdaScale's base batch is 25 images
+    (ada_run / "meta.json").write_text(json.dumps(meta))
+    lars = [{"step": s, "lr": 0.1, "loss": 2.0, "trust_min": 1e-4, "trust_median": 1e-3, "trust_max": 0.02}
+            for s in range(10)]
+    make_run(tmp_path, "lars", "lars", 100, 0, [50, 70], events=lars)
+    study = results.load_study([tmp_path])
+    setting = study.runs["setting"].iloc[0]
+    groups, order = plots.series(study, setting)
+    events_of = {g["group"]: plots.run_events(study, g) for _, g in groups.iterrows()}
+    # AdaScale's epochs are those of its schedule: gain x base batch (100 / S) per step, over 1,000 images
+    ada = events_of[groups.loc[groups["optimizer"] == "adascale_sgd", "group"].item()]
+    assert ada["epoch"].iloc[-1] == pytest.approx(sum(25 * (1 + s / 10) for s in range(10)) / 1000)
+    keys = ["grad_var", "trust_max", "trust_median", "trust_min", "unlogged_key"]
+    with plots.plt.rc_context(plots.STYLE):
+        fig = plots.plot_diagnostics(events_of, keys, groups, order, "t")
+    shown = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(shown) == 2  # grad_var and trust; nothing for the key no run logged
+    for ax in shown:
+        assert ax.get_ylabel() and ax.lines
+    assert shown[0].get_yscale() == "log"  # grad_var spans 10x
+    plots.plt.close(fig)
 
 
 NO_TORCH = """

@@ -1,4 +1,9 @@
-"""The command line: every subcommand answers bad arguments in one sentence with exit 2, and says its version."""
+"""The command line: every subcommand answers bad arguments in one sentence with exit 2, and says its version;
+the documents it points a user to are in the repository."""
+
+import re
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -62,3 +67,18 @@ def test_recipe_keys_lists_every_schema_key_with_a_meaning(capsys):
     assert set(meanings) == _flat(full)
     assert all(meanings.values()), [key for key, meaning in meanings.items() if not meaning]
     assert any(line.startswith("  vrgd_lars: ") and "gamma (0.1)" in line for line in lines)
+
+
+def test_every_cited_document_is_in_the_repository():
+    """Docs, recipes and code cite files a user of this repository has: docs/algorithms.md, not a file outside it;
+    and that page states every optimizer family bench registers."""
+    root = Path(__file__).resolve().parents[1]
+    tracked = subprocess.run(["git", "ls-files"], cwd=root, capture_output=True, text=True, check=True).stdout.split()
+    texts = [p for p in tracked if p.endswith((".md", ".yaml", ".py", ".txt"))]
+    outside = [p for p in texts if "../" + "shared" in (root / p).read_text(errors="replace")]
+    assert outside == []
+    cited = {m for p in texts for m in re.findall(r"\bdocs/[\w./-]+\.md", (root / p).read_text(errors="replace"))}
+    assert "docs/algorithms.md" in cited and all((root / c).is_file() for c in cited), cited
+    page = (root / "docs" / "algorithms.md").read_text()
+    for family in ("LARS", "LARC", "LAMB", "VRGD", "AdaScale", "SimiGrad", "B_simple", "OPEN"):
+        assert family in page

@@ -396,3 +396,10 @@ def test_perf_optim_runs_and_prints_the_table(capsys):
                 "copy bandwidth"):
         assert row in out
     assert out.count("PASS") + out.count("MISS") == 4
+    # every column is named and defined under the table; ratios carry three decimals (0.503 never reads 0.50)
+    header = next(line for line in out.splitlines() if line.startswith("case"))
+    assert header.split()[1:] == ["median", "ms", "x", "SGD", "copy-rate", "ms", "target", "result"]
+    for column in ("median ms:", "x SGD:", "copy-rate ms:"):
+        assert column in out
+    sgd = next(line for line in out.splitlines() if line.startswith("torch.optim.SGD"))
+    assert "1.000" in sgd.split()

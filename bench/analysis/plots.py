@@ -13,7 +13,8 @@ Means over seeds with ± 1 sample std bands or error bars.
 - batch_scaling:   per-step AdaScale gain, SimiGrad similarity, global batch (only when it changed during a
                    run) and gradient noise scale B_simple, a panel for each that some run logged
 Per-step figures: one line per drawn recipe group, x = epochs (images seen / training-set size, the images
-summed from each step's `batch`), smoothed by averaging in at most BINS equal slices of the x axis, over the
+summed from each step's `batch`; AdaScale's x is the epoch of its schedule, Σ gain × base batch, so runs of
+one budget end together), y labelled with its unit (log where the values span 10x), smoothed by averaging in at most BINS equal slices of the x axis, over the
 group's seeds together; the noise scale of a slice is the ratio of its sums, Σ noise_trace / Σ grad_sqnorm
 (as a run's B_simple, results.py), where the runs logged those, in slices of at least RATIO_STEPS steps.
 
@@ -24,6 +25,7 @@ batch, one line per model (and optimizer, when there are several).
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -41,7 +43,8 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: 
 
 from bench.analysis import paper  # noqa: E402
 from bench.analysis.paper import MLPERF_TARGET, display  # noqa: E402
-from bench.analysis.results import Study, best_groups, numbers, read_events, step_batches  # noqa: E402
+from bench.analysis.results import (Study, best_groups, file_stem, numbers, read_events, step_batches,  # noqa: E402
+                                    variant_names)
 
 STYLE = {
     "font.size": 9, "axes.titlesize": 9, "axes.labelsize": 9, "legend.fontsize": 8, "xtick.labelsize": 8,
@@ -55,15 +58,21 @@ COLORS = {"lars": "#1f77b4", "vrgd_lars": "#d62728", "sgd": "#555555", "nesterov
           "adascale_sgd": "#bcbd22", "adascale_lars": "#393b79", "simigrad_sgd": "#ad494a", "simigrad_lars": "#637939",
           "simigrad_lamb": "#7b4173"}
 SPARE = ["#bcbd22", "#17becf", "#7f7f7f", "#aec7e8", "#ffbb78", "#98df8a"]
+# key -> (panel title, y-axis label with the unit)
 DIAGNOSTICS = {
-    "gsnr_clip_frac": "GSNR factors clipped at γ (fraction)", "gsnr_r_mean": "mean GSNR r (before normalising, clipping)",
-    "trust": "LARS trust ratio", "gain": "AdaScale gain", "noise_scale": "gradient noise scale B_simple",
-    "similarity": "gradient cosine similarity", "batch": "batch size (images)",
+    "gsnr_clip_frac": ("GSNR factors clipped at γ", "fraction of coordinates"),
+    "gsnr_r_mean": ("mean GSNR r (raw)", "r = mean² / var (ratio)"),
+    "trust": ("trust ratio (LARS, LAMB)", "lr multiplier"), "gain": ("AdaScale gain", "lr multiplier (1 to S)"),
+    "noise_scale": ("noise scale B_simple", "images"), "similarity": ("half-batch cosine similarity", "cosine"),
+    "batch": ("global batch size", "images"), "grad_sqnorm": ("|G|², true gradient", "(∂loss/∂w)²"),
+    "grad_var": ("E|g_d − G|², one group's noise", "(∂loss/∂w)²"),
+    "noise_trace": ("tr(Σ), per-image noise", "(∂loss/∂w)² × images"),
 }
 NOT_DIAGNOSTICS = ("step", "lr", "loss", "epoch", "run")
 # The statistics adaptive-batch methods act on, drawn in their own figure (batch_scaling).
 BATCH_SCALING = ("gain", "similarity", "batch", "noise_scale")
 BINS = 200
+EPOCH_AXIS = "epoch (images seen / train size; AdaScale: epochs of its schedule, images × gain / S)"
 # The noise scale's slices hold at least this many steps (fewer slices for short runs, but at least 5): a ratio
 # of sums over a handful of steps spikes wherever their summed |G|^2 happens to be near 0.
 RATIO_STEPS = 20
@@ -188,36 +197,49 @@ def published_points(metric: str, setting: str, optimizer: str) -> list[tuple[in
     return [(int(b), float(v)) for b, v in row.items() if v == v]
 
 
-def _missing_marks(ax, xs, at_top: bool, c: str) -> None:
-    """Points with no value (all seeds diverged, or target never reached) as 'x' on the axis edge."""
-    if xs:
-        y = ax.get_ylim()[1 if at_top else 0]
-        ax.plot(xs, [y] * len(xs), "x", color=c, markersize=7, markeredgewidth=1.5, clip_on=False, zorder=5)
+MARKERS = "os^Dv<>p"
+MISSED = "did not reach the target"
+BAND_PAD = 14  # points between an axis and its title: room for the band of misses above the axis
+
+
+def shift(i: int, n: int) -> float:
+    """A small multiplicative x offset for the i-th of n lines on a log2 batch axis, so equal values at one
+    batch do not hide each other."""
+    return 2 ** ((i - (n - 1) / 2) * 0.05)
+
+
+def miss_band(ax, xs, color_: str, top: bool) -> None:
+    """Marks for points with no value (target never reached, or every seed diverged) drawn in a band outside
+    the axis, above (top) or below it, in axes coordinates: they cannot read as measurements."""
+    if len(xs):
+        ax.plot(xs, [1.05 if top else -0.07] * len(xs), linestyle="", marker="x", color=color_, markersize=6,
+                markeredgewidth=1.5, clip_on=False, transform=ax.get_xaxis_transform(), gid="miss-band", zorder=5)
 
 
 def plot_vs_batch(groups: pd.DataFrame, order: list[str], metric: str, ylabel: str, title: str,
                   paper_setting: str = "") -> plt.Figure:
     """A final metric against global batch: measured means ± std, published points in the paper's setting."""
     fig, ax = plt.subplots(figsize=(WIDTH / 2, 2.8), layout="constrained")
-    diverged, handles, batches = {}, [], list(groups["global_batch"])
-    for o in order:
+    handles, batches, any_diverged = [], list(groups["global_batch"]), False
+    published = {o: published_points(metric, paper_setting, o) for o in order}
+    measured = " (measured)" if any(published.values()) else ""  # only where something is not measured
+    for i, o in enumerate(order):
         g = groups[groups["optimizer"] == o].sort_values("global_batch")
-        c = color(o, order)
+        c, marker, dx = color(o, order), MARKERS[i % len(MARKERS)], shift(i, len(order))
         ok = g[g[metric].notna()]
-        ax.errorbar(ok["global_batch"], ok[metric], yerr=ok[f"{metric}_std"].fillna(0), color=c, marker="o",
+        ax.errorbar(ok["global_batch"] * dx, ok[metric], yerr=ok[f"{metric}_std"].fillna(0), color=c, marker=marker,
                     capsize=2)
-        diverged[o] = list(g.loc[(g["n_diverged"] == g["n"]) & (g["n"] > 0), "global_batch"])
-        handles.append(Line2D([], [], color=c, marker="o", label=f"{display(o)} (measured)"))
-        pts = published_points(metric, paper_setting, o)
-        if pts:
-            ax.plot(*zip(*pts), linestyle="", marker="D", markerfacecolor="none", color=c, markersize=5)
+        diverged = g.loc[(g["n_diverged"] == g["n"]) & (g["n"] > 0), "global_batch"]
+        miss_band(ax, diverged * dx, c, top=False)
+        any_diverged |= bool(len(diverged))
+        handles.append(Line2D([], [], color=c, marker=marker, label=f"{display(o)}{measured}"))
+        if published[o]:
+            ax.plot(*zip(*published[o]), linestyle="", marker="D", markerfacecolor="none", color=c, markersize=5)
             handles.append(Line2D([], [], linestyle="", marker="D", markerfacecolor="none", color=c,
                                   label=f"{display(o)} (published)"))
-            batches += [b for b, _ in pts]
-    for o in order:
-        _missing_marks(ax, diverged[o], False, color(o, order))
-    if any(diverged.values()):
-        handles.append(Line2D([], [], color="k", marker="x", linestyle="", label="all seeds diverged"))
+            batches += [b for b, _ in published[o]]
+    if any_diverged:
+        handles.append(Line2D([], [], color="k", marker="x", linestyle="", label="all seeds diverged (band below)"))
     log2_batch_axis(ax, batches)
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=8)
@@ -239,16 +261,18 @@ def perfect_scaling(ax, finite: pd.DataFrame, metric: str, last_batch: float) ->
 
 def plot_steps_to_target(groups: pd.DataFrame, order: list[str], title: str, paper_setting: str) -> plt.Figure:
     fig, ax = plt.subplots(figsize=(WIDTH / 2, 2.8), layout="constrained")
-    handles, misses = [], {}
+    handles, missed = [], False
     finite = groups[np.isfinite(groups["steps_to_target"])]
-    for o in order:
+    for i, o in enumerate(order):
         g = groups[groups["optimizer"] == o].sort_values("global_batch")
-        c = color(o, order)
+        c, marker, dx = color(o, order), MARKERS[i % len(MARKERS)], shift(i, len(order))
         ok = g[np.isfinite(g["steps_to_target"])]
-        ax.errorbar(ok["global_batch"], ok["steps_to_target"], yerr=ok["steps_to_target_std"].fillna(0), color=c,
-                    marker="o", capsize=2)
-        handles.append(Line2D([], [], color=c, marker="o", label=display(o)))
-        misses[o] = list(g.loc[np.isinf(g["steps_to_target"]), "global_batch"])  # NaN: not there yet
+        ax.errorbar(ok["global_batch"] * dx, ok["steps_to_target"], yerr=ok["steps_to_target_std"].fillna(0),
+                    color=c, marker=marker, capsize=2)
+        handles.append(Line2D([], [], color=c, marker=marker, label=display(o)))
+        misses = g.loc[np.isinf(g["steps_to_target"]), "global_batch"]  # NaN: not there yet
+        miss_band(ax, misses * dx, c, top=True)
+        missed |= bool(len(misses))
     batches = sorted(set(groups["global_batch"]))
     handles += perfect_scaling(ax, finite, "steps_to_target", max(batches))
     target = groups["target_top1"].iloc[0]
@@ -260,14 +284,14 @@ def plot_steps_to_target(groups: pd.DataFrame, order: list[str], title: str, pap
                     capsize=2)
         handles.append(Line2D([], [], linestyle="", marker="D", markerfacecolor="none", color="0.3",
                               label="MLPerf LARS reference (range)"))
+    if not len(finite):
+        ax.set_ylim(1, 10)  # nothing reached the target: an empty log axis, the misses in the band above
     ax.set_yscale("log")
     log2_batch_axis(ax, batches)  # ticks at the measured batches only
-    for o in order:
-        _missing_marks(ax, misses[o], True, color(o, order))
-    if any(misses.values()):
-        handles.append(Line2D([], [], color="k", marker="x", linestyle="", label="target not reached"))
+    if missed:
+        handles.append(Line2D([], [], color="k", marker="x", linestyle="", label=MISSED))
     ax.set_ylabel(f"steps to {target:g}% val Top-1")
-    ax.set_title(title, fontsize=8)
+    ax.set_title(title, fontsize=8, pad=BAND_PAD)
     ax.legend(handles=handles, loc="best", fontsize=7)
     return fig
 
@@ -321,7 +345,9 @@ def logs(events: pd.DataFrame, key: str) -> bool:
 
 def run_events(study: Study, group: pd.Series) -> pd.DataFrame:
     """The events of a group's runs with an epoch column: images seen (Σ of the steps' `batch`, the plan's
-    global_batch where not logged) / training-set size."""
+    global_batch where not logged) / training-set size; for AdaScale (a `gain` logged) the epochs of its
+    schedule (engine/pace.py), Σ gain × base batch / training-set size with the base batch one gradient group
+    (global batch / gsnr_groups = S), so every run of one budget spans the same x axis."""
     frames = []
     train_size = group["train_size"] or math.nan
     plan = study.runs.set_index("run")
@@ -332,7 +358,10 @@ def run_events(study: Study, group: pd.Series) -> pd.DataFrame:
         e = e.drop_duplicates("step", keep="last").sort_values("step", ignore_index=True)
         plan_batch = plan.loc[run, "plan_batch"]
         if "batch" in e or len(e) == e["step"].iloc[-1] + 1:
-            images = step_batches(e, plan_batch).cumsum()
+            per_step = step_batches(e, plan_batch)
+            if "gain" in e:  # AdaScale: each step advances its schedule by gain x the base batch
+                per_step = numbers(e, "gain").fillna(1.0) * plan_batch / plan.loc[run, "plan_groups"]
+            images = per_step.cumsum()
         else:  # steps missing from the log: count them at the plan's batch
             images = (e["step"] + 1) * plan_batch
         frames.append(e.assign(epoch=images / train_size, run=run))
@@ -356,9 +385,11 @@ def panels(keys: list[str]) -> list[tuple[str, list[str]]]:
 
 def plot_diagnostics(events: dict, keys: list[str], groups: pd.DataFrame, order: list[str],
                      title: str) -> plt.Figure:
-    """One panel per statistic, binned along epochs: lines coloured by batch and styled by optimizer, or
-    coloured by optimizer when only one batch logged these statistics."""
-    shown = panels(keys)
+    """One panel per statistic some group logged (none drawn empty), binned along epochs, its y axis labelled
+    with its unit and logarithmic where the values span 10x or more: lines coloured by batch and styled by
+    optimizer, or coloured by optimizer when only one batch logged these statistics."""
+    shown = [(name, family) for name, family in panels(keys)
+             if any(all(logs(e, k) for k in family) for e in events.values())]
     ncols = min(3, len(shown))
     nrows = math.ceil(len(shown) / ncols)
     width = WIDTH if ncols == 3 else WIDTH * ncols / 3 + 1
@@ -399,14 +430,15 @@ def plot_diagnostics(events: dict, keys: list[str], groups: pd.DataFrame, order:
                 ax.fill_between(lo["epoch"], lo[family[1]], hi[family[2]], color=c, alpha=0.15, linewidth=0)
                 values += [lo[family[1]], hi[family[2]]]
         v = pd.concat(values) if values else pd.Series(dtype=float)
-        if len(v) and (v > 0).all() and v.max() / v.min() >= 50:
+        if len(v) and (v > 0).all() and v.max() / v.min() >= 10:
             ax.set_yscale("log")
-        ax.set_title(DIAGNOSTICS.get(name, name) + (("" if len(family) == 1 else " (median, min-max band)" if band
-                                                     else " (median)")))
-        ax.set_xlabel("epoch (images seen / train size)" if name in BATCH_SCALING else "epoch")
+        what, unit = DIAGNOSTICS.get(name, (name, "as logged"))
+        ax.set_title(what + ("" if len(family) == 1 else " (median, min-max band)" if band else " (median)"))
+        ax.set_ylabel(unit)
     for ax in axes.flat[len(shown):]:
         ax.set_visible(False)
     fig.suptitle(title)
+    fig.supxlabel(EPOCH_AXIS, fontsize=9)
     legend_below(fig, handles, ncol=min(len(handles), 2 * ncols + 1))
     return fig
 
@@ -485,38 +517,46 @@ def by_model(study: Study) -> dict[str, pd.DataFrame]:
 
 
 def plot_by_model(data: pd.DataFrame) -> plt.Figure:
-    """Steps to target (log) against global batch (log2), a line per model; 'x' on the top edge: target missed."""
+    """Steps to target (log) against global batch (log2), a line per model; 'x' in the band above: target missed."""
     fig, ax = plt.subplots(figsize=(WIDTH / 2 + 0.6, 3.0), layout="constrained")
     lines = list(dict.fromkeys(data["line"]))
     palette = plt.get_cmap("tab10")
-    handles, misses = [], {}
+    handles, missed = [], False
     for i, name in enumerate(lines):
         d, c = data[data["line"] == name], palette(i % 10)
+        marker, dx = MARKERS[i % len(MARKERS)], shift(i, len(lines))
         ok = d[np.isfinite(d["steps_to_target"])]
-        ax.errorbar(ok["global_batch"], ok["steps_to_target"], yerr=ok["steps_to_target_std"].fillna(0), color=c,
-                    marker="o", capsize=2)
-        handles.append(Line2D([], [], color=c, marker="o", label=name))
-        misses[name] = (list(d.loc[np.isinf(d["steps_to_target"]), "global_batch"]), c)
+        ax.errorbar(ok["global_batch"] * dx, ok["steps_to_target"], yerr=ok["steps_to_target_std"].fillna(0),
+                    color=c, marker=marker, capsize=2)
+        handles.append(Line2D([], [], color=c, marker=marker, label=name))
+        misses = d.loc[np.isinf(d["steps_to_target"]), "global_batch"]
+        miss_band(ax, misses * dx, c, top=True)
+        missed |= bool(len(misses))
     if not np.isfinite(data["steps_to_target"]).any():
-        ax.set_ylim(1, 10)  # nothing reached the target: an empty log axis with the misses on top
+        ax.set_ylim(1, 10)  # nothing reached the target: an empty log axis, the misses in the band above
     plain_log_y(ax)
     log2_batch_axis(ax, data["global_batch"])
-    for xs, c in misses.values():
-        _missing_marks(ax, xs, True, c)
-    if any(xs for xs, _ in misses.values()):
-        handles.append(Line2D([], [], color="k", marker="x", linestyle="", label="target not reached"))
+    if missed:
+        handles.append(Line2D([], [], color="k", marker="x", linestyle="", label=MISSED))
     ax.set_ylabel(f"steps to {data['target_top1'].iloc[0]:g}% val Top-1")
-    ax.set_title("Steps to target by model: " + data["problem_label"].iloc[0], fontsize=8)
+    ax.set_title("Steps to target by model: " + data["problem_label"].iloc[0], fontsize=8, pad=BAND_PAD)
     ax.legend(handles=handles, loc="best", fontsize=7)
     return fig
 
 
 def prefixes(study: Study) -> dict[str, str]:
-    """setting -> the prefix of its figures' file names: none for a single setting, else '<paper or setting>-<hash>-'."""
+    """setting -> the prefix of its figures' file names: none for a single setting; else a paper's setting by the
+    paper ('imagenet-'), the others by the keys in which they differ ('channels=20,40,80,160_layers=4,4,4,4-';
+    results.variant_names), the hash only where that leaves two names equal."""
     first = study.groups.drop_duplicates("setting")
     if len(first) == 1:
         return {first["setting"].iloc[0]: ""}
-    return {s: f"{p or 'setting'}-{s}-" for s, p in zip(first["setting"], first["paper"])}
+    own = first[first["paper"].fillna("") == ""]
+    names = variant_names({s: json.loads(k) for s, k in zip(own["setting"], own["setting_keys"])})
+    names = {s: n or "setting" for s, n in names.items()}
+    names.update({s: p for s, p in zip(first["setting"], first["paper"]) if p})
+    counts = pd.Series(list(names.values())).value_counts()
+    return {s: file_stem(n if counts[n] == 1 else f"{n}-{s}") + "-" for s, n in names.items()}
 
 
 def plot_all(study: Study, out: str | Path) -> list[Path]:
@@ -526,7 +566,9 @@ def plot_all(study: Study, out: str | Path) -> list[Path]:
         for setting, prefix in prefixes(study).items():
             written += plot_setting(study, setting, Path(out), prefix)
         models = by_model(study)
+        problems = study.groups.drop_duplicates("problem").set_index("problem")["problem_keys"]
+        names = variant_names({p: json.loads(problems[p]) for p in models})
         for problem, data in models.items():
-            prefix = "" if len(models) == 1 else f"models-{problem}-"
+            prefix = "" if len(models) == 1 else f"models-{file_stem(names[problem])}-"
             written += save(plot_by_model(data), Path(out), f"{prefix}steps_to_target_by_model")
     return written

@@ -97,12 +97,12 @@ def _csv_value(c) -> str:
 
 
 def csv_text(table: Table) -> str:
-    """Numbers in columns; a measured column (cells with n) gains '<col> std' and '<col> n', a column with
+    """Numbers in columns; a measured column (cells with n or a std) gains '<col> std' and '<col> n', a column with
     confidence intervals '<col> ci low' and '<col> ci high'; notes in '<col> note'."""
     layout = []
     for j, name in enumerate(table.columns):
         cells = [row[j] for row in table.rows]
-        measured = any(isinstance(c, Cell) and c.n is not None for c in cells)
+        measured = any(isinstance(c, Cell) and (c.n is not None or c.std == c.std) for c in cells)
         noted = any(isinstance(c, Cell) and c.note and c.note != NO_NUMBER for c in cells)
         interval = any(isinstance(c, Cell) and c.ci is not None for c in cells)
         layout.append((j, name, measured, noted, interval))

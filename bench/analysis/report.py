@@ -6,7 +6,7 @@ import pandas as pd
 
 from bench.analysis.render import Cell, Table, render as render_table
 from bench.analysis.results import aggregate
-from bench.analysis.tables import measured_cell
+from bench.analysis.tables import fixed_batch_notes, measured_cell
 
 DEFINITIONS = [
     "val_top1 / val_top5 / train_eval_top1: Top-1/Top-5 (%) at the last evaluation (train_eval: the fixed "
@@ -51,6 +51,7 @@ def table(runs: pd.DataFrame, per_run: bool = False) -> Table:
     """The report as a Table: per recipe (seed aggregates) or per run."""
     extra = step_columns(runs)
     notes = [d for c, d in STEP_DEFINITIONS.items() if c in [e[0] for e in extra]]
+    notes += fixed_batch_notes(runs) if len(runs) else []
     if per_run:
         t = Table("Runs", ["recipe", "optimizer", "global_batch", "seed", "status", "target_top1",
                            *(m for m, _ in METRICS), *(c for c, _, _ in extra)])

@@ -29,7 +29,9 @@ Per run (`Study.runs`, `load()`):
   run (recipe key adaptive_batch), which is grouped and compared under it.
 - setting: a hash of SETTING_KEYS (model, data, image size, target); problem: the
   same without the model, so that runs of several model shapes on one problem
-  (model_key, model_shape: timm name + kwargs) can be set side by side.
+  (model_key, model_shape: timm name + kwargs) can be set side by side;
+  setting_keys, problem_keys: what they hash, as JSON (variant_names() names a
+  setting by the keys in which it differs from the others).
 
 Damaged results never change a number silently: a run whose meta.json or recipe.yaml cannot be read, or
 whose metrics.csv cannot be parsed, is left out and named in a warning (strict: an error); a metrics.csv
@@ -51,6 +53,7 @@ import hashlib
 import io
 import json
 import math
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -247,6 +250,40 @@ def digest(obj) -> str:
     return hashlib.sha1(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:8]
 
 
+def leaves(tree, prefix: str = "") -> dict:
+    """A nested dict's leaves by dotted key ({'model': {'kwargs': {'layers': [1, 1]}}} -> {'model.kwargs.layers': [1, 1]})."""
+    if not isinstance(tree, dict):
+        return {prefix: tree}
+    out = {}
+    for key, value in tree.items():
+        out.update(leaves(value, f"{prefix}.{key}" if prefix else str(key)))
+    return out
+
+
+def _value_text(value) -> str:
+    if isinstance(value, (list, tuple)):
+        return ",".join(map(_value_text, value))
+    return "none" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def variant_names(variants: dict[str, dict]) -> dict[str, str]:
+    """id -> a name made of the keys whose values differ between the variants (`variants`: id -> nested dict),
+    e.g. 'channels=20,40,80,160 layers=4,4,4,4'. A key is named by its last part unless two differing keys share
+    it; the id is appended only where two names are equal in every key shown."""
+    flat = {v: leaves(tree) for v, tree in variants.items()}
+    keys = sorted({k for f in flat.values() for k in f})
+    differ = [k for k in keys if len({json.dumps(f.get(k), sort_keys=True, default=str) for f in flat.values()}) > 1]
+    tails = [k.rsplit(".", 1)[-1] for k in differ]
+    shown = {k: (t if tails.count(t) == 1 else k) for k, t in zip(differ, tails)}
+    names = {v: " ".join(f"{shown[k]}={_value_text(f.get(k))}" for k in differ) for v, f in flat.items()}
+    return {v: (f"{n} [{v}]".strip() if list(names.values()).count(n) > 1 else n) for v, n in names.items()}
+
+
+def file_stem(name: str) -> str:
+    """A name made safe for a file name: runs of anything but letters, digits and . , = + - become one '_'."""
+    return re.sub(r"[^\w.,=+-]+", "_", name).strip("_")
+
+
 def _loader_class(recipe: dict) -> dict:
     data = dict(recipe.get("data") or {})
     data["loader"] = "random tensors" if data.get("loader") == "synthetic" else "images"
@@ -291,9 +328,10 @@ def summarize(run: Path) -> tuple[dict, pd.DataFrame]:
     paper = paper_setting(recipe, meta)
     row = {
         "recipe": recipe["name"], "optimizer": recipe["optimizer"]["name"], "global_batch": int(recipe["global_batch"]),
-        "plan_batch": plan_batch,
+        "plan_batch": plan_batch, "plan_groups": int((meta.get("plan") or {}).get("gsnr_groups") or 1),
         "seed": recipe.get("seed"), "status": status, "reason": meta.get("reason"), "diverged": diverged,
         "finished": finished, "run": str(run), "group": digest(seed_key(recipe, meta)), "setting": digest(setting),
+        "setting_keys": json.dumps(setting, default=str), "problem_keys": json.dumps(problem, default=str),
         "setting_label": setting_label(recipe, meta, paper), "paper": paper,
         "model": (recipe.get("model") or {}).get("name"), "model_key": digest(recipe.get("model") or {}),
         "model_label": model_label(recipe.get("model") or {}), "model_shape": model_shape(recipe.get("model") or {}),
@@ -379,6 +417,7 @@ def aggregate(runs: pd.DataFrame) -> pd.DataFrame:
         row = {
             "group": group, "recipe": _common_name(list(members["recipe"])), "optimizer": first["optimizer"],
             "global_batch": first["global_batch"], "setting": first["setting"], "setting_label": first["setting_label"],
+            "setting_keys": first["setting_keys"], "problem_keys": first["problem_keys"],
             "paper": first["paper"], "model": first["model"], "model_key": first["model_key"],
             "model_label": first["model_label"], "model_shape": first["model_shape"], "problem": first["problem"],
             "problem_label": first["problem_label"], "adaptive_batch": first["adaptive_batch"],

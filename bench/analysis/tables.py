@@ -10,6 +10,7 @@ says so.
 
 from __future__ import annotations
 
+import json
 import math
 
 import pandas as pd
@@ -17,7 +18,7 @@ import pandas as pd
 from bench.analysis import paper, tuning
 from bench.analysis.paper import MLPERF_TARGET, display
 from bench.analysis.render import NO_NUMBER, Cell, Table, cell
-from bench.analysis.results import Study, best_groups
+from bench.analysis.results import Study, best_groups, variant_names
 from bench.errors import UserError
 
 MEASURED_TOP1 = "measured = val Top-1 (%) at the last evaluation, mean ± sample std over seeds (n = runs)"
@@ -215,6 +216,15 @@ def default_baseline(optimizers) -> str:
     return next((o for o in ("lars", "sgd") if o in names), min(names) if names else "lars")
 
 
+def fixed_batch_notes(rows: pd.DataFrame) -> list[str]:
+    """What a SimiGrad optimizer run at a fixed batch is (rows: runs or groups with optimizer, adaptive_batch):
+    its base optimizer's update, with the similarity only measured. Said where its numbers are printed."""
+    fixed = rows.loc[rows["optimizer"].str.startswith("simigrad_") & ~rows["adaptive_batch"].astype(bool), "optimizer"]
+    return [f"{display(o)} without adaptive_batch is {display(o.removeprefix('simigrad_'))} at a fixed batch: the same "
+            "update, with the cosine similarity of the two half-batch gradients measured and logged (the batch "
+            "controller is off)." for o in sorted(set(fixed))]
+
+
 def compare(study: Study, baseline: str | None = None, batch: int | None = None) -> Table:
     """Every recipe group (any optimizer) against the baseline optimizer's best recipe at the same global batch and
     setting; `batch`: only that global batch (an adaptive run's is its starting batch)."""
@@ -225,7 +235,8 @@ def compare(study: Study, baseline: str | None = None, batch: int | None = None)
         groups = groups[groups["global_batch"] == batch]
     settings = list(dict.fromkeys(groups["setting_label"]))
     several = len(settings) > 1
-    names = {s: f"S{i + 1}" for i, s in enumerate(settings)}
+    keys = groups.drop_duplicates("setting_label").set_index("setting_label")["setting_keys"]
+    names = variant_names({s: json.loads(keys[s]) for s in settings})  # the keys in which the settings differ
     columns = (["setting"] if several else []) + [
         "batch", "optimizer", "recipe", "val Top-1", "train-eval Top-1", "gap Top-1", "steps to target",
         "epochs to target", "train s to target", "reached", "speedup steps (a)", "speedup epochs (a)",
@@ -248,12 +259,15 @@ def compare(study: Study, baseline: str | None = None, batch: int | None = None)
             measured_cell(g, "val_top1"), *(measured_cell(g, m, k, n=False, notes=False) for m, k in (
                 ("train_eval_top1", "pct"), ("gap_top1", "pct"), ("steps_to_target", "steps"),
                 ("epochs_to_target", "epochs"), ("seconds_to_target", "seconds"))), f"{g['n_reached']}/{g['n']}", *ratios])
-    table.notes = ([f"{names[s]} = {s}" for s in settings] if several else []) + [
+    table.notes = ([f"setting {names[s]}: {s}" for s in settings] if several else []) + [
         f"baseline B = {display(baseline)} (change with --baseline); val/train-eval Top-1 (%) at the last "
         "evaluation, gap = train-eval − val (pp); mean ± sample std over seeds (n = runs).",
+        "train s: wall-clock training seconds (evaluation excluded) on the machine that ran the run, which may have "
+        "been shared (the committed studies ran on a shared 2-core CPU): not a speed claim; `bench perf` measures "
+        "speed side by side.",
         *SPEEDUP_DEFINITIONS,
         "'(not best)': another recipe of this optimizer at this batch has a higher mean val Top-1 and is the one "
-        "used as B and in the plots."]
+        "used as B and in the plots.", *fixed_batch_notes(groups)]
     if groups["adaptive_batch"].any():
         table.notes.append("Adaptive-batch recipes (adaptive_batch) are listed under their starting global batch and "
                            "compared with the baseline there; their batch grows or shrinks, so compare them in epochs "

@@ -22,24 +22,13 @@ from matplotlib.ticker import NullFormatter
 
 from bench.analysis import tuning
 from bench.analysis.paper import display
-from bench.analysis.plots import STYLE, WIDTH, color, log2_batch_axis, perfect_scaling, plain_log_y, plt, save
+from bench.analysis.plots import (BAND_PAD, MARKERS, MISSED, STYLE, WIDTH, color, log2_batch_axis, miss_band, perfect_scaling,
+                                  plain_log_y, plt, save, shift)
 from bench.analysis.results import Study
 
 
 def _title(ax, what: str, table_cells: pd.DataFrame) -> None:
-    ax.set_title(f"{what}\n" + "\n".join(textwrap.wrap(tuning.describe(table_cells), 62)), fontsize=7)
-
-
-def _shift(i: int, n: int) -> float:
-    """A small multiplicative x offset per arm, so arms with equal values do not hide each other."""
-    return 2 ** ((i - (n - 1) / 2) * 0.05)
-
-
-def _miss_band(ax, xs: list, color_: str, top: bool) -> None:
-    """Marks outside the data, in a band above (top) or below the axis: not measurements."""
-    if xs:
-        ax.plot(xs, [1.04 if top else -0.06] * len(xs), linestyle="", marker="x", color=color_, clip_on=False,
-                transform=ax.get_xaxis_transform())
+    ax.set_title(f"{what}\n" + "\n".join(textwrap.wrap(tuning.describe(table_cells), 62)), fontsize=7, pad=BAND_PAD)
 
 
 def plot_steps_to_result(table_cells: pd.DataFrame, order: list[str]) -> plt.Figure:
@@ -48,17 +37,17 @@ def plot_steps_to_result(table_cells: pd.DataFrame, order: list[str]) -> plt.Fig
     for i, arm in enumerate(order):
         c = table_cells[table_cells["arm"] == arm].sort_values("global_batch")
         ok = c[np.isfinite(c["steps_to_result"])]
-        ax.plot(ok["global_batch"] * _shift(i, len(order)), ok["steps_to_result"], marker="os^Dv"[i % 5],
-                color=color(arm, order))
-        misses = list(c.loc[~np.isfinite(c["steps_to_result"]), "global_batch"])
-        _miss_band(ax, misses, color(arm, order), top=True)
-        missed |= bool(misses)
-        handles.append(Line2D([], [], color=color(arm, order), marker="os^Dv"[i % 5], label=display(arm)))
+        look, dx = {"color": color(arm, order), "marker": MARKERS[i % len(MARKERS)]}, shift(i, len(order))
+        ax.plot(ok["global_batch"] * dx, ok["steps_to_result"], **look)
+        misses = c.loc[~np.isfinite(c["steps_to_result"]), "global_batch"]
+        miss_band(ax, misses * dx, look["color"], top=True)
+        missed |= bool(len(misses))
+        handles.append(Line2D([], [], label=display(arm), **look))
     finite = table_cells[np.isfinite(table_cells["steps_to_result"])]
     batches = sorted(set(table_cells["global_batch"]))
     handles += perfect_scaling(ax, finite, "steps_to_result", max(batches))
     if missed:
-        handles.append(Line2D([], [], color="k", marker="x", linestyle="", label="did not reach the target"))
+        handles.append(Line2D([], [], color="k", marker="x", linestyle="", label=MISSED))
     plain_log_y(ax)
     log2_batch_axis(ax, batches)
     ax.set_ylabel(f"steps to {table_cells['target_top1'].iloc[0]:g}% val Top-1 (best trial)")
@@ -77,9 +66,9 @@ def plot_reruns_vs_batch(table_cells: pd.DataFrame, order: list[str], metric: st
         stats = [tuning.mean_std_n(v) for v in c[metric]]
         mean = np.array([s[0] for s in stats])
         std = np.nan_to_num(np.array([s[1] for s in stats]))
-        ax.errorbar(c["global_batch"] * _shift(i, len(order)), mean, yerr=std, color=color(arm, order), marker="os^Dv"[i % 5],
-                    capsize=2)
-        handles.append(Line2D([], [], color=color(arm, order), marker="os^Dv"[i % 5], label=display(arm)))
+        look = {"color": color(arm, order), "marker": MARKERS[i % len(MARKERS)]}
+        ax.errorbar(c["global_batch"] * shift(i, len(order)), mean, yerr=std, capsize=2, **look)
+        handles.append(Line2D([], [], label=display(arm), **look))
     log2_batch_axis(ax, batches)
     ax.set_ylabel(ylabel)
     _title(ax, what, table_cells)
@@ -98,7 +87,7 @@ def plot_lr_sensitivity(runs: pd.DataFrame, table_cells: pd.DataFrame, order: li
             t = trials[(trials["arm"] == arm) & (trials["global_batch"] == batch)].sort_values("lr")
             ok = t[t[column].notna()]
             ax.plot(ok["lr"], ok[column], marker="o", color=shade, markersize=3)
-            _miss_band(ax, list(t.loc[t[column].isna() & t["finished"], "lr"]), shade, top=False)
+            miss_band(ax, list(t.loc[t[column].isna() & t["finished"], "lr"]), shade, top=False)
         ax.set_xscale("log")
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel(f"peak lr ({display(arm)})")
