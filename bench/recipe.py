@@ -68,6 +68,11 @@ class DataSpec(_Strict):
     synth: SynthData = Field(SynthData(), description="the generated dataset (dataset: synthetic)")
     digits: DigitsData = Field(DigitsData(), description="the handwritten digits (dataset: digits)")
     image_size: int = Field(224, ge=8, description="side of the square images the model sees, train and val")
+    augment: Literal["resized_crop", "pad_crop"] = Field("resized_crop", description=(
+        "training crop: resized_crop = ImageNet's random-resized crop (evaluation: resize, centre crop 87.5%); "
+        "pad_crop = CIFAR's: pad by `pad` black pixels, a random window of the image's size (evaluation: the "
+        "whole image)"))
+    pad: int = Field(4, ge=0, description="pixels of padding a side (augment: pad_crop)")
     crop_scale_min: float = Field(0.08, gt=0, le=1, description="random-resized-crop area lower bound")
     random_flip: bool = Field(True, description="random horizontal flip in training")
     loader: Literal["auto", "dali", "torchvision", "synthetic"] = Field(
@@ -253,9 +258,17 @@ def describe_error(error: ValidationError) -> str:
     return f"key '{key}': {msg[0].lower() + msg[1:]} (got {err['input']!r})"
 
 
+def timm_models():
+    """timm, with bench's own models (bench/models.py: the CIFAR ResNets) registered in it."""
+    import timm
+
+    import bench.models  # noqa: F401  (registering is importing)
+    return timm
+
+
 def check_model_name(name: str, key: str = "key 'model.name'") -> None:
     """A timm model name, or one sentence with the closest names."""
-    import timm
+    timm = timm_models()
 
     if not timm.is_model(name):
         close = difflib.get_close_matches(name, timm.list_models(), n=3)
@@ -315,9 +328,9 @@ def read_yaml(path: Path, what: str = "recipe"):
 def _check_model_kwargs(name: str, kwargs: dict) -> None:
     """Build the model on the meta device (no memory, no weights): a keyword timm's model does not take is one
     sentence here instead of a traceback in the run; pretrained weights are looked up (_check_pretrained)."""
-    import timm
     import torch
 
+    timm = timm_models()
     try:
         with torch.device("meta"):
             timm.create_model(name, **{**kwargs, "pretrained": False})

@@ -210,3 +210,34 @@ def test_dali_iterator_dropped_midway_frees_its_pipelines_for_the_next(indexed):
     del first  # as the runner does when it stops early, or resumes from a later step
     images, _ = next(data.train(5, 6))
     assert indices(images) == [i for i, _ in data.stream.micro_batch_samples(5, 0)]
+
+
+def test_pad_crop_windows_are_cifars_and_both_backends_cut_them_alike(tmp_path):
+    """data.augment pad_crop (He et al. 2016): a window of the image's size shifted by at most `pad` pixels into a
+    black border, then the flip; evaluation sees the whole image. DALI and torchvision give the same pixels."""
+    offsets = {(c.top, c.left) for c in (augment.pad_crop(s, 32, 32, 4) for s in range(2000))}
+    assert offsets == {(t, left) for t in range(-4, 5) for left in range(-4, 5)}  # all 81, nothing beyond
+    assert all(augment.pad_crop(s, 32, 32, 4)[2:4] == (32, 32) for s in range(50))
+    assert augment.eval_geometry(32, 32, 32, "pad_crop") == (32, 32, 0, 0)
+    rng = np.random.default_rng(0)
+    for split, n in (("train", 8), ("val", 4)):
+        (tmp_path / split / "a").mkdir(parents=True)
+        for k in range(n):  # noise images: any misplaced pixel shows
+            pixels = rng.integers(30, 226, (32, 32, 3), dtype=np.uint8)
+            Image.fromarray(pixels).save(tmp_path / split / "a" / f"{k}.png")
+    out = {}
+    for loader in BACKENDS:
+        data = build(DataSpec(dataset="folder", path=tmp_path, image_size=32, loader=loader, workers=1,
+                              augment="pad_crop", pad=4, eval_batch=4), 8, 8, 0, 1, seed=0)
+        out[loader] = torch.cat([x for x, _ in data.train(0, 1)]), torch.cat([x for x, _ in data.val()])
+    for a, b in zip(out["dali"], out["torchvision"]):
+        # PNG decodes exactly and 32 -> 32 px is no resize: the same pixels, up to the normalisation's rounding
+        assert torch.allclose(a, b, rtol=0, atol=1e-5)
+    train, val = out["torchvision"]
+    black = (torch.zeros(3) - torch.tensor(augment.MEAN)) / torch.tensor(augment.STD)
+    border = (train == black[None, :, None, None]).all(dim=1)  # pixels of the padding
+    assert border.any() and not (val == black[None, :, None, None]).all(dim=1).any()
+    original = torch.stack([torch.from_numpy(np.array(Image.open(tmp_path / "val" / "a" / f"{k}.png")))
+                            for k in range(4)]).permute(0, 3, 1, 2)
+    assert torch.allclose(val, (original / 255 - torch.tensor(augment.MEAN)[:, None, None])
+                          / torch.tensor(augment.STD)[:, None, None], atol=1e-5)

@@ -66,7 +66,7 @@ class Data:
     def __post_init__(self):
         if self.opts is None:
             s = self.spec
-            self.opts = Options(s.image_size, s.crop_scale_min, s.random_flip, s.workers)
+            self.opts = Options(s.image_size, s.crop_scale_min, s.random_flip, s.workers, augment=s.augment, pad=s.pad)
 
     @property
     def num_classes(self) -> int:
@@ -184,6 +184,7 @@ def build(spec: DataSpec, global_batch: int, micro_batch: int, rank: int, world:
     stream = sampling.StepStream(len(layout.train), global_batch, micro_batch, rank, world, seed)
     size = spec.train_eval_size or len(layout.val)
     subset = sampling.train_eval_subset(len(layout.train), size).tolist()
-    opts = Options(spec.image_size, spec.crop_scale_min, spec.random_flip, spec.workers, dtype, channels_last)
+    opts = Options(spec.image_size, spec.crop_scale_min, spec.random_flip, spec.workers, dtype, channels_last,
+                   spec.augment, spec.pad)
     return Data(spec, layout.root, layout, stream, subset, rank, world, loader, device, opts,
                 images.Unreadable(spec.strict))

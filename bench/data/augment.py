@@ -4,13 +4,19 @@ Both backends ask this module where to crop, so for the same sample they cut
 the same window out of the same image and differ only in their decoders and
 resize kernels:
 
-- training: random-resized crop, torchvision's algorithm (area fraction
-  uniform in [crop_scale_min, 1], log aspect ratio uniform in [3/4, 4/3], ten
-  tries, then a centre crop), drawn from the sample's own augmentation seed
-  (sampling.py), then a horizontal flip with probability 1/2;
+- training, `data.augment: resized_crop` (ImageNet): random-resized crop,
+  torchvision's algorithm (area fraction uniform in [crop_scale_min, 1], log
+  aspect ratio uniform in [3/4, 4/3], ten tries, then a centre crop), drawn
+  from the sample's own augmentation seed (sampling.py), then a horizontal flip
+  with probability 1/2;
+- training, `data.augment: pad_crop` (CIFAR, He et al. 2016 section 4.2): the
+  image padded with `pad` black pixels a side, a window of the image's own size
+  at a uniformly random whole-pixel offset, resized to size x size (a no-op for
+  32 px CIFAR at image_size 32), then the flip;
 - validation: resize the shorter side to round(size / 0.875), long side
   truncated as torchvision's Resize, then a centre crop of size x size placed
-  as torchvision's CenterCrop.
+  as torchvision's CenterCrop; with pad_crop the whole image resized to
+  size x size (CIFAR is evaluated on the full 32 px image).
 
 Coordinates are pixels of the decoded image, as stored (EXIF orientation is
 ignored, as torchvision's ImageFolder does).
@@ -68,8 +74,26 @@ def train_crop(seed: int, width: int, height: int, scale_min: float, random_flip
     return Crop(top, left, h, w, flip)
 
 
-def eval_geometry(width: int, height: int, size: int) -> EvalGeometry:
-    """Resize (shorter side to size/0.875) and centre-crop offsets, exactly as torchvision computes them."""
+def pad_crop(seed: int, width: int, height: int, pad: int, random_flip: bool = True) -> Crop:
+    """CIFAR's crop (and flip) of one training sample: a width x height window of the image padded by `pad`
+    pixels a side; top and left lie in [-pad, pad] (negative: the window starts in the padding)."""
+    rng = np.random.default_rng(seed % 2**64)
+    top, left = (int(v) for v in rng.integers(-pad, pad + 1, size=2))
+    return Crop(top, left, height, width, bool(random_flip and rng.random() < 0.5))
+
+
+def train_window(seed: int, width: int, height: int, opts) -> Crop:
+    """The training crop of one sample under the data options `opts` (output.Options): its `augment`."""
+    if opts.augment == "pad_crop":
+        return pad_crop(seed, width, height, opts.pad, opts.random_flip)
+    return train_crop(seed, width, height, opts.crop_scale_min, opts.random_flip)
+
+
+def eval_geometry(width: int, height: int, size: int, augment: str = "resized_crop") -> EvalGeometry:
+    """Resize (shorter side to size/0.875) and centre-crop offsets, exactly as torchvision computes them; with
+    pad_crop the whole image resized to size x size."""
+    if augment == "pad_crop":
+        return EvalGeometry(size, size, 0, 0)
     short = round(size / EVAL_CROP_FRACTION)
     if width <= height:
         rw, rh = short, int(short * height / width)

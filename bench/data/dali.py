@@ -52,6 +52,7 @@ import itertools
 import queue
 import threading
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable, Iterable, Iterator, NamedTuple, Sequence
 
 import numpy as np
@@ -83,13 +84,17 @@ def _normalise(images, channels_last: bool, **crop):
 
 
 @pipeline_def
-def train_pipeline(size: int, decode_device: str, channels_last: bool):
+def train_pipeline(size: int, decode_device: str, channels_last: bool, pad_crop: bool = False):
     encoded = fn.external_source(name="encoded", dtype=types.UINT8, ndim=1)
     anchor = fn.external_source(name="anchor", dtype=types.FLOAT, ndim=1)  # (x, y)
     shape = fn.external_source(name="shape", dtype=types.FLOAT, ndim=1)  # (w, h)
     flip = fn.external_source(name="flip", dtype=types.INT32, ndim=0)
-    images = fn.decoders.image_slice(encoded, anchor, shape, axis_names="WH", normalized_anchor=False,
-                                     normalized_shape=False, **_decoder_args(decode_device))
+    slice_args = dict(axis_names="WH", normalized_anchor=False, normalized_shape=False)
+    if pad_crop:  # the window reaches into the padding: decode whole, slice with black outside the image
+        images = fn.decoders.image(encoded, **_decoder_args(decode_device))
+        images = fn.slice(images, anchor, shape, out_of_bounds_policy="pad", fill_values=0, **slice_args)
+    else:
+        images = fn.decoders.image_slice(encoded, anchor, shape, **slice_args, **_decoder_args(decode_device))
     images = fn.resize(images, size=[size, size], interp_type=types.INTERP_LINEAR, antialias=True)
     return _normalise(images, channels_last, mirror=flip)
 
@@ -107,13 +112,13 @@ def eval_pipeline(size: int, decode_device: str, channels_last: bool):
 
 
 def _train_inputs(width: int, height: int, seed: int, opts: Options) -> dict:
-    c = augment.train_crop(seed, width, height, opts.crop_scale_min, opts.random_flip)
+    c = augment.train_window(seed, width, height, opts)
     return {"anchor": np.array([c.left, c.top], np.float32), "shape": np.array([c.width, c.height], np.float32),
             "flip": np.array(int(c.flip), np.int32)}
 
 
 def _eval_inputs(width: int, height: int, seed: None, opts: Options) -> dict:
-    g = augment.eval_geometry(width, height, opts.size)
+    g = augment.eval_geometry(width, height, opts.size, opts.augment)
 
     def position(offset, extent):  # crop_pos * (extent - size), rounded by DALI, is `offset`
         return np.array(offset / (extent - opts.size) if extent > opts.size else 0.5, np.float32)
@@ -203,7 +208,7 @@ def _copy_out(tensor, opts: Options, device: torch.device, stream) -> torch.Tens
 def build(kind: str, files, labels, opts: Options, batch_size: int, device: torch.device) -> Runner:
     """A pipeline for `kind` ("train" or "eval") decoding on the GPU when `device` is CUDA."""
     cuda = device.type == "cuda"
-    make = train_pipeline if kind == "train" else eval_pipeline
+    make = partial(train_pipeline, pad_crop=opts.augment == "pad_crop") if kind == "train" else eval_pipeline
     pipe = make(size=opts.size, decode_device="mixed" if cuda else "cpu", channels_last=opts.channels_last,
                 batch_size=batch_size, num_threads=max(1, opts.workers),
                 device_id=(device.index if device.index is not None else torch.cuda.current_device()) if cuda else None,

@@ -23,6 +23,8 @@ class Options:
     workers: int = 2
     dtype: str = "float32"
     channels_last: bool = False
+    augment: str = "resized_crop"  # or "pad_crop" (augment.py)
+    pad: int = 4
 
     @property
     def torch_dtype(self) -> torch.dtype:

@@ -24,16 +24,16 @@ from bench.data.output import Options
 
 
 def train_image(image, crop: augment.Crop, size: int) -> torch.Tensor:
-    """Random-resized crop + flip of a PIL image, as uint8 CHW."""
+    """Crop (outside the image: black, as PIL crops) resized to size x size, + flip, as uint8 CHW."""
     image = F.resized_crop(image, crop.top, crop.left, crop.height, crop.width, [size, size], antialias=True)
     if crop.flip:
         image = F.horizontal_flip(image)
     return F.pil_to_tensor(image)
 
 
-def eval_image(image, size: int) -> torch.Tensor:
-    """Resize the shorter side to size/0.875, centre crop, as uint8 CHW."""
-    g = augment.eval_geometry(image.width, image.height, size)
+def eval_image(image, size: int, how: str = "resized_crop") -> torch.Tensor:
+    """Resize the shorter side to size/0.875, centre crop (pad_crop: resize the whole image), as uint8 CHW."""
+    g = augment.eval_geometry(image.width, image.height, size, how)
     image = F.resize(image, [g.resize_height, g.resize_width], antialias=True)
     return F.pil_to_tensor(F.crop(image, g.top, g.left, size, size))
 
@@ -60,9 +60,9 @@ class _Images(Dataset):
         except images.UnreadableImage:
             return None, self.labels[index], path
         if seed is None:
-            pixels = eval_image(image, self.opts.size)
+            pixels = eval_image(image, self.opts.size, self.opts.augment)
         else:
-            crop = augment.train_crop(seed, image.width, image.height, self.opts.crop_scale_min, self.opts.random_flip)
+            crop = augment.train_window(seed, image.width, image.height, self.opts)
             pixels = train_image(image, crop, self.opts.size)
         return normalise(pixels), self.labels[index], path
 

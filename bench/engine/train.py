@@ -38,7 +38,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import timm
 import torch
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
@@ -52,7 +51,7 @@ from bench.engine.pace import Pace
 from bench.engine.plan import recipe_plan
 from bench.engine.rundir import RESUMABLE, RunDir, git_commit, held_by_a_process, host_info, now, versions
 from bench.errors import OutOfSpace, UserError
-from bench.recipe import Recipe
+from bench.recipe import Recipe, timm_models
 
 
 def create_model(recipe: Recipe, num_classes: int) -> torch.nn.Module:
@@ -60,7 +59,7 @@ def create_model(recipe: Recipe, num_classes: int) -> torch.nn.Module:
     given = kwargs.setdefault("num_classes", num_classes)
     if given != num_classes:
         raise UserError(f"key 'model.kwargs.num_classes' is {given} but the dataset has {num_classes} classes")
-    return timm.create_model(recipe.model.name, **kwargs)
+    return timm_models().create_model(recipe.model.name, **kwargs)
 
 
 def autocast(recipe: Recipe, device: torch.device):

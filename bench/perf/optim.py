@@ -23,7 +23,7 @@ from torch import nn
 from bench import optim
 
 from bench.errors import ArgumentParser, count
-from bench.recipe import check_model_name
+from bench.recipe import check_model_name, timm_models
 
 # Tensor passes (of N parameter elements) a step must read + write at least ("at copy rate"):
 MIN_PASSES = {
@@ -39,10 +39,8 @@ SMALL = [(64, 3, 7, 7), (64,), (64,), (256, 64, 3, 3), (256,), (1000, 256), (100
 
 
 def _shapes(model: str) -> list:
-    import timm
-
     with torch.device("meta"):  # shapes only, no memory
-        return [p.shape for p in timm.create_model(model).parameters()]
+        return [p.shape for p in timm_models().create_model(model).parameters()]
 
 
 class Bench:

@@ -1,0 +1,41 @@
+"""bench/models.py: He et al.'s CIFAR ResNets, registered with timm."""
+
+import pytest
+import torch
+
+from bench.recipe import timm_models
+
+# He et al. 2016, Table 6: parameters of the CIFAR-10 ResNets (option A shortcuts, 10 classes)
+PAPER = {"resnet20_cifar": 0.27e6, "resnet32_cifar": 0.46e6, "resnet44_cifar": 0.66e6, "resnet56_cifar": 0.85e6,
+         "resnet110_cifar": 1.7e6}
+
+
+@pytest.mark.parametrize("name", PAPER)
+def test_cifar_resnets_have_the_papers_size_and_shape(name):
+    timm = timm_models()
+    assert timm.is_model(name)
+    model = timm.create_model(name, num_classes=10)
+    params = sum(p.numel() for p in model.parameters())
+    assert params == pytest.approx(PAPER[name], rel=0.02)
+    convs = [m for m in model.modules() if isinstance(m, torch.nn.Conv2d)]
+    depth = len(convs) + 1  # + the classifier; option A adds no convolution
+    assert depth == int(name.removeprefix("resnet").removesuffix("_cifar"))
+    assert convs[0].kernel_size == (3, 3) and convs[0].out_channels == 16 and convs[0].stride == (1, 1)
+    assert {c.out_channels for c in convs} == {16, 32, 64}
+    model.eval()
+    assert model(torch.randn(2, 3, 32, 32)).shape == (2, 10)
+
+
+def test_resnet56_feature_maps_and_option_b():
+    timm = timm_models()
+    model = timm.create_model("resnet56_cifar", num_classes=100)
+    sizes = []
+    for stage in model.stages:
+        stage.register_forward_hook(lambda _m, _i, out: sizes.append(tuple(out.shape[1:])))
+    model(torch.randn(1, 3, 32, 32))
+    assert sizes == [(16, 32, 32), (32, 16, 16), (64, 8, 8)]  # 32, 16 and 8 px maps of 16/32/64 channels
+    b = timm.create_model("resnet56_cifar", shortcut="B")
+    extra = sum(p.numel() for p in b.parameters()) - sum(p.numel() for p in timm.create_model("resnet56_cifar").parameters())
+    assert extra == (16 * 32 + 2 * 32) + (32 * 64 + 2 * 64)  # two 1x1 projections with their BatchNorms
+    with pytest.raises(ValueError, match="no pretrained weights"):
+        timm.create_model("resnet56_cifar", pretrained=True)
