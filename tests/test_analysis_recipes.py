@@ -39,6 +39,19 @@ def test_paper_recipes_load_and_are_the_papers_setting(folder):
         assert r.name == f"{folder}-{path.stem}"
 
 
+def test_cifar10_recipes_follow_table_5s_protocol():
+    """Section 7.1: warm-up, label smoothing, cosine to 0 ("the same as ImageNet training"); He et al.'s ResNet-56 at
+    32 px with CIFAR's pad-and-crop augmentation; the open choices say OPEN where they are made."""
+    for path in recipes("cifar10"):
+        r = recipe.load(path)
+        assert r.schedule.decay == "cosine" and r.schedule.end_lr == 0 and r.schedule.warmup_epochs > 0, path
+        assert r.label_smoothing > 0 and r.model.name == "resnet56_cifar" and not r.model.kwargs
+        assert (r.data.image_size, r.data.augment, r.data.pad, r.data.random_flip) == (32, "pad_crop", 4, True)
+        text = path.read_text()
+        epochs = next(line for line in text.splitlines() if line.startswith("epochs:"))
+        assert "milestones" not in text and "OPEN" in epochs
+
+
 def test_every_number_in_a_paper_recipe_names_its_source():
     for path in recipes("imagenet") + recipes("cifar10"):
         for line in path.read_text().splitlines():

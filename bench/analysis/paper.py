@@ -23,12 +23,14 @@ IMAGE_DATASETS = ("folder", "filelist")
 CRITERIA = {
     "imagenet": (f"ImageNet setting = model resnet50, data.dataset folder or filelist, image_size 224, "
                  f"{IMAGENET_VAL:,} validation images and 99-100% of the {IMAGENET_TRAIN:,} training images"),
-    "cifar10": (f"CIFAR-10 setting = a ResNet-56 (a model named resnet56*, or model.kwargs layers 9-9-9 with channels "
-                f"16-32-64), data.dataset folder or filelist, {CIFAR10_TRAIN:,} training and {CIFAR10_VAL:,} "
-                f"validation images"),
+    "cifar10": (f"CIFAR-10 setting = He et al.'s ResNet-56 (a model named resnet56*, as bench's resnet56_cifar), "
+                f"data.dataset folder or filelist, {CIFAR10_TRAIN:,} training and {CIFAR10_VAL:,} validation images"),
 }
 CRITERIA = {k: v + ", read as images (data.loader not synthetic)" for k, v in CRITERIA.items()}
 LABELS = {"imagenet": "ImageNet-1k, ResNet-50, 224 px", "cifar10": "CIFAR-10, ResNet-56"}
+# The target each VRGD table judges with: the paper's own (Table 2 states the MLPerf v0.5 target, not today's
+# 75.9% of MLPERF_TARGET, which `mlperf-epochs` keeps), and where the paper states it.
+PAPER_TARGETS = {"imagenet": (74.9, "Table 2's target, MLPerf v0.5"), "cifar10": (93.03, "Table 5's target")}
 
 # Published method name -> the optimizer names (bench.optim registry) measured for it.
 MEASURED_AS = {
@@ -47,10 +49,8 @@ def display(name: str) -> str:
 
 
 def _is_resnet56(model: dict) -> bool:
-    kwargs = model.get("kwargs") or {}
-    layers, channels = list(kwargs.get("layers") or []), list(kwargs.get("channels") or [])
-    return str(model.get("name", "")).startswith("resnet56") or (
-        [n for n in layers if n] == [9, 9, 9] and channels[:3] == [16, 32, 64])
+    """He et al.'s CIFAR ResNet-56 (bench/models.py), not a reshaped ImageNet ResNet (7x7 stem, max-pool)."""
+    return str(model.get("name", "")).startswith("resnet56")
 
 
 def paper_setting(recipe: dict, meta: dict) -> str:
