@@ -186,6 +186,18 @@ def test_each_paper_table_judges_with_its_papers_target(tmp_path):
     assert below.text() == "17.40 (below target)"
 
 
+def test_a_published_row_that_does_not_add_up_is_flagged(tmp_path):
+    """Table 3's VR-LARS 32k row prints train 80.00, test 76.81, gap 3.12 (80.00 − 76.81 = 3.19): flagged, shown as
+    printed; rows whose difference rounds to the printed gap are not."""
+    make_run(tmp_path, "toy", "lars", 4096, 0, [80, 90])
+    table = tables.build("vrgd-gap", results.load_study([tmp_path]))
+    gaps = {(r[0], r[1]): r[table.columns.index("gap published")] for r in table.rows}
+    assert gaps[("VRGD-LARS", 32768)].value == 3.12 and "≠ train − test = 3.19" in gaps[("VRGD-LARS", 32768)].text()
+    assert [k for k, c in gaps.items() if c.note] == [("VRGD-LARS", 32768)]
+    text = render(table)
+    assert "does not add up: VRGD-LARS at 32,768" in text and "does not say how its train accuracy" in text
+
+
 def test_toy_runs_never_fill_paper_tables(tmp_path):
     make_run(tmp_path, "toy", "lars", 4096, 0, [80, 90])
     study = results.load_study([tmp_path])

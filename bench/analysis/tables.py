@@ -24,6 +24,7 @@ from bench.errors import UserError
 
 MEASURED_TOP1 = "measured = val Top-1 (%) at the last evaluation, mean ± sample std over seeds (n = runs)"
 MISSING = f"{NO_NUMBER} = no published number, or no measured run in the paper's setting at that batch"
+ROUNDING_PP = 0.011  # two printed decimals: train − test may differ from the printed gap by one last digit
 FINAL_VALUES = ("val_top1", "val_top5", "train_eval_top1", "gap_top1", "gap_loss")
 SPEEDUP_DEFINITIONS = [
     "speedup (a) = B's mean steps (epochs, training seconds) to reach the target / A's; A = the row, B = the "
@@ -147,15 +148,23 @@ def vrgd_gap(study: Study, baseline: str | None = None) -> Table:
     table = Table("ImageNet ResNet-50 generalization gap by global batch",
                   ["method", "batch", "train published", "train measured", "test published", "test measured",
                    "gap published", "gap measured"])
+    inconsistent = []
     for method in methods:
         mine = pub[pub["method"] == method].set_index("batch")
         for b in sorted(set(mine.index.astype(int)) | runs.batches([method])):
             p = mine.loc[b] if b in mine.index else {}
+            gap = cell(p.get("gap", math.nan))
+            difference = p.get("train_top1", math.nan) - p.get("test_top1", math.nan)
+            if not gap.empty and abs(difference - gap.value) > ROUNDING_PP:  # the published row does not add up
+                gap = replace(gap, note=f"≠ train − test = {difference:.2f}")
+                inconsistent.append(f"{display(method)} at {b:,}: train {p['train_top1']:.2f} − test "
+                                    f"{p['test_top1']:.2f} = {difference:.2f}, printed gap {gap.value:.2f}")
             table.rows.append([display(method), b, cell(p.get("train_top1", math.nan)),
                                runs.measured(method, b, "train_eval_top1"), cell(p.get("test_top1", math.nan)),
-                               runs.measured(method, b, "val_top1"), cell(p.get("gap", math.nan)),
-                               runs.measured(method, b, "gap_top1")])
+                               runs.measured(method, b, "val_top1"), gap, runs.measured(method, b, "gap_top1")])
     table.notes = [f"published: {source}",
+                   *(f"The published row does not add up: {row}; one of its printed numbers is a typo (shown as "
+                     "printed)." for row in inconsistent),
                    "measured: train = Top-1 on the fixed train-eval subset (training images, validation transforms) "
                    "and test = val Top-1, both at the last evaluation; gap = train − test (pp); mean ± sample std "
                    "over seeds (n = runs). The paper does not say how its train accuracy was measured.",
