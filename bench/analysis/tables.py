@@ -69,6 +69,7 @@ class PaperRuns:
         self.groups = groups[groups["paper"] == setting]
         self.others = int((groups["paper"] != setting).sum())
         self.best = {(b, o): g for (_, b, o), g in best_groups(self.groups).items()}
+        self.finals = study.runs.set_index("run")["val_top1"]  # each run's final val Top-1, for judged cells
         self.used_names: set[str] = set()
 
     def get(self, method: str, batch: int) -> pd.Series | None:
@@ -92,7 +93,7 @@ class PaperRuns:
         if not judged:
             return out
         target = paper.PAPER_TARGETS[self.setting][0]
-        finals = self.study.runs.set_index("run").loc[list(g["runs"]), "val_top1"]
+        finals = self.finals.loc[list(g["runs"])]
         reached = f"{int((finals >= target).sum())}/{len(finals)} ≥ {target:g}"
         return replace(out, note="; ".join(filter(None, [out.note, reached])))
 
