@@ -52,10 +52,11 @@ def backward(params, grads):
         p.grad = g.clone() if p.grad is None else p.grad + g
 
 
-def run(name, ws, steps, lrs, **hparams):
-    """Our optimizer from create(): per step, observe each group (none when k = 1), step; params after each step."""
+def run(name, ws, steps, lrs, names=None, **hparams):
+    """Our optimizer from create(): per step, observe each group (none when k = 1), step; params after each step.
+    names: the parameters' names (create() then gets named parameters, as from model.named_parameters())."""
     params = [nn.Parameter(w.clone()) for w in ws]
-    opt = optim.create(params, name, lr=lrs[0], **hparams)
+    opt = optim.create(list(zip(names, params)) if names else params, name, lr=lrs[0], **hparams)
     history = []
     for lr, groups in zip(lrs, steps):
         for group in opt.param_groups:

@@ -8,6 +8,7 @@ import torch.multiprocessing as mp
 from torch import nn
 
 from bench import optim
+from bench.errors import UserError
 from tests.test_optim import LRS, SHAPES, RefAdam, RefLARS, RefSGD, assert_history, backward, gradients, run, weights
 from tests.test_optim import one_thread  # noqa: F401  (autouse fixture)
 
@@ -15,8 +16,10 @@ from tests.test_optim import one_thread  # noqa: F401  (autouse fixture)
 class RefVRGD:
     """The GSNR core from the equations (paper's Algorithm 1), feeding a reference base optimizer."""
 
-    def __init__(self, base, gamma=0.1, eps=1e-12, beta3=0.0, bias_correction=True, trust_grad="vr"):
+    def __init__(self, base, gamma=0.1, eps=1e-12, beta3=0.0, bias_correction=True, trust_grad="vr", segments=None):
+        """segments: the normalisation segment of each tensor of SHAPES (gsnr_norm); None: one per tensor."""
         self.base, self.gamma, self.eps, self.beta3, self.bias_correction = base, gamma, eps, beta3, bias_correction
+        self.segments = segments or list(range(len(SHAPES)))
         self.trust_grad, self.t, self.p = trust_grad, 0, [torch.zeros(s, dtype=torch.float64) for s in SHAPES]
         self.clip_frac, self.r_mean = [], []
 
@@ -29,20 +32,23 @@ class RefVRGD:
 
     def step(self, groups, lr):
         self.t += 1
-        means, vrs, clipped, r_sum = [], [], 0, 0.0
-        for i, grads in enumerate(zip(*groups)):
+        means, rs, vrs, clipped = [], [], [], 0
+        for grads in zip(*groups):
             g = torch.stack(grads)
-            mean = g.mean(0)
-            r = mean**2 / (g.var(0, unbiased=False) + self.eps)
-            r_sum += r.sum().item()
-            if r.mean() > 0:
-                r = r / r.mean()
+            means.append(g.mean(0))
+            rs.append(means[-1] ** 2 / (g.var(0, unbiased=False) + self.eps))
+        r_sum = sum(r.sum().item() for r in rs)
+        for segment in set(self.segments):
+            members = [i for i, s in enumerate(self.segments) if s == segment]
+            r_mean = sum(rs[i].sum() for i in members) / sum(rs[i].numel() for i in members)
+            for i in members:
+                rs[i] = rs[i] / r_mean if r_mean > 0 else rs[i]
+        for i, (mean, r) in enumerate(zip(means, rs)):
             clipped += (r < self.gamma).sum().item()
             r = r.clamp(self.gamma, 1.0)
             if self.beta3:
                 self.p[i] = self.beta3 * self.p[i] + (1 - self.beta3) * r
                 r = self.p[i] / (1 - self.beta3**self.t) if self.bias_correction else self.p[i]
-            means.append(mean)
             vrs.append(r * mean)
         numel = sum(m.numel() for m in means)
         self.clip_frac.append(clipped / numel)
@@ -81,6 +87,45 @@ def test_vrgd_matches_float64_reference(name, hparams, make_ref):
     assert diag["gsnr_r_mean"] == pytest.approx(ref.r_mean[-1], rel=1e-4)
     assert 0 < diag["gsnr_clip_frac"] < 1
     assert opt.reduces_gradients is True
+
+
+# Tensor 4 (a bias, ndim 1) sits in the excluded param group: a layer spans both groups.
+NAMES = ["a.weight", "b.weight", "b.extra", "c.weight", "a.bias"]
+NORMS = {"tensor": None, "layer": [0, 1, 1, 2, 0], "model": [0, 0, 0, 0, 0]}
+
+
+@pytest.mark.parametrize("gsnr_norm", NORMS)
+@pytest.mark.parametrize("name,hparams,make_ref", [CASES[2], CASES[5]])
+def test_gsnr_norm_matches_float64_reference(gsnr_norm, name, hparams, make_ref):
+    """The mean of r over each tensor, each module (weight and bias together) or the whole model; layer c's
+    gradient is 0 (its factors stay 0), layer b holds the zero weight."""
+    ws, steps = weights(), gradients(len(LRS), k=3)
+    ours, opt = run(name, ws, steps, LRS, names=NAMES, gsnr_norm=gsnr_norm, **hparams)
+    ref = make_ref(ws)
+    ref.segments = NORMS[gsnr_norm] or ref.segments
+    assert_history(ours, ref.run(steps, LRS), **TIGHT)
+    assert opt.diagnostics()["gsnr_clip_frac"] == pytest.approx(ref.clip_frac[-1], abs=1e-6)
+
+
+def test_gsnr_norm_variants_differ_and_layer_needs_names():
+    ws, steps = weights(), gradients(2, k=3)
+    finals = [run("vrgd_sgd", ws, steps, LRS[:2], names=NAMES, gsnr_norm=norm)[0][-1] for norm in NORMS]
+    for a, b in [(0, 1), (1, 2), (0, 2)]:
+        assert not torch.allclose(finals[a][0], finals[b][0])  # tensor 0 shares its layer with tensor 4
+    with pytest.raises(UserError, match=r"gsnr_norm='layer' needs the parameters' names"):
+        run("vrgd_sgd", ws, steps, LRS[:2], gsnr_norm="layer")
+    with pytest.raises(UserError, match=r"gsnr_norm='model' \(the fused kernels normalise per tensor\)"):
+        run("vrgd_lars", ws, steps, LRS[:2], gsnr_norm="model", fused=True)
+
+
+@pytest.mark.parametrize("gsnr_norm", ["layer", "model"])
+def test_gsnr_norm_keeps_observe_fused_and_the_factors_eager(gsnr_norm):
+    """fused: null with layer/model normalisation: the fused observe() and the eager factors give the eager step."""
+    ws, steps = weights(dtype=torch.float32), gradients(3, k=4, dtype=torch.float32)
+    fused, opt = run("vrgd_lars", ws, steps, LRS[:3], names=NAMES, gsnr_norm=gsnr_norm, weight_decay=0.1)
+    eager, _ = run("vrgd_lars", ws, steps, LRS[:3], names=NAMES, gsnr_norm=gsnr_norm, weight_decay=0.1, fused=False)
+    assert opt._kernels is not None and opt._step_unfused() == f"gsnr_norm={gsnr_norm!r} (the fused step normalises per tensor)"
+    assert_history(fused, eager, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("k", [2, 3, 16, 64])

@@ -94,20 +94,30 @@ def default_exclude(p: torch.Tensor) -> bool:
 
 
 def param_groups(model_or_params, exclude=default_exclude) -> list:
-    """Param groups for a module or an iterable of tensors: excluded tensors (`exclude(p)` true) go in a
-    group with weight_decay=0 and adapt=False (no trust ratio; LARS and LAMB read it). A list of
-    param-group dicts is returned as given. exclude=None excludes nothing."""
+    """Param groups for a module, an iterable of tensors or of (name, tensor) pairs (named_parameters()):
+    excluded tensors (`exclude(p)` true) go in a group with weight_decay=0 and adapt=False (no trust
+    ratio; LARS and LAMB read it). Names are kept where torch.optim keeps them, group["param_names"]
+    (VRGD's gsnr_norm="layer" reads them). A list of param-group dicts is returned as given.
+    exclude=None excludes nothing."""
     if isinstance(model_or_params, nn.Module):
-        params = [p for p in model_or_params.parameters() if p.requires_grad]
+        named = [(name, p) for name, p in model_or_params.named_parameters() if p.requires_grad]
     else:
-        params = list(model_or_params)
-        if params and isinstance(params[0], dict):
-            return params
-    flags = [exclude is not None and exclude(p) for p in params]
-    kept = [p for p, flag in zip(params, flags) if not flag]
-    excluded = [p for p, flag in zip(params, flags) if flag]
-    groups = [{"params": kept}] if kept else []
-    return groups + ([{"params": excluded, "weight_decay": 0.0, "adapt": False}] if excluded else [])
+        items = list(model_or_params)
+        if items and isinstance(items[0], dict):
+            return items
+        named = items if items and isinstance(items[0], tuple) else [(None, p) for p in items]
+    flags = [exclude is not None and exclude(p) for _, p in named]
+    kept = [pair for pair, flag in zip(named, flags) if not flag]
+    excluded = [pair for pair, flag in zip(named, flags) if flag]
+    groups = [_group(kept)] if kept else []
+    return groups + ([_group(excluded, weight_decay=0.0, adapt=False)] if excluded else [])
+
+
+def _group(named: list, **options) -> dict:
+    group = {"params": [p for _, p in named], **options}
+    if named[0][0] is not None:
+        group["param_names"] = [name for name, _ in named]
+    return group
 
 
 def create(model_or_params, name: str, lr: float, weight_decay: float = 0.0, *, exclude=default_exclude, **hparams):

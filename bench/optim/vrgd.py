@@ -11,6 +11,8 @@ import torch
 
 from . import fused as fused_kernels
 from .adamw import AdamW
+from bench.errors import UserError
+
 from .base import noise, validate
 from .groups import GroupGradients
 from .lamb import LAMB
@@ -24,7 +26,7 @@ class VRGD(GroupGradients):
         g_bar = (1/k) sum_d g_d
         var   = (1/k) sum_d g_d^2 - g_bar^2                        population variance over the k groups
         r     = g_bar^2 / (var + gsnr_eps)
-        r     = clip(r / mean(r over the tensor), gamma, 1)
+        r     = clip(r / mean(r over the tensor, layer or model: gsnr_norm), gamma, 1)
         r     = p_hat,  p = b3 * p + (1 - b3) * r,  p_hat = p / (1 - b3^t)           only when beta3 > 0
         g_vr  = r * g_bar                                          the base optimizer's gradient
 
@@ -53,6 +55,13 @@ class VRGD(GroupGradients):
             more fp32 tensor per parameter, kept in the optimizer state.
         gsnr_bias_correction: divide the GSNR momentum by (1 - b3^t) (OPEN; default True). The state
             holds p_hat, updated as p_hat = lerp(p_hat, r, (1 - b3) / (1 - b3^t)).
+        gsnr_norm: what the mean of r that normalises the factors runs over (OPEN: Algorithm 1 loops over
+            "layers"). "tensor" (default): each parameter tensor, the unit LARS and LAMB call a layer in
+            MLPerf's reference and timm, so VRGD-LARS/LAMB and their trust ratios agree on it. "layer": the
+            tensors of one module together (its weight and bias; parameter names from a module or
+            named_parameters(), layer = the name without its last part). "model": all tensors together.
+            The fused kernels normalise per tensor: with "layer" or "model" observe() stays fused and
+            the factors run in the eager code (fused=true is refused).
         fused: the fused kernels (fused.py; torch.optim's `fused` convention) for observe() and the
             GSNR factors of every variant, and VRGD-LARS' whole step: null (default) uses them where
             they apply (dense fp32 CPU parameters; on GPU the Triton kernels, not yet run on a GPU,
@@ -63,16 +72,32 @@ class VRGD(GroupGradients):
 
     second = "squares"
 
-    def __init__(self, params, *, gamma=0.1, gsnr_eps=1e-12, beta3=0.0, gsnr_bias_correction=True, fused=None,
-                 **base):
+    def __init__(self, params, *, gamma=0.1, gsnr_eps=1e-12, beta3=0.0, gsnr_bias_correction=True,
+                 gsnr_norm="tensor", fused=None, **base):
         validate(dict(gamma=gamma, gsnr_eps=gsnr_eps, beta3=beta3, gsnr_bias_correction=gsnr_bias_correction,
-                      fused=fused))
+                      gsnr_norm=gsnr_norm, fused=fused))
         super().__init__(params, **base)
         self.gamma, self.gsnr_eps, self.beta3, self.gsnr_bias_correction = gamma, gsnr_eps, beta3, gsnr_bias_correction
+        self.gsnr_norm = gsnr_norm
+        self._segments = self._normalisation_segments()
+        if fused and gsnr_norm != "tensor":
+            fused_kernels.refuse(f"gsnr_norm={gsnr_norm!r} (the fused kernels normalise per tensor)")
         self.gsnr_step = 0
         self._gsnr = None  # (clip fraction, mean r) of the last step
         self.fused = fused
         self._kernels = self._pick_kernels()  # again when the statistics are allocated: the model may have moved
+
+    def _normalisation_segments(self) -> list[int]:
+        """The segment of each parameter, in the order of the statistics, over which the mean of r runs."""
+        count = sum(len(group["params"]) for group in self.param_groups)
+        if self.gsnr_norm != "layer":
+            return list(range(count)) if self.gsnr_norm == "tensor" else [0] * count
+        if not all("param_names" in group for group in self.param_groups):
+            raise UserError("gsnr_norm='layer' needs the parameters' names: build the optimizer from a module "
+                            "or from model.named_parameters().")
+        ids = {}  # a module's tensors share one segment; a top-level parameter is its own
+        return [ids.setdefault(name.rpartition(".")[0] or name, len(ids))
+                for group in self.param_groups for name in group["param_names"]]
 
     def _pick_kernels(self):
         return fused_kernels.kernels(self.fused, [p for group in self.param_groups for p in group["params"]])
@@ -104,12 +129,15 @@ class VRGD(GroupGradients):
         super()._allocate()
         self._kernels = self._pick_kernels()
         self._counts = sizes = torch.tensor(self._sizes, dtype=torch.int64)  # elements per parameter, on the host
-        self._numels = sizes.to(self._stats.device, self._stats.dtype)
         self._offsets = dict(zip(self._sum, (sizes.cumsum(0) - sizes).tolist()))  # each parameter's segment
+        segments = torch.tensor(self._segments)
+        numels = torch.zeros(max(self._segments) + 1, dtype=torch.float64).index_add_(0, segments, sizes.double())
+        self._segment_of = segments.to(self._stats.device)  # the normalisation segment of each tensor (gsnr_norm)
+        self._segment_numels = numels.to(self._stats.device, self._stats.dtype)
 
     def _measure(self, k: int) -> dict:
         """GroupGradients._measure with the GSNR factors of the fused kernel (vrgd_factors) where it runs."""
-        if self._kernels is None:
+        if self._kernels is None or self.gsnr_norm != "tensor":
             return super()._measure(k)
         r = self._stats[self._n : 2 * self._n]
         out = self._kernels.vrgd_factors(self._stats, self._counts, k, self.gsnr_eps, self.gamma,
@@ -160,11 +188,12 @@ class VRGD(GroupGradients):
         r = sumsq.addcmul_(mean, mean, value=-k)  # k * var = sum_d g_d^2 - k * g_bar^2
         r.clamp_(min=0).add_(k * self.gsnr_eps)  # k * (var + eps); rounding can make var slightly negative
         torch.div(mean, r, out=r).mul_(mean)  # r / k = g_bar^2 / (k * (var + eps))
-        layers = r.split(self._sizes)
-        sums = torch.stack([layer.sum() for layer in layers])
-        layer_mean = sums / self._numels
-        scale = torch.where(layer_mean > 0, 1 / layer_mean, 0.0).clamp(max=torch.finfo(r.dtype).max)  # 0 * inf: NaN
-        torch._foreach_mul_(layers, scale.unbind(0))  # r / mean(r)
+        tensors = r.split(self._sizes)
+        sums = torch.stack([tensor.sum() for tensor in tensors])
+        segment_sums = sums.new_zeros(len(self._segment_numels)).index_add_(0, self._segment_of, sums)
+        r_mean = (segment_sums / self._segment_numels)[self._segment_of]  # per tensor: its segment's mean of r
+        scale = torch.where(r_mean > 0, 1 / r_mean, 0.0).clamp(max=torch.finfo(r.dtype).max)  # 0 * inf: NaN
+        torch._foreach_mul_(tensors, scale.unbind(0))  # r / mean(r)
         stride = r.numel() >> 20  # about 2^20 coordinates counted: all of them below that
         # every stride-th run of 16 (a 64-byte cache line of fp32): a strided single read would touch every line
         sample = r if stride <= 1 else r[: r.numel() // 16 * 16].view(-1, 16)[::stride]
@@ -216,6 +245,8 @@ class VRGDLARS(VRGD, LARS):
             return "no kernels"
         if self.beta3:
             return "beta3 > 0 (the fused step has no GSNR momentum)"
+        if self.gsnr_norm != "tensor":
+            return f"gsnr_norm={self.gsnr_norm!r} (the fused step normalises per tensor)"
         if any(group["nesterov"] or not group["momentum"] for group in self.param_groups):
             return "nesterov or momentum 0 (the fused step is LARS with momentum)"
         return None
