@@ -20,7 +20,8 @@ from bench.engine.rundir import versions
     ["perf", "memory", "--small", "1000", "--micro-batch", "256"], ["perf", "memory", "--model", "typo"],
     ["perf", "optim", "--model", "typo"], ["perf", "optim", "--groups", "1"], ["perf", "optim", "--repeats", "x"],
     ["perf", "data"], ["perf", "data", "--root", "x", "--batch", "0"], ["perf", "sweep", "--trials", "1"],
-    ["perf", "sweep", "--recipe", "nowhere.yaml"],
+    ["perf", "sweep", "--recipe", "nowhere.yaml"], ["perf", "train", "--steps", "0"], ["perf", "train", "nowhere.yaml"],
+    ["perf", "train", "--model", "typo"],
 ], ids=lambda args: " ".join(args))
 def test_every_subcommand_answers_bad_arguments_in_one_sentence(args, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)

@@ -195,77 +195,93 @@ class Trainer:
     def run(self, run: RunDir | None, progress: "Progress", show_bar: bool,
             preempted: "PreemptionFlag") -> tuple[str, str | None]:
         """Train from `progress.step` to the end; returns (status, reason)."""
-        recipe, pace, data, device = self.recipe, self.pace, self.data, self.device
-        chance = 100.0 / data.num_classes
-        pace.start(progress)
-        micro_batches = data.train(progress.images // pace.chunk, pace.last_chunk())
-        bar = tqdm(initial=progress.position, total=pace.schedule_steps, unit="step", disable=not (show_bar and run),
-                   dynamic_ncols=True)
+        self.pace.start(progress)
+        micro_batches = self.data.train(progress.images // self.pace.chunk, self.pace.last_chunk())
+        bar = tqdm(initial=progress.position, total=self.pace.schedule_steps, unit="step",
+                   disable=not (show_bar and run), dynamic_ncols=True)
         self.model.train()
         with bar, _closing(micro_batches):
-            while not pace.done(progress):
-                step, before, batch = progress.step, progress.position, pace.batch(progress)
-                lr = pace.lr(progress)
-                _sync(device)
-                start = time.perf_counter()
-                loss = self.step(micro_batches, lr, progress.chunks)
-                _sync(device)
-                progress.train_time += time.perf_counter() - start
-
-                # One small all-reduce: the global batch's loss, and whether any rank was told to stop.
-                flags = torch.stack([loss.float(), torch.tensor(float(preempted.is_set), device=device)])
-                if torch.distributed.is_initialized():
-                    torch.distributed.all_reduce(flags)
-                loss, stop = flags[0].item() / self.dist.world, flags[1].item() > 0
+            while not self.pace.done(progress):
+                step, before = progress.step, progress.position
+                lr, batch, loss, stop = self.train_step(progress, micro_batches, bar, run, preempted)
                 if not math.isfinite(loss):
                     return "diverged", f"non-finite training loss at step {step}"
-                # every rank steers the same way: gain and similarity come from all-reduced statistics
-                pace.advance(progress, getattr(self.opt, "gain", 1.0), getattr(self.opt, "similarity", None))
-                crash_point("step", progress.step)
-                progress.loss_sum += loss
-                progress.loss_count += 1
-                images_seen = progress.images
-                bar.update(progress.position - before)
-                bar.set_postfix(img_s=f"{images_seen / progress.train_time:.0f}", loss=f"{loss:.3f}", lr=f"{lr:.3g}",
-                                **({} if pace.fixed else {"batch": batch}))
-                if run:
-                    run.log_event(self.events(step, lr, batch, loss))
-
-                evaluated = pace.done(progress) or pace.crossed(before, progress.position, recipe.eval.every_epochs)
-                if evaluated:
-                    eval_start = time.perf_counter()
-                    val = evaluate(self.model, data.val(), recipe, device)
-                    crash_point("eval", progress.step)
-                    train_eval = evaluate(self.model, data.train_eval(), recipe, device)
-                    held = evaluate(self.model, data.holdout(), recipe, device) if data.holdout_size else {}
-                    progress.eval_time += time.perf_counter() - eval_start
-                    slowest = distributed.max_over_ranks(progress.train_time)
-                    if run:
-                        run.add_metrics({
-                            "epoch": images_seen / data.train_size, "schedule_epoch": pace.epoch(progress),
-                            "step": progress.step, "images_seen": images_seen, "batch": batch,
-                            "train_time_s": slowest, "lr": lr, "train_loss": progress.loss_sum / progress.loss_count,
-                            "train_eval_top1": train_eval["top1"], "train_eval_loss": train_eval["loss"],
-                            "val_top1": val["top1"], "val_top5": val["top5"], "val_loss": val["loss"],
-                            "holdout_top1": held.get("top1"), "holdout_loss": held.get("loss"),
-                        })
-                        run.write_meta(train_time_s=slowest, train_images_per_s=images_seen / slowest,
-                                       eval_time_s=progress.eval_time, evaluated_images={
-                                           name: result["images"] for name, result in
-                                           (("val", val), ("train_eval", train_eval), ("holdout", held)) if result})
-                    if run:
-                        bar.write(self.eval_line(progress, lr, val), file=sys.stderr)
-                    progress.loss_sum, progress.loss_count = 0.0, 0
-                    at_chance = pace.epoch(progress) > recipe.schedule.warmup_epochs and val["top1"] <= 1.5 * chance
-                    progress.chance_evals = progress.chance_evals + 1 if at_chance else 0
-                    if recipe.eval.stop_at_chance and progress.chance_evals >= recipe.eval.stop_at_chance:
-                        return "diverged", (f"val_top1 at chance ({val['top1']:.2f}% <= 1.5 x {chance:.2f}%) "
-                                            f"for {progress.chance_evals} evaluations after warm-up")
+                evaluated = self.pace.done(progress) or self.pace.crossed(before, progress.position,
+                                                                         self.recipe.eval.every_epochs)
+                if evaluated and (reason := self.evaluate(progress, run, bar, lr, batch)):
+                    return "diverged", reason
                 if stop or self.checkpoint_due(progress, before, evaluated):
                     self.save_checkpoint(run, progress)
                 if stop:
                     return "preempted", f"stopped by a signal after step {step}; run the same command to resume"
         return "completed", None
+
+    def train_step(self, progress: "Progress", micro_batches, bar, run: RunDir | None,
+                   preempted: "PreemptionFlag") -> tuple[float, int, float, bool]:
+        """One optimizer step and its bookkeeping (timing, the loss and stop flag over ranks, the pace, the
+        bar, events.jsonl); returns (lr, batch, loss, stop). A non-finite loss returns before the pace moves."""
+        pace, device = self.pace, self.device
+        step, before, batch, lr = progress.step, progress.position, pace.batch(progress), pace.lr(progress)
+        _sync(device)
+        start = time.perf_counter()
+        loss = self.step(micro_batches, lr, progress.chunks)
+        _sync(device)
+        progress.train_time += time.perf_counter() - start
+
+        # One small all-reduce: the global batch's loss, and whether any rank was told to stop.
+        flags = torch.stack([loss.float(), torch.tensor(float(preempted.is_set), device=device)])
+        if torch.distributed.is_initialized():
+            torch.distributed.all_reduce(flags)
+        total, stop = flags.tolist()  # one read to the host
+        loss = total / self.dist.world
+        if not math.isfinite(loss):
+            return lr, batch, loss, stop > 0
+        # every rank steers the same way: gain and similarity come from all-reduced statistics
+        pace.advance(progress, getattr(self.opt, "gain", 1.0), getattr(self.opt, "similarity", None))
+        crash_point("step", progress.step)
+        progress.loss_sum += loss
+        progress.loss_count += 1
+        bar.update(progress.position - before)
+        bar.set_postfix(img_s=f"{progress.images / progress.train_time:.0f}", loss=f"{loss:.3f}", lr=f"{lr:.3g}",
+                        **({} if pace.fixed else {"batch": batch}), refresh=False)  # tqdm redraws at its own rate
+        if run:
+            run.log_event(self.events(step, lr, batch, loss))
+        return lr, batch, loss, stop > 0
+
+    def evaluate(self, progress: "Progress", run: RunDir | None, bar, lr: float, batch: int) -> str | None:
+        """Validation, train-eval and holdout Top-1 after a step; metrics.csv, meta.json and the evaluation line.
+        Returns why the run diverged (at chance for eval.stop_at_chance evaluations after warm-up), else None."""
+        recipe, pace, data = self.recipe, self.pace, self.data
+        eval_start = time.perf_counter()
+        val = evaluate(self.model, data.val(), recipe, self.device)
+        crash_point("eval", progress.step)
+        train_eval = evaluate(self.model, data.train_eval(), recipe, self.device)
+        held = evaluate(self.model, data.holdout(), recipe, self.device) if data.holdout_size else {}
+        progress.eval_time += time.perf_counter() - eval_start
+        slowest = distributed.max_over_ranks(progress.train_time)
+        if run:
+            images_seen = progress.images
+            run.add_metrics({
+                "epoch": images_seen / data.train_size, "schedule_epoch": pace.epoch(progress),
+                "step": progress.step, "images_seen": images_seen, "batch": batch,
+                "train_time_s": slowest, "lr": lr, "train_loss": progress.loss_sum / progress.loss_count,
+                "train_eval_top1": train_eval["top1"], "train_eval_loss": train_eval["loss"],
+                "val_top1": val["top1"], "val_top5": val["top5"], "val_loss": val["loss"],
+                "holdout_top1": held.get("top1"), "holdout_loss": held.get("loss"),
+            })
+            run.write_meta(train_time_s=slowest, train_images_per_s=images_seen / slowest,
+                           eval_time_s=progress.eval_time, evaluated_images={
+                               name: result["images"] for name, result in
+                               (("val", val), ("train_eval", train_eval), ("holdout", held)) if result})
+            bar.write(self.eval_line(progress, lr, val), file=sys.stderr)
+        progress.loss_sum, progress.loss_count = 0.0, 0
+        chance = 100.0 / data.num_classes
+        at_chance = pace.epoch(progress) > recipe.schedule.warmup_epochs and val["top1"] <= 1.5 * chance
+        progress.chance_evals = progress.chance_evals + 1 if at_chance else 0
+        if recipe.eval.stop_at_chance and progress.chance_evals >= recipe.eval.stop_at_chance:
+            return (f"val_top1 at chance ({val['top1']:.2f}% <= 1.5 x {chance:.2f}%) "
+                    f"for {progress.chance_evals} evaluations after warm-up")
+        return None
 
     def eval_line(self, progress: "Progress", lr: float, val: dict) -> str:
         """One line per evaluation, as timm's train.py logs: where the run is, how it does, how long is left."""

@@ -1,0 +1,343 @@
+"""Training throughput: bench's runner against a bare training loop, side by side (a benchmark mode).
+
+As NVIDIA's DeepLearningExamples `--mode benchmark_training`: a few warm-up steps, then timed steps,
+no evaluation. Three cases, alternating within every repeat so that a shared machine's noise falls
+on all of them alike, each with its own copy of the model (same seed):
+
+- bare: the model, the loss, backward over the recipe's micro-batches, a torch.optim.SGD step
+  (momentum 0.9, torch's default foreach path), zero_grad; on one batch of random tensors.
+- bench, random loader: the runner's own step (`Trainer.train_step`: the step, the loss and stop
+  flag read once, the pace, the progress bar, events.jsonl in a scratch run directory) with the
+  recipe's optimizer on the random-tensor loader (`data.loader: synthetic`): the runner's overhead.
+- bench, the recipe's loader: the same with the recipe's own loader (DALI, torchvision): what
+  reading and decoding the data costs on top.
+
+Runner overhead = 1 - bench img/s (random loader) / bare img/s; target under 3%. The split of a
+step (data wait / forward+backward / optimizer / other) comes from one more pass per case with
+timers around the loader's next(), the optimizer's step() and the runner's step() (synchronising
+the GPU at each, so that pass is slower and is not the img/s). On a GPU: peak memory per case,
+model FLOPs utilisation and the published reference (results/reference/throughput_reference.csv).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import os
+import resource
+import statistics
+import tempfile
+import time
+import types
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+
+from bench.errors import ArgumentParser, UserError, count
+
+TARGET = 0.03  # runner overhead, 1 - bench / bare img/s
+# Dense bf16 tensor-core peak FLOP/s per GPU (the vendor's data sheet, SXM parts) for model FLOPs utilisation.
+PEAK_BF16 = {"H100": 989e12, "H200": 989e12, "A100": 312e12, "V100": 125e12}
+REFERENCE = Path(__file__).resolve().parents[2] / "results" / "reference" / "throughput_reference.csv"
+NOT_PREEMPTED = types.SimpleNamespace(is_set=False)
+
+
+def _recipe(args):
+    """The recipe under test: the file given, or one built from --model and friends, with the flags' overrides;
+    epochs enough that the data stream and schedule outlast every timed step."""
+    from bench import recipe as recipes
+
+    sets = list(args.set)
+    flags = {"model.name": args.model, "data.image_size": args.image_size, "global_batch": args.batch,
+             "micro_batch": args.micro_batch, "engine.precision": args.precision,
+             "engine.channels_last": args.channels_last, "engine.compile": args.compile}
+    sets += [f"{key}={value}" for key, value in flags.items() if value is not None]
+    needed = args.warmup + (args.repeats + 1) * args.steps
+    if args.recipe:
+        recipe = recipes.load(args.recipe, sets)
+    else:
+        raw = {"name": "perf-train", "model": {"name": "resnet50"},
+               "data": {"dataset": "synthetic", "image_size": 224, "workers": max(1, (os.cpu_count() or 2) // 2),
+                        "synth": {"classes": 10, "train_per_class": 20, "val_per_class": 1, "size": 256}},
+               "global_batch": 256, "optimizer": {"name": "sgd", "lr": 0.1, "momentum": 0.9}, "epochs": 1,
+               "target_top1": 50}
+        recipe = recipes.recipe_from_dict("bench perf train", recipes.apply_sets(raw, sets))
+    return recipe.model_copy(update={"epochs": max(recipe.epochs, needed * recipe.global_batch)})
+
+
+def _with_loader(recipe, loader: str):
+    return recipe.model_copy(update={"data": recipe.data.model_copy(update={"loader": loader})})
+
+
+class Timers:
+    """Seconds per phase, summed over a pass; `wrap` times a callable, synchronising the GPU around it."""
+
+    def __init__(self, device: torch.device):
+        self.sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+        self.seconds: dict[str, float] = {}
+
+    def wrap(self, name: str, fn):
+        def timed(*args, **kwargs):
+            self.sync()
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.sync()
+                self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
+        return timed
+
+
+class TimedIterator:
+    def __init__(self, iterator, timers: Timers):
+        self.iterator, self.next = iterator, timers.wrap("data", lambda: next(iterator))
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return self.next()
+
+
+class BenchCase:
+    """The runner's per-step path (Trainer.train_step) over one recipe, writing a scratch run directory."""
+
+    def __init__(self, recipe, dist, scratch: Path):
+        from bench.engine.rundir import RunDir
+        from bench.engine.train import Progress, Trainer
+
+        self.trainer = trainer = Trainer(recipe, dist)
+        self.loader = trainer.data.loader
+        self.progress = Progress()
+        trainer.pace.start(self.progress)
+        self.batches = trainer.data.train(0, trainer.pace.last_chunk())
+        self.run = RunDir.create(scratch, recipe.name, recipe.to_yaml())
+        self.bar = tqdm(total=trainer.pace.schedule_steps, unit="step", file=io.StringIO())  # drawn, not shown
+        trainer.model.train()
+
+    def steps(self, n: int) -> None:
+        for _ in range(n):
+            self.trainer.train_step(self.progress, self.batches, self.bar, self.run, NOT_PREEMPTED)
+
+    @contextlib.contextmanager
+    def timed(self, timers: Timers):
+        """Timers around the loader, the runner's step and the optimizer's step, for one pass."""
+        trainer, batches = self.trainer, self.batches
+        self.batches = TimedIterator(batches, timers)
+        trainer.step = timers.wrap("step", trainer.step)
+        trainer.opt.step = timers.wrap("optimizer", trainer.opt.step)
+        try:
+            yield
+        finally:
+            self.batches = batches
+            del trainer.step, trainer.opt.step  # the class's methods again
+
+    def close(self) -> None:
+        self.bar.close()
+        getattr(self.batches, "close", lambda: None)()
+
+
+class BareCase:
+    """The model, the loss, backward and a torch SGD step, nothing else, on one batch of random tensors."""
+
+    loader = "random tensors"
+
+    def __init__(self, recipe, device: torch.device, batch, num_classes: int, accum_steps: int):
+        from bench.engine.train import autocast, create_model, param_dtype
+
+        torch.manual_seed(recipe.seed)
+        fmt = torch.channels_last if recipe.engine.channels_last else torch.contiguous_format
+        self.model = create_model(recipe, num_classes).to(device, dtype=param_dtype(recipe), memory_format=fmt)
+        self.net = torch.compile(self.model) if recipe.engine.compile else self.model
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1, momentum=0.9)
+        self.images, self.labels = batch
+        self.accum, self.smoothing = accum_steps, recipe.label_smoothing
+        self.autocast = lambda: autocast(recipe, device)
+        self.model.train()
+
+    def steps(self, n: int) -> None:
+        for _ in range(n):
+            for _ in range(self.accum):
+                with self.autocast():
+                    loss = F.cross_entropy(self.net(self.images), self.labels, label_smoothing=self.smoothing)
+                (loss / self.accum).backward()
+            self.opt.step()
+            self.opt.zero_grad(set_to_none=True)
+
+    @contextlib.contextmanager
+    def timed(self, timers: Timers):
+        self.opt.step = timers.wrap("optimizer", self.opt.step)
+        try:
+            yield
+        finally:
+            del self.opt.step
+
+    def close(self) -> None:
+        pass
+
+
+def flops_per_image(recipe, num_classes: int, device: torch.device) -> float:
+    """FLOPs of one training image (forward + backward), counted by torch's FlopCounterMode on two images (so
+    BatchNorm trains) and halved:
+    matrix multiplications and convolutions at 2 FLOPs per multiply-add (ResNet-50 at 224 px: 4.1 G
+    multiply-adds forward, so about 8.2 GFLOP forward and 24.6 GFLOP with backward)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from bench.engine.train import create_model, param_dtype
+
+    model = create_model(recipe, num_classes).to(device, dtype=param_dtype(recipe))
+    size = recipe.data.image_size
+    images = torch.randn(2, 3, size, size, device=device, dtype=param_dtype(recipe))
+    counter = FlopCounterMode(display=False)
+    with counter:
+        model(images).sum().backward()
+    return counter.get_total_flops() / 2
+
+
+def measure(cases: dict, repeats: int, steps: int, warmup: int, device: torch.device, images_per_step: int):
+    """img/s of every case in every repeat, peak GPU memory per case, then one timed pass each for the split
+    of a step. Within a repeat the cases take turns step by step, in an order that rotates each step, so a
+    shared machine's slow spell falls on all of them alike and no case always runs first."""
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    for case in cases.values():
+        case.steps(warmup)  # allocation, cudnn.benchmark, torch.compile, the loader's first batches
+    rates = {name: [] for name in cases}
+    peaks = dict.fromkeys(cases, 0.0)
+    names = list(cases)
+    for rep in range(repeats):
+        seconds = dict.fromkeys(cases, 0.0)
+        for step in range(steps):
+            turn = (rep * steps + step) % len(names)
+            for name in names[turn:] + names[:turn]:
+                if device.type == "cuda":
+                    torch.cuda.reset_peak_memory_stats(device)
+                sync()
+                start = time.perf_counter()
+                cases[name].steps(1)
+                sync()
+                seconds[name] += time.perf_counter() - start
+                if device.type == "cuda":
+                    peaks[name] = max(peaks[name], torch.cuda.max_memory_allocated(device) / 2**30)
+        for name in cases:
+            rates[name].append(steps * images_per_step / seconds[name])
+    splits = {}
+    for name, case in cases.items():
+        timers = Timers(device)
+        with case.timed(timers):
+            total = timers.wrap("total", case.steps)
+            total(steps)
+        seconds = {key: value / steps for key, value in timers.seconds.items()}
+        step = seconds.get("step", seconds["total"])
+        data, opt = seconds.get("data", 0.0), seconds["optimizer"]
+        splits[name] = {"data": data, "forward+backward": step - data - opt, "optimizer": opt,
+                        "other": seconds["total"] - step}
+    return rates, splits, peaks
+
+
+def overhead(rates: dict) -> tuple[float, float, float]:
+    """Runner overhead 1 - bench / bare, paired within each repeat: (median, lowest, highest) over the repeats."""
+    paired = sorted(1 - b / a for a, b in zip(rates["bare"], rates["bench"]))
+    return statistics.median(paired), paired[0], paired[-1]
+
+
+def _reference(precision: str) -> list[dict]:
+    wanted = {"bf16": "amp", "fp32": "tf32"}.get(precision)
+    with open(REFERENCE) as f:
+        rows = csv.DictReader(line for line in f if not line.startswith("#"))
+        return [row for row in rows if row["precision"] == wanted and row["gpus"] == "1"]
+
+
+def report(recipe, device, rates, splits, peaks, labels, flops) -> float:
+    median = {name: statistics.median(r) for name, r in rates.items()}
+    print(f"{'case':<38}{'img/s':>9}{'x bare':>8}{'step ms':>9}{'data':>8}{'fwd+bwd':>9}{'optim':>8}{'other':>8}"
+          f"{'peak GiB':>10}")
+    for name, rate in median.items():
+        split = splits[name]
+        peak = f"{peaks[name]:>10.2f}" if device.type == "cuda" else f"{'':>10}"
+        print(f"{labels[name]:<38}{rate:>9.1f}{rate / median['bare']:>8.3f}{sum(split.values()) * 1e3:>9.1f}"
+              + "".join(f"{split[key] * 1e3:>{w}.1f}" for key, w in
+                        (("data", 8), ("forward+backward", 9), ("optimizer", 8), ("other", 8))) + peak)
+    middle, low, high = overhead(rates)
+    print(f"\nrunner overhead: 1 - bench (random loader) / bare = {100 * middle:.1f}% (median over "
+          f"{len(rates['bare'])} paired repeats; {100 * low:.1f}% to {100 * high:.1f}%), target < {100 * TARGET:.0f}%: "
+          f"{'PASS' if middle < TARGET else 'MISS'}")
+    if device.type == "cpu":
+        print(f"peak resident memory of the process (all cases): "
+              f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB")
+    print(f"model FLOPs: {flops / 1e9:.2f} GFLOP per training image (torch FlopCounterMode, forward + backward, "
+          "2 FLOPs per multiply-add)")
+    if device.type == "cuda":
+        name = torch.cuda.get_device_name(device)
+        peak = next((value for key, value in PEAK_BF16.items() if key in name), None)
+        if recipe.engine.precision == "bf16" and peak:
+            print(f"model FLOPs utilisation (bench, random loader): {100 * median['bench'] * flops / peak:.1f}% of "
+                  f"{peak / 1e12:.0f} TFLOP/s dense bf16 ({name})")
+        for row in _reference(recipe.engine.precision):
+            print(f"published reference: {row['gpu']}, {row['gpus']} GPU, {row['precision']}: "
+                  f"{float(row['images_per_second']):,.0f} img/s ({row['source']}; ResNet-50 v1.5, DALI)")
+    print("\nimg/s: median over the repeats; within a repeat the cases take turns step by step, in an order rotating\n"
+          "each step. x bare: that median over the bare loop's. The overhead pairs bench and bare within each repeat.\n"
+          "step ms and its split: one more pass per case with timers (the GPU synchronised at each):\n"
+          "data = waiting for the loader's next batch, optim = the optimizer's step(), fwd+bwd = the rest of the\n"
+          "runner's step, other = the runner's work around it (loss and stop flag, pace, progress bar, events.jsonl).")
+    return middle
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = ArgumentParser(prog="bench perf train", description=__doc__.split("\n")[0])
+    parser.add_argument("recipe", nargs="?", help="a recipe file (default: --model and friends, resnet50 at 224 px)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="override a recipe key")
+    parser.add_argument("--model", help="timm model (default: the recipe's, else resnet50)")
+    parser.add_argument("--image-size", type=count(1), help="image side in pixels (default: the recipe's, else 224)")
+    parser.add_argument("--batch", type=count(1), help="global batch (default: the recipe's, else 256)")
+    parser.add_argument("--micro-batch", type=count(1), help="micro-batch (default: the recipe's, else auto)")
+    parser.add_argument("--precision", choices=["fp32", "bf16"], help="default: the recipe's, else fp32")
+    parser.add_argument("--channels-last", action="store_const", const=True, help="NHWC memory format")
+    parser.add_argument("--compile", action="store_const", const=True, help="torch.compile the model")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--threads", type=count(1), help="CPU threads (torch.set_num_threads); default: torch's")
+    parser.add_argument("--warmup", type=count(1), default=2, help="untimed steps per case first (default 2)")
+    parser.add_argument("--steps", type=count(1), default=6, help="timed steps per case and repeat (default 6)")
+    parser.add_argument("--repeats", type=count(1), default=5, help="timed repeats (default 5)")
+    args = parser.parse_args(argv)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise UserError("bench perf train --device cuda: no CUDA device is visible to torch")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    from bench.engine.distributed import Dist
+
+    device = torch.device(args.device)
+    dist = Dist(0, 1, 0, device)
+    recipe = _recipe(args)
+    with tempfile.TemporaryDirectory(prefix="bench-perf-train-") as scratch:
+        random = BenchCase(_with_loader(recipe, "synthetic"), dist, Path(scratch))
+        trainer = random.trainer
+        cases = {"bare": BareCase(recipe, device, next(trainer.data.train(0, 1)), trainer.data.num_classes,
+                                  trainer.plan.accum_steps), "bench": random}
+        if recipe.data.loader != "synthetic":
+            cases["loader"] = BenchCase(recipe, dist, Path(scratch))
+        labels = {"bare": "bare loop (torch SGD, random tensors)", "bench": "bench runner, random loader",
+                  "loader": f"bench runner, {cases.get('loader', random).loader} loader"}
+        plan = trainer.plan
+        where = f"{torch.get_num_threads()} threads, load average {os.getloadavg()[0]:.1f}" if device.type == "cpu" \
+            else torch.cuda.get_device_name(device)
+        print(f"bench perf train: {recipe.model.name} at {recipe.data.image_size} px, global batch "
+              f"{plan.global_batch} = {plan.accum_steps} x {plan.micro_batch}, {recipe.engine.precision}"
+              f"{', channels_last' if recipe.engine.channels_last else ''}{', compiled' if recipe.engine.compile else ''}"
+              f", optimizer {recipe.optimizer.name}; {device.type} ({where}); {args.warmup} warm-up + {args.repeats} x "
+              f"{args.steps} timed steps per case\n")
+        try:
+            rates, splits, peaks = measure(cases, args.repeats, args.steps, args.warmup, device, plan.global_batch)
+        finally:
+            for case in cases.values():
+                case.close()
+        flops = flops_per_image(recipe, trainer.data.num_classes, device)
+        report(recipe, device, rates, splits, peaks, labels, flops)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,114 @@
+"""`bench perf train`: the runner's step against a bare loop, the split of a step, the FLOPs count, and the
+documented GPU command run on the CPU."""
+
+import json
+import tempfile
+from pathlib import Path
+
+import pytest
+import torch
+
+from bench.engine.distributed import Dist
+from bench.perf import train as perf_train
+from tests.conftest import write_recipe
+
+TINY = """
+name: tiny-perf
+model: {name: resnet10t}
+data: {dataset: folder, path: %s, image_size: 32, workers: 1}
+global_batch: 8
+micro_batch: 4
+optimizer: {name: lars, lr: 0.5}
+epochs: 1
+target_top1: 50
+"""
+
+
+@pytest.fixture
+def tiny_recipe(tiny_dataset, tmp_path):
+    return write_recipe(tmp_path / "tiny.yaml", TINY % tiny_dataset)
+
+
+def test_perf_train_prints_every_case_its_split_and_the_overhead(tiny_recipe, capsys):
+    scratch = set(Path(tempfile.gettempdir()).glob("bench-perf-train-*"))
+    assert perf_train.main([str(tiny_recipe), "--device", "cpu", "--warmup", "1", "--steps", "2", "--repeats", "2"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0].startswith("bench perf train: resnet10t at 32 px, global batch 8 = 2 x 4, fp32, optimizer lars")
+    header = next(line for line in lines if line.startswith("case"))
+    assert header.split()[1:] == ["img/s", "x", "bare", "step", "ms", "data", "fwd+bwd", "optim", "other", "peak",
+                                  "GiB"]
+    rows = {line[:38].strip(): line[38:].split() for line in lines if line.startswith(("bare loop", "bench runner"))}
+    assert set(rows) == {"bare loop (torch SGD, random tensors)", "bench runner, random loader",
+                         f"bench runner, {'dali' if perf_train_dali() else 'torchvision'} loader"}
+    for name, cells in rows.items():
+        rate, ratio, step, data, fwd_bwd, opt, other = map(float, cells)
+        assert rate > 0 and fwd_bwd > 0 and opt > 0 and data >= 0 and other >= 0
+        assert step == pytest.approx(data + fwd_bwd + opt + other, abs=0.25)  # the split adds up (printed to 0.1)
+    assert rows["bare loop (torch SGD, random tensors)"][1] == "1.000"
+    assert float(rows["bare loop (torch SGD, random tensors)"][6]) == 0.0  # the bare loop has no runner around it
+    overhead = next(line for line in lines if line.startswith("runner overhead"))
+    assert "median over 2 paired repeats" in overhead and overhead.endswith(("PASS", "MISS"))
+    assert "GFLOP per training image" in out and "step ms and its split" in out
+    assert set(Path(tempfile.gettempdir()).glob("bench-perf-train-*")) == scratch  # the scratch run dirs are gone
+
+
+def perf_train_dali() -> bool:
+    from bench.data import resolve_loader
+
+    return resolve_loader("auto") == "dali"
+
+
+def test_the_bench_case_is_the_runners_step_and_writes_its_events(tiny_recipe, tmp_path):
+    """Each timed bench step is Trainer.train_step: the pace moves, events.jsonl gets one line per step."""
+    from bench import recipe as recipes
+
+    case = perf_train.BenchCase(recipes.load(tiny_recipe), Dist(0, 1, 0, torch.device("cpu")), tmp_path)
+    case.steps(3)
+    assert case.progress.step == 3 and case.progress.images == 24
+    events = [json.loads(line) for line in (case.run.path / "events.jsonl").read_text().splitlines()]
+    assert [e["step"] for e in events] == [0, 1, 2] and "trust_median" in events[0]
+    timers = perf_train.Timers(torch.device("cpu"))
+    with case.timed(timers):
+        case.steps(2)
+    assert set(timers.seconds) == {"data", "step", "optimizer"}
+    assert timers.seconds["step"] > timers.seconds["optimizer"] + timers.seconds["data"]
+    assert "step" not in vars(case.trainer) and "step" not in vars(case.trainer.opt)  # unwrapped again
+    case.close()
+
+
+def test_overhead_pairs_bench_with_bare_within_each_repeat():
+    rates = {"bare": [100.0, 200.0, 100.0], "bench": [99.0, 190.0, 101.0]}
+    middle, low, high = perf_train.overhead(rates)
+    assert (middle, low, high) == pytest.approx((0.01, -0.01, 0.05))
+
+
+def test_flops_of_resnet50_match_its_published_multiply_adds():
+    """ResNet-50 at 224 px: 4.1 G multiply-adds forward = 8.2 GFLOP; backward twice that, less the first
+    convolution's input gradient (the image needs none): about 24.5 GFLOP per training image."""
+    from bench import recipe as recipes
+
+    recipe = recipes.recipe_from_dict("test", {
+        "name": "r50", "model": {"name": "resnet50"}, "data": {"dataset": "synthetic", "image_size": 224},
+        "global_batch": 8, "optimizer": {"name": "sgd", "lr": 0.1}, "epochs": 1, "target_top1": 50})
+    flops = perf_train.flops_per_image(recipe, 1000, torch.device("cpu"))
+    assert 23.5e9 < flops < 25.0e9
+
+
+def test_the_documented_gpu_command_runs_on_the_cpu(capsys):
+    """README's GPU command (bf16, channels_last, the built-in synthetic recipe), here with --device cpu and a
+    small model so it runs in seconds: the same code path but for the device."""
+    args = ["--device", "cpu", "--model", "resnet10t", "--image-size", "32", "--batch", "8", "--precision", "bf16",
+            "--channels-last", "--warmup", "1", "--steps", "1", "--repeats", "1"]
+    assert perf_train.main(args) == 0
+    out = capsys.readouterr().out
+    assert "resnet10t at 32 px, global batch 8 = 1 x 8, bf16, channels_last, optimizer sgd" in out
+    assert "runner overhead" in out
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
+def test_cuda_without_a_gpu_is_one_sentence(capsys):
+    from bench.cli import main
+
+    assert main(["perf", "train", "--device", "cuda"]) == 2
+    assert capsys.readouterr().err == "bench: error: bench perf train --device cuda: no CUDA device is visible to torch\n"
