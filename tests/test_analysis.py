@@ -343,3 +343,58 @@ def test_the_fused_kernels_option_does_not_split_seeds(tmp_path):
         recipe["optimizer"]["fused"] = fused
         (run / "recipe.yaml").write_text(yaml.safe_dump(recipe))
     assert results.load([tmp_path])["group"].nunique() == 1
+
+
+# Results others can load: `bench report --format parquet|json`.
+
+@pytest.mark.parametrize("per_run", [False, True])
+def test_parquet_and_json_exports_load_in_pandas_with_every_value_and_definition(tmp_path, per_run):
+    import io
+    import json
+
+    import pyarrow.parquet as pq
+
+    from bench.analysis import export
+
+    seeds(tmp_path / "runs", vals=((50, 62, 70), (50, 58, 59)))  # seed 1 never reaches 60: inf; std of inf: NaN
+    runs = results.load([tmp_path / "runs"])
+    expected = runs if per_run else results.aggregate(runs)
+    flags = ["--runs"] if per_run else []
+    out = tmp_path / "table.parquet"
+    assert main(["report", str(tmp_path / "runs"), *flags, "--format", "parquet", "--out", str(out)]) == 0
+    loaded = pd.read_parquet(out)
+    assert list(loaded.columns) == list(expected.columns) and len(loaded) == len(expected)
+    schema = pq.read_schema(out)
+    assert all(schema.field(c).metadata[b"description"].decode() == export.definition(c) for c in loaded.columns)
+    assert json.loads(schema.metadata[b"bench"])["table"] == ("runs" if per_run else "recipes")
+    text = export.write(expected, "json", None, "t")
+    from_json = pd.read_json(io.StringIO(text), orient="table")
+    for frame in (loaded, from_json):
+        for column in ("val_top1", "steps_to_target", "gap_top1"):
+            pd.testing.assert_series_equal(frame[column].astype(float), expected[column].astype(float),
+                                           check_names=False)
+    assert math.isinf(from_json["steps_to_target"].max())  # a miss stays infinite, not null
+    assert all(f["description"] for f in json.loads(text)["schema"]["fields"])
+
+
+def test_every_exported_column_is_defined_once():
+    """The real studies' per-run and per-recipe columns each have a definition (a new column needs one)."""
+    from bench.analysis import export
+    from bench.analysis.commands import EXPORTS
+
+    assert EXPORTS == export.FORMATS
+    runs = results.load(["results/tuned", "results/mini"])
+    for column in [*runs.columns, *results.aggregate(runs).columns]:
+        assert export.definition(column), column
+    assert export.definition("val_top1_std") == export.STD + "val_top1"
+    with pytest.raises(KeyError):
+        export.definition("no_such_column")
+
+
+def test_export_bad_input_is_one_sentence(tmp_path, capsys):
+    seeds(tmp_path / "runs")
+    assert main(["report", str(tmp_path / "runs"), "--format", "parquet"]) == 2
+    assert capsys.readouterr().err == "bench: error: --format parquet writes a file: give --out FILE.parquet\n"
+    assert main(["report", str(tmp_path / "runs"), "--format", "json", "--out", str(tmp_path / "no" / "x.json")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert not (tmp_path / "no").exists()

@@ -169,18 +169,19 @@ def test_fused_zero_variance_gives_finite_factors_in_range():
     assert not params[ZERO_G].grad.any()  # the all-zero gradient's mean
 
 
-def triton_in_the_interpreter():
-    """Run in a process with TRITON_INTERPRET=1: the Triton kernels (fused_triton.py) on CPU tensors
-    against the eager code, for the step (trust_grad vr and mean, LARC) and observe()."""
+def triton_in_the_interpreter(device="cpu"):
+    """The Triton kernels (fused_triton.py) against the eager code on `device`, for the step (trust_grad vr
+    and mean, LARC) and observe(). On CPU tensors: in a process with TRITON_INTERPRET=1; on "cuda" compiled."""
     from bench.optim import fused_triton
 
-    ws, steps = [w.float() for w in weights()], fp32(gradients(len(LRS), k=3))
+    ws, steps = [w.float().to(device) for w in weights()], fp32(gradients(len(LRS), k=3))
+    steps = [[[None if g is None else g.to(device) for g in grads] for grads in groups] for groups in steps]
     steps[1][0][1] = None  # a parameter without a gradient in the step's first group
     gen = torch.Generator().manual_seed(5)
-    ws.append(torch.randn(3 * fused_triton.BLOCK + 5, generator=gen))  # chunks past the first, a partial one
+    ws.append(torch.randn(3 * fused_triton.BLOCK + 5, generator=gen).to(device))  # chunks past the first, a partial one
     for groups in steps:
         for grads in groups:
-            grads.append(torch.randn(ws[-1].shape, generator=gen) + 0.2)
+            grads.append(torch.randn(ws[-1].shape, generator=gen).to(device) + 0.2)
     for name, hparams in [("vrgd_lars", dict(weight_decay=0.1, eta=0.05)),
                           ("vrgd_lars", dict(weight_decay=0.1, eta=0.05, trust_grad="mean", momentum=0.8)),
                           ("vrgd_sgd", dict(weight_decay=0.1)),  # vrgd_factors, g_vr written by the kernel

@@ -48,7 +48,8 @@ def test_perf_train_prints_every_case_its_split_and_the_overhead(tiny_recipe, ca
     assert rows["bare loop (torch SGD, random tensors)"][1] == "1.000"
     assert float(rows["bare loop (torch SGD, random tensors)"][6]) == 0.0  # the bare loop has no runner around it
     overhead = next(line for line in lines if line.startswith("runner overhead"))
-    assert "median over 2 paired repeats" in overhead and overhead.endswith(("PASS", "MISS"))
+    assert "median over 2 paired repeats; 95% interval" in overhead
+    assert overhead.endswith(("PASS", "MISS", "not resolved at this noise: more --repeats"))
     assert "GFLOP per training image" in out and "step ms and its split" in out
     assert set(Path(tempfile.gettempdir()).glob("bench-perf-train-*")) == scratch  # the scratch run dirs are gone
 
@@ -80,7 +81,17 @@ def test_the_bench_case_is_the_runners_step_and_writes_its_events(tiny_recipe, t
 def test_overhead_pairs_bench_with_bare_within_each_repeat():
     rates = {"bare": [100.0, 200.0, 100.0], "bench": [99.0, 190.0, 101.0]}
     middle, low, high = perf_train.overhead(rates)
-    assert (middle, low, high) == pytest.approx((0.01, -0.01, 0.05))
+    assert (middle, low, high) == pytest.approx((0.01, -0.01, 0.05))  # under 6 pairs: lowest to highest
+
+
+def test_overhead_interval_is_the_sign_tests_and_the_verdict_reads_it():
+    """20 pairs: the 95% sign-test interval of the median is [x_(6), x_(15)] (P(Binom(20, 1/2) <= 5) = 2.07%)."""
+    rates = {"bare": [100.0] * 20, "bench": [100.0 - i / 10 for i in range(20)]}  # overheads 0.000 .. 0.019
+    middle, low, high = perf_train.overhead(rates)
+    assert (middle, low, high) == pytest.approx((0.0095, 0.005, 0.014))
+    assert perf_train.verdict(middle, low, high) == "PASS"
+    assert perf_train.verdict(0.05, 0.031, 0.07) == "MISS"
+    assert perf_train.verdict(0.02, -0.01, 0.05) == "not resolved at this noise: more --repeats"
 
 
 def test_flops_of_resnet50_match_its_published_multiply_adds():

@@ -1,6 +1,6 @@
 """`bench report`, `bench table`, `bench plot`, and `regenerate()` for `bench suite`.
 
-    bench report [PATH...] [--runs] [--format markdown|csv|latex]
+    bench report [PATH...] [--runs] [--format markdown|csv|latex|parquet|json] [--out FILE]
     bench table NAME [PATH...] [--format markdown|csv|latex] [--baseline OPTIMIZER] [--batch B]
     bench plot [PATH...] --out DIR
 
@@ -12,15 +12,29 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench.analysis.render import FORMATS
+from bench.engine.rundir import atomic_write
+from bench.errors import UserError
 
+EXPORTS = ("parquet", "json")  # bench.analysis.export.FORMATS, without importing pandas for every command
 TABLE_NAMES = ("vrgd-imagenet", "vrgd-gap", "vrgd-cifar10", "mlperf-epochs", "compare", "verdict", "tuning")
 EXTENSIONS = {"markdown": "md", "csv": "csv"}
 
 
 def cmd_report(args) -> int:
-    from bench.analysis import report, results
+    from bench.analysis import export, report, results
 
-    print(report.render(results.load(args.paths, args.strict), args.format, per_run=args.runs), end="")
+    if args.out and not Path(args.out).resolve().parent.is_dir():
+        raise UserError(f"--out {args.out}: the folder {Path(args.out).resolve().parent} does not exist")
+    runs = results.load(args.paths, args.strict)
+    if args.format in export.FORMATS:  # the raw table and its definitions, for notebooks
+        frame, name = (runs, "runs") if args.runs else (results.aggregate(runs), "recipes")
+        text = export.write(frame, args.format, args.out, name)
+    else:
+        text = report.render(runs, args.format, per_run=args.runs)
+        if args.out:
+            atomic_write(Path(args.out), text)
+    if text is not None and not args.out:
+        print(text, end="")
     return 0
 
 
@@ -69,7 +83,6 @@ def regenerate_sweep(results_dir: str | Path, plots_dir: str | Path, baseline: s
 
 def _write_tables(results_dir: Path, outputs: dict) -> list[Path]:
     from bench.analysis.render import render
-    from bench.engine.rundir import atomic_write
 
     written = []
     for name, table in outputs.items():
@@ -91,7 +104,10 @@ def add_parsers(sub, default_results: Path) -> None:
     s.add_argument("paths", **where)
     s.add_argument("--strict", **strict)
     s.add_argument("--runs", action="store_true", help="one row per run instead of per recipe")
-    s.add_argument("--format", **fmt)
+    s.add_argument("--format", choices=FORMATS + EXPORTS, default="markdown", help="markdown, csv, latex: the "
+                   "rendered report; parquet, json: every column's raw values and definition, for pandas "
+                   "(default: %(default)s)")
+    s.add_argument("--out", metavar="FILE", help="write to FILE instead of standard output (parquet needs it)")
     s.set_defaults(func=cmd_report)
 
     s = sub.add_parser("table", help="a paper's table side by side with measured runs, or `compare`",
