@@ -59,6 +59,8 @@ def cmd_recipe_keys(args) -> int:
 def _worker_args(args) -> list[str]:
     """The `bench run` arguments each torchrun worker receives."""
     out = ["run", args.recipe, "--out", args.out, *(a for s in args.set for a in ("--set", s))]
+    if args.tensorboard:
+        out.append("--tensorboard")
     if args.run_dir:
         out += ["--run-dir", args.run_dir]
     if args.restart:
@@ -71,7 +73,8 @@ def _worker_args(args) -> list[str]:
 def cmd_run(args) -> int:
     from bench import recipe
 
-    r = recipe.load(args.recipe, args.set)  # bad input stops here, before any worker starts
+    r = recipe.load(args.recipe, args.set + (["logging.tensorboard=true"] if args.tensorboard else []))
+    # bad input stops here, before any worker starts
     if args.nproc > 1:
         from bench.engine import launch
         from bench.engine.plan import recipe_plan
@@ -239,6 +242,8 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("run", help="train one recipe (resuming its unfinished run, if any)")
     run_arguments(s)
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    s.add_argument("--tensorboard", action="store_true", help="live TensorBoard curves in <run>/tensorboard "
+                   "(recipe key logging.tensorboard)")
     s.add_argument("--nproc", type=count(1), default=1, metavar="N", help="start N local workers through torchrun")
     s.add_argument("--max-restarts", type=count(0), default=0, help="torchrun restarts after a worker fails")
     s.set_defaults(func=cmd_run)

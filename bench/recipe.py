@@ -147,6 +147,13 @@ class EngineSpec(_Strict):
     micro_batch_cap: PositiveInt = Field(256, description="largest micro-batch `micro_batch: auto` may pick")
 
 
+class LoggingSpec(_Strict):
+    """Where a run's curves go besides metrics.csv and events.jsonl; none of it changes a number."""
+
+    tensorboard: bool = Field(False, description="TensorBoard event files in <run>/tensorboard as the run goes "
+                              "(the tensorboard package: pip install -e '.[tensorboard]')")
+
+
 class AdaptiveBatchSpec(_Strict):
     """SimiGrad-style adaptive batch: after every `every_steps` steps the batch grows by `adjust`
     when the mean similarity of the two halves' gradients is below `target_similarity` (noisy
@@ -181,6 +188,7 @@ class Recipe(_Strict):
     eval: EvalSpec = Field(EvalSpec(), description="when to evaluate")
     engine: EngineSpec = Field(EngineSpec(), description="how the step is computed")
     checkpoint: CheckpointSpec = Field(CheckpointSpec(), description="when to checkpoint")
+    logging: LoggingSpec = Field(LoggingSpec(), description="live curves (TensorBoard)")
     target_top1: float = Field(gt=0, le=100, description="percent; epochs-to-target uses the first eval at or above it")
     tags: dict[str, Union[str, int, float, bool]] = Field(default_factory=dict, description=(
         "labels that do not change training (bench sweep writes sweep, arm, trial, study, role); "
@@ -233,9 +241,10 @@ class Recipe(_Strict):
 
     def same_as(self, saved_yaml: str) -> bool:
         """Whether a resolved recipe saved by a run is this one, read with today's schema: a key
-        added to the schema since, at its default, is no change."""
+        added to the schema since, at its default, is no change, and neither is `logging`."""
         try:
-            return Recipe.model_validate(yaml.safe_load(saved_yaml)) == self
+            saved = Recipe.model_validate(yaml.safe_load(saved_yaml))
+            return saved.model_copy(update={"logging": self.logging}) == self  # logging changes no number
         except (ValidationError, yaml.YAMLError, TypeError):
             return False
 
@@ -283,6 +292,10 @@ def _check_names(recipe: Recipe) -> None:
     if recipe.model.kwargs:
         _check_model_kwargs(recipe.model.name, recipe.model.kwargs)
     optim.check(recipe.optimizer.name, recipe.optimizer.hparams)
+    if recipe.logging.tensorboard:
+        from bench.engine.tensorboard import require
+
+        require()
 
 
 MAX_ALIASES = 100  # YAML anchors used more often than this are refused (a "billion laughs" file)

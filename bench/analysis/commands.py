@@ -3,6 +3,7 @@
     bench report [PATH...] [--runs] [--format markdown|csv|latex|parquet|json] [--out FILE]
     bench table NAME [PATH...] [--format markdown|csv|latex] [--baseline OPTIMIZER] [--batch B]
     bench plot [PATH...] --out DIR
+    bench export tensorboard [PATH...] --out DIR
 
 PATH: run directories or results trees (any folder holding run directories).
 """
@@ -44,6 +45,15 @@ def cmd_table(args) -> int:
 
     table = tables.build(args.name, results.load_study(args.paths, args.strict), args.baseline, args.batch)
     print(render(table, args.format), end="")
+    return 0
+
+
+def cmd_export(args) -> int:
+    from bench.analysis import results
+    from bench.engine import tensorboard
+
+    for folder in tensorboard.export(results.load(args.paths, args.strict), Path(args.out)):
+        print(folder)
     return 0
 
 
@@ -121,6 +131,14 @@ def add_parsers(sub, default_results: Path) -> None:
     s.add_argument("--batch", type=int, metavar="B", help="compare: only the recipes of global batch B (an adaptive "
                    "run's starting batch)")
     s.set_defaults(func=cmd_table)
+
+    s = sub.add_parser("export", help="the runs' curves for another tool: TensorBoard event files")
+    s.add_argument("what", choices=["tensorboard"], help="tensorboard: a folder per run (optimizer/batch/seed/run), "
+                   "for `tensorboard --logdir DIR`")
+    s.add_argument("paths", **where)
+    s.add_argument("--strict", **strict)
+    s.add_argument("--out", required=True, metavar="DIR", help="output folder")
+    s.set_defaults(func=cmd_export)
 
     s = sub.add_parser("plot", help="figures (PNG and SVG) of the runs")
     s.add_argument("paths", **where)

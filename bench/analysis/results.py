@@ -79,6 +79,7 @@ SEED_NEUTRAL = (
     ("name",), ("seed",), ("micro_batch",), ("gsnr_groups",), ("checkpoint",),
     ("data", "workers"), ("data", "eval_batch"), ("data", "strict"),
     ("engine", "compile"), ("engine", "channels_last"), ("engine", "micro_batch_cap"), ("optimizer", "fused"),
+    ("logging",),
 )
 # What makes two groups comparable ("the same problem"): model, dataset, image size, target.
 SETTING_KEYS = (("model",), ("data", "dataset"), ("data", "path"), ("data", "synth"), ("data", "digits"),

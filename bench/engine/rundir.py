@@ -127,6 +127,7 @@ class RunDir:
         self.metrics: list[dict] = []
         self.meta: dict = {}
         self._lock = None
+        self.curves = None  # live TensorBoard curves (bench.engine.tensorboard.Curves), when the recipe asks
 
     def lock(self) -> None:
         """Hold this run directory for this process (released when it exits, even when killed)."""
@@ -151,7 +152,7 @@ class RunDir:
             run._write_metrics()
         events = run.path / "events.jsonl"
         if events.is_file():  # the checkpoint is the truth: the log goes back to it, as a write-ahead log would
-            kept = [line for line in _whole_lines(events) if json.loads(line)["step"] < step]
+            kept = [line for line in whole_lines(events) if json.loads(line)["step"] < step]
             atomic_write(events, "".join(line + "\n" for line in kept))
         return run
 
@@ -199,6 +200,8 @@ class RunDir:
     def add_metrics(self, row: dict) -> None:
         self.metrics.append({k: row[k] for k in METRIC_COLUMNS})
         self._write_metrics()
+        if self.curves:
+            self.curves.metrics(self.metrics[-1])
 
     def _write_metrics(self) -> None:
         buf = io.StringIO()
@@ -210,9 +213,11 @@ class RunDir:
     def log_event(self, event: dict) -> None:
         with writing(self.path / "events.jsonl"), open(self.path / "events.jsonl", "a") as f:
             f.write(json.dumps(event) + "\n")
+        if self.curves:
+            self.curves.event(event)
 
 
-def _whole_lines(events: Path) -> list[str]:
+def whole_lines(events: Path) -> list[str]:
     """The lines of an append-only JSON-lines log up to the first that is not whole JSON (a process killed
     while appending, or a full disk, cuts the last one)."""
     lines = []

@@ -45,7 +45,7 @@ from tqdm import tqdm
 
 from bench import optim
 from bench.data import Data, build
-from bench.engine import checkpoint, distributed
+from bench.engine import checkpoint, distributed, tensorboard
 from bench.engine.faults import crash_point
 from bench.engine.pace import Pace
 from bench.engine.plan import recipe_plan
@@ -295,6 +295,8 @@ class Trainer:
     def save_checkpoint(self, run: RunDir | None, progress: "Progress") -> None:
         if run:  # rank 0 writes; parameters and optimizer state are identical on every rank
             checkpoint.save(run.path, progress.step, self.state(progress), self.recipe.checkpoint.keep)
+            if run.curves:
+                run.curves.flush()  # the curves hold every point the checkpoint keeps
         if torch.distributed.is_initialized():
             torch.distributed.barrier()
 
@@ -440,6 +442,8 @@ def _train(recipe: Recipe, results: Path, dist: distributed.Dist, progress: bool
         pace = trainer.pace
         what = "steps" if pace.fixed else f"schedule steps of {pace.reference} images"
         print(f"{pace.schedule_steps} {what} = {recipe.epochs:g} epochs of {trainer.data.train_size} images")
+    if run and recipe.logging.tensorboard:
+        run.curves = tensorboard.Curves(run.path / tensorboard.FOLDER, recipe.to_yaml(), state.step, state.images)
     try:
         status, reason = trainer.run(run, state, progress, preempted)
     except BaseException as e:
@@ -448,6 +452,9 @@ def _train(recipe: Recipe, results: Path, dist: distributed.Dist, progress: bool
             with contextlib.suppress(OutOfSpace):  # a full disk may refuse meta.json too: the reason is on stderr
                 run.write_meta(status="failed", reason=reason, end_time=now())
         raise
+    finally:
+        if run and run.curves:
+            run.curves.close()
     if run:
         run.write_meta(status=status, reason=reason, end_time=now(),
                        unreadable_images=sorted(trainer.data.unreadable.files))

@@ -1,0 +1,131 @@
+"""Live TensorBoard curves (logging.tensorboard, bench run --tensorboard) and bench export tensorboard: the event
+files read back with TensorBoard's own EventAccumulator, the tags and step counts, a resumed run without duplicate
+points, one sentence without the package."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from bench.analysis import results
+from bench.cli import main
+from tests.conftest import run_cli, write_recipe
+
+pytest.importorskip("tensorboard")
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402
+
+RECIPE = """
+model: {name: resnet10t}
+data: {dataset: folder, path: DATA, image_size: 24, crop_scale_min: 0.35, workers: 0, eval_batch: 64}
+global_batch: 32
+micro_batch: 16
+optimizer: {name: lars, lr: 0.2}
+schedule: {warmup_epochs: 1}
+epochs: 3
+eval: {every_epochs: 1}
+checkpoint: {every_steps: 4}
+target_top1: 40
+"""  # 160 training images: 15 steps, evaluations after steps 5, 10, 15, checkpoints at 4, 8, 12, 15
+
+
+@pytest.fixture
+def recipe(tmp_path, tiny_dataset):
+    return write_recipe(tmp_path / "tb.yaml", RECIPE.replace("DATA", str(tiny_dataset)))
+
+
+def scalars(folder) -> dict:
+    """tag -> [(step, value)] as TensorBoard shows them (orphaned points purged, as its default)."""
+    acc = EventAccumulator(str(folder))
+    acc.Reload()
+    return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+
+
+def only_run(results_dir):
+    [run] = list((results_dir / "tb").iterdir())
+    return run
+
+
+def assert_curves_match_the_logs(run):
+    """Every events.jsonl scalar once per step and every metrics.csv column once per evaluation, equal to the
+    logs (TensorBoard stores float32)."""
+    events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
+    metrics = pd.read_csv(run / "metrics.csv")
+    train = scalars(run / "tensorboard" / "train")
+    assert {"train/lr", "train/loss", "train/batch", "train/trust_median"} <= set(train)
+    for key in ("lr", "loss", "trust_median"):
+        assert train[f"train/{key}"] == [(e["step"], pytest.approx(e[key], rel=1e-6)) for e in events]
+    for folder, axis in (("eval", "step"), ("eval_by_images", "images_seen")):
+        curves = scalars(run / "tensorboard" / folder)
+        assert {"eval/val_top1", "eval/train_eval_top1", "eval/val_loss", "eval/epoch", "eval/lr"} <= set(curves)
+        assert curves["eval/val_top1"] == [(int(a), pytest.approx(v, rel=1e-6))
+                                           for a, v in zip(metrics[axis], metrics["val_top1"])]
+
+
+def test_a_run_writes_live_curves_with_every_logged_scalar(recipe, tmp_path):
+    assert main(["run", str(recipe), "--out", str(tmp_path), "--no-progress", "--tensorboard"]) == 0
+    run = only_run(tmp_path)
+    assert_curves_match_the_logs(run)
+    assert len(scalars(run / "tensorboard" / "train")["train/loss"]) == 15
+    acc = EventAccumulator(str(run / "tensorboard" / "train"))
+    acc.Reload()
+    assert "recipe/text_summary" in acc.Tags()["tensors"]
+
+
+def test_a_killed_run_resumes_its_curves_without_duplicate_points(recipe, tmp_path):
+    """Killed after step 7 (checkpoint 4, evaluation 5 kept): the resumed curves hold each step once, equal
+    to the logs the resumed run left."""
+    crashed = subprocess.run([sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path),
+                              "--no-progress", "--tensorboard"], env=dict(os.environ, BENCH_CRASH_AT="step:7"),
+                             capture_output=True, text=True)
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr
+    resumed = run_cli("run", str(recipe), "--out", str(tmp_path), "--no-progress", "--tensorboard")
+    assert resumed.returncode == 0, resumed.stderr
+    run = only_run(tmp_path)
+    assert f"resuming {run} at step 4" in resumed.stdout
+    assert_curves_match_the_logs(run)
+
+
+def test_logging_changes_no_number_seeds_and_resume_ignore_it(recipe, tmp_path):
+    crashed = subprocess.run([sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path),
+                              "--no-progress"], env=dict(os.environ, BENCH_CRASH_AT="step:5"), capture_output=True)
+    assert crashed.returncode == -signal.SIGKILL
+    resumed = run_cli("run", str(recipe), "--out", str(tmp_path), "--no-progress", "--tensorboard")
+    assert resumed.returncode == 0 and "resuming" in resumed.stdout  # the same run, now with curves
+    other = write_recipe(tmp_path / "tb-s1.yaml", recipe.read_text() + "seed: 1\nname: tb-s1\n")
+    assert main(["run", str(other), "--out", str(tmp_path / "more"), "--no-progress"]) == 0
+    [group] = results.aggregate(results.load([tmp_path])).to_dict("records")
+    assert group["n"] == 2
+
+
+def test_export_writes_a_folder_per_run_named_by_optimizer_batch_and_seed(recipe, tmp_path, capsys):
+    assert main(["run", str(recipe), "--out", str(tmp_path / "res"), "--no-progress"]) == 0
+    run = only_run(tmp_path / "res")
+    assert not (run / "tensorboard").exists()
+    capsys.readouterr()
+    assert main(["export", "tensorboard", str(tmp_path / "res"), "--out", str(tmp_path / "tb")]) == 0
+    folder = tmp_path / "tb" / "lars" / "b32" / "seed0" / f"tb-{run.name}"
+    assert capsys.readouterr().out.strip() == str(folder)
+    (folder / "tensorboard").mkdir()  # the same layout as a live run's folder, for the shared check
+    for name in ("train", "eval", "eval_by_images"):
+        (folder / name).rename(folder / "tensorboard" / name)
+    for name in ("events.jsonl", "metrics.csv"):
+        (folder / name).write_bytes((run / name).read_bytes())
+    assert_curves_match_the_logs(folder)
+
+
+def test_without_the_package_the_key_is_one_sentence(recipe, tmp_path, capsys, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "tensorboard" else real(name, *a))
+    for args in (["validate", str(recipe), "--set", "logging.tensorboard=true"],
+                 ["run", str(recipe), "--out", str(tmp_path / "out"), "--tensorboard"]):
+        assert main(args) == 2
+        assert capsys.readouterr().err == (
+            f"bench: error: {recipe}: key 'logging.tensorboard' is true but the tensorboard package is not "
+            "installed; pip install -e '.[tensorboard]' (./setup.sh installs it)\n")
+    assert not (tmp_path / "out").exists()
