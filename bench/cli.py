@@ -56,6 +56,13 @@ def cmd_recipe_keys(args) -> int:
     return 0
 
 
+def _recipe(args):
+    """The recipe of `bench run` and `bench submit`, with --set and --tensorboard."""
+    from bench import recipe
+
+    return recipe.load(args.recipe, args.set + (["logging.tensorboard=true"] if args.tensorboard else []))
+
+
 def _worker_args(args) -> list[str]:
     """The `bench run` arguments each torchrun worker receives."""
     out = ["run", args.recipe, "--out", args.out, *(a for s in args.set for a in ("--set", s))]
@@ -71,10 +78,7 @@ def _worker_args(args) -> list[str]:
 
 
 def cmd_run(args) -> int:
-    from bench import recipe
-
-    r = recipe.load(args.recipe, args.set + (["logging.tensorboard=true"] if args.tensorboard else []))
-    # bad input stops here, before any worker starts
+    r = _recipe(args)  # bad input stops here, before any worker starts
     if args.nproc > 1:
         from bench.engine import launch
         from bench.engine.plan import recipe_plan
@@ -168,17 +172,19 @@ def _submit_sweep(args) -> tuple[str, str]:
 def cmd_submit(args) -> int:
     from datetime import datetime
 
-    from bench import recipe, sweep
+    from bench import sweep
     from bench.engine import launch
     from bench.engine.plan import recipe_plan
 
     if sweep.is_sweep_file(args.recipe):
         name, script = _submit_sweep(args)
     else:
-        r = recipe.load(args.recipe, args.set)
-        recipe_plan(r, args.nodes * args.gpus_per_node)  # an impossible plan is refused before the queue
+        r = _recipe(args)
+        workers = args.workers_per_node or args.gpus_per_node or 1
+        recipe_plan(r, args.nodes * workers)  # an impossible plan is refused before the queue
         name, script = r.name, launch.sbatch_script(_worker_args(args), args.nodes, args.gpus_per_node,
-                                                    args.partition, args.time, f"bench-{r.name}", Path.cwd())
+                                                    args.partition, args.time, f"bench-{r.name}", Path.cwd(),
+                                                    workers, args.cpus_per_worker)
     if args.dry_run:
         print(script, end="")
         return 0
@@ -238,12 +244,12 @@ def parser() -> argparse.ArgumentParser:
         s.add_argument("--out", default=str(DEFAULT_RESULTS), help="results directory (default: %(default)s)")
         s.add_argument("--restart", action="store_true", help="start a new run even if an unfinished one can be resumed")
         s.add_argument("--run-dir", help="resume this run directory")
+        s.add_argument("--tensorboard", action="store_true", help="live TensorBoard curves in <run>/tensorboard "
+                       "(recipe key logging.tensorboard)")
 
     s = sub.add_parser("run", help="train one recipe (resuming its unfinished run, if any)")
     run_arguments(s)
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
-    s.add_argument("--tensorboard", action="store_true", help="live TensorBoard curves in <run>/tensorboard "
-                   "(recipe key logging.tensorboard)")
     s.add_argument("--nproc", type=count(1), default=1, metavar="N", help="start N local workers through torchrun")
     s.add_argument("--max-restarts", type=count(0), default=0, help="torchrun restarts after a worker fails")
     s.set_defaults(func=cmd_run)
@@ -272,7 +278,10 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--array", type=count(1), metavar="N", help="sweep files: workers in the job array "
                    "(default: one per trial, at most 64)")
     s.add_argument("--nodes", type=count(1), required=True)
-    s.add_argument("--gpus-per-node", type=count(1), required=True)
+    s.add_argument("--gpus-per-node", type=count(0), required=True, help="GPUs per node (0: CPU nodes, gloo)")
+    s.add_argument("--workers-per-node", type=count(1), help="torchrun workers per node (default: one per GPU; "
+                   "1 on CPU nodes)")
+    s.add_argument("--cpus-per-worker", type=count(1), default=8, help="CPU cores per worker (default 8)")
     s.add_argument("--partition")
     s.add_argument("--time", help="SLURM time limit, e.g. 12:00:00")
     s.add_argument("--dry-run", action="store_true", help="print the batch script instead of submitting it")

@@ -165,6 +165,16 @@ def test_submit_dry_run_prints_an_sbatch_script_calling_torchrun(tmp_path):
                  "--set global_batch=32768"):
         assert line in script
     assert script.startswith("#!/bin/bash") and "srun " in script
+    assert "#SBATCH --cpus-per-task=64" in script and "--tensorboard" not in script
+
+
+def test_submit_to_cpu_nodes_asks_for_no_gpus_and_starts_the_workers_asked_for():
+    done = run_cli("submit", "recipes/demo.yaml", "--nodes", "1", "--gpus-per-node", "0", "--workers-per-node", "2",
+                   "--cpus-per-worker", "3", "--tensorboard", "--dry-run", cwd=RECIPES.parent)
+    assert done.returncode == 0, done.stderr
+    assert "--gpus-per-node" not in done.stdout
+    for line in ("#SBATCH --nodes=1", "#SBATCH --cpus-per-task=6", "--nproc-per-node=2", "--tensorboard"):
+        assert line in done.stdout
 
 
 def test_submit_bad_recipe_is_exit_2(tmp_path):

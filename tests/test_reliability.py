@@ -368,9 +368,9 @@ def test_an_error_inside_the_workers_is_reported_once(recipe, tmp_path):
     assert "Traceback" not in done.stderr
 
 
-def test_the_sbatch_script_passes_sigterm_on_and_requeues_the_job(recipe, reference, tmp_path):
+def test_the_sbatch_script_checkpoints_on_sigusr1_and_requeues_the_job(recipe, reference, tmp_path):
     """The script `bench submit` writes, under a stand-in srun (runs the command) and scontrol (logs it): SLURM's
-    early SIGTERM reaches the worker through torchrun, the run ends preempted with a checkpoint, the job asks to
+    early SIGUSR1 reaches, as SIGTERM, the worker through torchrun, the run ends preempted with a checkpoint, the job asks to
     be requeued, and the requeued job resumes to the uninterrupted run's result."""
     fake = tmp_path / "bin"
     fake.mkdir()
@@ -381,13 +381,13 @@ def test_the_sbatch_script_passes_sigterm_on_and_requeues_the_job(recipe, refere
     results = tmp_path / "results"
     script = run_cli("submit", str(recipe), "--nodes", "1", "--gpus-per-node", "1", "--dry-run", "--out", str(results))
     assert script.returncode == 0, script.stderr
-    assert "#SBATCH --signal=B:TERM@120" in script.stdout and "#SBATCH --requeue" in script.stdout
+    assert "#SBATCH --signal=B:USR1@120" in script.stdout and "#SBATCH --requeue" in script.stdout
     env = dict(os.environ, PATH=f"{fake}:{os.environ['PATH']}", SLURM_JOB_ID="4242",  # threads as the reference
                SLURM_JOB_NODELIST="localhost", LOG=str(tmp_path / "scontrol.log"))
     job = subprocess.Popen(["bash", "-c", script.stdout], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            text=True)
     _wait_for_events(results, 5, job)
-    job.send_signal(signal.SIGTERM)  # what --signal=B:TERM@120 does before the time limit
+    job.send_signal(signal.SIGUSR1)  # what --signal=B:USR1@120 does before the time limit
     out, err = job.communicate(timeout=300)
     assert job.returncode == 0, err[-3000:]
     assert (tmp_path / "scontrol.log").read_text() == "requeue 4242\n"

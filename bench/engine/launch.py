@@ -17,8 +17,11 @@ from pathlib import Path
 from bench.errors import OutOfSpace, UserError
 
 GRACE_S = 100  # seconds the workers get, after a SIGTERM, to finish their step and checkpoint
-EARLY_SIGNAL_S = 120  # SLURM's SIGTERM this long before the time limit: the grace and some margin
-_REQUEUE = ["#SBATCH --open-mode=append", f"#SBATCH --signal=B:TERM@{EARLY_SIGNAL_S}", "#SBATCH --requeue"]
+EARLY_SIGNAL_S = 120  # SLURM's SIGUSR1 this long before the time limit: the grace and some margin
+# SIGUSR1 (only SLURM's time-limit warning sends it) means "checkpoint and requeue"; SIGTERM (scancel, a
+# preemption) means "checkpoint and end": a cancelled job must stay cancelled, and SLURM requeues a preempted
+# job itself where its PreemptMode says so. The convention of Lightning's and submitit's SLURM support.
+_REQUEUE = ["#SBATCH --open-mode=append", f"#SBATCH --signal=B:USR1@{EARLY_SIGNAL_S}", "#SBATCH --requeue"]
 
 
 class Stopped(Exception):
@@ -57,22 +60,25 @@ def _report(failures: dict) -> int:
 
 
 def sbatch_script(bench_args: list[str], nodes: int, gpus_per_node: int, partition: str | None,
-                  time_limit: str | None, job_name: str, workdir: Path) -> str:
-    """A batch script: one srun task per node, each starting torchrun with a c10d rendezvous.
+                  time_limit: str | None, job_name: str, workdir: Path, workers_per_node: int | None = None,
+                  cpus_per_worker: int = 8) -> str:
+    """A batch script: one srun task per node, each starting torchrun with a c10d rendezvous, for
+    `workers_per_node` workers (default: one per GPU); gpus_per_node 0 asks for CPU nodes (gloo).
 
-    SLURM signals the script EARLY_SIGNAL_S before the time limit (and scancel or preemption signal it
-    at once); the script passes SIGTERM to the step, torchrun to the workers, which finish their step,
-    checkpoint and end "preempted"; then the script requeues the job, which resumes the run."""
+    SLURM sends the script SIGUSR1 EARLY_SIGNAL_S before the time limit; the script passes SIGTERM to the
+    step, torchrun to the workers, which finish their step, checkpoint and end "preempted"; then the script
+    requeues the job, which resumes the run. scancel's SIGTERM takes the same path without the requeue."""
+    workers = workers_per_node or gpus_per_node or 1
     lines = ["#!/bin/bash", f"#SBATCH --job-name={job_name}", f"#SBATCH --nodes={nodes}",
-             "#SBATCH --ntasks-per-node=1", f"#SBATCH --gpus-per-node={gpus_per_node}",
-             f"#SBATCH --cpus-per-task={max(8, 8 * gpus_per_node)}",
+             "#SBATCH --ntasks-per-node=1", *([f"#SBATCH --gpus-per-node={gpus_per_node}"] if gpus_per_node else []),
+             f"#SBATCH --cpus-per-task={cpus_per_worker * workers}",
              f"#SBATCH --output={workdir}/slurm-%j.out", *_REQUEUE]
     if partition:
         lines.append(f"#SBATCH --partition={partition}")
     if time_limit:
         lines.append(f"#SBATCH --time={time_limit}")
     command = [sys.executable, "-m", "torch.distributed.run", f"--nnodes={nodes}",
-               f"--nproc-per-node={gpus_per_node}", f"--shutdown-timeout={GRACE_S}", "--rdzv-backend=c10d",
+               f"--nproc-per-node={workers}", f"--shutdown-timeout={GRACE_S}", "--rdzv-backend=c10d",
                '--rdzv-endpoint="$MASTER_ADDR:29500"', '--rdzv-id="$SLURM_JOB_ID"', "-m", "bench", *bench_args]
     srun = "srun " + " ".join(c if c.startswith("--rdzv") else shlex.quote(c) for c in command)
     lines += _body(workdir, srun, 'MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)')
@@ -80,19 +86,24 @@ def sbatch_script(bench_args: list[str], nodes: int, gpus_per_node: int, partiti
 
 
 def _body(workdir: Path, srun: str, *setup: str) -> list[str]:
-    """Run the step in the background, so the script's SIGTERM trap can pass the signal on and wait for
-    the checkpoint; a job stopped that way is requeued and resumes."""
+    """Run the step in the background, so the script's traps can pass a signal on as SIGTERM and wait for
+    the checkpoint; a job stopped by SIGUSR1 (the time limit is near) is requeued and resumes."""
     return [
         "set -uo pipefail",
         f"cd {shlex.quote(str(workdir))} || exit 1",
         *setup,
-        "stopped=0",
+        "stopped=",
         srun + " &",
         "step=$!",
-        """trap 'stopped=1; echo "bench: SIGTERM: the workers checkpoint, then the job is requeued"; kill -TERM "$step"' TERM""",
+        """trap 'stopped=requeue; echo "bench: SIGUSR1 (time limit near): the workers checkpoint, then the job is """
+        """requeued"; kill -TERM "$step"' USR1""",
+        """trap 'stopped=end; echo "bench: SIGTERM: the workers checkpoint; the job ends (not requeued)"; """
+        """kill -TERM "$step"' TERM""",
         'wait "$step"; rc=$?',
-        'if [ "$stopped" = 1 ]; then',
+        'if [ -n "$stopped" ]; then',
         '    wait "$step"; rc=$?  # the workers finish their step and checkpoint (torchrun then exits non-zero)',
+        "fi",
+        'if [ "$stopped" = requeue ]; then',
         '    scontrol requeue "$SLURM_JOB_ID" && rc=0  # the requeued job resumes from the newest checkpoint',
         "fi",
         'exit "$rc"',
