@@ -154,19 +154,22 @@ def cmd_sweep(args) -> int:
 
 
 def _submit_sweep(args) -> tuple[str, str]:
-    """A sweep file's job array: `--array` workers (default: one per trial, at most 64), one GPU each."""
+    """A sweep file's job array: `--array` workers (default: one per trial, at most 64), one GPU each (or
+    none, on CPU nodes)."""
     from bench import sweep
     from bench.engine import launch
 
     spec = sweep.load(args.recipe)
     trials = sweep.expand(args.recipe, spec)  # bad input stops here, before anything is written
-    if args.nodes != 1 or args.gpus_per_node != 1 or args.set:
+    if args.nodes != 1 or args.gpus_per_node > 1 or (args.workers_per_node or 1) != 1 or args.set or args.tensorboard:
         raise UserError(f"{args.recipe}: a sweep is submitted as a job array of one-GPU workers; use --nodes 1 "
-                        "--gpus-per-node 1 (and no --set: put overrides in the sweep file's set)")
+                        "--gpus-per-node 1 (or 0 on CPU nodes; no --workers-per-node, and no --set or --tensorboard: "
+                        "put overrides in the sweep file's set)")
     out = args.out if args.out != str(DEFAULT_RESULTS) else str(Path("results") / spec.name)
     tasks = args.array or min(len(trials), 64)
     return spec.name, launch.sbatch_array_script(["sweep", args.recipe, "--out", out], tasks, args.partition,
-                                                 args.time, f"bench-sweep-{spec.name}", Path.cwd())
+                                                 args.time, f"bench-sweep-{spec.name}", Path.cwd(),
+                                                 args.gpus_per_node, args.cpus_per_worker)
 
 
 def cmd_submit(args) -> int:
@@ -326,7 +329,8 @@ def fail(message: str, code: int) -> int:
     message = message if len(message) <= MAX_MESSAGE else message[:MAX_MESSAGE] + " ... (cut)"
     reply = os.environ.get("TORCHELASTIC_ERROR_FILE")
     if reply:
-        Path(reply).write_text(json.dumps({"message": message, "timestamp": int(time.time())}))
+        # the exit code too: torchrun may SIGTERM a worker after it replied (its exitcode is then -15)
+        Path(reply).write_text(json.dumps({"message": message, "timestamp": int(time.time()), "exit_code": code}))
     else:
         print(f"bench: error: {message}", file=sys.stderr)
     return code

@@ -288,17 +288,18 @@ def rerun_trials(spec: SweepSpec, best: Trial) -> list[Trial]:
 
 
 class Claim:
-    """An exclusive, non-blocking lock on <results>/<name>/.claim: held while this process trains the
-    trial; released when the process ends, however it ends."""
+    """An exclusive lock on <results>/<name>/.claim: held while this process trains the trial; released
+    when the process ends, however it ends."""
 
     def __init__(self, results: Path, name: str):
         folder = Path(results) / name
         folder.mkdir(parents=True, exist_ok=True)
         self._file = open(folder / ".claim", "w")
 
-    def take(self) -> bool:
+    def take(self, wait: bool = False) -> bool:
+        """The lock, if free (or, with `wait`, once its holder lets go)."""
         try:
-            fcntl.flock(self._file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(self._file, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
             return True
         except BlockingIOError:
             self._file.close()
@@ -332,45 +333,61 @@ class Preempted(Exception):
 @dataclass
 class Progress:
     done: int = 0
-    skipped_elsewhere: int = 0
     best: dict = field(default_factory=dict)  # (arm, batch) -> (score, trial name)
 
 
 def run_trials(trials: list[Trial], results: Path, spec: SweepSpec, bar, progress: Progress) -> dict[str, Path]:
-    """Train every trial not finished yet and not claimed by another process; returns name -> finished run."""
-    from bench.engine.train import train
-
-    finished = {}
+    """Train every trial not finished yet; returns name -> finished run. A trial another process holds
+    (a job array's other tasks) is left to it until this process has nothing else to do, then waited
+    for: every process ends with the same finished trials, so each picks the same best and no rerun is
+    left to a process that has already gone."""
+    finished, held_elsewhere = {}, []
     for trial in trials:
         run = finished_run(results, trial.recipe)
         if run is None:
             claim = Claim(results, trial.name)
             if not claim.take():
-                progress.skipped_elsewhere += 1
-                bar.update(1)
+                held_elsewhere.append(trial)
                 continue
-            try:
-                run = finished_run(results, trial.recipe)  # another process may have finished it meanwhile
-                if run is None:
-                    bar.set_postfix_str(f"{trial.name} ...")
-                    done = train(trial.recipe, results, progress=False)
-                    status = done.meta.get("status") if done else None
-                    if status == "preempted":
-                        raise Preempted(f"trial {trial.name} checkpointed in {done.path}")
-                    run = done.path if status in FINISHED else None
-            finally:
-                claim.release()
-        if run is not None:
-            finished[trial.name] = run
-            progress.done += 1
-            if trial.role == "trial":
-                score = selection_score(run, trial.recipe, spec.select)
-                cell = (trial.arm, trial.batch)
-                if cell not in progress.best or score > progress.best[cell][0]:
-                    progress.best[cell] = (score, trial.name)
-        bar.update(1)
-        bar.set_postfix_str(_best_so_far(progress))
+            run = _train_claimed(trial, results, claim, bar)
+        _finished(trial, run, finished, spec, bar, progress)
+    for trial in held_elsewhere:
+        bar.set_postfix_str(f"waiting for {trial.name} (another process)")
+        claim = Claim(results, trial.name)
+        claim.take(wait=True)
+        _finished(trial, _train_claimed(trial, results, claim, bar), finished, spec, bar, progress)
     return finished
+
+
+def _train_claimed(trial: Trial, results: Path, claim: Claim, bar) -> Path | None:
+    """Train a claimed trial unless another process finished it meanwhile; the finished run, if any."""
+    from bench.engine.train import train
+
+    try:
+        run = finished_run(results, trial.recipe)
+        if run is None:
+            bar.set_postfix_str(f"{trial.name} ...")
+            done = train(trial.recipe, results, progress=False)
+            status = done.meta.get("status") if done else None
+            if status == "preempted":
+                raise Preempted(f"trial {trial.name} checkpointed in {done.path}")
+            run = done.path if status in FINISHED else None
+        return run
+    finally:
+        claim.release()
+
+
+def _finished(trial: Trial, run: Path | None, finished: dict, spec: SweepSpec, bar, progress: Progress) -> None:
+    if run is not None:
+        finished[trial.name] = run
+        progress.done += 1
+        if trial.role == "trial":
+            score = selection_score(run, trial.recipe, spec.select)
+            cell = (trial.arm, trial.batch)
+            if cell not in progress.best or score > progress.best[cell][0]:
+                progress.best[cell] = (score, trial.name)
+    bar.update(1)
+    bar.set_postfix_str(_best_so_far(progress))
 
 
 def _best_so_far(progress: Progress) -> str:
@@ -416,8 +433,6 @@ def run_sweep(path: str | Path, results: Path, only: str | None = None) -> tuple
     reruns = [r for b in best for r in rerun_trials(spec, b)]
     with tqdm(total=len(reruns), unit="run", desc=f"reruns {spec.name}", dynamic_ncols=True) as bar:
         run_trials(reruns, results, spec, bar, progress)
-    if progress.skipped_elsewhere:
-        waiting.append(f"{progress.skipped_elsewhere} runs claimed by other processes")
     return trials + reruns, waiting
 
 

@@ -11,6 +11,17 @@ RECIPES = Path(__file__).resolve().parents[1] / "recipes"
 
 
 @pytest.fixture(autouse=True)
+def _torch_threads_restored():
+    """Commands run in-process (bench perf --threads) set torch's thread count; the next test gets it back,
+    so its numbers do not depend on which tests ran before it."""
+    import torch
+
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path, monkeypatch):
     """Generated datasets go to a per-test cache, never the user's."""
     monkeypatch.setenv("BENCH_CACHE", str(tmp_path / "cache"))

@@ -14,9 +14,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bench.cli import main
+from bench.analysis import results
 from tests.conftest import write_recipe
 from tests.test_reliability import RECIPE  # the tiny dataset's resnet10t: 5 steps an epoch
+from tests.test_sweep import BASE, SWEEP
 
 CLUSTER = Path(__file__).with_name("slurm") / "cluster.sh"
 DAEMONS = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "scontrol", "scancel", "sinfo")
@@ -71,6 +72,12 @@ def ended(info) -> bool:
     return info.get("JobState") in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY")
 
 
+def start_the_requeued_job_now(env, job_id: str) -> None:
+    """SLURM holds a requeued job back (its BeginTime) for a while; the tests need not wait it out."""
+    wait(env, job_id, lambda info: info.get("JobState") == "PENDING" and int(info.get("Restarts", 0)) >= 1)
+    subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], env=env, check=True)
+
+
 def the_run(folder: Path, name: str) -> Path:
     [run] = list((folder / "results" / name).iterdir())
     return run
@@ -88,10 +95,13 @@ def test_a_submitted_recipe_runs_as_bench_run_runs_it(cluster, tiny_dataset, tmp
     run = the_run(tmp_path, "tiny")
     meta = json.loads((run / "meta.json").read_text())
     assert meta["status"] == "completed" and meta["world_size"] == 1
-    assert main(["run", str(path), "--out", str(tmp_path / "local"), "--no-progress"]) == 0
+    done = subprocess.run([sys.executable, "-m", "bench", "run", str(path), "--out", str(tmp_path / "local"),
+                           "--no-progress"], capture_output=True, text=True, timeout=300)  # a fresh process, as srun's
+    assert done.returncode == 0, done.stderr
     [local] = list((tmp_path / "local" / "tiny").iterdir())
+    assert json.loads((local / "meta.json").read_text())["cpu_threads"] == meta["cpu_threads"]
     ours, theirs = (pd.read_csv(r / "metrics.csv").drop(columns=["train_time_s"]) for r in (run, local))
-    pd.testing.assert_frame_equal(ours, theirs, check_exact=False, rtol=1e-4)  # thread counts may differ
+    pd.testing.assert_frame_equal(ours, theirs, check_exact=True)
 
 
 def test_two_torchrun_workers_through_srun(cluster, tiny_dataset, tmp_path):
@@ -110,9 +120,7 @@ def test_sigusr1_before_the_time_limit_checkpoints_requeues_and_resumes(cluster,
     wait(cluster, job_id, lambda info: (tmp_path / "results" / "requeue").is_dir()
          and steps_logged(the_run(tmp_path, "requeue")) >= 5)
     subprocess.run(["scancel", "--signal=USR1", "--batch", job_id], env=cluster, check=True)
-    wait(cluster, job_id, lambda info: info.get("JobState") == "PENDING" and int(info.get("Restarts", 0)) >= 1)
-    # SLURM holds a requeued job back (BeginTime) for a while; the test need not wait it out
-    subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], env=cluster, check=True)
+    start_the_requeued_job_now(cluster, job_id)
     info = wait(cluster, job_id, lambda info: ended(info) and int(info.get("Restarts", 0)) >= 1)
     assert info["JobState"] == "COMPLETED"
     out = "".join(p.read_text() for p in tmp_path.glob("slurm-*.out"))
@@ -121,21 +129,41 @@ def test_sigusr1_before_the_time_limit_checkpoints_requeues_and_resumes(cluster,
     assert meta["status"] == "completed" and len(meta["resumed"]) == 1
 
 
-def test_scancel_ends_the_run_preempted_with_a_checkpoint_and_the_next_submit_resumes(cluster, tiny_dataset,
-                                                                                      tmp_path):
+def test_scancel_ends_the_run_preempted_with_a_checkpoint_and_a_requeue_resumes_it(cluster, tiny_dataset, tmp_path):
+    """scancel sends SIGTERM to every process of the job: the workers checkpoint, the run ends preempted and
+    the job stays cancelled; `scontrol requeue` (or submitting again) resumes the run."""
     path = recipe(tmp_path, tiny_dataset, 8, "cancel")
     job_id = submit(cluster, tmp_path, path)
     wait(cluster, job_id, lambda info: (tmp_path / "results" / "cancel").is_dir()
          and steps_logged(the_run(tmp_path, "cancel")) >= 5)
-    subprocess.run(["scancel", job_id], env=cluster, check=True)  # SIGTERM to every process of the job first
+    subprocess.run(["scancel", job_id], env=cluster, check=True)
     wait(cluster, job_id, ended)
-    time.sleep(3)  # a requeue (the bug this guards against) would show by now
+    time.sleep(3)  # a requeue by the batch script (the bug this guards against) would show by now
     info = job(cluster, job_id)
     assert info["JobState"] == "CANCELLED" and info.get("Restarts", "0") == "0", info
     run = the_run(tmp_path, "cancel")
     meta = json.loads((run / "meta.json").read_text())
     assert meta["status"] == "preempted" and list(run.glob("ckpt-*.pt"))
-    info = wait(cluster, submit(cluster, tmp_path, path), ended)
+    subprocess.run(["scontrol", "requeue", job_id], env=cluster, check=True)
+    start_the_requeued_job_now(cluster, job_id)
+    info = wait(cluster, job_id, lambda info: ended(info) and info.get("Restarts", "0") != "0")
     assert info["JobState"] == "COMPLETED"
     meta = json.loads((run / "meta.json").read_text())
     assert meta["status"] == "completed" and len(meta["resumed"]) == 1
+
+
+def test_a_sweep_as_a_job_array_shares_its_trials_between_the_array_tasks(cluster, tiny_dataset, tmp_path):
+    """`bench submit SWEEP`: two array tasks claim the trials through the run directories' locks; between
+    them every trial and rerun trains once and the verdict is written."""
+    write_recipe(tmp_path / "base.yaml", BASE.replace("DATA", str(tiny_dataset)))
+    sweep_file = write_recipe(tmp_path / "tiny.yaml", SWEEP.replace("seeds: [1, 2]", "seeds: [1]"))
+    job_id = submit(cluster, tmp_path, sweep_file, "--array", "2")
+    tasks = [wait(cluster, f"{job_id}_{task}", ended) for task in (0, 1)]
+    logs = "".join(p.read_text() for p in tmp_path.glob("slurm-*.out"))
+    assert all(info["JobState"] == "COMPLETED" for info in tasks), logs[-3000:]
+    runs = results.load([tmp_path / "results"])
+    assert sorted(runs["recipe"]) == sorted([f"tiny-{a}-b32-t0{i}" for a in ("sgd", "lars") for i in (0, 1)]
+                                            + [f"tiny-{a}-b32-best-seed1" for a in ("sgd", "lars")])
+    assert (runs["status"] == "completed").all() and (tmp_path / "results" / "verdict.md").is_file()
+    for task in (0, 1):  # both tasks trained
+        assert "run directory:" in (tmp_path / f"slurm-{job_id}_{task}.out").read_text()

@@ -1,10 +1,13 @@
 """bench sweep: sweep files, quasi-random trials, the holdout split, the tuning analysis and the verdict."""
 
+import json
 import math
 import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 
 import pandas as pd
 import pytest
@@ -295,17 +298,29 @@ def test_only_runs_a_subset_and_an_unknown_subset_is_exit_2(sweep_file, tmp_path
     assert "no trial of" in capsys.readouterr().err
 
 
-def test_a_trial_claimed_by_another_process_is_left_to_it(sweep_file, tmp_path):
+def test_a_trial_another_process_holds_is_left_to_it_then_waited_for(sweep_file, tmp_path):
+    """Another process (a job array's other task) holds the first trial: this one trains the rest first,
+    then waits for the claim; the holder let go without finishing, so this process trains it and still
+    runs every rerun: no work is left to a process that has gone."""
     out = tmp_path / "results"
+    write_recipe(sweep_file, SWEEP.replace("seeds: [1, 2]", "seeds: [1]"))
     spec, trials = load(sweep_file)
-    claim = sweep.Claim(out, trials[0].name)
-    assert claim.take()  # "another process" holds the first trial
-    try:
-        other = sweep.Claim(out, trials[0].name)
-        assert not other.take()
-    finally:
-        claim.release()
-    assert sweep.Claim(out, trials[0].name).take()  # free again once released
+    held = sweep.Claim(out, trials[0].name)
+    assert held.take() and not sweep.Claim(out, trials[0].name).take()
+
+    def let_go_once_the_others_finished():
+        while not all(sweep.finished_run(out, t.recipe) for t in trials[1:]):
+            time.sleep(0.2)
+        held.release()
+
+    holder = threading.Thread(target=let_go_once_the_others_finished)
+    holder.start()
+    runs, waiting = sweep.run_sweep(sweep_file, out)
+    holder.join()
+    assert waiting == [] and len(runs) == 6
+    meta = {t.name: json.loads((sweep.finished_run(out, t.recipe) / "meta.json").read_text()) for t in runs}
+    assert all(m["status"] == "completed" for m in meta.values())
+    assert meta[trials[0].name]["start_time"] >= max(meta[t.name]["end_time"] for t in trials[1:])
 
 
 def test_selection_score_prefers_the_holdout_and_scores_diverged_trials_lowest(tmp_path):

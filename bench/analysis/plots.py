@@ -25,9 +25,9 @@ batch, one line per model (and optimizer, when there are several).
 
 from __future__ import annotations
 
+import io
 import json
 import math
-import os
 import re
 from pathlib import Path
 
@@ -43,6 +43,7 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: 
 
 from bench.analysis import paper  # noqa: E402
 from bench.analysis.paper import MLPERF_TARGET, display  # noqa: E402
+from bench.engine.rundir import atomic_write  # noqa: E402
 from bench.analysis.results import (Study, best_groups, file_stem, numbers, read_events, step_batches,  # noqa: E402
                                     variant_names)
 
@@ -113,15 +114,15 @@ def plain_log_y(ax) -> None:
 
 
 def save(fig, out: Path, stem: str) -> list[Path]:
-    """PNG and SVG, each written to a temporary name then renamed."""
+    """PNG and SVG, each written whole (atomic_write: processes drawing the same figure, as a job array's
+    tasks do, never see or rename each other's half-written file)."""
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for ext in ("png", "svg"):
-        path = out / f"{stem}.{ext}"
-        tmp = out / f".{stem}.tmp.{ext}"
-        fig.savefig(tmp, format=ext)
-        os.replace(tmp, path)
-        paths.append(path)
+        image = io.BytesIO()
+        fig.savefig(image, format=ext)
+        atomic_write(out / f"{stem}.{ext}", image.getvalue())
+        paths.append(out / f"{stem}.{ext}")
     plt.close(fig)
     return paths
 

@@ -46,16 +46,21 @@ def run_local(nproc: int, bench_args: list[str], max_restarts: int = 0) -> int:
 
 
 def _report(failures: dict) -> int:
-    """Each distinct worker message once, with its ranks; the workers' exit code when they agree."""
+    """Each distinct worker message once, with its ranks; the workers' exit code when they agree (a worker
+    torchrun stopped with a signal after another failed has no say)."""
     by_message: dict[str, list[int]] = {}
+    codes = set()
     for rank, failure in sorted(failures.items()):
-        replied = Path(failure.error_file).is_file()  # bench.cli.fail wrote its sentence there
+        replied = Path(failure.error_file).is_file()  # bench.cli.fail wrote its sentence and exit code there
         message = failure.message if replied else f"exit code {failure.exitcode}; see its output above"
         by_message.setdefault(message, []).append(rank)
+        if replied:
+            codes.add(failure.error_file_data.get("exit_code", failure.exitcode))
+        elif failure.exitcode > 0:  # not a worker torchrun stopped with a signal after another failed
+            codes.add(failure.exitcode)
     for message, ranks in by_message.items():
         print(f"bench: error: {message} (rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))})",
               file=sys.stderr)
-    codes = {failure.exitcode for failure in failures.values()}
     return codes.pop() if len(codes) == 1 and codes <= {2, OutOfSpace.exit_code} else 1
 
 
@@ -111,11 +116,13 @@ def _body(workdir: Path, srun: str, *setup: str) -> list[str]:
 
 
 def sbatch_array_script(bench_args: list[str], tasks: int, partition: str | None, time_limit: str | None,
-                        job_name: str, workdir: Path) -> str:
-    """A job array of `tasks` single-GPU workers, each `python -m bench ARGS` (bench sweep: every worker
-    claims the next trial nobody holds, by the run directories' locks, so the array shares one sweep)."""
+                        job_name: str, workdir: Path, gpus: int = 1, cpus: int = 8) -> str:
+    """A job array of `tasks` workers of `gpus` GPUs (1, or 0 on CPU nodes), each `python -m bench ARGS`
+    (bench sweep: every worker claims the next trial nobody holds, by the run directories' locks, so the
+    array shares one sweep)."""
     lines = ["#!/bin/bash", f"#SBATCH --job-name={job_name}", f"#SBATCH --array=0-{tasks - 1}", "#SBATCH --nodes=1",
-             "#SBATCH --ntasks=1", "#SBATCH --gpus-per-node=1", "#SBATCH --cpus-per-task=8",
+             "#SBATCH --ntasks=1", *([f"#SBATCH --gpus-per-node={gpus}"] if gpus else []),
+             f"#SBATCH --cpus-per-task={cpus}",
              f"#SBATCH --output={workdir}/slurm-%A_%a.out", *_REQUEUE]
     if partition:
         lines.append(f"#SBATCH --partition={partition}")
