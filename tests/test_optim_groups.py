@@ -196,3 +196,25 @@ def test_two_ranks_of_two_groups_equal_one_process_of_four(tmp_path, name):
         final, diag = torch.load(tmp_path / f"rank{rank}.pt")
         assert_history([final], [single[-1]], rtol=1e-12, atol=1e-14)
         assert diag == pytest.approx(opt.diagnostics(), rel=1e-10)
+
+
+@pytest.mark.parametrize("ratio", [1.0, 1e3, 1e6])
+def test_similarity_is_exact_when_one_half_is_much_smaller_than_the_other(ratio):
+    """fp32 parameters, halves whose norms differ by `ratio`: the cosine against a float64 cosine of the
+    explicitly formed halves (an fp32 sum of both halves, or dot products of it, would lose the small one)."""
+    gen = torch.Generator().manual_seed(7)
+    shapes = [(64, 48), (48,), (16, 8, 3, 3)]
+    params = [nn.Parameter(torch.zeros(s)) for s in shapes]
+    opt = optim.create(params, "simigrad_sgd", lr=0.1, exclude=None)
+    shared = [torch.randn(s, generator=gen) for s in shapes]  # the halves share a direction: cosine near 0.8
+    groups = [[(a + 0.5 * torch.randn(a.shape, generator=gen)) / (1.0 if i % 2 == 0 else ratio) for a in shared]
+              for i in range(6)]
+    for i, grads in enumerate(groups):
+        backward(params, grads)
+        opt.observe(i)
+    opt.step()
+    even, odd = (torch.stack([torch.cat([x.double().flatten() for x in grads]) for grads in groups[h::2]]).sum(0)
+                 for h in (0, 1))
+    reference = float(even @ odd / (even.norm() * odd.norm()))
+    assert 0.5 < reference < 0.95
+    assert opt.similarity == pytest.approx(reference, abs=1e-6)

@@ -69,12 +69,13 @@ class GroupGradients(GroupOptimizer):
         params = [p for p in self._sum if p.grad is not None]
         grads = [p.grad for p in params]
         if grads:
-            torch._foreach_add_([self._sum[p] for p in params], grads)  # sum += g_d
+            # sum += g_d; SimiGrad's even groups go to the second buffer instead, the halves kept apart until
+            # _measure (each half is summed at its own magnitude: an fp32 sum of both would lose a small half)
+            into = self._second if self.second == "even" and index % 2 == 0 else self._sum
+            torch._foreach_add_([into[p] for p in params], grads)
             if self.second == "squares":
                 torch._foreach_addcmul_([self._second[p] for p in params], grads, grads)  # sumsq += g_d^2
             else:
-                if self.second == "even" and index % 2 == 0:
-                    torch._foreach_add_([self._second[p] for p in params], grads)
                 self._stats[-2] += torch.stack(torch._foreach_norm(grads)).square().sum()  # ||g_d||^2
         for p in params:
             p.grad = None
@@ -207,7 +208,8 @@ class SimiGrad(GroupGradients):
     batch for the runner's adaptive batch (recipe `adaptive_batch`): `similarity` in diagnostics(),
     the cosine between the mean gradients of the groups with even and with odd index
     (`observe(index)`: the runner numbers them over all ranks, so the halves interleave over the
-    batch whatever the world size)."""
+    batch whatever the world size). Each half is summed on its own and its dot products accumulate
+    in float64, so the cosine stays exact when one half is a million times the other."""
 
     second = "even"
 
@@ -215,14 +217,13 @@ class SimiGrad(GroupGradients):
         super().__init__(params, **base)
         self._similarity = None
 
-    def _measured(self, k: int, mean, total) -> dict:
-        even = self._stats[self._n : 2 * self._n]
-        ee, em = even.dot(even).double(), even.dot(mean).double()
-        eo = k * em - ee  # odd = k * g_bar - even: three dot products, no odd tensor
-        oo = (k * k) * total.double() - 2 * k * em + ee
-        scale = (ee * oo.clamp(min=0)).sqrt()
+    def _measure(self, k: int) -> dict:
+        odd, even = self._stats[: self._n], self._stats[self._n : 2 * self._n]  # observe() kept them apart
+        ee, oo, eo = (torch.sum(a * b, dtype=torch.float64) for a, b in ((even, even), (odd, odd), (even, odd)))
+        scale = (ee * oo).sqrt()
         self._similarity = torch.where(scale > 0, eo / scale, 0.0).clamp(-1.0, 1.0)  # 0: a half is zero
-        return super()._measured(k, mean, total)
+        odd.add_(even)  # the sum over all groups, which the statistics and the update take
+        return super()._measure(k)
 
     @property
     def similarity(self) -> float | None:
