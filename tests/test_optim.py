@@ -237,6 +237,30 @@ def test_lars_equals_timm_lars_at_constant_lr(nesterov, clip):
     assert not torch.allclose(ours[-1][0], params[0].detach())
 
 
+@pytest.mark.parametrize("wd", [0.0, 0.1])
+def test_lamb_equals_timm_lamb_with_always_adapt_and_no_clipping(wd):
+    """The docstring's statement: timm's Lamb with always_adapt=True (bench adapts the main group at wd = 0
+    too), max_grad_norm=None (bench does not clip) and decoupled_decay=False (wd * w inside the trust ratio)
+    takes bench's steps; timm's defaults (always_adapt=False) differ at wd = 0, where timm is Adam."""
+    from timm.optim import Lamb
+
+    ws, steps = weights(), gradients(4)
+    lrs = [0.01] * 4
+    ours, _ = run("lamb", ws, steps, lrs, weight_decay=wd, eps=1e-6)
+    for always_adapt in (True, False):
+        params = [nn.Parameter(w.clone()) for w in ws]
+        groups = optim.param_groups(params)
+        for group in groups:  # timm decides adaptation per group by its own flag; bench by `adapt`
+            group["always_adapt"] = always_adapt and group.pop("adapt", True)
+        timm_opt = Lamb(groups, lr=0.01, weight_decay=wd, eps=1e-6, max_grad_norm=None)
+        for step, grads in enumerate(steps):
+            backward(params, grads[0])
+            timm_opt.step()
+            timm_opt.zero_grad()
+        same = all(torch.allclose(a, p.detach(), rtol=1e-12, atol=1e-14) for a, p in zip(ours[-1], params))
+        assert same == (always_adapt or wd != 0)
+
+
 @pytest.mark.parametrize("name", ["sgd", "lars", "larc", "lamb", "adamw"])
 def test_plain_observe_over_groups_equals_one_step_on_the_mean(name):
     ws, steps = weights(), gradients(3, k=4)

@@ -8,7 +8,7 @@ from .base import GroupOptimizer, norms
 
 
 class LAMB(GroupOptimizer):
-    """LAMB with bias-corrected moments and the weight decay inside the trust ratio:
+    """LAMB with bias-corrected moments and the weight decay added to the update before the trust ratio:
 
         m = b1 * m + (1 - b1) * g;   v = b2 * v + (1 - b2) * g^2;   bias-corrected m_hat, v_hat
         u     = m_hat / (sqrt(v_hat) + eps) + wd * w
@@ -18,10 +18,20 @@ class LAMB(GroupOptimizer):
     Tensors of a group without `adapt` (create() puts ndim <= 1 tensors in a group with
     adapt=False and weight_decay=0) use trust = 1. No global gradient clipping.
 
+    In timm's terms (timm.optim.Lamb): the weight decay is timm's default, decoupled_decay=False
+    (wd * w joins u, so the trust ratio sees it); timm's decoupled_decay=True instead multiplies w by
+    (1 - lr * wd) outside the trust ratio, which bench does not offer. bench's rule: the trust ratio
+    applies to every tensor of an `adapt` group, also when weight_decay is 0 (timm's always_adapt=True;
+    timm by default adapts only tensors with weight_decay != 0, so with wd = 0 it is Adam). timm also
+    clips the global gradient norm at 1.0 by default (max_grad_norm); bench does not (recipes can't
+    ask for it either). With always_adapt=True, max_grad_norm=None and the same eps, timm's Lamb and
+    this agree in float64.
+
     Args:
         params: tensors or param-group dicts.
         lr: learning rate.
-        weight_decay: decoupled weight decay, inside the trust ratio (default 0).
+        weight_decay: wd, added to the update before the trust ratio (timm's decoupled_decay=False;
+            default 0).
         betas: (b1, b2) (default (0.9, 0.999)).
         eps: added to sqrt(v_hat) (default 1e-6, the paper's).
     """
