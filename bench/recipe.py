@@ -165,6 +165,9 @@ class AdaptiveBatchSpec(_Strict):
     max_batch: PositiveInt = Field(description="largest batch")
     adjust: float = Field(0.1, gt=0, le=1, description="relative change per adjustment (at least one chunk)")
     every_steps: PositiveInt = Field(1, description="steps between adjustments (their similarities averaged)")
+    rule: Literal["proportional", "authors"] = Field("proportional", description=(
+        "proportional: x (1 + adjust) up, / (1 + adjust) down, rounded, at least one chunk; authors: SimiGrad's "
+        "code, x (1 + adjust) up floored and at least one chunk, one chunk down (bench/engine/pace.py)"))
 
 
 class Recipe(_Strict):

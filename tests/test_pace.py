@@ -82,6 +82,24 @@ def test_the_controller_grows_the_batch_under_noise_and_shrinks_it_under_clean_g
     assert {b for _, b in steady} == {256}
 
 
+def test_the_authors_rule_grows_by_adjust_floored_and_shrinks_by_one_chunk():
+    """SimiGrad's code: m -> max(1, m + 1, floor(1.1 m)) up, max(1, m - 1, floor(0.9 m)) down (m: chunks)."""
+    def chunks(rule, first, similarity, n):
+        spec = dict(target_similarity=0.5, min_batch=128, max_batch=128 * 40, adjust=0.1, rule=rule)
+        r = recipe(optimizer={"name": "simigrad_sgd", "lr": 1.0}, global_batch=128 * first, adaptive_batch=spec,
+                   schedule={"decay": "constant"}, epochs=200)
+        return [b // 128 for _, b in walk(pace_of(r), similarities=[similarity] * 10_000)[0][:n]]
+
+    up = chunks("authors", 2, 0.1, 26)
+    expected = [2]
+    while len(expected) < 26:
+        expected.append(min(max(expected[-1] + 1, math.floor(expected[-1] * 1.1)), 40))
+    assert up == expected and up[:4] == [2, 3, 4, 5] and up[18:22] == [20, 22, 24, 26]
+    assert chunks("authors", 30, 0.9, 5) == [30, 29, 28, 27, 26]  # one chunk down
+    assert chunks("proportional", 30, 0.9, 3) == [30, 27, 25]  # round(m / 1.1)
+    assert chunks("authors", 25, 0.1, 2) == [25, 27] and chunks("proportional", 25, 0.1, 2) == [25, 28]  # 27.5
+
+
 def test_the_adaptive_batch_scales_lr_by_sqrt_batch_and_counts_images():
     pace = pace_of(adaptive(every_steps=2))
     seen, progress = walk(pace, similarities=[0.0] * 1000)

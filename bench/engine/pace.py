@@ -98,8 +98,11 @@ class Pace:
             progress.position = progress.step
 
     def _steer(self, progress, similarity: float | None) -> None:
-        """SimiGrad's controller: grow the batch while the halves disagree (similarity below the
-        target), shrink it while they agree, by `adjust` and at least one chunk, within bounds."""
+        """SimiGrad's controller on m, the batch in chunks: grow it while the halves disagree (similarity
+        below the target), shrink it while they agree, within bounds. rule "proportional" (bench's):
+        m -> max(m + 1, round(m (1 + adjust))) up, min(m - 1, round(m / (1 + adjust))) down; rule
+        "authors" (their DeepSpeed fork, adjust = 0.1 there): m -> max(m + 1, floor(m (1 + adjust))) up,
+        max(1, m - 1, floor(m (1 - adjust))) down, i.e. one chunk down."""
         a = self.adaptive
         if similarity is not None:
             progress.similarity_sum += similarity
@@ -109,8 +112,13 @@ class Pace:
         mean = progress.similarity_sum / progress.similarity_count
         progress.similarity_sum, progress.similarity_count = 0.0, 0
         m = progress.chunks
-        if mean < a.target_similarity:
-            m = max(m + 1, math.floor(m * (1 + a.adjust) + 0.5))  # rounded half up
+        if a.rule == "authors":  # SimiGrad's DeepSpeed fork: grow by adjust, shrink by one chunk, floored
+            if mean < a.target_similarity:
+                m = max(m + 1, math.floor(m * (1 + a.adjust)))
+            elif mean > a.target_similarity:
+                m = max(1, m - 1, math.floor(m * (1 - a.adjust)))
+        elif mean < a.target_similarity:  # proportional: x (1 + adjust) both ways, rounded half up
+            m = max(m + 1, math.floor(m * (1 + a.adjust) + 0.5))
         elif mean > a.target_similarity:
             m = min(m - 1, math.floor(m / (1 + a.adjust) + 0.5))
         progress.chunks = min(max(m, a.min_batch // self.chunk), a.max_batch // self.chunk)
