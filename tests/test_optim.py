@@ -96,10 +96,12 @@ class RefSGD(Ref):
         self.m, self.nesterov, self.v = momentum, nesterov, [torch.zeros_like(w) for w in ws]
 
     def step(self, grads, lr):
+        """lr: a number, or one per tensor (AdaScale's per-group gains)."""
         for i, g in enumerate(grads):
+            lr_i = lr[i] if isinstance(lr, list) else lr
             d = g + self.wd[i] * self.w[i]
             self.v[i] = self.m * self.v[i] + d
-            self.w[i] = self.w[i] - lr * (d + self.m * self.v[i] if self.nesterov else self.v[i])
+            self.w[i] = self.w[i] - lr_i * (d + self.m * self.v[i] if self.nesterov else self.v[i])
 
 
 class RefLARS(Ref):
@@ -109,9 +111,10 @@ class RefLARS(Ref):
         self.v = [torch.zeros_like(w) for w in ws]
 
     def step(self, grads, lr, trust_grads=None):
-        trusts = []
+        """lr: a number, or one per tensor (AdaScale's per-group gains)."""
+        trusts, lrs = [], lr if isinstance(lr, list) else [lr] * len(grads)
         for i, g in enumerate(grads):
-            w, wd, trust = self.w[i], self.wd[i], 1.0
+            w, wd, trust, lr = self.w[i], self.wd[i], 1.0, lrs[i]
             if self.adapt[i]:
                 w_norm, g_norm = w.norm(), (g if trust_grads is None else trust_grads[i]).norm()
                 if w_norm > 0 and g_norm > 0:

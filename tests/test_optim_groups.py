@@ -81,6 +81,88 @@ def test_adascale_matches_float64_reference(name, hparams, make_base):
     assert (diag["grad_var"], diag["grad_sqnorm"]) == pytest.approx((var, sqr), rel=1e-10)
 
 
+class RefAdaScalePerGroup:
+    """fairscale's AdaScale, transcribed: per param group j (here: the tensors with ndim > 1, and the
+    excluded rest), var_j and sqr_j of the group's tensors only, clamped at 0 (fairscale floors var at
+    1e-6), each smoothed and debiased; the group's lr times gain_j = (v + s) / (v / S + s) in [1, S]; the
+    reported gain from the summed averages (fairscale's gain() of all groups)."""
+
+    def __init__(self, base, smoothing, ws):
+        self.base, self.theta = base, smoothing
+        self.group_of = [0 if w.ndim > 1 else 1 for w in ws]
+        self.var, self.sqr, self.weight = [0.0, 0.0], [0.0, 0.0], 0.0
+        self.gains, self.group_gains = [], []
+
+    def run(self, steps, lrs):
+        history = []
+        for lr, groups in zip(lrs, steps):
+            k = len(groups)
+            self.weight = self.theta * self.weight + (1 - self.theta)
+            for j in (0, 1):
+                var, sqr = (max(x, 0.0) for x in ref_noise([[g for g, of in zip(grads, self.group_of) if of == j]
+                                                              for grads in groups]))
+                self.var[j] = self.theta * self.var[j] + (1 - self.theta) * var
+                self.sqr[j] = self.theta * self.sqr[j] + (1 - self.theta) * sqr
+
+            def gain(v, s):
+                v, s = v / self.weight, s / self.weight
+                return min(max((v + s) / (v / k + s), 1.0), k)
+
+            self.group_gains.append([gain(self.var[j], self.sqr[j]) for j in (0, 1)])
+            self.gains.append(gain(sum(self.var), sum(self.sqr)))
+            self.base.step([torch.stack(g).mean(0) for g in zip(*groups)],
+                           [lr * self.group_gains[-1][j] for j in self.group_of])
+            history.append([w.clone() for w in self.base.w])
+        return history
+
+
+@pytest.mark.parametrize("name,hparams,make_base", [
+    ("adascale_sgd", dict(weight_decay=0.1, smoothing=0.5), lambda ws: RefSGD(ws, 0.1)),
+    ("adascale_lars", dict(weight_decay=0.1, eta=0.05, smoothing=0.0), lambda ws: RefLARS(ws, 0.1, eta=0.05)),
+])  # fmt: skip
+def test_adascale_per_group_gains_match_fairscales_formulas_in_float64(name, hparams, make_base):
+    ws, steps = weights(), gradients(len(LRS), k=4)
+    for groups in steps:  # signal in the weights' gradients, mostly noise in the excluded tensors'
+        for grads in groups[1:]:
+            for g, g0, w in zip(grads, groups[0], ws):
+                if w.ndim > 1:
+                    g.mul_(0.3).add_(g0)
+    ours, opt = run(name, ws, steps, LRS, gain="per_group", **hparams)
+    ref = RefAdaScalePerGroup(make_base(ws), hparams["smoothing"], ws)
+    assert_history(ours, ref.run(steps, LRS), **TIGHT)
+    assert opt.gains == pytest.approx(ref.group_gains[-1], rel=1e-10)
+    assert opt.diagnostics()["gain"] == pytest.approx(ref.gains[-1], rel=1e-10)
+    first, second = ref.group_gains[-1]
+    assert 1.0 < first < second <= 4.0 and abs(second / first - 1) > 0.3  # the groups' gains differ
+    shared, _ = run(name, ws, steps, LRS, **hparams)  # gain="global": not the same steps
+    assert not torch.allclose(shared[-1][0], ours[-1][0])
+
+
+def test_adascale_per_group_state_resumes_and_old_checkpoints_load():
+    ws, steps = weights(), gradients(4, k=4)
+    whole, _ = run("adascale_sgd", ws, steps, LRS[:4], gain="per_group", smoothing=0.5)
+    params = [nn.Parameter(w.clone()) for w in ws]
+    first = optim.create(params, "adascale_sgd", lr=LRS[0], gain="per_group", smoothing=0.5)
+    second = optim.create(params, "adascale_sgd", lr=LRS[0], gain="per_group", smoothing=0.5)
+    for i, (lr, groups) in enumerate(zip(LRS[:4], steps)):
+        opt = first if i < 2 else second
+        if i == 2:
+            second.load_state_dict(first.state_dict())
+        for group in opt.param_groups:
+            group["lr"] = lr
+        for grads in groups:
+            backward(params, grads)
+            opt.observe()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    assert_history([[p.detach() for p in params]], [whole[-1]], **TIGHT)
+    old = optim.create([nn.Parameter(w.clone()) for w in ws], "adascale_sgd", lr=0.1)
+    state = old.state_dict()
+    state["adascale"] = {"var": 1.0, "sqr": 2.0, "weight": 0.5, "gain": 1.5}  # as saved before per_group
+    old.load_state_dict(state)
+    assert old.averages == {"var": [1.0], "sqr": [2.0], "weight": 0.5} and old.gain == 1.5
+
+
 def test_adascale_default_smoothing_is_fairscales():
     """theta = max(1 - k/1000, 0): with k = 4 groups, 0.996."""
     ws, steps = weights(), gradients(3, k=4)

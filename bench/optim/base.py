@@ -65,6 +65,7 @@ RULES = {
     "gsnr_norm": (lambda value: value in ("tensor", "layer", "model"), "'tensor', 'layer' or 'model'"),
     "trust_grad": (lambda value: value in ("vr", "mean"), "'vr' or 'mean'"),
     "smoothing": (lambda value: value is None or _FRACTION[0](value), "null or a number in [0, 1)"),
+    "gain": (lambda value: value in ("global", "per_group"), "'global' or 'per_group'"),
     "fused": (lambda value: value is None or isinstance(value, bool), "null, true or false"),
 }
 

@@ -144,37 +144,73 @@ class AdaScale(GroupGradients):
     group, and the runner drives the schedule by scale-invariant steps (each step advances it by
     the gain, bench/engine/pace.py). Identical groups give gain 1 (var = 0); pure noise gives S.
 
+    gain="global" (default): one gain from the statistics of all parameters, the paper's
+    Algorithm 1 (its gain ratio is defined on the whole model's gradient). gain="per_group":
+    fairscale's AdaScale: var and sqr per param group (the flat gradient restricted to the
+    group), each smoothed, each group's lr times its own gain; the schedule advances by the gain of
+    the summed averages (fairscale's gain() of all groups). fairscale floors var at 1e-6, bench at 0.
+
     Args:
         smoothing: theta of the moving averages (default null = max(1 - k/1000, 0), fairscale's);
             the averages are debiased as fairscale's (avg / (1 - theta^t)).
+        gain: "global" or "per_group" (above).
         **base: the base optimizer's arguments.
 
-    The gain is read to the host once per step (it scales the lr the base update takes). Its
-    moving averages are in state_dict(); the gain of the last step is `self.gain`.
+    The gains are read to the host once per step (they scale the lr the base update takes). The
+    moving averages are in state_dict(); the gain of the last step is `self.gain` (per group:
+    `self.gains`).
     """
 
-    def __init__(self, params, *, smoothing=None, **base):
-        validate({"smoothing": smoothing})
+    def __init__(self, params, *, smoothing=None, gain="global", **base):
+        validate({"smoothing": smoothing, "gain": gain})
         super().__init__(params, **base)
-        self.smoothing = smoothing
+        self.smoothing, self.per_group = smoothing, gain == "per_group"
         self.gain = 1.0
-        self.averages = {"var": 0.0, "sqr": 0.0, "weight": 0.0}  # biased sums and their total weight
+        self.gains = [1.0] * len(self.param_groups)
+        groups = len(self.param_groups) if self.per_group else 1
+        self.averages = {"var": [0.0] * groups, "sqr": [0.0] * groups, "weight": 0.0}  # biased sums, their weight
+        self._group_squares = None  # per_group: sum_d ||g_d||^2 of each param group
+
+    @torch.no_grad()
+    def observe(self, index=None):
+        if self.per_group:
+            if self._group_squares is None or self._groups == 0:
+                device = self.param_groups[0]["params"][0].device
+                self._group_squares = torch.zeros(len(self.param_groups), dtype=torch.float64, device=device)
+            for i, group in enumerate(self.param_groups):
+                grads = [p.grad for p in group["params"] if p.grad is not None]
+                if grads:
+                    self._group_squares[i] += torch.stack(torch._foreach_norm(grads)).double().square().sum()
+        super().observe(index)
+
+    def _reduce(self) -> int:
+        k = super()._reduce()
+        if self.per_group and dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+            dist.all_reduce(self._group_squares)
+        return k
 
     def _measured(self, k: int, mean, total) -> dict:
         theta = self.smoothing if self.smoothing is not None else max(1.0 - k / 1000, 0.0)
-        var, sqr = (max(float(x), 0.0) for x in self._noise)
+        if self.per_group:
+            ends = torch.tensor([sum(p.numel() for p in g["params"]) for g in self.param_groups]).cumsum(0).tolist()
+            totals = [mean[a:b].dot(mean[a:b]) for a, b in zip([0] + ends[:-1], ends)]  # ||g_bar of the group||^2
+            stats = [noise(squares, t, k) for squares, t in zip(self._group_squares, totals)]
+        else:
+            stats = [self._noise]
         avg = self.averages
-        avg["var"] = theta * avg["var"] + (1 - theta) * var
-        avg["sqr"] = theta * avg["sqr"] + (1 - theta) * sqr
         avg["weight"] = theta * avg["weight"] + (1 - theta)
-        var, sqr = avg["var"] / avg["weight"], avg["sqr"] / avg["weight"]
-        gain = (var + sqr) / (var / k + sqr) if var + sqr > 0 else 1.0
-        self.gain = min(max(gain, 1.0), float(k)) if math.isfinite(gain) else float(k)
+        for i, (var, sqr) in enumerate(stats):
+            avg["var"][i] = theta * avg["var"][i] + (1 - theta) * max(float(var), 0.0)
+            avg["sqr"][i] = theta * avg["sqr"][i] + (1 - theta) * max(float(sqr), 0.0)
+        w = avg["weight"]
+        self.gain = _gain(sum(avg["var"]) / w, sum(avg["sqr"]) / w, k)  # the schedule advances by this one
+        self.gains = [_gain(v / w, q / w, k) for v, q in zip(avg["var"], avg["sqr"])] if self.per_group else \
+            [self.gain] * len(self.param_groups)
         return super()._measured(k, mean, total)
 
     def _update(self, group, params, grads, *args):
         lr = group["lr"]
-        group["lr"] = lr * self.gain
+        group["lr"] = lr * self.gains[next(i for i, g in enumerate(self.param_groups) if g is group)]
         try:
             super()._update(group, params, grads, *args)
         finally:
@@ -184,14 +220,23 @@ class AdaScale(GroupGradients):
         return {**super().diagnostics(), "gain": self.gain}
 
     def state_dict(self):
-        return {**super().state_dict(), "adascale": {**self.averages, "gain": self.gain}}
+        return {**super().state_dict(), "adascale": {**self.averages, "gain": self.gain, "gains": self.gains}}
 
     def load_state_dict(self, state_dict):
         state_dict = dict(state_dict)
         saved = dict(state_dict.pop("adascale", {"var": 0.0, "sqr": 0.0, "weight": 0.0, "gain": 1.0}))
         self.gain = saved.pop("gain")
-        self.averages = saved
+        self.gains = saved.pop("gains", [self.gain] * len(self.param_groups))
+        # checkpoints from before gain="per_group" hold one number per average
+        self.averages = {key: [value] if isinstance(value, float) and key != "weight" else value
+                         for key, value in saved.items()}
         super().load_state_dict(state_dict)
+
+
+def _gain(var: float, sqr: float, scale: int) -> float:
+    """(var + sqr) / (var / S + sqr) within [1, S]; 1 where both are 0, S where it is not finite."""
+    gain = (var + sqr) / (var / scale + sqr) if var + sqr > 0 else 1.0
+    return min(max(gain, 1.0), float(scale)) if math.isfinite(gain) else float(scale)
 
 
 class AdaScaleSGD(AdaScale, SGD):
