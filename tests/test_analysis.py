@@ -398,3 +398,11 @@ def test_export_bad_input_is_one_sentence(tmp_path, capsys):
     assert main(["report", str(tmp_path / "runs"), "--format", "json", "--out", str(tmp_path / "no" / "x.json")]) == 2
     assert "does not exist" in capsys.readouterr().err
     assert not (tmp_path / "no").exists()
+
+
+def test_the_cli_names_every_table_and_only_those():
+    """commands.TABLE_NAMES (the parser's list, kept apart so `bench --help` need not import pandas) against
+    the tables tables.build() knows."""
+    from bench.analysis import commands, tables
+
+    assert sorted(commands.TABLE_NAMES) == sorted(tables.TABLES)

@@ -168,3 +168,12 @@ def test_analysis_imports_no_torch(tmp_path):
     done = subprocess.run([sys.executable, "-c", NO_TORCH, str(tmp_path / "runs")], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.splitlines()[-1]) == []
+
+
+def test_every_registered_optimizer_has_a_display_name_and_a_colour():
+    from bench import optim
+    from bench.analysis.paper import DISPLAY
+    from bench.analysis.plots import COLORS
+
+    assert [name for name in optim.NAMES if name not in DISPLAY or name not in COLORS] == []
+    assert len({COLORS[name] for name in optim.NAMES}) >= len(optim.NAMES) - 2  # nearly all tell apart

@@ -301,6 +301,7 @@ HPARAMS = {  # a sensible setting per optimizer for the digits problem
     "adamw": dict(lr=0.01), "vrgd_sgd": dict(lr=0.1), "vrgd_lars": dict(lr=10.0), "vrgd_adam": dict(lr=0.01),
     "vrgd_lamb": dict(lr=0.02), "adascale_sgd": dict(lr=0.03), "adascale_lars": dict(lr=3.0),
     "simigrad_sgd": dict(lr=0.1), "simigrad_lars": dict(lr=10.0), "simigrad_lamb": dict(lr=0.02),
+    "merit": dict(lr=0.02), "vrgd_merit": dict(lr=0.02),
 }  # fmt: skip
 
 
@@ -398,7 +399,8 @@ def test_check_and_create_reject_bad_input_with_one_clear_sentence():
         optim.create(mlp(), "lars", lr=1.0, weight_decay=-1.0)
     assert optim.check("vrgd_lamb", {"lr": 0.1, "beta3": 0.0, "betas": [0.9, 0.99]}) is optim.VRGDLAMB
     assert optim.NAMES == ("sgd", "lars", "larc", "lamb", "adamw", "vrgd_sgd", "vrgd_lars", "vrgd_adam", "vrgd_lamb",
-                           "adascale_sgd", "adascale_lars", "simigrad_sgd", "simigrad_lars", "simigrad_lamb")
+                           "adascale_sgd", "adascale_lars", "simigrad_sgd", "simigrad_lars", "simigrad_lamb", "merit",
+                           "vrgd_merit")
 
 
 def test_plain_optimizers_work_as_ordinary_torch_optimizers():
@@ -431,3 +433,12 @@ def test_perf_optim_runs_and_prints_the_table(capsys):
         assert column in out
     sgd = next(line for line in out.splitlines() if line.startswith("torch.optim.SGD"))
     assert "1.000" in sgd.split()
+
+
+def test_every_constructor_argument_of_every_optimizer_has_a_rule():
+    """validate() skips a key without a RULES entry: a new option must bring its rule."""
+    from bench.optim.base import RULES
+
+    missing = {name: [key for key in optim.hyperparameters(optim.check(name, {})) if key not in RULES]
+               for name in optim.NAMES}
+    assert {name: keys for name, keys in missing.items() if keys} == {}

@@ -41,7 +41,8 @@ DISPLAY = {"sgd": "SGD", "nesterov": "Nesterov SGD", "momentum": "Momentum", "vr
            "adam": "Adam", "adamw": "AdamW", "vrgd_adam": "VRGD-Adam", "lamb": "LAMB", "vrgd_lamb": "VRGD-LAMB",
            "lars": "LARS", "larc": "LARC", "vrgd_lars": "VRGD-LARS",
            "adascale_sgd": "AdaScale-SGD", "adascale_lars": "AdaScale-LARS", "simigrad_sgd": "SimiGrad-SGD",
-           "simigrad_lars": "SimiGrad-LARS", "simigrad_lamb": "SimiGrad-LAMB"}
+           "simigrad_lars": "SimiGrad-LARS", "simigrad_lamb": "SimiGrad-LAMB", "merit": "MERIT",
+           "vrgd_merit": "VRGD-MERIT"}
 
 
 def display(name: str) -> str:

@@ -57,7 +57,7 @@ WIDTH = 7.0  # inches: a two-column paper's text width
 COLORS = {"lars": "#1f77b4", "vrgd_lars": "#d62728", "sgd": "#555555", "nesterov": "#2ca02c", "vrgd_sgd": "#ff7f0e", "lamb": "#2ca02c",
           "vrgd_lamb": "#9467bd", "adamw": "#8c564b", "adam": "#8c564b", "vrgd_adam": "#e377c2", "larc": "#17becf",
           "adascale_sgd": "#bcbd22", "adascale_lars": "#393b79", "simigrad_sgd": "#ad494a", "simigrad_lars": "#637939",
-          "simigrad_lamb": "#7b4173"}
+          "simigrad_lamb": "#7b4173", "merit": "#e7969c", "vrgd_merit": "#843c39"}
 SPARE = ["#bcbd22", "#17becf", "#7f7f7f", "#aec7e8", "#ffbb78", "#98df8a"]
 # key -> (panel title, y-axis label with the unit)
 DIAGNOSTICS = {

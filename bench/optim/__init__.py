@@ -1,4 +1,4 @@
-"""Optimizers for large-batch training: LARS, LAMB, the VRGD (GSNR) family, AdaScale and SimiGrad's
+"""Optimizers for large-batch training: LARS, LAMB, MERIT, the VRGD (GSNR) family, AdaScale and SimiGrad's
 measuring variants, behind one factory.
 
     opt = bench.optim.create(model, "vrgd_lars", lr=9.0, weight_decay=5e-5, gamma=0.1)
@@ -21,13 +21,14 @@ from .base import GroupOptimizer, validate
 from .groups import AdaScale, AdaScaleLARS, AdaScaleSGD, GroupGradients, SimiGradLAMB, SimiGradLARS, SimiGradSGD
 from .lamb import LAMB
 from .lars import LARC, LARS
+from .merit import MERIT
 from .sgd import SGD
-from .vrgd import VRGD, VRGDLAMB, VRGDSGD, VRGDAdam, VRGDLARS
+from .vrgd import VRGD, VRGDLAMB, VRGDMERIT, VRGDSGD, VRGDAdam, VRGDLARS
 
 __all__ = [
     "NAMES", "check", "create", "param_groups", "hyperparameters", "default_exclude",
-    "GroupOptimizer", "SGD", "LARS", "LARC", "LAMB", "AdamW",
-    "VRGD", "VRGDSGD", "VRGDLARS", "VRGDAdam", "VRGDLAMB",
+    "GroupOptimizer", "SGD", "LARS", "LARC", "LAMB", "MERIT", "AdamW",
+    "VRGD", "VRGDSGD", "VRGDLARS", "VRGDAdam", "VRGDLAMB", "VRGDMERIT",
     "GroupGradients", "AdaScale", "AdaScaleSGD", "AdaScaleLARS", "SimiGradSGD", "SimiGradLARS", "SimiGradLAMB",
 ]  # fmt: skip
 
@@ -46,6 +47,8 @@ _REGISTRY = {
     "simigrad_sgd": SimiGradSGD,
     "simigrad_lars": SimiGradLARS,
     "simigrad_lamb": SimiGradLAMB,
+    "merit": MERIT,
+    "vrgd_merit": VRGDMERIT,
 }
 NAMES = tuple(_REGISTRY)
 

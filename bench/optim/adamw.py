@@ -5,16 +5,16 @@ import torch
 from .base import GroupOptimizer, laid_out_like
 
 
-def adam_moments(optimizer: GroupOptimizer, group: dict, params, grads):
+def adam_moments(optimizer: GroupOptimizer, group: dict, params, grads, bias_correction: bool = True):
     """Advance the group's step and Adam's moments with `grads`; return (m, denom) with
 
         m / denom = m_hat / (sqrt(v_hat) + eps),   m_hat = m / (1 - b1^t),  v_hat = v / (1 - b2^t)
 
-    `denom` is a new list of tensors (scratch).
+    (m / (sqrt(v) + eps) without bias_correction). `denom` is a new list of tensors (scratch).
     """
     beta1, beta2 = group["betas"]
     group["step"] = step = group.get("step", 0) + 1
-    bc1, bc2 = 1 - beta1**step, 1 - beta2**step
+    bc1, bc2 = (1 - beta1**step, 1 - beta2**step) if bias_correction else (1.0, 1.0)
     exp_avgs, exp_avg_sqs = optimizer._state(params, "exp_avg"), optimizer._state(params, "exp_avg_sq")
     torch._foreach_lerp_(exp_avgs, grads, 1 - beta1)  # m = b1 * m + (1 - b1) * g
     torch._foreach_mul_(exp_avg_sqs, beta2)  # v = b2 * v + (1 - b2) * g^2

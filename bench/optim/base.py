@@ -62,6 +62,7 @@ RULES = {
     "gsnr_eps": _interval(0, math.inf, lo_closed=False),
     "beta3": _FRACTION,
     "gsnr_bias_correction": _BOOL,
+    "bias_correction": _BOOL,
     "gsnr_norm": (lambda value: value in ("tensor", "layer", "model"), "'tensor', 'layer' or 'model'"),
     "trust_grad": (lambda value: value in ("vr", "mean"), "'vr' or 'mean'"),
     "smoothing": (lambda value: value is None or _FRACTION[0](value), "null or a number in [0, 1)"),

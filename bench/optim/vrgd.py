@@ -17,6 +17,7 @@ from .base import noise, validate
 from .groups import GroupGradients
 from .lamb import LAMB
 from .lars import LARS
+from .merit import MERIT
 from .sgd import SGD
 
 
@@ -289,6 +290,14 @@ class VRGDAdam(VRGD, AdamW):
 class VRGDLAMB(VRGD, LAMB):
     """VR-LAMB: VR-Adam then LAMB's trust ratio (lamb.py). GSNR momentum on: beta3 = 0.9.
     Options: VRGD's and LAMB's."""
+
+    def __init__(self, params, *, beta3=0.9, **kwargs):
+        super().__init__(params, beta3=beta3, **kwargs)
+
+
+class VRGDMERIT(VRGD, MERIT):
+    """VR-MERIT: VR-Adam's gradient then MERIT's element-wise ratio (merit.py), composed as VR-LAMB is
+    (OPEN: no paper pairs them). GSNR momentum on: beta3 = 0.9. Options: VRGD's and MERIT's."""
 
     def __init__(self, params, *, beta3=0.9, **kwargs):
         super().__init__(params, beta3=beta3, **kwargs)
