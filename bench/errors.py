@@ -6,6 +6,7 @@ code 2 and no traceback. It subclasses ValueError so library users (who call
 """
 
 import argparse
+import importlib.util
 
 
 class UserError(ValueError):
@@ -17,6 +18,13 @@ class OutOfSpace(Exception):
     last checkpoint, which stays intact; the CLI exits with `exit_code`, distinct from bad input's 2."""
 
     exit_code = 3
+
+
+def require_extra(package: str, key: str) -> None:
+    """One sentence when recipe key `key` needs the optional `package` (an extra of the same name)."""
+    if importlib.util.find_spec(package) is None:
+        raise UserError(f"key '{key}' asks for the {package} package, which is not installed; "
+                        f"pip install -e '.[{package}]' (./setup.sh installs it)")
 
 
 class ArgumentParser(argparse.ArgumentParser):

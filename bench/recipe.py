@@ -17,7 +17,7 @@ from typing import Any, Literal, Union
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError, model_validator
 
-from bench.errors import UserError
+from bench.errors import UserError, require_extra
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -147,11 +147,21 @@ class EngineSpec(_Strict):
     micro_batch_cap: PositiveInt = Field(256, description="largest micro-batch `micro_batch: auto` may pick")
 
 
+class WandbSpec(_Strict):
+    """A Weights & Biases run per bench run (the wandb package: pip install -e '.[wandb]')."""
+
+    project: str = Field(min_length=1, description="W&B project")
+    entity: str | None = Field(None, description="W&B team or user (default: the logged-in user's)")
+    mode: Literal["offline", "online"] = Field(
+        "offline", description="offline: <run>/wandb/offline-run-* for `wandb sync`; online: sent as it goes")
+
+
 class LoggingSpec(_Strict):
     """Where a run's curves go besides metrics.csv and events.jsonl; none of it changes a number."""
 
     tensorboard: bool = Field(False, description="TensorBoard event files in <run>/tensorboard as the run goes "
                               "(the tensorboard package: pip install -e '.[tensorboard]')")
+    wandb: WandbSpec | None = Field(None, description="Weights & Biases curves, sent as checkpoints keep them")
 
 
 class AdaptiveBatchSpec(_Strict):
@@ -191,7 +201,7 @@ class Recipe(_Strict):
     eval: EvalSpec = Field(EvalSpec(), description="when to evaluate")
     engine: EngineSpec = Field(EngineSpec(), description="how the step is computed")
     checkpoint: CheckpointSpec = Field(CheckpointSpec(), description="when to checkpoint")
-    logging: LoggingSpec = Field(LoggingSpec(), description="live curves (TensorBoard)")
+    logging: LoggingSpec = Field(LoggingSpec(), description="live curves (TensorBoard, Weights & Biases)")
     target_top1: float = Field(gt=0, le=100, description="percent; epochs-to-target uses the first eval at or above it")
     tags: dict[str, Union[str, int, float, bool]] = Field(default_factory=dict, description=(
         "labels that do not change training (bench sweep writes sweep, arm, trial, study, role); "
@@ -295,10 +305,9 @@ def _check_names(recipe: Recipe) -> None:
     if recipe.model.kwargs:
         _check_model_kwargs(recipe.model.name, recipe.model.kwargs)
     optim.check(recipe.optimizer.name, recipe.optimizer.hparams)
-    if recipe.logging.tensorboard:
-        from bench.engine.tensorboard import require
-
-        require()
+    for package in ("tensorboard", "wandb"):
+        if getattr(recipe.logging, package):
+            require_extra(package, f"logging.{package}")
 
 
 MAX_ALIASES = 100  # YAML anchors used more often than this are refused (a "billion laughs" file)

@@ -126,6 +126,6 @@ def test_without_the_package_the_key_is_one_sentence(recipe, tmp_path, capsys, m
                  ["run", str(recipe), "--out", str(tmp_path / "out"), "--tensorboard"]):
         assert main(args) == 2
         assert capsys.readouterr().err == (
-            f"bench: error: {recipe}: key 'logging.tensorboard' is true but the tensorboard package is not "
+            f"bench: error: {recipe}: key 'logging.tensorboard' asks for the tensorboard package, which is not "
             "installed; pip install -e '.[tensorboard]' (./setup.sh installs it)\n")
     assert not (tmp_path / "out").exists()

@@ -5,7 +5,8 @@
 step n) or "checkpoint" (the checkpoint of step n written to its temporary
 file, not yet renamed). `BENCH_CRASH_RANK=r` limits it to one rank, and
 `BENCH_CRASH_ONCE=<file>` to the first time (the file marks that it happened),
-so a restarted worker gets past it. Unset in normal use: one dictionary lookup.
+so a restarted worker gets past it; `BENCH_CRASH_SIGNAL=TERM` sends SIGTERM instead (a
+preemption at a known step). Unset in normal use: one dictionary lookup.
 """
 
 from __future__ import annotations
@@ -26,4 +27,4 @@ def crash_point(point: str, n: int) -> None:
         if Path(once).exists():
             return
         Path(once).touch()
-    os.kill(os.getpid(), signal.SIGKILL)
+    os.kill(os.getpid(), getattr(signal, "SIG" + env.get("BENCH_CRASH_SIGNAL", "KILL")))

@@ -127,7 +127,7 @@ class RunDir:
         self.metrics: list[dict] = []
         self.meta: dict = {}
         self._lock = None
-        self.curves = None  # live TensorBoard curves (bench.engine.tensorboard.Curves), when the recipe asks
+        self.curves = []  # live curve writers (TensorBoard, W&B) the recipe asks for
 
     def lock(self) -> None:
         """Hold this run directory for this process (released when it exits, even when killed)."""
@@ -200,8 +200,8 @@ class RunDir:
     def add_metrics(self, row: dict) -> None:
         self.metrics.append({k: row[k] for k in METRIC_COLUMNS})
         self._write_metrics()
-        if self.curves:
-            self.curves.metrics(self.metrics[-1])
+        for curves in self.curves:
+            curves.metrics(self.metrics[-1])
 
     def _write_metrics(self) -> None:
         buf = io.StringIO()
@@ -213,8 +213,8 @@ class RunDir:
     def log_event(self, event: dict) -> None:
         with writing(self.path / "events.jsonl"), open(self.path / "events.jsonl", "a") as f:
             f.write(json.dumps(event) + "\n")
-        if self.curves:
-            self.curves.event(event)
+        for curves in self.curves:
+            curves.event(event)
 
 
 def whole_lines(events: Path) -> list[str]:

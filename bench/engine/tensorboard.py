@@ -18,23 +18,16 @@ Only rank 0 writes (it alone has the run directory).
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from pathlib import Path
 
-from bench.errors import UserError
+from bench.errors import require_extra
 
 FOLDER = "tensorboard"
 
 
-def require() -> None:
-    """One sentence when the tensorboard package is missing."""
-    if importlib.util.find_spec("tensorboard") is None:
-        raise UserError("key 'logging.tensorboard' is true but the tensorboard package is not installed; "
-                        "pip install -e '.[tensorboard]' (./setup.sh installs it)")
-
-
-def _scalars(row: dict, skip: tuple) -> dict:
+def scalars(row: dict, skip: tuple) -> dict:
+    """The finite numbers of a log row, but the keys in `skip` (the x axes)."""
     return {k: float(v) for k, v in row.items() if k not in skip and isinstance(v, (int, float))
             and not isinstance(v, bool) and math.isfinite(v)}
 
@@ -43,7 +36,7 @@ class Curves:
     """The three writers under `root` (a run directory's tensorboard/ folder), resuming at (step, images)."""
 
     def __init__(self, root: Path, recipe_yaml: str, step: int = 0, images: int = 0):
-        require()
+        require_extra("tensorboard", "logging.tensorboard")
         from torch.utils.tensorboard import SummaryWriter
 
         root = Path(root)
@@ -55,13 +48,13 @@ class Curves:
 
     def event(self, event: dict) -> None:
         """One events.jsonl line: its scalars against its step."""
-        for key, value in _scalars(event, ("step",)).items():
+        for key, value in scalars(event, ("step",)).items():
             self.train.add_scalar(f"train/{key}", value, event["step"])
 
     def metrics(self, row: dict) -> None:
         """One metrics.csv row: its columns against the step and against the images seen."""
         step, images = int(row["step"]), int(row["images_seen"])
-        for key, value in _scalars(row, ("step", "images_seen")).items():
+        for key, value in scalars(row, ("step", "images_seen")).items():
             self.eval.add_scalar(f"eval/{key}", value, step)
             self.by_images.add_scalar(f"eval/{key}", value, images)
 

@@ -45,7 +45,7 @@ from tqdm import tqdm
 
 from bench import optim
 from bench.data import Data, build
-from bench.engine import checkpoint, distributed, tensorboard
+from bench.engine import checkpoint, distributed, tensorboard, wandb_curves
 from bench.engine.faults import crash_point
 from bench.engine.pace import Pace
 from bench.engine.plan import recipe_plan
@@ -295,8 +295,8 @@ class Trainer:
     def save_checkpoint(self, run: RunDir | None, progress: "Progress") -> None:
         if run:  # rank 0 writes; parameters and optimizer state are identical on every rank
             checkpoint.save(run.path, progress.step, self.state(progress), self.recipe.checkpoint.keep)
-            if run.curves:
-                run.curves.flush()  # the curves hold every point the checkpoint keeps
+            for curves in run.curves:
+                curves.flush()  # the curves hold every point the checkpoint keeps
         if torch.distributed.is_initialized():
             torch.distributed.barrier()
 
@@ -394,6 +394,17 @@ def open_run(results: Path, recipe: Recipe, restart: bool, run_dir: Path | None)
     return RunDir.create(results, recipe.name, recipe_yaml), None
 
 
+def _curves(recipe: Recipe, run: RunDir, state) -> list:
+    """The live curve writers the recipe asks for, resuming at the checkpoint's step and images."""
+    out = []
+    if recipe.logging.tensorboard:
+        out.append(tensorboard.Curves(run.path / tensorboard.FOLDER, recipe.to_yaml(), state.step, state.images))
+    if recipe.logging.wandb:
+        tags = [recipe.optimizer.name, f"b{recipe.global_batch}", f"seed{recipe.seed}"]
+        out.append(wandb_curves.WandbCurves(run.path, recipe.logging.wandb, recipe.model_dump(mode="json"), tags))
+    return out
+
+
 def train(recipe: Recipe, results: Path, progress: bool = True, restart: bool = False,
           run_dir: Path | None = None) -> RunDir | None:
     """Run `recipe` in this process (one rank of a torchrun job, or alone), resuming an
@@ -442,8 +453,8 @@ def _train(recipe: Recipe, results: Path, dist: distributed.Dist, progress: bool
         pace = trainer.pace
         what = "steps" if pace.fixed else f"schedule steps of {pace.reference} images"
         print(f"{pace.schedule_steps} {what} = {recipe.epochs:g} epochs of {trainer.data.train_size} images")
-    if run and recipe.logging.tensorboard:
-        run.curves = tensorboard.Curves(run.path / tensorboard.FOLDER, recipe.to_yaml(), state.step, state.images)
+    if run:
+        run.curves = _curves(recipe, run, state)
     try:
         status, reason = trainer.run(run, state, progress, preempted)
     except BaseException as e:
@@ -453,8 +464,8 @@ def _train(recipe: Recipe, results: Path, dist: distributed.Dist, progress: bool
                 run.write_meta(status="failed", reason=reason, end_time=now())
         raise
     finally:
-        if run and run.curves:
-            run.curves.close()
+        for curves in run.curves if run else []:
+            curves.close()
     if run:
         run.write_meta(status=status, reason=reason, end_time=now(),
                        unreadable_images=sorted(trainer.data.unreadable.files))
