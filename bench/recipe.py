@@ -168,7 +168,9 @@ class AdaptiveBatchSpec(_Strict):
     """SimiGrad-style adaptive batch: after every `every_steps` steps the batch grows by `adjust`
     when the mean similarity of the two halves' gradients is below `target_similarity` (noisy
     gradients) and shrinks by it when above; always a whole number of `min_batch` chunks within
-    [min_batch, max_batch]; lr x sqrt(batch / global_batch). Needs a simigrad_* optimizer."""
+    [min_batch, max_batch]; lr x sqrt(batch / global_batch). The recipe's global_batch is then the
+    first step's batch and the lr's reference, and min_batch the unit the controller counts (the
+    batch plan's `batch`, bench/engine/plan.py). Needs an optimizer with pace "adaptive" (simigrad_*)."""
 
     target_similarity: float = Field(gt=-1, lt=1, description="cosine similarity the controller steers toward")
     min_batch: PositiveInt = Field(description="smallest batch, and the unit every batch is a multiple of")
@@ -184,7 +186,8 @@ class Recipe(_Strict):
     name: str = Field(description="the run directory's folder name (default: the recipe file's name)")
     model: ModelSpec = Field(description="the network")
     data: DataSpec = Field(DataSpec(), description="the dataset, its transforms and its loader")
-    global_batch: PositiveInt = Field(description="images per optimizer step over all ranks and micro-batches")
+    global_batch: PositiveInt = Field(description="images per optimizer step over all ranks and micro-batches "
+                                      "(with adaptive_batch: the first step's, and the lr's reference)")
     micro_batch: Union[PositiveInt, Literal["auto"]] = Field("auto", description=(
         "images per forward/backward on one rank; accumulation covers the rest of the batch (auto: the largest "
         "divisor not above engine.micro_batch_cap)"))
@@ -231,9 +234,13 @@ class Recipe(_Strict):
             for key, value in (("global_batch", self.global_batch), ("adaptive_batch.max_batch", a.max_batch)):
                 if value % a.min_batch:
                     raise ValueError(f"{key} {value} is not a multiple of adaptive_batch.min_batch {a.min_batch}")
-            if not self.optimizer.name.startswith("simigrad_"):
+            from bench.optim import REGISTRY  # here: the recipe module loads without torch
+
+            cls = REGISTRY.get(self.optimizer.name)  # an unknown name is reported by _check_names
+            if cls is not None and cls.pace != "adaptive":
+                adaptive = ", ".join(name for name, c in REGISTRY.items() if c.pace == "adaptive")
                 raise ValueError(f"adaptive_batch needs an optimizer that measures the halves' similarity "
-                                 f"(simigrad_sgd, simigrad_lars, simigrad_lamb), not '{self.optimizer.name}'")
+                                 f"({adaptive}), not '{self.optimizer.name}'")
         for key in ("micro_batch", "gsnr_groups"):
             value = getattr(self, key)
             if isinstance(value, int) and unit % value:

@@ -37,7 +37,7 @@ PLANS = [
 def test_plan(args, want):
     plan = make_plan(*args)
     assert (plan.accum_steps, plan.micro_batch, plan.gsnr_groups) == want
-    assert plan.world_size * plan.accum_steps * plan.micro_batch == plan.global_batch
+    assert plan.world_size * plan.accum_steps * plan.micro_batch == plan.batch
     assert plan.gsnr_groups * plan.micro_per_group == plan.world_size * plan.accum_steps
 
 
@@ -196,7 +196,7 @@ target_top1: 50
 """
     done = run_cli("run", str(write_recipe(tmp_path / "huge.yaml", text)), "--out", str(tmp_path), "--no-progress")
     assert done.returncode == 0, done.stderr
-    assert "1 ranks x 24 micro-batches x 4096 images = global batch 98304; 24 gradient groups" in done.stdout
+    assert "1 ranks x 24 micro-batches x 4096 images = batch 98304; 24 gradient groups" in done.stdout
     [run] = (tmp_path / "huge").iterdir()
     meta = json.loads((run / "meta.json").read_text())
     assert meta["status"] == "completed" and meta["total_steps"] == 1

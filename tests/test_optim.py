@@ -403,6 +403,27 @@ def test_check_and_create_reject_bad_input_with_one_clear_sentence():
                            "vrgd_merit")
 
 
+def test_every_optimizer_declares_what_the_runner_reads_and_the_runner_guesses_nothing():
+    """pace and reduces_gradients are facts of the class; the runner and the recipe read them, never a name
+    or a class: a new optimizer needs no edit of bench/engine or bench/recipe.py."""
+    from pathlib import Path
+
+    import bench
+
+    paces = {name: cls.pace for name, cls in optim.REGISTRY.items()}
+    assert set(paces.values()) == {"fixed", "scale_invariant", "adaptive"}
+    assert [n for n, p in paces.items() if p != "fixed"] == ["adascale_sgd", "adascale_lars", "simigrad_sgd",
+                                                             "simigrad_lars", "simigrad_lamb"]
+    assert all(cls.reduces_gradients == issubclass(cls, optim.GroupGradients) for cls in optim.REGISTRY.values())
+    assert all(cls.gain == 1.0 and cls.similarity is None for cls in (optim.SGD, optim.VRGDLARS))
+    root = Path(bench.__file__).parent
+    for path in [root / "recipe.py", *sorted((root / "engine").glob("*.py"))]:
+        source = path.read_text()
+        for guess in ("isinstance(self.opt", "getattr(self.opt", "optimizer.name.startswith", "optim.AdaScale",
+                      "optim.SimiGrad", "optim.VRGD", "\"simigrad_", "\"adascale_", "\"vrgd_"):
+            assert guess not in source, f"{path.name} guesses an optimizer fact: {guess}"
+
+
 def test_plain_optimizers_work_as_ordinary_torch_optimizers():
     """No observe(): p.grad is the gradient; diagnostics are {} where there is nothing to report."""
     model = mlp()

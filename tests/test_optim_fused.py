@@ -340,3 +340,43 @@ def test_an_empty_adapted_group_reports_the_other_groups():
         opt.observe()
     opt.step()
     assert "trust_min" not in opt.diagnostics() and "gsnr_r_mean" in opt.diagnostics()
+
+
+class Halved:
+    """A mixin stacked on a VRGD variant through the declared hooks: halves the gradient the base update takes."""
+
+    def _combine(self, k, mean, total):
+        grads = super()._combine(k, mean, total)
+        torch._foreach_mul_(list(grads.values()), 0.5)
+        return grads
+
+
+@pytest.mark.parametrize("base", [optim.VRGDLARS, optim.VRGDSGD])
+def test_a_mixin_on_a_hook_the_fused_path_skips_gets_the_eager_code_or_a_refusal(base):
+    """The fused paths compute _combine's gradient (and VRGD-LARS' whole step) themselves: a class that
+    overrides such a hook runs the eager code with fused=null, which calls it, and is refused with fused=true."""
+    stacked = type("Stacked", (Halved, base), {})
+    ws, steps = [w.float() for w in weights()], fp32(gradients(3, k=3))
+
+    def history(cls, fused):
+        params = [nn.Parameter(w.clone()) for w in ws]
+        opt = cls(optim.param_groups(params), lr=0.5, weight_decay=0.1, fused=fused)
+        out = []
+        for groups in steps:
+            for grads in groups:
+                backward(params, grads)
+                opt.observe()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            out.append([p.detach().clone() for p in params])
+        return out, opt
+
+    with pytest.raises(UserError, match=r"fused=true cannot be honoured: Stacked overrides _combine, which the "
+                                        r"fused path of VRGD does not call"):
+        stacked(optim.param_groups([nn.Parameter(w.clone()) for w in ws]), lr=0.5, fused=True)
+    ours, opt = history(stacked, None)
+    assert opt._kernels is not None  # observe() stays fused: it is no hook of the step
+    assert_history(ours, history(stacked, False)[0], rtol=1e-5, atol=1e-6)
+    halved_lr = history(base, False)[0]
+    with pytest.raises(AssertionError):  # the mixin's hook ran: the steps differ from the base's
+        assert_history(ours, halved_lr, rtol=1e-3, atol=1e-4)

@@ -5,8 +5,8 @@ schedule's length, epochs x train size / reference batch schedule steps:
 
 - fixed batch (the default): the reference is the global batch and each step is one schedule
   step, so the run takes ceil(epochs x train size / global batch) steps.
-- AdaScale (adascale_* optimizers): the reference is one gradient group, AdaScale's base batch,
-  and each step advances the schedule by the optimizer's gain in [1, k] ("scale-invariant
+- scale-invariant (optimizers that declare pace = "scale_invariant", AdaScale's): the reference
+  is one gradient group, AdaScale's base batch, and each step advances the schedule by the optimizer's gain in [1, k] ("scale-invariant
   iterations", step += gain). The recipe's lr and schedule are those of the base batch; a run at
   any scale ends at the same point of that schedule, having seen more images than epochs x train
   size when the gain stays below k.
@@ -30,17 +30,17 @@ from bench.schedule import lr_at
 
 
 class Pace:
-    def __init__(self, recipe: Recipe, plan: BatchPlan, train_size: int, adascale: bool):
+    def __init__(self, recipe: Recipe, plan: BatchPlan, train_size: int, scale_invariant: bool):
         self.recipe, self.plan, self.train_size = recipe, plan, train_size
         self.adaptive = recipe.adaptive_batch
-        self.adascale = adascale
-        self.chunk = plan.global_batch
+        self.scale_invariant = scale_invariant  # the optimizer's pace: AdaScale's gain per step
+        self.chunk = plan.batch
         if self.adaptive:
             self.reference = recipe.global_batch
-        elif adascale:
-            self.reference = plan.global_batch // plan.gsnr_groups
+        elif scale_invariant:
+            self.reference = plan.batch // plan.gsnr_groups
         else:
-            self.reference = plan.global_batch
+            self.reference = plan.batch
         self.images_total = recipe.epochs * train_size  # of the schedule, in reference-batch images
         self.schedule_steps = math.ceil(self.images_total / self.reference)
         self.steps_per_epoch = train_size / self.reference
@@ -48,7 +48,7 @@ class Pace:
     @property
     def fixed(self) -> bool:
         """Whether the number of steps is known in advance."""
-        return not (self.adaptive or self.adascale)
+        return not (self.adaptive or self.scale_invariant)
 
     @property
     def total_steps(self) -> int | None:
@@ -92,7 +92,7 @@ class Pace:
         if self.adaptive:
             progress.position = progress.images / self.reference
             self._steer(progress, similarity)
-        elif self.adascale:
+        elif self.scale_invariant:
             progress.position += gain
         else:
             progress.position = progress.step

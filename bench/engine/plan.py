@@ -1,6 +1,6 @@
-"""The batch plan: how a global batch is split over ranks, GSNR groups and micro-batches.
+"""The batch plan: how a batch is split over ranks, GSNR groups and micro-batches.
 
-    global_batch = world_size x accum_steps x micro_batch
+    batch        = world_size x accum_steps x micro_batch
     gsnr_groups  = world_size x groups per rank;  a group = accum_steps / groups-per-rank
                    consecutive micro-batches on one rank
 
@@ -9,6 +9,11 @@ k); plain optimizers simply average the groups. By default every micro-batch
 is a group (k = world_size x accum_steps). `micro_batch: auto` takes the
 largest micro-batch not above the cap that divides a group, so accumulation
 covers the rest.
+
+The plan's `batch` is the recipe's global_batch; under adaptive batching (SimiGrad) it is the
+chunk, adaptive_batch.min_batch, the unit a step takes a whole number of (the controller scales
+that number; the recipe's global_batch is then the first batch and the lr's reference). meta.json
+keeps the plan's batch under the key `global_batch` (plan.as_dict), as runs have always written.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ DEFAULT_MICRO_BATCH_CAP = 256
 
 @dataclass(frozen=True)
 class BatchPlan:
-    global_batch: int
+    batch: int  # the images one pass of the plan takes (module docstring)
     world_size: int
     accum_steps: int
     micro_batch: int
@@ -34,25 +39,26 @@ class BatchPlan:
 
     def __str__(self) -> str:
         return (f"{self.world_size} ranks x {self.accum_steps} micro-batches x {self.micro_batch} images"
-                f" = global batch {self.global_batch}; {self.gsnr_groups} gradient groups"
+                f" = batch {self.batch}; {self.gsnr_groups} gradient groups"
                 f" of {self.micro_per_group} micro-batch(es)")
 
     def as_dict(self) -> dict:
-        return {"global_batch": self.global_batch, "world_size": self.world_size, "accum_steps": self.accum_steps,
+        return {"global_batch": self.batch, "world_size": self.world_size, "accum_steps": self.accum_steps,
                 "micro_batch": self.micro_batch, "gsnr_groups": self.gsnr_groups}
 
 
-def make_plan(global_batch: int, micro_batch: int | str, world_size: int, gsnr_groups: int | None = None,
-              cap: int = DEFAULT_MICRO_BATCH_CAP) -> BatchPlan:
-    if global_batch % world_size:
-        raise UserError(f"global_batch {global_batch} cannot be split evenly over {world_size} ranks")
-    per_rank = global_batch // world_size
+def make_plan(batch: int, micro_batch: int | str, world_size: int, gsnr_groups: int | None = None,
+              cap: int = DEFAULT_MICRO_BATCH_CAP, key: str = "global_batch") -> BatchPlan:
+    """The plan of `batch` (the recipe's `key`: global_batch, or adaptive_batch.min_batch)."""
+    if batch % world_size:
+        raise UserError(f"{key} {batch} cannot be split evenly over {world_size} ranks")
+    per_rank = batch // world_size
     if gsnr_groups is not None and gsnr_groups % world_size:
         raise UserError(f"gsnr_groups {gsnr_groups} is not a multiple of the {world_size} ranks "
                         "(each rank contributes whole groups)")
     groups_per_rank = 1 if gsnr_groups is None else gsnr_groups // world_size
     if per_rank % groups_per_rank:
-        raise UserError(f"gsnr_groups {gsnr_groups} does not divide global_batch {global_batch} "
+        raise UserError(f"gsnr_groups {gsnr_groups} does not divide {key} {batch} "
                         f"into equal groups over {world_size} ranks")
     group = per_rank // groups_per_rank
     if micro_batch == "auto":
@@ -60,9 +66,9 @@ def make_plan(global_batch: int, micro_batch: int | str, world_size: int, gsnr_g
     if group % micro_batch:
         what = f"group of {group} images" if gsnr_groups else f"per-rank batch {per_rank}"
         raise UserError(f"micro_batch {micro_batch} does not divide the {what} "
-                        f"(global_batch {global_batch} over {world_size} ranks)")
+                        f"({key} {batch} over {world_size} ranks)")
     accum_steps = per_rank // micro_batch
-    return BatchPlan(global_batch, world_size, accum_steps, micro_batch,
+    return BatchPlan(batch, world_size, accum_steps, micro_batch,
                      gsnr_groups if gsnr_groups is not None else world_size * accum_steps)
 
 
@@ -71,8 +77,9 @@ def recipe_plan(recipe, world_size: int) -> BatchPlan:
     `bench submit`) call this, so an impossible plan is refused before any worker starts or script is written."""
     from bench import optim
 
-    chunk = recipe.adaptive_batch.min_batch if recipe.adaptive_batch else recipe.global_batch  # SimiGrad's unit
-    plan = make_plan(chunk, recipe.micro_batch, world_size, recipe.gsnr_groups, recipe.engine.micro_batch_cap)
+    key = "adaptive_batch.min_batch" if recipe.adaptive_batch else "global_batch"  # SimiGrad's chunk is the unit
+    batch = recipe.adaptive_batch.min_batch if recipe.adaptive_batch else recipe.global_batch
+    plan = make_plan(batch, recipe.micro_batch, world_size, recipe.gsnr_groups, recipe.engine.micro_batch_cap, key)
     if optim.check(recipe.optimizer.name, {}).reduces_gradients and plan.gsnr_groups < 2:
         raise UserError(f"optimizer '{recipe.optimizer.name}' needs at least 2 gradient groups per step and the "
                         f"plan has 1 ({plan}); set gsnr_groups, or a smaller micro_batch")

@@ -115,7 +115,7 @@ class Trainer:
         if self.device.type == "cuda":
             torch.backends.cudnn.benchmark = True
         self.plan = recipe_plan(recipe, dist.world)
-        self.data: Data = build(recipe.data, self.plan.global_batch, self.plan.micro_batch, dist.rank, dist.world,
+        self.data: Data = build(recipe.data, self.plan.batch, self.plan.micro_batch, dist.rank, dist.world,
                                 recipe.seed, device=self.device, channels_last=recipe.engine.channels_last)
         model = create_model(recipe, self.data.num_classes)
         if recipe.engine.sync_bn and dist.world > 1:
@@ -130,7 +130,7 @@ class Trainer:
             self.ddp = DistributedDataParallel(self.model, device_ids=ids)
         net = self.ddp or self.model
         self.net = torch.compile(net) if recipe.engine.compile else net
-        self.pace = Pace(recipe, self.plan, self.data.train_size, isinstance(self.opt, optim.AdaScale))
+        self.pace = Pace(recipe, self.plan, self.data.train_size, self.opt.pace == "scale_invariant")
         self.group_images = self.plan.micro_per_group * self.plan.micro_batch
 
     def _sync_context(self, micro: int, accum: int):
@@ -171,7 +171,7 @@ class Trainer:
         checkpoint.set_rng_state(state["rng"])
         saved = state["progress"]
         if "position" not in saved:  # a fixed-batch checkpoint from before pace.py
-            saved = {**saved, "position": float(saved["step"]), "images": saved["step"] * self.plan.global_batch}
+            saved = {**saved, "position": float(saved["step"]), "images": saved["step"] * self.plan.batch}
         return Progress(**saved)
 
     def checkpoint_due(self, progress: "Progress", before: float, evaluated: bool) -> bool:
@@ -237,7 +237,7 @@ class Trainer:
         if not math.isfinite(loss):
             return lr, batch, loss, stop > 0
         # every rank steers the same way: gain and similarity come from all-reduced statistics
-        pace.advance(progress, getattr(self.opt, "gain", 1.0), getattr(self.opt, "similarity", None))
+        pace.advance(progress, self.opt.gain, self.opt.similarity)
         crash_point("step", progress.step)
         progress.loss_sum += loss
         progress.loss_count += 1

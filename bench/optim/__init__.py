@@ -4,20 +4,14 @@ measuring variants, behind one factory.
     opt = bench.optim.create(model, "vrgd_lars", lr=9.0, weight_decay=5e-5, gamma=0.1)
 
 Every optimizer is a torch.optim.Optimizer with the group interface of base.py (observe, step,
-diagnostics, reduces_gradients). `check(name, hparams)` validates a recipe's choice without
-building anything; `create` calls it too.
+diagnostics, and the facts the runner reads: reduces_gradients, pace). `check(name, hparams)`
+validates a recipe's choice without building anything; `create` calls it too. The registry and
+the factory live in factory.py; this module only re-exports.
 """
-
-import difflib
-import inspect
-
-import torch
-from torch import nn
-
-from bench.errors import UserError
 
 from .adamw import AdamW
 from .base import GroupOptimizer, validate
+from .factory import NAMES, REGISTRY, check, create, default_exclude, hyperparameters, param_groups
 from .groups import AdaScale, AdaScaleLARS, AdaScaleSGD, GroupGradients, SimiGradLAMB, SimiGradLARS, SimiGradSGD
 from .lamb import LAMB
 from .lars import LARC, LARS
@@ -26,105 +20,8 @@ from .sgd import SGD
 from .vrgd import VRGD, VRGDLAMB, VRGDMERIT, VRGDSGD, VRGDAdam, VRGDLARS
 
 __all__ = [
-    "NAMES", "check", "create", "param_groups", "hyperparameters", "default_exclude",
+    "NAMES", "REGISTRY", "check", "create", "param_groups", "hyperparameters", "default_exclude", "validate",
     "GroupOptimizer", "SGD", "LARS", "LARC", "LAMB", "MERIT", "AdamW",
     "VRGD", "VRGDSGD", "VRGDLARS", "VRGDAdam", "VRGDLAMB", "VRGDMERIT",
     "GroupGradients", "AdaScale", "AdaScaleSGD", "AdaScaleLARS", "SimiGradSGD", "SimiGradLARS", "SimiGradLAMB",
 ]  # fmt: skip
-
-_REGISTRY = {
-    "sgd": SGD,
-    "lars": LARS,
-    "larc": LARC,
-    "lamb": LAMB,
-    "adamw": AdamW,
-    "vrgd_sgd": VRGDSGD,
-    "vrgd_lars": VRGDLARS,
-    "vrgd_adam": VRGDAdam,
-    "vrgd_lamb": VRGDLAMB,
-    "adascale_sgd": AdaScaleSGD,
-    "adascale_lars": AdaScaleLARS,
-    "simigrad_sgd": SimiGradSGD,
-    "simigrad_lars": SimiGradLARS,
-    "simigrad_lamb": SimiGradLAMB,
-    "merit": MERIT,
-    "vrgd_merit": VRGDMERIT,
-}
-NAMES = tuple(_REGISTRY)
-
-
-def hyperparameters(cls: type) -> dict:
-    """The keyword arguments an optimizer class accepts, with their defaults (lr has none: None).
-
-    Walks the class hierarchy, so a VRGD variant lists VRGD's options and its base optimizer's.
-    """
-    found = {}
-    for klass in reversed(cls.__mro__):
-        if issubclass(klass, GroupOptimizer) and klass is not GroupOptimizer and "__init__" in vars(klass):
-            for name, arg in inspect.signature(klass.__init__).parameters.items():
-                if name not in ("self", "params") and arg.kind is not arg.VAR_KEYWORD:
-                    found[name] = None if arg.default is arg.empty else arg.default
-    return found
-
-
-def _suggest(word: str, choices) -> str:
-    close = difflib.get_close_matches(word, list(choices), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
-def check(name: str, hparams: dict) -> type:
-    """Validate an optimizer name and its hyperparameters (lr, weight_decay and the options); return its class.
-
-    Raises UserError for an unknown name, an unknown hyperparameter or a bad value.
-    """
-    if name not in _REGISTRY:
-        raise UserError(f"unknown optimizer {name!r}{_suggest(str(name), NAMES)}; valid names are: {', '.join(NAMES)}.")
-    cls = _REGISTRY[name]
-    valid = hyperparameters(cls)
-    for key in hparams:
-        if key not in valid:
-            raise UserError(
-                f"unknown hyperparameter {key!r} for optimizer {name!r}{_suggest(str(key), valid)}; "
-                f"valid ones are: {', '.join(sorted(valid))}."
-            )
-    validate(hparams)
-    return cls
-
-
-def default_exclude(p: torch.Tensor) -> bool:
-    """BatchNorm weights and biases and every bias: the tensors with ndim <= 1."""
-    return p.ndim <= 1
-
-
-def param_groups(model_or_params, exclude=default_exclude) -> list:
-    """Param groups for a module, an iterable of tensors or of (name, tensor) pairs (named_parameters()):
-    excluded tensors (`exclude(p)` true) go in a group with weight_decay=0 and adapt=False (no trust
-    ratio; LARS and LAMB read it). Names are kept where torch.optim keeps them, group["param_names"]
-    (VRGD's gsnr_norm="layer" reads them). A list of param-group dicts is returned as given.
-    exclude=None excludes nothing."""
-    if isinstance(model_or_params, nn.Module):
-        named = [(name, p) for name, p in model_or_params.named_parameters() if p.requires_grad]
-    else:
-        items = list(model_or_params)
-        if items and isinstance(items[0], dict):
-            return items
-        named = items if items and isinstance(items[0], tuple) else [(None, p) for p in items]
-    flags = [exclude is not None and exclude(p) for _, p in named]
-    kept = [pair for pair, flag in zip(named, flags) if not flag]
-    excluded = [pair for pair, flag in zip(named, flags) if flag]
-    groups = [_group(kept)] if kept else []
-    return groups + ([_group(excluded, weight_decay=0.0, adapt=False)] if excluded else [])
-
-
-def _group(named: list, **options) -> dict:
-    group = {"params": [p for _, p in named], **options}
-    if named[0][0] is not None:
-        group["param_names"] = [name for name, _ in named]
-    return group
-
-
-def create(model_or_params, name: str, lr: float, weight_decay: float = 0.0, *, exclude=default_exclude, **hparams):
-    """Build the optimizer registered as `name` (see NAMES) over `model_or_params` (param_groups explains
-    the exclusion groups and `exclude`). lr is the peak learning rate; a scheduler sets group["lr"]."""
-    cls = check(name, {"lr": lr, "weight_decay": weight_decay, **hparams})
-    return cls(param_groups(model_or_params, exclude), lr=lr, weight_decay=weight_decay, **hparams)

@@ -45,7 +45,7 @@ class AdamW(GroupOptimizer):
     def __init__(self, params, lr, weight_decay=0.0, betas=(0.9, 0.999), eps=1e-8):
         super().__init__(params, dict(lr=lr, weight_decay=weight_decay, betas=betas, eps=eps))
 
-    def _update(self, group, params, grads):
+    def _update(self, group, params, grads, trust_grads=None):
         """torch's fused AdamW kernel (that of torch.optim.AdamW(fused=True)): one pass per tensor."""
         (beta1, beta2), lr, wd = group["betas"], group["lr"], group["weight_decay"]
         group["step"] = group.get("step", 0) + 1

@@ -19,9 +19,33 @@ mean loss of that group, `opt.observe()`; then `opt.step()`; then
 
 `step()` uses the gradient tensors it is given as scratch space (plain
 optimizers: `p.grad`), as the runner zeroes them right after.
+
+One step, and the hooks a subclass overrides (typed stubs on GroupOptimizer, in call order):
+
+    observe(index)                  per group, after its backward: count it; GroupGradients adds it
+                                    to the Statistics buffer
+    step()
+     └ _apply()                     every param group's update (VRGD-LARS' fused whole step overrides it)
+        └ _gradients()              yields (group, params, grads): the mean gradient each update takes
+           │ plain:                 p.grad / groups
+           │ GroupGradients (groups.py):
+           ├ _reduce() -> k         all-reduce the Statistics once; k groups over all ranks
+           ├ _statistics(k)         the step's measurement: g_bar, grad_var, grad_sqnorm (SimiGrad:
+           │                        the halves' cosine first; VRGD fused: the GSNR factors in one kernel)
+           └ _combine(k, mean, total) -> {param: gradient}
+                                    the step's adjustment of the gradient the base update takes
+                                    (AdaScale: its gain; VRGD: g_vr = r * g_bar)
+        └ _update(group, params, grads, trust_grads)
+                                    the base optimizer's update of one param group (SGD, LARS, ...)
+
+What the runner reads is declared on the class, never guessed from its name: `reduces_gradients`,
+`pace` ("fixed"; "scale_invariant": the schedule advances by `gain` per step, AdaScale;
+"adaptive": the batch follows `similarity`, SimiGrad), and the values `gain` and `similarity`.
 """
 
 import math
+from dataclasses import dataclass
+from typing import Iterator, Literal
 
 import torch
 from torch import Tensor
@@ -114,14 +138,33 @@ def noise(sq_norms_sum: Tensor, mean_sq_norm: Tensor, k: int) -> tuple[Tensor, T
     return var, total - var / k
 
 
+@dataclass
+class Statistics:
+    """Named views over the one flat buffer that observe() fills and step() all-reduces once:
+    [sums | second | sq_norms | count], fp32 (fp64 for fp64 parameters)."""
+
+    flat: Tensor
+    sums: Tensor  # sum_d g_d (SimiGrad: of the odd groups, until _statistics adds the even ones)
+    second: Tensor  # sum_d g_d^2 per coordinate (VRGD: then its factors), the even groups' sum (SimiGrad), or empty
+    scalars: Tensor  # [sq_norms, count], the two below
+    sq_norms: Tensor  # 0-d: sum_d ||g_d||^2
+    count: Tensor  # 0-d: k, the number of groups (written before the all-reduce)
+
+    @classmethod
+    def zeros(cls, n: int, second: bool, dtype: torch.dtype, device) -> "Statistics":
+        flat = torch.zeros((2 if second else 1) * n + 2, dtype=dtype, device=device)
+        scalars = flat[-2:]
+        return cls(flat, flat[:n], flat[n : 2 * n] if second else flat[:0], scalars, scalars[0], scalars[1])
+
+
 class GroupOptimizer(Optimizer):
-    """Base class: the group interface (observe, step, diagnostics) over a per-param-group `_update`.
+    """Base class: the group interface (observe, step, diagnostics) and the hooks of one step (module
+    docstring). A base optimizer implements `_update`; a mixin (groups.py, vrgd.py) the others."""
 
-    Subclasses implement `_update(group, params, grads)`: apply one step to `params`
-    given the mean gradients `grads` (scratch space, may be overwritten).
-    """
-
-    reduces_gradients = False
+    reduces_gradients = False  # keeps the groups apart and all-reduces its own statistics (the runner's DDP does not)
+    pace: Literal["fixed", "scale_invariant", "adaptive"] = "fixed"  # how the runner advances the schedule
+    gain = 1.0  # schedule progress of the last step ("scale_invariant": AdaScale's gain)
+    similarity = None  # the last step's similarity of the two halves ("adaptive": SimiGrad), None before one
 
     def __init__(self, params, defaults: dict):
         validate(defaults)
@@ -146,13 +189,14 @@ class GroupOptimizer(Optimizer):
         return loss
 
     def _apply(self) -> None:
-        """The update of every param group (a fused step overrides this)."""
+        """Called by step(): the update of every param group (a fused whole step overrides this)."""
         for group, params, grads in self._gradients():
             if params:
                 self._update(group, params, grads)
 
-    def _gradients(self):
-        """Yield (group, params, mean gradients) per param group: p.grad divided by the number of observed groups."""
+    def _gradients(self) -> Iterator[tuple[dict, list[Tensor], list[Tensor]]]:
+        """Called by _apply(): yields (group, params, mean gradients) per param group; here p.grad divided by
+        the number of observed groups (GroupGradients: the gradients _combine returns)."""
         for group in self.param_groups:
             params = [p for p in group["params"] if p.grad is not None]
             grads = [p.grad for p in params]
@@ -160,7 +204,26 @@ class GroupOptimizer(Optimizer):
                 torch._foreach_div_(grads, self._groups)
             yield group, params, grads
 
-    def _update(self, group: dict, params: list[Tensor], grads: list[Tensor]) -> None:
+    def _update(self, group: dict, params: list[Tensor], grads: list[Tensor],
+                trust_grads: list[Tensor] | None = None) -> None:
+        """Called by _apply() per param group: one step of `params` from the mean gradients `grads` (scratch
+        space); `trust_grads`, where a trust ratio reads other gradients' norms (VRGD-LARS), else grads."""
+        raise NotImplementedError
+
+    # The hooks of GroupGradients (groups.py), which keeps the groups apart; declared here so the whole
+    # step reads from one place.
+    def _reduce(self) -> int:
+        """Called by _gradients() first: all-reduces the Statistics once; returns k, the groups over all ranks."""
+        raise NotImplementedError
+
+    def _statistics(self, k: int) -> dict[Tensor, Tensor]:
+        """Called by _gradients() after _reduce: the step's measurement over the Statistics (g_bar into the sums
+        and p.grad, grad_var and grad_sqnorm); returns _combine's gradient per parameter."""
+        raise NotImplementedError
+
+    def _combine(self, k: int, mean: Tensor, total: Tensor) -> dict[Tensor, Tensor]:
+        """Called by _statistics (mean: g_bar flat, total: ||g_bar||^2): returns the gradient the base update
+        takes per parameter (GroupGradients: g_bar; AdaScale sets its gain here, VRGD its factors)."""
         raise NotImplementedError
 
     def _state(self, params: list[Tensor], key: str, dtype: torch.dtype | None = None) -> list[Tensor]:

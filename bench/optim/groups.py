@@ -14,7 +14,7 @@ import math
 import torch
 import torch.distributed as dist
 
-from .base import GroupOptimizer, noise, validate, views
+from .base import GroupOptimizer, Statistics, noise, validate, views
 from .lamb import LAMB
 from .lars import LARS
 from .sgd import SGD
@@ -23,15 +23,15 @@ from .sgd import SGD
 class GroupGradients(GroupOptimizer):
     """Mixin: the base optimizer's update on the mean gradient, with the groups kept apart.
 
-    observe() adds each group's p.grad into one flat buffer [sum_d g_d | `second` | sum_d ||g_d||^2 |
-    k] and sets p.grad to None (a parameter without a gradient counts as zero in that group).
+    observe() adds each group's p.grad into one flat buffer (base.Statistics: [sums = sum_d g_d |
+    second | sq_norms = sum_d ||g_d||^2 | count = k]) and sets p.grad to None (a parameter without a gradient counts as zero in that group).
     `second` is what a subclass needs beside the sum: "squares", sum_d g_d^2 per coordinate (VRGD,
     vrgd.py; it also gives sum_d ||g_d||^2), or "even", the sum of the groups with an even index
     (`observe(index)`; SimiGrad), or nothing. step() all-reduces the buffer once under
     torch.distributed (`reduces_gradients = True`: the runner keeps DDP from reducing), sets p.grad
     to g_bar = (1/k) sum_d g_d (a view of the buffer, valid until the next observe()), measures
     grad_var and grad_sqnorm (base.noise; diagnostics()), lets the subclass measure and pick the
-    gradient (`_measured`), and applies the base update to it.
+    gradient (`_combine`), and applies the base update to it (the hooks: base.py's diagram).
 
     Sum-vs-mean semantics: each group's gradient is that of its own mean loss (the runner divides
     the loss by the micro-batches of a group), so g_bar is the gradient of the whole batch's mean
@@ -45,16 +45,16 @@ class GroupGradients(GroupOptimizer):
 
     def __init__(self, params, **base):
         super().__init__(params, **base)
-        self._stats = None  # allocated by the first observe()
+        self._stats: Statistics | None = None  # allocated by the first observe()
 
     def _allocate(self):
         params = [p for group in self.param_groups for p in group["params"]]
         n = sum(p.numel() for p in params)
         dtype = torch.promote_types(torch.float32, params[0].dtype)  # fp32, or fp64 for fp64 parameters
         self._n, self._sizes = n, [p.numel() for p in params]
-        self._stats = torch.zeros((2 if self.second else 1) * n + 2, dtype=dtype, device=params[0].device)
-        self._sum = views(self._stats[:n], params)
-        self._second = views(self._stats[n : 2 * n], params) if self.second else {}
+        self._stats = Statistics.zeros(n, bool(self.second), dtype, params[0].device)
+        self._sum = views(self._stats.sums, params)
+        self._second = views(self._stats.second, params) if self.second else {}
 
     @torch.no_grad()
     def observe(self, index=None):
@@ -64,19 +64,19 @@ class GroupGradients(GroupOptimizer):
             self._allocate()
         if self._groups == 0:
             self._own_gradients()
-            self._stats.zero_()
+            self._stats.flat.zero_()
         index = self._groups if index is None else index
         params = [p for p in self._sum if p.grad is not None]
         grads = [p.grad for p in params]
         if grads:
             # sum += g_d; SimiGrad's even groups go to the second buffer instead, the halves kept apart until
-            # _measure (each half is summed at its own magnitude: an fp32 sum of both would lose a small half)
+            # _statistics (each half is summed at its own magnitude: an fp32 sum of both would lose a small half)
             into = self._second if self.second == "even" and index % 2 == 0 else self._sum
             torch._foreach_add_([into[p] for p in params], grads)
             if self.second == "squares":
                 torch._foreach_addcmul_([self._second[p] for p in params], grads, grads)  # sumsq += g_d^2
             else:
-                self._stats[-2] += torch.stack(torch._foreach_norm(grads)).square().sum()  # ||g_d||^2
+                self._stats.sq_norms.add_(torch.stack(torch._foreach_norm(grads)).square().sum())  # ||g_d||^2
         for p in params:
             p.grad = None
         self._groups += 1
@@ -84,19 +84,18 @@ class GroupGradients(GroupOptimizer):
     def _own_gradients(self) -> None:
         """Give back p.grad its own memory where it still is the g_bar view of the last step: after
         zero_grad(set_to_none=False) backward adds into that view, which the statistics overwrite."""
-        stats = self._stats.untyped_storage().data_ptr()
+        stats = self._stats.flat.untyped_storage().data_ptr()
         for p in self._sum:
             if p.grad is not None and p.grad.untyped_storage().data_ptr() == stats:
                 p.grad = p.grad.clone(memory_format=torch.preserve_format)
 
     def _reduce(self) -> int:
-        """The number of groups k over all ranks; all-reduces the statistics when distributed."""
         if self._stats is None:
             return self._groups
-        self._stats[-1] = self._groups
+        self._stats.count.fill_(self._groups)
         if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-            dist.all_reduce(self._stats)
-        return int(self._stats[-1])
+            dist.all_reduce(self._stats.flat)
+        return int(self._stats.count)
 
     def _count(self) -> int:
         """k, the number of groups over all ranks (at least 2), after the all-reduce."""
@@ -109,27 +108,24 @@ class GroupGradients(GroupOptimizer):
         return k
 
     def _gradients(self):
-        grads = self._measure(self._count())
+        grads = self._statistics(self._count())
         for group in self.param_groups:
             yield group, group["params"], [grads[p] for p in group["params"]]
 
-    def _measure(self, k: int) -> dict:
-        """g_bar into the sums and p.grad, the noise statistics, and the gradient of the base update per parameter."""
-        mean = self._stats[: self._n].div_(k)  # g_bar
-        squares = self._stats[self._n : 2 * self._n].sum() if self.second == "squares" else self._stats[-2]
+    def _statistics(self, k: int) -> dict:
+        mean = self._stats.sums.div_(k)  # g_bar
+        squares = self._stats.second.sum() if self.second == "squares" else self._stats.sq_norms
         total = mean.dot(mean)  # ||g_bar||^2
         self._noise = noise(squares, total, k)
         self._mean_to_grads()
-        return self._measured(k, mean, total)
+        return self._combine(k, mean, total)
 
     def _mean_to_grads(self) -> None:
         for p, g_bar in self._sum.items():
             p.grad = g_bar if g_bar.dtype == p.dtype else g_bar.to(p.dtype)
 
-    def _measured(self, k: int, mean, total) -> dict:
-        """Called once per step after the statistics (mean: g_bar flat, total: ||g_bar||^2); returns the gradient the base update takes,
-        per parameter (here g_bar: p.grad). AdaScale sets its gain here, VRGD its factors."""
-        return {p: p.grad for p in self._sum}
+    def _combine(self, k: int, mean, total) -> dict:
+        return {p: p.grad for p in self._sum}  # g_bar
 
 
 class AdaScale(GroupGradients):
@@ -161,6 +157,8 @@ class AdaScale(GroupGradients):
     `self.gains`).
     """
 
+    pace = "scale_invariant"
+
     def __init__(self, params, *, smoothing=None, gain="global", **base):
         validate({"smoothing": smoothing, "gain": gain})
         super().__init__(params, **base)
@@ -189,7 +187,7 @@ class AdaScale(GroupGradients):
             dist.all_reduce(self._group_squares)
         return k
 
-    def _measured(self, k: int, mean, total) -> dict:
+    def _combine(self, k: int, mean, total) -> dict:
         theta = self.smoothing if self.smoothing is not None else max(1.0 - k / 1000, 0.0)
         if self.per_group:
             ends = torch.tensor([sum(p.numel() for p in g["params"]) for g in self.param_groups]).cumsum(0).tolist()
@@ -206,13 +204,13 @@ class AdaScale(GroupGradients):
         self.gain = _gain(sum(avg["var"]) / w, sum(avg["sqr"]) / w, k)  # the schedule advances by this one
         self.gains = [_gain(v / w, q / w, k) for v, q in zip(avg["var"], avg["sqr"])] if self.per_group else \
             [self.gain] * len(self.param_groups)
-        return super()._measured(k, mean, total)
+        return super()._combine(k, mean, total)
 
-    def _update(self, group, params, grads, *args):
+    def _update(self, group, params, grads, trust_grads=None):
         lr = group["lr"]
         group["lr"] = lr * self.gains[next(i for i, g in enumerate(self.param_groups) if g is group)]
         try:
-            super()._update(group, params, grads, *args)
+            super()._update(group, params, grads, trust_grads)
         finally:
             group["lr"] = lr
 
@@ -257,18 +255,19 @@ class SimiGrad(GroupGradients):
     in float64, so the cosine stays exact when one half is a million times the other."""
 
     second = "even"
+    pace = "adaptive"
 
     def __init__(self, params, **base):
         super().__init__(params, **base)
         self._similarity = None
 
-    def _measure(self, k: int) -> dict:
-        odd, even = self._stats[: self._n], self._stats[self._n : 2 * self._n]  # observe() kept them apart
+    def _statistics(self, k: int) -> dict:
+        odd, even = self._stats.sums, self._stats.second  # observe() kept them apart
         ee, oo, eo = (torch.sum(a * b, dtype=torch.float64) for a, b in ((even, even), (odd, odd), (even, odd)))
         scale = (ee * oo).sqrt()
         self._similarity = torch.where(scale > 0, eo / scale, 0.0).clamp(-1.0, 1.0)  # 0: a half is zero
         odd.add_(even)  # the sum over all groups, which the statistics and the update take
-        return super()._measure(k)
+        return super()._statistics(k)
 
     @property
     def similarity(self) -> float | None:

@@ -39,7 +39,7 @@ class LAMB(GroupOptimizer):
     def __init__(self, params, lr, weight_decay=0.0, betas=(0.9, 0.999), eps=1e-6):
         super().__init__(params, dict(lr=lr, weight_decay=weight_decay, betas=betas, eps=eps, adapt=True))
 
-    def _update(self, group, params, grads):
+    def _update(self, group, params, grads, trust_grads=None):
         lr, wd = group["lr"], group["weight_decay"]
         exp_avgs, denom = adam_moments(self, group, params, grads)
         update = torch._foreach_div(exp_avgs, denom)  # u = m_hat / (sqrt(v_hat) + eps) + wd * w

@@ -41,7 +41,7 @@ class MERIT(GroupOptimizer):
         super().__init__(params, dict(lr=lr, weight_decay=weight_decay, betas=betas, eps=eps))
         self.bias_correction = bias_correction
 
-    def _update(self, group, params, grads):
+    def _update(self, group, params, grads, trust_grads=None):
         wd = group["weight_decay"]
         exp_avgs, denom = adam_moments(self, group, params, grads, self.bias_correction)
         update = torch._foreach_div(exp_avgs, denom)  # u = m / (sqrt(v) + eps) + wd * w

@@ -24,7 +24,7 @@ class SGD(GroupOptimizer):
     def __init__(self, params, lr, weight_decay=0.0, momentum=0.9, nesterov=False):
         super().__init__(params, dict(lr=lr, weight_decay=weight_decay, momentum=momentum, nesterov=nesterov))
 
-    def _update(self, group, params, grads):
+    def _update(self, group, params, grads, trust_grads=None):
         lr, wd, m = group["lr"], group["weight_decay"], group["momentum"]
         bufs = self._state(params, "momentum_buffer")
         torch._foreach_mul_(bufs, m)  # v = m * v + g + wd * w

@@ -86,6 +86,7 @@ class VRGD(GroupGradients):
         self.gsnr_step = 0
         self._gsnr = None  # (clip fraction, mean r) of the last step
         self.fused = fused
+        self._refuse_foreign_hooks(VRGD, "_combine")
         self._kernels = self._pick_kernels()  # again when the statistics are allocated: the model may have moved
 
     def _normalisation_segments(self) -> list[int]:
@@ -117,11 +118,11 @@ class VRGD(GroupGradients):
         first = self._groups == 0 and len(params) == len(self._sum)
         if self._groups == 0:
             self._own_gradients()
-            (self._stats[-2:] if first else self._stats).zero_()
+            (self._stats.scalars if first else self._stats.flat).zero_()  # first: the kernel overwrites the rest
         if params:
             offsets = torch.tensor([self._offsets[p] for p in params], dtype=torch.int64)
-            self._kernels.observe(self._stats, [p.grad for p in params], offsets, first)
-            torch.autograd.graph.increment_version(self._stats)
+            self._kernels.observe(self._stats.flat, [p.grad for p in params], offsets, first)
+            torch.autograd.graph.increment_version(self._stats.flat)
         for p in params:
             p.grad = None
         self._groups += 1
@@ -133,24 +134,36 @@ class VRGD(GroupGradients):
         self._offsets = dict(zip(self._sum, (sizes.cumsum(0) - sizes).tolist()))  # each parameter's segment
         segments = torch.tensor(self._segments)
         numels = torch.zeros(max(self._segments) + 1, dtype=torch.float64).index_add_(0, segments, sizes.double())
-        self._segment_of = segments.to(self._stats.device)  # the normalisation segment of each tensor (gsnr_norm)
-        self._segment_numels = numels.to(self._stats.device, self._stats.dtype)
+        flat = self._stats.flat
+        self._segment_of = segments.to(flat.device)  # the normalisation segment of each tensor (gsnr_norm)
+        self._segment_numels = numels.to(flat.device, flat.dtype)
 
-    def _measure(self, k: int) -> dict:
-        """GroupGradients._measure with the GSNR factors of the fused kernel (vrgd_factors) where it runs."""
-        if self._kernels is None or self.gsnr_norm != "tensor":
-            return super()._measure(k)
-        r = self._stats[self._n : 2 * self._n]
-        out = self._kernels.vrgd_factors(self._stats, self._counts, k, self.gsnr_eps, self.gamma,
-                                         not self.beta3)  # s1 = g_bar; s2 = the factors, or g_vr without momentum
-        torch.autograd.graph.increment_version(self._stats)
-        self._record(out, k)
+    def _statistics(self, k: int) -> dict:
+        """GroupGradients._statistics, or the fused kernel's (vrgd_factors) where it runs, which computes
+        _combine's g_vr itself (a class that overrides _combine runs the eager code: _foreign_hooks)."""
+        if self._kernels is None or self.gsnr_norm != "tensor" or self._foreign_hooks(VRGD, "_combine"):
+            return super()._statistics(k)
+        stats = self._stats
+        out = self._kernels.vrgd_factors(stats.flat, self._counts, k, self.gsnr_eps, self.gamma,
+                                         not self.beta3)  # sums = g_bar; second = the factors, or g_vr without momentum
+        torch.autograd.graph.increment_version(stats.flat)
+        self._kernel_statistics(out, k)
         if self.beta3:
             self._gsnr_momentum()
-            r.mul_(self._stats[: self._n])  # g_vr = r * g_bar
+            stats.second.mul_(stats.sums)  # g_vr = r * g_bar
         return self._second
 
-    def _record(self, out, k: int) -> None:
+    def _foreign_hooks(self, home: type, *hooks: str) -> list[str]:
+        """Those of `hooks` that this class overrides beyond `home`: a fused path written for `home` skips
+        them, so such a class gets the eager code, which calls every hook (and fused=true is refused)."""
+        return [hook for hook in hooks if getattr(type(self), hook) is not getattr(home, hook)]
+
+    def _refuse_foreign_hooks(self, home: type, *hooks: str) -> None:
+        if self.fused and (foreign := self._foreign_hooks(home, *hooks)):
+            fused_kernels.refuse(f"{type(self).__name__} overrides {', '.join(foreign)}, which the fused "
+                                 f"path of {home.__name__} does not call")
+
+    def _kernel_statistics(self, out, k: int) -> None:
         """The statistics a fused kernel returned (per tensor: sum of r / k, ||g_bar||^2, sum of s2, clipped):
         noise, GSNR diagnostics, and p.grad = g_bar (which the kernel left in the sums)."""
         r_sum, mean_sq, squares, clipped = out[:, :4].unbind(1)
@@ -158,9 +171,9 @@ class VRGD(GroupGradients):
         self._gsnr = clipped.sum() / self._n, r_sum.sum() * (k / self._n)
         self._mean_to_grads()
 
-    def _measured(self, k: int, mean, total) -> dict:
+    def _combine(self, k: int, mean, total) -> dict:
         """The GSNR factors in place of sum_d g_d^2, then g_vr = r * g_bar: the base update's gradient."""
-        r = self._stats[self._n : 2 * self._n]
+        r = self._stats.second
         self._gsnr = self._factors(mean, r, k)
         if self.beta3:
             self._gsnr_momentum()
@@ -171,7 +184,7 @@ class VRGD(GroupGradients):
         """The factors in the sums' second half become p_hat (beta3 > 0)."""
         self.gsnr_step += 1
         weight = (1 - self.beta3) / (1 - self.beta3**self.gsnr_step if self.gsnr_bias_correction else 1)
-        momenta = self._state(list(self._second), "gsnr_momentum", self._stats.dtype)
+        momenta = self._state(list(self._second), "gsnr_momentum", self._stats.flat.dtype)
         factors = list(self._second.values())
         torch._foreach_lerp_(momenta, factors, weight)  # p = b3 * p + (1 - b3) * r, bias-corrected
         torch._foreach_copy_(factors, momenta)
@@ -224,6 +237,9 @@ class VRGDSGD(VRGD, SGD):
     """VR-Momentum: momentum SGD (sgd.py) on the variance-reduced gradient. Options: VRGD's and SGD's."""
 
 
+STEP_HOOKS = ("_gradients", "_statistics", "_combine", "_update")  # what VRGD-LARS' fused step replaces
+
+
 class VRGDLARS(VRGD, LARS):
     """VR-LARS: LARS (lars.py) on the variance-reduced gradient. Options: VRGD's, LARS's and
 
@@ -250,6 +266,8 @@ class VRGDLARS(VRGD, LARS):
             return f"gsnr_norm={self.gsnr_norm!r} (the fused step normalises per tensor)"
         if any(group["nesterov"] or not group["momentum"] for group in self.param_groups):
             return "nesterov or momentum 0 (the fused step is LARS with momentum)"
+        if foreign := self._foreign_hooks(VRGDLARS, *STEP_HOOKS):
+            return f"{type(self).__name__} overrides {', '.join(foreign)}, which the fused step does not call"
         return None
 
     def _apply(self):
@@ -263,18 +281,18 @@ class VRGDLARS(VRGD, LARS):
         k = self._count()
         hyper = torch.tensor([[{**group, "clip": self.clip}[key] for key in fused_kernels.HYPER]
                               for group in self.param_groups for _ in group["params"]], dtype=torch.float64)
-        out = self._kernels.vrgd_lars_step(self._stats, params, bufs, hyper, k, self.gsnr_eps, self.gamma,
+        out = self._kernels.vrgd_lars_step(self._stats.flat, params, bufs, hyper, k, self.gsnr_eps, self.gamma,
                                            self.trust_grad == "vr")
-        for written in (*params, *bufs, self._stats):  # the kernel wrote through pointers: tell autograd
+        for written in (*params, *bufs, self._stats.flat):  # the kernel wrote through pointers: tell autograd
             torch.autograd.graph.increment_version(written)
-        self._record(out, k)
+        self._kernel_statistics(out, k)
         trust, first = out[:, 6], 0
         for group in self.param_groups:
             if group["adapt"] and group["params"]:
                 self._trust.append(trust[first : first + len(group["params"])].float())
             first += len(group["params"])
 
-    def _update(self, group, params, grads):
+    def _update(self, group, params, grads, trust_grads=None):
         trust_grads = [p.grad for p in params] if self.trust_grad == "mean" else grads  # p.grad is g_bar here
         super()._update(group, params, grads, trust_grads)
 

@@ -342,12 +342,12 @@ def main(argv: list[str] | None = None) -> int:
         where = f"{torch.get_num_threads()} threads, load average {os.getloadavg()[0]:.1f}" if device.type == "cpu" \
             else torch.cuda.get_device_name(device)
         print(f"bench perf train: {recipe.model.name} at {recipe.data.image_size} px, global batch "
-              f"{plan.global_batch} = {plan.accum_steps} x {plan.micro_batch}, {recipe.engine.precision}"
+              f"{plan.batch} = {plan.accum_steps} x {plan.micro_batch}, {recipe.engine.precision}"
               f"{', channels_last' if recipe.engine.channels_last else ''}{', compiled' if recipe.engine.compile else ''}"
               f", optimizer {recipe.optimizer.name}; {device.type} ({where}); {args.warmup} warm-up + {args.repeats} x "
               f"{args.steps} timed steps per case\n")
         try:
-            rates, splits, peaks = measure(cases, args.repeats, args.steps, args.warmup, device, plan.global_batch)
+            rates, splits, peaks = measure(cases, args.repeats, args.steps, args.warmup, device, plan.batch)
         finally:
             for case in cases.values():
                 case.close()
