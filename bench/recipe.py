@@ -11,16 +11,19 @@ import difflib
 import json
 import re
 import types
+import warnings
 from pathlib import Path
 from typing import Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError, field_validator,
+                      model_validator)
 
 from bench.errors import UserError, require_extra
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+LOADER_ALIASES = {"synthetic": "random"}  # deprecated data.loader names (bench/data/loaders.py registers the loaders)
 
 
 def check_path_component(name: str, key: str) -> None:
@@ -75,8 +78,9 @@ class DataSpec(_Strict):
     pad: int = Field(4, ge=0, description="pixels of padding a side (augment: pad_crop)")
     crop_scale_min: float = Field(0.08, gt=0, le=1, description="random-resized-crop area lower bound")
     random_flip: bool = Field(True, description="random horizontal flip in training")
-    loader: Literal["auto", "dali", "torchvision", "synthetic"] = Field(
-        "auto", description="auto = dali when nvidia.dali imports, else torchvision; synthetic = random tensors, no I/O")
+    loader: Literal["auto", "dali", "torchvision", "random", "synthetic"] = Field(
+        "auto", description="auto = dali when nvidia.dali imports, else torchvision; random = random tensors, no I/O "
+        "(synthetic: its deprecated name)")
     workers: int = Field(2, ge=0, description="torchvision DataLoader workers, or DALI CPU threads (at least 1)")
     strict: bool = Field(False, description="an unreadable image is an error (false: skipped with a warning)")
     eval_batch: PositiveInt = Field(256, description="images per evaluation batch per rank (does not change results)")
@@ -84,6 +88,14 @@ class DataSpec(_Strict):
     holdout: float = Field(0, ge=0, allow_inf_nan=False, description=(
         "training images held out of training, for selecting hyperparameters without touching val: a fraction "
         "below 1, else a count; the same images for every run (evaluated as holdout_top1)"))
+
+    @field_validator("loader")
+    @classmethod
+    def _old_loader_names(cls, loader: str) -> str:
+        if loader in LOADER_ALIASES:
+            warnings.warn(f"key 'data.loader': '{loader}' is deprecated, use '{LOADER_ALIASES[loader]}' (the same "
+                          f"random tensors; the dataset 'synthetic' is generated images)", FutureWarning, stacklevel=2)
+        return LOADER_ALIASES.get(loader, loader)
 
     @model_validator(mode="after")
     def _holdout_is_a_count_or_fraction(self):

@@ -1,4 +1,4 @@
-"""The backends (dali, torchvision, synthetic) behind bench.data's interface.
+"""The loaders (dali, torchvision, random) behind bench.data's interface, and their registry.
 
 Most tests use an "indexed" dataset: every image is one flat colour whose red
 channel is the image's index in its split, so whatever a backend crops,
@@ -15,7 +15,7 @@ import pytest
 import torch
 from PIL import Image
 
-from bench.data import augment, build, sampling
+from bench.data import augment, build, dali_available, sampling
 from bench.errors import UserError
 from bench.recipe import DataSpec
 
@@ -101,25 +101,54 @@ def test_dali_and_torchvision_agree_on_the_same_images(tiny_dataset):
         assert diff.mean() < 0.25 * one_level and diff.max() < 3 * one_level
 
 
-@pytest.mark.parametrize("loader", BACKENDS + ["synthetic"])
+@pytest.mark.parametrize("loader", BACKENDS + ["random"])
 def test_bfloat16_channels_last_batches(indexed, loader):
     data = build(spec(indexed, loader), 4, 4, 0, 1, seed=0, dtype="bfloat16", channels_last=True)
     images, labels = next(data.train(0, 1))
     assert images.shape == (4, 3, 16, 16) and images.dtype == torch.bfloat16 and labels.dtype == torch.int64
     assert images.is_contiguous(memory_format=torch.channels_last) and not images.is_contiguous()
-    if loader != "synthetic":
+    if loader != "random":
         assert labels.tolist() == [i // TRAIN_PER_CLASS for i in indices(images)]
     val, _ = next(iter(data.val()))
     assert val.dtype == torch.bfloat16 and val.is_contiguous(memory_format=torch.channels_last)
 
 
-def test_synthetic_loader_needs_no_files_and_keeps_eval_counts(tmp_path):
-    data = build(DataSpec(loader="synthetic", image_size=24, eval_batch=64), 48, 16, 1, 3, seed=0)
+def test_random_loader_needs_no_files_and_keeps_eval_counts(tmp_path):
+    data = build(DataSpec(loader="random", image_size=24, eval_batch=64), 48, 16, 1, 3, seed=0)
     assert not (tmp_path / "cache").exists()  # the generated dataset was not written
     assert (data.num_classes, data.train_size, data.val_size) == (10, 1000, 300)
     images, labels = next(data.train(0, 1))
     assert images.shape == (16, 3, 24, 24) and images.device == data.device and labels.max() < 10
     assert sum(len(y) for _, y in data.val()) == 100  # rank 1 of 3: images 1, 4, 7, ...
+
+
+def test_the_registry_names_every_loader_module_and_the_recipe_offers_each_name():
+    """Every registered name resolves to a module with the loader protocol; every loader module is
+    registered; the recipe's choices are the registered names, auto and the deprecated aliases."""
+    import typing
+    from pathlib import Path
+
+    from bench.data import loaders
+    from bench.recipe import LOADER_ALIASES
+
+    for name in loaders.LOADERS:
+        if name == "dali" and not dali_available():
+            continue
+        module = loaders.get(name)
+        assert isinstance(module.READS_FILES, bool) and callable(module.train) and callable(module.evaluation)
+    folder = Path(loaders.__file__).parent
+    with_protocol = {p.stem for p in folder.glob("*.py") if "\nREADS_FILES = " in p.read_text()}
+    assert with_protocol == set(loaders.LOADERS.values())
+    offered = set(typing.get_args(DataSpec.model_fields["loader"].annotation))
+    assert offered == {"auto", *loaders.LOADERS, *LOADER_ALIASES}
+    assert set(LOADER_ALIASES.values()) <= set(loaders.LOADERS)
+
+
+def test_the_old_loader_name_synthetic_warns_and_means_random():
+    with pytest.warns(FutureWarning, match=r"key 'data.loader': 'synthetic' is deprecated, use 'random'"):
+        spec = DataSpec(loader="synthetic", image_size=24)
+    assert spec.loader == "random"
+    assert build(spec, 16, 16, 0, 1, seed=0).loader == "random"
 
 
 @pytest.fixture()

@@ -186,7 +186,7 @@ def test_global_batch_98304_runs_on_one_cpu_process_through_accumulation(tmp_pat
     """One step of a 96k batch: 24 micro-batches of 4096 small images, a small model."""
     text = """
 model: {name: test_resnet}
-data: {dataset: synthetic, loader: synthetic, image_size: 8, workers: 0,
+data: {dataset: synthetic, loader: random, image_size: 8, workers: 0,
        synth: {classes: 10, train_per_class: 20, val_per_class: 2, size: 16}}
 global_batch: 98304
 micro_batch: 4096

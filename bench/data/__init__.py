@@ -4,12 +4,12 @@
 runner this rank's training micro-batches for any range of steps, and the
 validation and train-eval batches (each image exactly once over all ranks).
 
-Backends (`data.loader`): "dali" (decoding on the GPU when `device` is CUDA,
-else on the CPU), "torchvision" (the reference), "synthetic" (random tensors on
-the device, no I/O); "auto" = dali when nvidia.dali imports, else torchvision.
-All give the same images in the same order with the same crops (sampling.py,
-augment.py). A batch is (images (N, 3, S, S) normalised, labels int64 (N,)),
-see output.py; it is on `data.device` for dali and synthetic and on the CPU
+Loaders (`data.loader`, registered in loaders.py): "dali" (decoding on the GPU
+when `device` is CUDA, else on the CPU), "torchvision" (the reference), "random"
+(random tensors on the device, no I/O); "auto" = dali when nvidia.dali imports,
+else torchvision. All give the same images in the same order with the same crops
+(sampling.py, augment.py). A batch is (images (N, 3, S, S) normalised, labels int64 (N,)),
+see output.py; it is on `data.device` for dali and random and on the CPU
 (pinned when CUDA is there) for torchvision: the runner's `.to(device)` covers
 both. Unreadable images are skipped with a warning and counted in
 `data.unreadable.files` (or an error with `data.strict`).
@@ -25,10 +25,10 @@ from typing import Iterable, Iterator
 import torch
 
 from bench.data import folder as folder_layout
-from bench.data import images, sampling, synthetic
+from bench.data import images, loaders, sampling, synthetic
 from bench.data.output import Options
 from bench.errors import UserError
-from bench.recipe import DataSpec
+from bench.recipe import LOADER_ALIASES, DataSpec
 
 
 def dali_available() -> bool:
@@ -40,6 +40,8 @@ def dali_available() -> bool:
 
 
 def resolve_loader(loader: str) -> str:
+    """The registered loader a recipe's `data.loader` names (auto: dali where it imports; old aliases)."""
+    loader = LOADER_ALIASES.get(loader, loader)
     if loader == "auto":
         return "dali" if dali_available() else "torchvision"
     if loader == "dali" and not dali_available():
@@ -61,12 +63,13 @@ class Data:
     device: torch.device = torch.device("cpu")
     opts: Options | None = None
     unreadable: images.Unreadable = field(default_factory=images.Unreadable)
-    _cache: dict = field(default_factory=dict, repr=False)
+    cache: dict = field(default_factory=dict, repr=False)  # what is built once: evaluation batches, DALI's pipelines
 
     def __post_init__(self):
         if self.opts is None:
             s = self.spec
             self.opts = Options(s.image_size, s.crop_scale_min, s.random_flip, s.workers, augment=s.augment, pad=s.pad)
+        self.backend: loaders.Loader = loaders.get(self.loader)
 
     @property
     def num_classes(self) -> int:
@@ -82,47 +85,19 @@ class Data:
 
     def train(self, start_step: int, end_step: int) -> Iterator:
         """This rank's micro-batches for steps [start_step, end_step), accum_steps per step."""
-        if self.loader == "synthetic":  # random tensors: only the number of micro-batches matters
-            from bench.data import random_tensors
+        return self.backend.train(self, start_step, end_step)
 
-            count = (end_step - start_step) * self.stream.accum_steps
-            return random_tensors.train_batches(self.opts, count, self.stream.micro_batch, self.num_classes,
-                                                self.device, self.stream.seed)
+    def samples(self, start_step: int, end_step: int) -> Iterator[list[tuple[int, int]]]:
+        """(image index, augmentation seed) of each of this rank's micro-batches for those steps."""
         stream = copy.copy(self.stream)  # its permutation cache is its own (DALI reads it on a thread)
-        samples = stream.iterate(start_step, end_step)
-        split = self.layout.train
-        if self.loader == "dali":
-            from bench.data import dali
-
-            if "train" not in self._cache:  # built once: DALI's buffers grow over the first batches
-                self._cache["train"] = dali.build_lanes("train", split.files, split.labels, self.opts,
-                                                        stream.micro_batch, self.device)
-            return dali.train_batches(self._cache["train"], samples, self.unreadable)
-        from bench.data import torchvision
-
-        return torchvision.train_batches(split.files, split.labels, self.opts, samples, self.unreadable)
+        return stream.iterate(start_step, end_step)
 
     def _eval(self, name: str, split: folder_layout.Split, indices) -> Iterable:
-        if name not in self._cache:
+        if name not in self.cache:
             mine = [indices[i] for i in sampling.eval_shard(len(indices), self.rank, self.world)]
             batch = self.spec.eval_batch
-            index_batches = [mine[j:j + batch] for j in range(0, len(mine), batch)]
-            if self.loader == "synthetic":
-                from bench.data import random_tensors
-
-                batches = random_tensors.EvalBatches(self.opts, index_batches, self.num_classes, self.device)
-            elif self.loader == "dali":
-                from bench.data import dali
-
-                batches = dali.EvalBatches(split.files, split.labels, self.opts, index_batches,
-                                           self.unreadable, self.device)
-            else:
-                from bench.data import torchvision
-
-                batches = torchvision.EvalBatches(split.files, split.labels, self.opts, index_batches,
-                                                  self.unreadable)
-            self._cache[name] = batches
-        return self._cache[name]
+            self.cache[name] = self.backend.evaluation(self, split, [mine[j:j + batch] for j in range(0, len(mine), batch)])
+        return self.cache[name]
 
     def val(self) -> Iterable:
         """This rank's share of the validation set (every image once over all ranks); iterable repeatedly."""
@@ -153,8 +128,8 @@ def resolve_root(spec: DataSpec) -> Path:
 
 
 def scan(spec: DataSpec, loader: str) -> folder_layout.Folder:
-    """The dataset's layout; the synthetic loader on the synthetic dataset needs no files at all."""
-    if loader == "synthetic" and spec.dataset == "synthetic":
+    """The dataset's layout; a loader that reads no files (random) on the synthetic dataset needs none."""
+    if not loaders.get(loader).READS_FILES and spec.dataset == "synthetic":
         s = spec.synth
         return folder_layout.virtual([synthetic.wnid(c) for c in range(s.classes)], s.train_per_class, s.val_per_class)
     root = resolve_root(spec)

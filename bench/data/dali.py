@@ -331,6 +331,23 @@ def build_lanes(kind: str, files, labels, opts: Options, batch_size: int, device
     return [build(kind, files, labels, opts, batch_size, device) for _ in range(lanes(device))]
 
 
+READS_FILES = True
+
+
+def train(data, start_step: int, end_step: int) -> Iterator:
+    """The loader protocol (bench/data/loaders.py); the training pipelines are built once per Data:
+    DALI's buffers grow over the first batches."""
+    if "dali_train" not in data.cache:
+        split = data.layout.train
+        data.cache["dali_train"] = build_lanes("train", split.files, split.labels, data.opts,
+                                               data.stream.micro_batch, data.device)
+    return train_batches(data.cache["dali_train"], data.samples(start_step, end_step), data.unreadable)
+
+
+def evaluation(data, split, index_batches: list[list[int]]) -> "EvalBatches":
+    return EvalBatches(split.files, split.labels, data.opts, index_batches, data.unreadable, data.device)
+
+
 def train_batches(runners: list[Runner], samples: Iterable[list[tuple[int, int]]],
                   unreadable: images.Unreadable) -> Iterator:
     """One (images, labels) per list of (index, augmentation seed) in `samples`; `runners` from

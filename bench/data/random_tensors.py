@@ -1,4 +1,4 @@
-"""The synthetic loader (`data.loader: synthetic`): random tensors made on the device.
+"""The random loader (`data.loader: random`; formerly `synthetic`): random tensors made on the device.
 
 For throughput measurements without I/O or decoding, as the synthetic loader
 of NVIDIA's ResNet-50 recipe: one batch of normal noise (and uniform random
@@ -15,6 +15,20 @@ from typing import Iterator
 import torch
 
 from bench.data.output import Options
+
+
+READS_FILES = False
+
+
+def train(data, start_step: int, end_step: int) -> Iterator:
+    """The loader protocol (bench/data/loaders.py): only the number of micro-batches matters."""
+    stream = data.stream
+    return train_batches(data.opts, (end_step - start_step) * stream.accum_steps, stream.micro_batch,
+                         data.num_classes, data.device, stream.seed)
+
+
+def evaluation(data, split, index_batches: list[list[int]]) -> "EvalBatches":
+    return EvalBatches(data.opts, index_batches, data.num_classes, data.device)
 
 
 def _batch(n: int, num_classes: int, opts: Options, device: torch.device, seed: int):

@@ -97,6 +97,19 @@ def _report(loader: Iterable, unreadable: images.Unreadable, train: bool) -> Ite
         yield batch, labels
 
 
+READS_FILES = True
+
+
+def train(data, start_step: int, end_step: int) -> Iterator:
+    """The loader protocol (bench/data/loaders.py)."""
+    split = data.layout.train
+    return train_batches(split.files, split.labels, data.opts, data.samples(start_step, end_step), data.unreadable)
+
+
+def evaluation(data, split, index_batches: list[list[int]]) -> "EvalBatches":
+    return EvalBatches(split.files, split.labels, data.opts, index_batches, data.unreadable)
+
+
 def train_batches(files, labels, opts: Options, samples: Iterable[list[tuple[int, int]]],
                   unreadable: images.Unreadable) -> Iterator:
     """One (images, labels) per list of (index, augmentation seed) in `samples`."""

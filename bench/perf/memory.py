@@ -1,7 +1,7 @@
 """Peak memory of one optimizer step at a small and a huge global batch (accumulation).
 
 Each global batch runs in a fresh process (so its peak is its own): a small
-model, small random images (the synthetic loader, no I/O), one full step of
+model, small random images (the random loader, no I/O), one full step of
 `global_batch` images through micro-batches of `--micro-batch`. Reported: the
 process's peak resident memory (and peak CUDA memory on a GPU), and the ratio
 huge / small. Accumulation should make the ratio about 1 (target: < 1.10).
@@ -27,7 +27,7 @@ def _recipe(global_batch: int, micro_batch: int, size: int, model: str, optimize
     train_size = 200
     return recipe_from_dict("bench perf memory", {
         "name": "perf-memory", "model": {"name": model},
-        "data": {"dataset": "synthetic", "loader": "synthetic", "image_size": size, "workers": 0,
+        "data": {"dataset": "synthetic", "loader": "random", "image_size": size, "workers": 0,
                  "synth": {"classes": 10, "train_per_class": train_size // 10, "val_per_class": 2, "size": 16}},
         "global_batch": global_batch, "micro_batch": micro_batch,
         "optimizer": {"name": optimizer, "lr": 0.1}, "epochs": global_batch / train_size, "target_top1": 50,

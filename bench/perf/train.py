@@ -9,7 +9,7 @@ on all of them alike, each with its own copy of the model (same seed):
   random tensors.
 - bench, random loader: the runner's own step (`Trainer.train_step`: the step, the loss and stop
   flag read once, the pace, the progress bar, events.jsonl in a scratch run directory) with the
-  recipe's optimizer on the random-tensor loader (`data.loader: synthetic`): the runner's overhead.
+  recipe's optimizer on the random-tensor loader (`data.loader: random`): the runner's overhead.
 - bench, the recipe's loader: the same with the recipe's own loader (DALI, torchvision): what
   reading and decoding the data costs on top.
 
@@ -330,11 +330,11 @@ def main(argv: list[str] | None = None) -> int:
     dist = Dist(0, 1, 0, device)
     recipe = _recipe(args)
     with tempfile.TemporaryDirectory(prefix="bench-perf-train-") as scratch:
-        random = BenchCase(_with_loader(recipe, "synthetic"), dist, Path(scratch))
+        random = BenchCase(_with_loader(recipe, "random"), dist, Path(scratch))
         trainer = random.trainer
         cases = {"bare": BareCase(recipe, device, next(trainer.data.train(0, 1)), trainer.data.num_classes,
                                   trainer.plan.accum_steps), "bench": random}
-        if recipe.data.loader != "synthetic":
+        if recipe.data.loader != "random":
             cases["loader"] = BenchCase(recipe, dist, Path(scratch))
         labels = {"bare": "bare loop (torch SGD, random tensors)", "bench": "bench runner, random loader",
                   "loader": f"bench runner, {cases.get('loader', random).loader} loader"}
