@@ -416,6 +416,10 @@ def test_every_optimizer_declares_what_the_runner_reads_and_the_runner_guesses_n
                                                              "simigrad_lars", "simigrad_lamb"]
     assert all(cls.reduces_gradients == issubclass(cls, optim.GroupGradients) for cls in optim.REGISTRY.values())
     assert all(cls.gain == 1.0 and cls.similarity is None for cls in (optim.SGD, optim.VRGDLARS))
+    mixins = {optim.GroupOptimizer, optim.GroupGradients, optim.VRGD, optim.AdaScale, optim.SimiGrad}
+    classes = [getattr(optim, name) for name in optim.__all__]
+    built = {cls for cls in classes if isinstance(cls, type) and issubclass(cls, optim.GroupOptimizer)} - mixins
+    assert built == set(optim.REGISTRY.values())  # every optimizer class has a name, every name a class
     root = Path(bench.__file__).parent
     for path in [root / "recipe.py", *sorted((root / "engine").glob("*.py"))]:
         source = path.read_text()

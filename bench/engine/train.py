@@ -419,44 +419,66 @@ def train(recipe: Recipe, results: Path, progress: bool = True, restart: bool = 
 
 def _train(recipe: Recipe, results: Path, dist: distributed.Dist, progress: bool, restart: bool,
            run_dir: Path | None, preempted: PreemptionFlag) -> RunDir | None:
+    """A run's phases: open it (or resume it), start its records, train, close its records."""
     trainer = Trainer(recipe, dist)
-    run, resume_from = open_run(results, recipe, restart, run_dir) if dist.is_main else (None, None)
+    run, state, resumed = _open(trainer, results, restart, run_dir)
+    if run:
+        _start_records(run, trainer, state, resumed)
+    status, reason = _train_loop(trainer, run, state, progress, preempted)
+    if run:
+        run.write_meta(status=status, reason=reason, end_time=now(),
+                       unreadable_images=sorted(trainer.data.unreadable.files))
+        if status == "preempted":
+            print(f"preempted: checkpoint at step {state.step} in {run.path}")
+    return run
+
+
+def _open(trainer: Trainer, results: Path, restart: bool, run_dir: Path | None) -> tuple[RunDir | None, Progress, bool]:
+    """Rank 0 picks the run directory and the checkpoint to resume (open_run); every rank loads that checkpoint.
+    Returns (the run directory on rank 0, else None; the progress to start from; whether it resumes)."""
+    run, resume_from = open_run(results, trainer.recipe, restart, run_dir) if trainer.dist.is_main else (None, None)
     if torch.distributed.is_initialized():  # every rank resumes from the checkpoint rank 0 chose
         shared = [str(resume_from) if resume_from else None]
         torch.distributed.broadcast_object_list(shared, src=0)
         resume_from = Path(shared[0]) if shared[0] else None
-    state = Progress()
-    if resume_from:
-        state = trainer.load_state(checkpoint.load(resume_from, recipe))
-    if run:
-        if resume_from:
-            resumed = run.meta.get("resumed", []) + [{"time": now(), "step": state.step}]
-            run.write_meta(status="running", reason=None, end_time=None, resumed=resumed)
-            print(f"resuming {run.path} at step {state.step}")
-        else:
-            run.meta.clear()  # a run directory started again from step 0 keeps nothing of its first start
-            try:
-                run.write_meta(
-                    status="running", recipe=recipe.name, start_time=now(), end_time=None, git_commit=git_commit(),
-                    versions=versions(), device=str(dist.device), world_size=dist.world, **host_info(dist.device),
-                    plan=trainer.plan.as_dict(), data_root=str(trainer.data.root),
-                    train_size=trainer.data.train_size, val_size=trainer.data.val_size, loader=trainer.data.loader,
-                    train_eval_size=len(trainer.data.train_eval_indices), holdout_size=trainer.data.holdout_size,
-                    total_steps=trainer.pace.total_steps,
-                    train_time_s=0.0,
-                )
-            except OutOfSpace:  # not even meta.json fits: leave no empty run directory
-                run.discard()
-                raise
-            print(f"run directory: {run.path}")
-        print(f"plan: {trainer.plan}")
-        pace = trainer.pace
-        what = "steps" if pace.fixed else f"schedule steps of {pace.reference} images"
-        print(f"{pace.schedule_steps} {what} = {recipe.epochs:g} epochs of {trainer.data.train_size} images")
-    if run:
-        run.curves = _curves(recipe, run, state)
+    if resume_from is None:
+        return run, Progress(), False
+    return run, trainer.load_state(checkpoint.load(resume_from, trainer.recipe)), True
+
+
+def _start_records(run: RunDir, trainer: Trainer, state: Progress, resumed: bool) -> None:
+    """meta.json (a new run's facts, or a resumption), the opening lines, the live curves."""
+    recipe, data, pace = trainer.recipe, trainer.data, trainer.pace
+    if resumed:
+        run.write_meta(status="running", reason=None, end_time=None,
+                       resumed=run.meta.get("resumed", []) + [{"time": now(), "step": state.step}])
+        print(f"resuming {run.path} at step {state.step}")
+    else:
+        run.meta.clear()  # a run directory started again from step 0 keeps nothing of its first start
+        try:
+            run.write_meta(
+                status="running", recipe=recipe.name, start_time=now(), end_time=None, git_commit=git_commit(),
+                versions=versions(), device=str(trainer.dist.device), world_size=trainer.dist.world,
+                **host_info(trainer.dist.device), plan=trainer.plan.as_dict(), data_root=str(data.root),
+                train_size=data.train_size, val_size=data.val_size, loader=data.loader,
+                train_eval_size=len(data.train_eval_indices), holdout_size=data.holdout_size,
+                total_steps=pace.total_steps, train_time_s=0.0,
+            )
+        except OutOfSpace:  # not even meta.json fits: leave no empty run directory
+            run.discard()
+            raise
+        print(f"run directory: {run.path}")
+    print(f"plan: {trainer.plan}")
+    what = "steps" if pace.fixed else f"schedule steps of {pace.reference} images"
+    print(f"{pace.schedule_steps} {what} = {recipe.epochs:g} epochs of {data.train_size} images")
+    run.curves = _curves(recipe, run, state)
+
+
+def _train_loop(trainer: Trainer, run: RunDir | None, state: Progress, progress: bool,
+                preempted: PreemptionFlag) -> tuple[str, str | None]:
+    """Trainer.run, with a crash marked "failed" in meta.json (then raised) and the curves closed either way."""
     try:
-        status, reason = trainer.run(run, state, progress, preempted)
+        return trainer.run(run, state, progress, preempted)
     except BaseException as e:
         if run:
             reason = str(e) if isinstance(e, OutOfSpace) else f"{type(e).__name__}: {e}"
@@ -466,9 +488,3 @@ def _train(recipe: Recipe, results: Path, dist: distributed.Dist, progress: bool
     finally:
         for curves in run.curves if run else []:
             curves.close()
-    if run:
-        run.write_meta(status=status, reason=reason, end_time=now(),
-                       unreadable_images=sorted(trainer.data.unreadable.files))
-        if status == "preempted":
-            print(f"preempted: checkpoint at step {state.step} in {run.path}")
-    return run

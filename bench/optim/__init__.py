@@ -12,7 +12,8 @@ the factory live in factory.py; this module only re-exports.
 from .adamw import AdamW
 from .base import GroupOptimizer, validate
 from .factory import NAMES, REGISTRY, check, create, default_exclude, hyperparameters, param_groups
-from .groups import AdaScale, AdaScaleLARS, AdaScaleSGD, GroupGradients, SimiGradLAMB, SimiGradLARS, SimiGradSGD
+from .groups import (AdaScale, AdaScaleLARS, AdaScaleSGD, GroupGradients, SimiGrad, SimiGradLAMB, SimiGradLARS,
+                     SimiGradSGD)
 from .lamb import LAMB
 from .lars import LARC, LARS
 from .merit import MERIT
@@ -23,5 +24,6 @@ __all__ = [
     "NAMES", "REGISTRY", "check", "create", "param_groups", "hyperparameters", "default_exclude", "validate",
     "GroupOptimizer", "SGD", "LARS", "LARC", "LAMB", "MERIT", "AdamW",
     "VRGD", "VRGDSGD", "VRGDLARS", "VRGDAdam", "VRGDLAMB", "VRGDMERIT",
-    "GroupGradients", "AdaScale", "AdaScaleSGD", "AdaScaleLARS", "SimiGradSGD", "SimiGradLARS", "SimiGradLAMB",
+    "GroupGradients", "AdaScale", "AdaScaleSGD", "AdaScaleLARS", "SimiGrad", "SimiGradSGD", "SimiGradLARS",
+    "SimiGradLAMB",
 ]  # fmt: skip
