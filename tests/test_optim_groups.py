@@ -209,6 +209,18 @@ def test_simigrad_optimizers_step_as_their_base_and_measure_the_halves(name, bas
     assert opt.reduces_gradients is True
 
 
+@pytest.mark.parametrize("name,base", [("simigrad_lars", "lars"), ("simigrad_lamb", "lamb")])
+def test_measuring_the_halves_changes_no_bit_of_the_fp32_steps(name, base):
+    """The update takes the whole sum, summed in the order every optimizer sums (the halves are extra
+    buffers): in fp32 the steps equal the base optimizer's bit for bit, so adding SimiGrad's measurement
+    (or making it exact) moves no committed figure."""
+    ws, steps = [w.float() for w in weights()], [[[g.float() for g in gs] for gs in groups]
+                                                 for groups in gradients(len(LRS), k=5)]
+    ours, _ = run(name, ws, steps, LRS, weight_decay=0.1)
+    plain, _ = run(base, ws, steps, LRS, weight_decay=0.1)
+    assert_history(ours, plain, rtol=0, atol=0)
+
+
 def test_similarity_is_one_for_identical_halves_and_minus_one_for_opposite_ones():
     ws, g = weights(), gradients(1)[0][0]
     _, opt = run("simigrad_sgd", ws, [[g, g, g, g]], [0.1])

@@ -144,17 +144,18 @@ class Statistics:
     [sums | second | sq_norms | count], fp32 (fp64 for fp64 parameters)."""
 
     flat: Tensor
-    sums: Tensor  # sum_d g_d (SimiGrad: of the odd groups, until _statistics adds the even ones)
-    second: Tensor  # sum_d g_d^2 per coordinate (VRGD: then its factors), the even groups' sum (SimiGrad), or empty
+    sums: Tensor  # sum_d g_d
+    second: Tensor  # sum_d g_d^2 per coordinate (VRGD: then its factors), [even groups' sum | odd's] (SimiGrad), or empty
     scalars: Tensor  # [sq_norms, count], the two below
     sq_norms: Tensor  # 0-d: sum_d ||g_d||^2
     count: Tensor  # 0-d: k, the number of groups (written before the all-reduce)
 
     @classmethod
-    def zeros(cls, n: int, second: bool, dtype: torch.dtype, device) -> "Statistics":
-        flat = torch.zeros((2 if second else 1) * n + 2, dtype=dtype, device=device)
+    def zeros(cls, n: int, second: int, dtype: torch.dtype, device) -> "Statistics":
+        """n: the parameters' elements; second: the length of `second` (0, n or 2n)."""
+        flat = torch.zeros(n + second + 2, dtype=dtype, device=device)
         scalars = flat[-2:]
-        return cls(flat, flat[:n], flat[n : 2 * n] if second else flat[:0], scalars, scalars[0], scalars[1])
+        return cls(flat, flat[:n], flat[n : n + second], scalars, scalars[0], scalars[1])
 
 
 class GroupOptimizer(Optimizer):

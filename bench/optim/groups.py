@@ -24,9 +24,10 @@ class GroupGradients(GroupOptimizer):
     """Mixin: the base optimizer's update on the mean gradient, with the groups kept apart.
 
     observe() adds each group's p.grad into one flat buffer (base.Statistics: [sums = sum_d g_d |
-    second | sq_norms = sum_d ||g_d||^2 | count = k]) and sets p.grad to None (a parameter without a gradient counts as zero in that group).
-    `second` is what a subclass needs beside the sum: "squares", sum_d g_d^2 per coordinate (VRGD,
-    vrgd.py; it also gives sum_d ||g_d||^2), or "even", the sum of the groups with an even index
+    second | sq_norms = sum_d ||g_d||^2 | count = k]) and sets p.grad to None (a parameter without a
+    gradient counts as zero in that group). `second` is what a subclass needs beside the sum:
+    "squares", sum_d g_d^2 per coordinate (VRGD, vrgd.py; it also gives sum_d ||g_d||^2), or
+    "halves", the sums of the groups with an even and with an odd index, each on its own
     (`observe(index)`; SimiGrad), or nothing. step() all-reduces the buffer once under
     torch.distributed (`reduces_gradients = True`: the runner keeps DDP from reducing), sets p.grad
     to g_bar = (1/k) sum_d g_d (a view of the buffer, valid until the next observe()), measures
@@ -36,8 +37,8 @@ class GroupGradients(GroupOptimizer):
     Sum-vs-mean semantics: each group's gradient is that of its own mean loss (the runner divides
     the loss by the micro-batches of a group), so g_bar is the gradient of the whole batch's mean
     loss under any accumulation, and the statistics are those of group-sized batches.
-    Costs: one extra fp32 tensor per parameter (two with `second`), one pass per group (two with
-    squares), and the all-reduce of that buffer instead of the gradient's.
+    Costs: one extra fp32 tensor per parameter (two with squares, three with halves), one pass per
+    group (two with `second`), and the all-reduce of that buffer instead of the gradient's.
     """
 
     reduces_gradients = True
@@ -52,9 +53,12 @@ class GroupGradients(GroupOptimizer):
         n = sum(p.numel() for p in params)
         dtype = torch.promote_types(torch.float32, params[0].dtype)  # fp32, or fp64 for fp64 parameters
         self._n, self._sizes = n, [p.numel() for p in params]
-        self._stats = Statistics.zeros(n, bool(self.second), dtype, params[0].device)
+        self._stats = Statistics.zeros(n, {None: 0, "squares": n, "halves": 2 * n}[self.second], dtype,
+                                       params[0].device)
         self._sum = views(self._stats.sums, params)
-        self._second = views(self._stats.second, params) if self.second else {}
+        self._second = views(self._stats.second, params) if self.second == "squares" else {}
+        halves = self._stats.second.split(n) if self.second == "halves" else ()
+        self._halves = tuple(views(half, params) for half in halves)  # even-indexed groups' sum, odd ones
 
     @torch.no_grad()
     def observe(self, index=None):
@@ -69,10 +73,9 @@ class GroupGradients(GroupOptimizer):
         params = [p for p in self._sum if p.grad is not None]
         grads = [p.grad for p in params]
         if grads:
-            # sum += g_d; SimiGrad's even groups go to the second buffer instead, the halves kept apart until
-            # _statistics (each half is summed at its own magnitude: an fp32 sum of both would lose a small half)
-            into = self._second if self.second == "even" and index % 2 == 0 else self._sum
-            torch._foreach_add_([into[p] for p in params], grads)
+            torch._foreach_add_([self._sum[p] for p in params], grads)  # sum += g_d
+            if self.second == "halves":  # and into its half, each at its own magnitude (SimiGrad)
+                torch._foreach_add_([self._halves[index % 2][p] for p in params], grads)
             if self.second == "squares":
                 torch._foreach_addcmul_([self._second[p] for p in params], grads, grads)  # sumsq += g_d^2
             else:
@@ -251,10 +254,11 @@ class SimiGrad(GroupGradients):
     batch for the runner's adaptive batch (recipe `adaptive_batch`): `similarity` in diagnostics(),
     the cosine between the mean gradients of the groups with even and with odd index
     (`observe(index)`: the runner numbers them over all ranks, so the halves interleave over the
-    batch whatever the world size). Each half is summed on its own and its dot products accumulate
-    in float64, so the cosine stays exact when one half is a million times the other."""
+    batch whatever the world size). Each half is summed on its own beside the whole sum (which the
+    update takes, summed as for any optimizer) and its dot products accumulate in float64, so the
+    cosine stays exact when one half is a million times the other."""
 
-    second = "even"
+    second = "halves"
     pace = "adaptive"
 
     def __init__(self, params, **base):
@@ -262,11 +266,10 @@ class SimiGrad(GroupGradients):
         self._similarity = None
 
     def _statistics(self, k: int) -> dict:
-        odd, even = self._stats.sums, self._stats.second  # observe() kept them apart
+        even, odd = self._stats.second.split(self._n)  # observe() kept them apart
         ee, oo, eo = (torch.sum(a * b, dtype=torch.float64) for a, b in ((even, even), (odd, odd), (even, odd)))
         scale = (ee * oo).sqrt()
         self._similarity = torch.where(scale > 0, eo / scale, 0.0).clamp(-1.0, 1.0)  # 0: a half is zero
-        odd.add_(even)  # the sum over all groups, which the statistics and the update take
         return super()._statistics(k)
 
     @property
