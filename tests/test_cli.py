@@ -60,6 +60,7 @@ def test_recipe_keys_lists_every_schema_key_with_a_meaning(capsys):
         "name": "x", "model": {"name": "resnet50"}, "global_batch": 64, "epochs": 1, "target_top1": 50,
         "optimizer": {"name": "simigrad_sgd", "lr": 0.1},
         "adaptive_batch": {"target_similarity": 0.5, "min_batch": 32, "max_batch": 128},
+        "logging": {"wandb": {"project": "p"}},  # the optional sections set, so their keys appear
     }).model_dump(mode="json")
     assert main(["recipe", "keys"]) == 0
     header, *lines = capsys.readouterr().out.splitlines()
