@@ -34,8 +34,21 @@ def cmd_validate(args) -> int:
 
     for path in args.recipes:
         r = recipe.load(path, args.set)
+        if not args.schema_only:
+            check_data(path, r)
         print(f"{path}: ok ({r.name}: {r.model.name}, {r.optimizer.name}, global_batch {r.global_batch})")
     return 0
+
+
+def check_data(path: str, recipe) -> None:
+    """A recipe's dataset folder exists and has the layout, said with the recipe file and key."""
+    from bench.data import folder
+
+    if recipe.data.dataset in ("folder", "filelist"):
+        try:
+            folder.check(recipe.data.path, recipe.data.dataset == "filelist")
+        except UserError as e:
+            raise UserError(f"{path}: key 'data.path': {e}") from None
 
 
 def cmd_recipe_keys(args) -> int:
@@ -57,10 +70,12 @@ def cmd_recipe_keys(args) -> int:
 
 
 def _recipe(args):
-    """The recipe of `bench run` and `bench submit`, with --set and --tensorboard."""
+    """The recipe of `bench run` and `bench submit`, with --set, --tensorboard and --threads."""
     from bench import recipe
 
-    return recipe.load(args.recipe, args.set + (["logging.tensorboard=true"] if args.tensorboard else []))
+    flags = (["logging.tensorboard=true"] if args.tensorboard else []) + \
+        ([f"engine.threads={args.threads}"] if args.threads else [])
+    return recipe.load(args.recipe, args.set + flags)
 
 
 def _worker_args(args) -> list[str]:
@@ -68,6 +83,8 @@ def _worker_args(args) -> list[str]:
     out = ["run", args.recipe, "--out", args.out, *(a for s in args.set for a in ("--set", s))]
     if args.tensorboard:
         out.append("--tensorboard")
+    if args.threads:
+        out += ["--threads", args.threads]
     if args.run_dir:
         out += ["--run-dir", args.run_dir]
     if args.restart:
@@ -79,6 +96,7 @@ def _worker_args(args) -> list[str]:
 
 def cmd_run(args) -> int:
     r = _recipe(args)  # bad input stops here, before any worker starts
+    check_data(args.recipe, r)
     if args.nproc > 1:
         from bench.engine import launch
         from bench.engine.plan import recipe_plan
@@ -232,8 +250,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action=_Version, nargs=0, help="print the versions of bench and what it runs on")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    s = sub.add_parser("validate", help="load and check recipe files")
+    s = sub.add_parser("validate", help="load and check recipe files and their dataset folders")
     s.add_argument("recipes", nargs="+", metavar="RECIPE")
+    s.add_argument("--schema-only", action="store_true", help="check the recipes only, not their data.path "
+                   "(recipes written for another machine)")
     s.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="override a recipe key")
     s.set_defaults(func=cmd_validate)
 
@@ -249,6 +269,7 @@ def parser() -> argparse.ArgumentParser:
         s.add_argument("--run-dir", help="resume this run directory")
         s.add_argument("--tensorboard", action="store_true", help="live TensorBoard curves in <run>/tensorboard "
                        "(recipe key logging.tensorboard)")
+        s.add_argument("--threads", metavar="N|auto", help="CPU threads per process (recipe key engine.threads)")
 
     s = sub.add_parser("run", help="train one recipe (resuming its unfinished run, if any)")
     run_arguments(s)
@@ -306,6 +327,9 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from bench.engine.threads import quiet_openmp
+
+    quiet_openmp()  # before torch loads OpenMP
     p = parser()
     try:
         args, rest = p.parse_known_args(argv)

@@ -156,6 +156,9 @@ class EngineSpec(_Strict):
     channels_last: bool = Field(False, description="NHWC memory format (faster convolutions on GPUs)")
     compile: bool = Field(False, description="torch.compile the model")
     sync_bn: bool = Field(False, description="BatchNorm statistics over all ranks' micro-batches (SyncBatchNorm)")
+    threads: Union[PositiveInt, Literal["auto"]] = Field("auto", description=(
+        "CPU threads for the math of each process; auto = the cores it may use (affinity, cgroup quota) over the "
+        "local workers, capped by OMP_NUM_THREADS (changes float rounding: pin N for bitwise repeats)"))
     micro_batch_cap: PositiveInt = Field(256, description="largest micro-batch `micro_batch: auto` may pick")
 
 
@@ -273,10 +276,12 @@ class Recipe(_Strict):
 
     def same_as(self, saved_yaml: str) -> bool:
         """Whether a resolved recipe saved by a run is this one, read with today's schema: a key
-        added to the schema since, at its default, is no change, and neither is `logging`."""
+        added to the schema since, at its default, is no change, and neither are `logging` and `engine.threads`."""
         try:
             saved = Recipe.model_validate(yaml.safe_load(saved_yaml))
-            return saved.model_copy(update={"logging": self.logging}) == self  # logging changes no number
+            # logging changes no number; the thread count only float rounding, as another machine would
+            neutral = {"logging": self.logging, "engine": saved.engine.model_copy(update={"threads": self.engine.threads})}
+            return saved.model_copy(update=neutral) == self
         except (ValidationError, yaml.YAMLError, TypeError):
             return False
 
@@ -293,10 +298,22 @@ def describe_error(error: ValidationError) -> str:
         return f"unknown key '{key}'" + (f" (did you mean '{close[0]}'?)" if close else "")
     if err["type"] == "missing":
         return f"missing required key '{key}'"
+    members = [e for e in errors if len(e["loc"]) > 1 and e["loc"][:-1] == err["loc"][:-1]]
+    if len(members) > 1 and _section(err["loc"][:-2]) and err["loc"][-1] not in _section(err["loc"][:-2]).model_fields:
+        # a union's members (an integer or 'auto'): pydantic names each by a tag after the key
+        key = ".".join(str(p) for p in err["loc"][:-1])
+        said = " or ".join(dict.fromkeys(e["msg"][0].lower() + e["msg"][1:] for e in members))
+        return f"key '{key}': {said} (got {_shown(err['input'])})"
     msg = err["msg"].removeprefix("Value error, ")
     if err["type"] == "value_error":
         return msg if not err["loc"] else f"key '{key}': {msg}"
-    return f"key '{key}': {msg[0].lower() + msg[1:]} (got {err['input']!r})"
+    return f"key '{key}': {msg[0].lower() + msg[1:]} (got {_shown(err['input'])})"
+
+
+def _shown(value, limit: int = 60) -> str:
+    """A value as an error message echoes it: its repr, or its type and the first `limit` characters of it."""
+    text = repr(value)
+    return text if len(text) <= limit else f"a {type(value).__name__} starting {text[:limit]}..."
 
 
 def timm_models():

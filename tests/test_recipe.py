@@ -1,5 +1,7 @@
 """Recipe loading, overrides, and every bad input: one sentence, exit 2, nothing written."""
 
+from pathlib import Path
+
 import pytest
 import yaml
 
@@ -44,7 +46,29 @@ SWEEPS = RECIPES / "sweeps"  # sweep files (bench sweep); their base recipes are
 
 def test_every_shipped_recipe_validates():
     paths = sorted(str(p) for p in RECIPES.rglob("*.yaml") if p.parent != SWEEPS)
-    assert paths and main(["validate", *paths]) == 0
+    assert paths and main(["validate", "--schema-only", *paths]) == 0
+    embedded = [p for p in paths if "path:" not in Path(p).read_text()]  # the generated datasets need no folder
+    assert any(p.endswith("recipes/demo.yaml") for p in embedded) and main(["validate", *embedded]) == 0
+
+
+def test_validate_and_run_name_the_recipe_and_key_of_a_missing_dataset(tmp_path, tiny_dataset, capsys):
+    text = (RECIPES / "demo.yaml").read_text().replace("dataset: synthetic", "dataset: folder\n  path: PATH")
+    cases = {"nowhere": "dataset directory does not exist", "empty": "missing split folder 'train/'",
+             "mixed": "classes differ from train/"}
+    (tmp_path / "empty").mkdir()
+    for split, classes in (("train", ("a", "b")), ("val", ("a", "c"))):
+        for c in classes:
+            (tmp_path / "mixed" / split / c).mkdir(parents=True)
+    for name, said in cases.items():
+        path = write_recipe(tmp_path / f"{name}.yaml", text.replace("PATH", str(tmp_path / name)))
+        for command in (["validate", str(path)], ["run", str(path), "--out", str(tmp_path / "out")]):
+            assert main(command) == 2
+            err = capsys.readouterr().err
+            assert err.startswith(f"bench: error: {path}: key 'data.path': {tmp_path / name}") and said in err, err
+        assert main(["validate", "--schema-only", str(path)]) == 0
+    assert not (tmp_path / "out").exists()
+    path = write_recipe(tmp_path / "ok.yaml", text.replace("PATH", str(tiny_dataset)))
+    assert main(["validate", str(path)]) == 0
 
 
 def test_every_shipped_sweep_expands(capsys):
@@ -207,4 +231,4 @@ def test_pretrained_weights_offline_are_one_sentence_saying_where_to_put_them(tm
     (snapshot / "model.safetensors").write_bytes(b"weights")
     (offline_hub / "models--timm--resnet10t.c3_in1k" / "refs").mkdir()
     (offline_hub / "models--timm--resnet10t.c3_in1k" / "refs" / "main").write_text("0123abc")
-    assert main(["validate", str(path)]) == 0, capsys.readouterr().err
+    assert main(["validate", "--schema-only", str(path)]) == 0, capsys.readouterr().err

@@ -7,7 +7,8 @@ from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from bench.errors import UserError
+from bench.data.idx import NAMES
+from bench.errors import UserError, count
 
 
 def _new_out(path: str) -> Path:
@@ -60,6 +61,15 @@ def cmd_cifar(args) -> int:
 
     counts = cifar.convert(args.archive, args.out)
     print(f"wrote {counts['train']} train and {counts['val']} val images to {args.out}")
+    return 0
+
+
+def cmd_idx(args) -> int:
+    from bench.data import idx
+
+    counts = idx.convert(args.dir, args.out, per_class=args.per_class, val_per_class=args.val_per_class,
+                         classes=args.classes.split(",") if args.classes else None, names=args.names, seed=args.seed)
+    print(_summary(Path(args.out)))
     return 0
 
 
@@ -127,6 +137,19 @@ def add_parser(sub) -> None:
     s.add_argument("archive", metavar="ARCHIVE")
     s.add_argument("--out", required=True)
     s.set_defaults(func=cmd_cifar)
+
+    s = data.add_parser("idx", help="convert the MNIST family's idx files (MNIST, Fashion-MNIST, KMNIST, EMNIST) "
+                                     "to the layout, the test set as val/")
+    s.add_argument("dir", metavar="DIR", help="the folder holding train-images-idx3-ubyte[.gz] and the other three "
+                                              "(Debian's dataset-fashion-mnist: /usr/share/datasets/fashion-mnist)")
+    s.add_argument("--out", required=True)
+    s.add_argument("--per-class", type=count(1), help="training images per class, drawn with --seed (default: all)")
+    s.add_argument("--val-per-class", type=count(1), help="validation images per class (default: all)")
+    s.add_argument("--classes", help="comma-separated class names or labels to keep (default: all)")
+    s.add_argument("--names", choices=["auto", "labels", *sorted(NAMES)], default="auto",
+                   help="class folder names: the dataset's, or the labels (default: guessed from DIR's path)")
+    s.add_argument("--seed", type=int, default=0, help="seed of the subset draw (default: %(default)s)")
+    s.set_defaults(func=cmd_idx)
 
     s = data.add_parser("check", help="classes, images per split and unreadable files of a dataset "
                                       "(exit 1 when some are unreadable)")

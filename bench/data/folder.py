@@ -47,7 +47,8 @@ class Folder:
         return replace(self, train=pick(self.train, keep), holdout=pick(self.train, sorted(held)))
 
 
-def _scan_split(root: Path, split: str, classes: tuple[str, ...] | None) -> tuple[tuple[str, ...], Split]:
+def _classes(root: Path, split: str, classes: tuple[str, ...] | None) -> tuple[str, ...]:
+    """The class folders of a split (sorted), checked against train/'s `classes`."""
     base = root / split
     if not base.is_dir():
         raise UserError(f"{root}: missing split folder '{split}/' (expected {root}/{split}/<class>/<image>)")
@@ -59,6 +60,12 @@ def _scan_split(root: Path, split: str, classes: tuple[str, ...] | None) -> tupl
     if classes is not None and found != classes:
         extra = sorted(set(found) ^ set(classes))[:3]
         raise UserError(f"{base}: classes differ from train/ (e.g. {', '.join(extra)}); both splits need the same class folders")
+    return found
+
+
+def _scan_split(root: Path, split: str, classes: tuple[str, ...] | None) -> tuple[tuple[str, ...], Split]:
+    base = root / split
+    found = _classes(root, split, classes)
     files, labels = [], []
     for label, name in enumerate(found):
         images = sorted(p for p in (base / name).iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
@@ -67,6 +74,20 @@ def _scan_split(root: Path, split: str, classes: tuple[str, ...] | None) -> tupl
         files += [str(p) for p in images]
         labels += [label] * len(images)
     return found, Split(tuple(files), tuple(labels))
+
+
+def check(root: str | Path, filelist: bool = False) -> None:
+    """The layout's shape, without listing every image (`bench validate`): the folder, its split folders and
+    the same class folders in both, or its two file lists."""
+    root = Path(root)
+    if not root.is_dir():
+        raise UserError(f"{root}: dataset directory does not exist")
+    if filelist:
+        for split in ("train", "val"):
+            if not (root / f"{split}.txt").is_file():
+                raise UserError(f"{root}: missing file list '{split}.txt' (lines '<image path relative to {root}> <label>')")
+        return
+    _classes(root, "val", _classes(root, "train", None))
 
 
 def scan(root: str | Path) -> Folder:

@@ -28,6 +28,7 @@ from typing import Callable
 import numpy as np
 from PIL import Image
 
+from bench.engine.rundir import current_umask
 from bench.recipe import SynthData as SynthSpec
 
 SHAPES = ("disc", "square", "ring", "diamond")
@@ -122,6 +123,7 @@ def write_atomically(out: Path, fill: Callable[[Path], None]) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
+        os.chmod(tmp, 0o777 & ~current_umask())  # as mkdir would (mkdtemp's 0700 would hide the data from a lab group)
         fill(tmp)
         os.replace(tmp, out)
     except BaseException:

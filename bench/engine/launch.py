@@ -7,6 +7,7 @@ reads RANK / WORLD_SIZE / LOCAL_RANK from the environment.
 
 from __future__ import annotations
 
+import os
 import shlex
 import signal
 import shutil
@@ -33,6 +34,11 @@ def run_local(nproc: int, bench_args: list[str], max_restarts: int = 0) -> int:
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import parse_args, run
+
+    from bench.engine.threads import usable_cores
+
+    # torchrun would give each worker 1 thread; engine.threads: auto divides the cores between them itself
+    os.environ.setdefault("OMP_NUM_THREADS", str(usable_cores()))
 
     args = parse_args(["--standalone", f"--nproc-per-node={nproc}", f"--max-restarts={max_restarts}",
                        f"--shutdown-timeout={GRACE_S}", "-m", "bench", *bench_args])
@@ -86,7 +92,8 @@ def sbatch_script(bench_args: list[str], nodes: int, gpus_per_node: int, partiti
                f"--nproc-per-node={workers}", f"--shutdown-timeout={GRACE_S}", "--rdzv-backend=c10d",
                '--rdzv-endpoint="$MASTER_ADDR:29500"', '--rdzv-id="$SLURM_JOB_ID"', "-m", "bench", *bench_args]
     srun = "srun " + " ".join(c if c.startswith("--rdzv") else shlex.quote(c) for c in command)
-    lines += _body(workdir, srun, 'MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)')
+    lines += _body(workdir, srun, 'MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+                   f"export OMP_NUM_THREADS={cpus_per_worker}  # torchrun's default would be 1 per worker")
     return "\n".join(lines) + "\n"
 
 

@@ -52,7 +52,7 @@ def writing(path: Path):
 
 
 @functools.cache
-def _umask() -> int:
+def current_umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
@@ -65,7 +65,7 @@ def atomic_write(path: Path, data: bytes | str, before_rename=lambda: None) -> N
     with writing(path):
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         try:
-            os.fchmod(fd, 0o666 & ~_umask())
+            os.fchmod(fd, 0o666 & ~current_umask())
             with os.fdopen(fd, "wb") as f:
                 f.write(data.encode() if isinstance(data, str) else data)
                 f.flush()
@@ -232,10 +232,23 @@ def whole_lines(events: Path) -> list[str]:
     return lines
 
 
+def _cpu_model() -> str:
+    """The processor's name (bitwise reproduction holds per platform: its kernels pick their instructions)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
 def host_info(device) -> dict:
     import torch
 
-    info = {"host": socket.gethostname(), "platform": platform.platform(), "cpu_threads": torch.get_num_threads()}
+    info = {"host": socket.gethostname(), "platform": platform.platform(), "cpu_threads": torch.get_num_threads(),
+            "cpu_model": _cpu_model(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "torch_config": torch.__config__.show()}
     if device.type == "cuda":
         info["gpu"] = torch.cuda.get_device_name(device)
     return info

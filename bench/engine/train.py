@@ -45,7 +45,7 @@ from tqdm import tqdm
 
 from bench import optim
 from bench.data import Data, build
-from bench.engine import checkpoint, distributed, tensorboard, wandb_curves
+from bench.engine import checkpoint, distributed, tensorboard, threads, wandb_curves
 from bench.engine.faults import crash_point
 from bench.engine.pace import Pace
 from bench.engine.plan import recipe_plan
@@ -132,6 +132,7 @@ class Trainer:
         self.net = torch.compile(net) if recipe.engine.compile else net
         self.pace = Pace(recipe, self.plan, self.data.train_size, self.opt.pace == "scale_invariant")
         self.group_images = self.plan.micro_per_group * self.plan.micro_batch
+        self.slowdown = threads.Slowdown(torch.get_num_threads())
 
     def _sync_context(self, micro: int, accum: int):
         """DDP all-reduces only on the step's last micro-batch, and never for self-reducing optimizers."""
@@ -246,6 +247,8 @@ class Trainer:
                         **({} if pace.fixed else {"batch": batch}), refresh=False)  # tqdm redraws at its own rate
         if run:
             run.log_event(self.events(step, lr, batch, loss))
+            if warning := self.slowdown.update(progress.images, progress.train_time):
+                bar.write(f"bench: warning: {warning}", file=sys.stderr)
         return lr, batch, loss, stop > 0
 
     def evaluate(self, progress: "Progress", run: RunDir | None, bar, lr: float, batch: int) -> str | None:
@@ -410,6 +413,7 @@ def train(recipe: Recipe, results: Path, progress: bool = True, restart: bool = 
     """Run `recipe` in this process (one rank of a torchrun job, or alone), resuming an
     unfinished run of it unless `restart`. Rank 0 writes and returns the run directory."""
     dist = distributed.init()
+    threads.apply(recipe.engine.threads)
     try:
         with PreemptionFlag() as preempted:  # before any data thread or worker starts
             return _train(recipe, results, dist, progress, restart, run_dir, preempted)
@@ -468,7 +472,8 @@ def _start_records(run: RunDir, trainer: Trainer, state: Progress, resumed: bool
             run.discard()
             raise
         print(f"run directory: {run.path}")
-    print(f"plan: {trainer.plan}")
+    threads_used = torch.get_num_threads()
+    print(f"plan: {trainer.plan}, {threads_used} CPU thread{'s' * (threads_used != 1)}")
     what = "steps" if pace.fixed else f"schedule steps of {pace.reference} images"
     print(f"{pace.schedule_steps} {what} = {recipe.epochs:g} epochs of {data.train_size} images")
     run.curves = _curves(recipe, run, state)

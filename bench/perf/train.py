@@ -29,6 +29,8 @@ import io
 import os
 import resource
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 import types
@@ -239,6 +241,27 @@ def measure(cases: dict, repeats: int, steps: int, warmup: int, device: torch.de
     return rates, splits, peaks
 
 
+BUSY = "while True: pass"  # another user's CPU-bound process on a shared machine
+
+
+def contended(case, repeats: int, steps: int, images_per_step: int) -> tuple[list[float], list[float]]:
+    """img/s of `case` alone and beside one busy process, alternating within each repeat (--contended)."""
+    idle, busy = [], []
+    for _ in range(repeats):
+        for rates, beside in ((idle, False), (busy, True)):
+            neighbour = subprocess.Popen([sys.executable, "-c", BUSY], start_new_session=True) if beside else None
+            try:
+                time.sleep(0.5 if beside else 0.0)  # the neighbour is running before the clock starts
+                start = time.perf_counter()
+                case.steps(steps)
+                rates.append(steps * images_per_step / (time.perf_counter() - start))
+            finally:
+                if neighbour:
+                    neighbour.kill()
+                    neighbour.wait()
+    return idle, busy
+
+
 def overhead(rates: dict) -> tuple[float, float, float]:
     """Runner overhead 1 - bench / bare, paired within each repeat: (median, and a 95% confidence interval of
     the median from the order statistics of the pairs: a distribution-free sign-test interval, scipy.stats;
@@ -315,16 +338,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--channels-last", action="store_const", const=True, help="NHWC memory format")
     parser.add_argument("--compile", action="store_const", const=True, help="torch.compile the model")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--threads", type=count(1), help="CPU threads (torch.set_num_threads); default: torch's")
+    parser.add_argument("--threads", type=count(1), help="CPU threads (torch.set_num_threads); default: bench's auto "
+                        "(engine.threads)")
+    parser.add_argument("--contended", action="store_true", help="also time bench's runner beside one busy process "
+                        "(a shared machine) against alone, alternating; goal: at least half the rate alone")
     parser.add_argument("--warmup", type=count(1), default=2, help="untimed steps per case first (default 2)")
     parser.add_argument("--steps", type=count(1), default=6, help="timed steps per case and repeat (default 6)")
     parser.add_argument("--repeats", type=count(1), default=5, help="timed repeats (default 5)")
     args = parser.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
         raise UserError("bench perf train --device cuda: no CUDA device is visible to torch")
-    if args.threads:
-        torch.set_num_threads(args.threads)
     from bench.engine.distributed import Dist
+    from bench.engine.threads import resolve
+
+    torch.set_num_threads(args.threads or resolve("auto"))
 
     device = torch.device(args.device)
     dist = Dist(0, 1, 0, device)
@@ -348,11 +375,19 @@ def main(argv: list[str] | None = None) -> int:
               f"{args.steps} timed steps per case\n")
         try:
             rates, splits, peaks = measure(cases, args.repeats, args.steps, args.warmup, device, plan.batch)
+            shared = contended(cases["bench"], args.repeats, args.steps, plan.batch) if args.contended else None
         finally:
             for case in cases.values():
                 case.close()
         flops = flops_per_image(recipe, trainer.data.num_classes, device)
         report(recipe, device, rates, splits, peaks, labels, flops)
+        if shared:
+            alone, beside = (statistics.median(r) for r in shared)
+            ratios = sorted(b / a for a, b in zip(*shared))
+            print(f"\nshared machine (--contended): bench runner beside one busy process {beside:,.1f} img/s against "
+                  f"{alone:,.1f} alone = {beside / alone:.2f} x (paired repeats: {ratios[0]:.2f} to {ratios[-1]:.2f}); "
+                  f"goal >= 0.5: {'met' if beside / alone >= 0.5 else 'MISSED'} with {torch.get_num_threads()} "
+                  f"threads (GOMP_SPINCOUNT={os.environ.get('GOMP_SPINCOUNT', 'unset')})")
     return 0
 
 
