@@ -144,7 +144,9 @@ class CheckpointSpec(_Strict):
 
     every_steps: PositiveInt | None = Field(None, description="optimizer steps between checkpoints")
     every_epochs: PositiveFloat | None = Field(None, description="epochs between checkpoints")
-    keep: PositiveInt = Field(2, description="newest checkpoints kept")
+    keep: PositiveInt = Field(2, description="newest checkpoints kept while the run goes on")
+    keep_final: bool = Field(True, description="a finished run (completed or diverged) keeps its final checkpoint "
+                             "(false: none; the analysis needs none)")
 
 
 class EngineSpec(_Strict):

@@ -58,7 +58,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt, ValidationError, model_validator
 
 from bench import recipe as recipe_mod
-from bench.engine.rundir import FINISHED
+from bench.engine.rundir import FINISHED, prune_checkpoints
 from bench.suite import finished_run
 from bench.errors import UserError
 
@@ -145,6 +145,8 @@ class SweepSpec(_Strict):
     budget: Budget
     select: Select = Select()
     reruns: Reruns
+    keep_checkpoints: bool = Field(False, description="trials keep their final checkpoint (reruns always do, as "
+                                   "recipe key checkpoint.keep_final says)")
 
     @model_validator(mode="after")
     def _consistent(self):
@@ -386,8 +388,10 @@ def _finished(trial: Trial, run: Path | None, finished: dict, spec: SweepSpec, b
             cell = (trial.arm, trial.batch)
             if cell not in progress.best or score > progress.best[cell][0]:
                 progress.best[cell] = (score, trial.name)
+            if not spec.keep_checkpoints:  # a trial is read for its curve only: its disk goes back
+                prune_checkpoints(run, 0)
     bar.update(1)
-    bar.set_postfix_str(_best_so_far(progress))
+    bar.set_postfix_str(_best_so_far(progress) if trial.role == "trial" else f"rerun {trial.name} done")
 
 
 def _best_so_far(progress: Progress) -> str:

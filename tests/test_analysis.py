@@ -323,6 +323,26 @@ def test_a_seed_run_twice_counts_once_and_a_killed_run_never(tmp_path, capsys):
     assert "the same recipe and seed 0" in capsys.readouterr().err
 
 
+def test_the_kept_run_of_a_seed_is_the_one_that_ended_last_and_loaders_are_not_seeds(tmp_path, capsys):
+    """A DALI and a torchvision run of one recipe and seed are two recipes (their numbers differ); of two runs of
+    one loader, the one that finished last is kept, wherever its folder sorts."""
+    when = lambda start, end: {"start_time": f"2026-11-24T12:{start:02d}:00+00:00",
+                               "end_time": f"2026-11-24T12:{end:02d}:00+00:00"}
+    tv = make_run(tmp_path / "tv", "r", "lars", 100, 0, [50, 80.0], meta_extra={"loader": "torchvision", **when(0, 21)})
+    make_run(tmp_path / "dali", "r", "lars", 100, 0, [50, 80.8], meta_extra={"loader": "dali", **when(1, 24)})
+    study = results.load_study([tmp_path])
+    assert sorted(study.groups["val_top1"]) == [80.0, 80.8] and list(study.groups["n"]) == [1, 1]
+    assert "counted once" not in capsys.readouterr().err
+    # the same loader twice: the run in "a-..." ended last, though "z-..." sorts last
+    make_run(tmp_path / "a-again", "r", "lars", 100, 0, [50, 79.0], meta_extra={"loader": "torchvision", **when(30, 40)})
+    make_run(tmp_path / "z-first", "r", "lars", 100, 0, [50, 77.0], meta_extra={"loader": "torchvision", **when(5, 9)})
+    study = results.load_study([tmp_path])
+    row = study.groups[study.groups["runs"].astype(str).str.contains("tv|a-again|z-first")]
+    assert sorted(study.groups["val_top1"]) == [79.0, 80.8]
+    err = capsys.readouterr().err
+    assert str(tv) in err and "z-first" in err and "ended last" in err and len(row) == 1
+
+
 def test_a_key_added_to_the_schema_since_a_run_does_not_split_its_seeds(tmp_path):
     """Runs are read under today's schema: a saved recipe without a key that now has a default (as a run
     made before the key existed) is a seed of the same recipe as one that spells the default out."""

@@ -22,7 +22,7 @@ def make_run(root: Path, name: str, optimizer: str, batch: int, seed: int, val: 
              eval_every: float = 1.0, epochs: float | None = None, lr: float = 0.1,
              data_workers: int | None = None, model_kwargs: dict | None = None, events: list[dict] | None = None,
              legacy: bool = False, holdout: list[float] | None = None, run_name: str | None = None,
-             **recipe_extra) -> Path:
+             meta_extra: dict | None = None, **recipe_extra) -> Path:
     """A run of `len(val)` evaluations every `eval_every` epochs (of a recipe of `epochs`, default as many as
     evaluated); loss = 1 - top1/100 so gaps are checkable; 10 training seconds per epoch. legacy: metrics.csv
     without the columns added later (schedule_epoch, batch, holdout_*), as runs made before them. holdout: the
@@ -54,7 +54,7 @@ def make_run(root: Path, name: str, optimizer: str, batch: int, seed: int, val: 
             "gsnr_groups": 1}
     meta = {"status": status, "reason": None, "plan": plan, "train_time_s": 10.0 * len(val) * eval_every,
             "total_steps": round(len(val) * eval_every * steps_per_epoch), "train_size": train_size,
-            "val_size": val_size}
+            "val_size": val_size, **(meta_extra or {})}
     (run / "meta.json").write_text(json.dumps(meta))
     if events:
         (run / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))

@@ -1,6 +1,7 @@
 """bench sweep: sweep files, quasi-random trials, the holdout split, the tuning analysis and the verdict."""
 
 import json
+from pathlib import Path
 import math
 import os
 import signal
@@ -279,6 +280,8 @@ def test_a_tiny_sweep_killed_once_resumes_and_reports(sweep_file, tmp_path):
         [f"tiny-{a}-b32-t0{i}" for a in ("sgd", "lars") for i in (0, 1)]
         + [f"tiny-{a}-b32-best-seed{s}" for a in ("sgd", "lars") for s in (1, 2)])
     assert (runs["status"] == "completed").all() and runs["holdout_top1"].notna().all()
+    kept = {Path(run).parent.name: len(list(Path(run).glob("ckpt-*.pt"))) for run in runs["run"]}
+    assert kept == {name: 0 if "-t0" in name else 1 for name in kept}  # trials keep none, reruns their final one
     verdict = (out / "verdict.md").read_text()
     assert "| 32 | nesterov" not in verdict and "SGD" in verdict and "LARS" in verdict
     assert {p.name for p in plots.iterdir()} >= {"steps_to_result.png", "lr_sensitivity.png",

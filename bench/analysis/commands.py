@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench.analysis.render import FORMATS
-from bench.engine.rundir import atomic_write
+from bench.engine.rundir import FINISHED, atomic_write, checkpoints, prune_checkpoints
 from bench.errors import UserError
 
 EXPORTS = ("parquet", "json")  # bench.analysis.export.FORMATS, without importing pandas for every command
@@ -54,6 +54,21 @@ def cmd_export(args) -> int:
 
     for folder in tensorboard.export(results.load(args.paths, args.strict), Path(args.out)):
         print(folder)
+    return 0
+
+
+def cmd_clean(args) -> int:
+    """Remove the checkpoints of finished runs (completed or diverged): the analysis reads none of them."""
+    from bench.analysis.results import find_runs, read_recipe_and_meta
+
+    freed, runs = 0, 0
+    for run in find_runs(args.paths):
+        _, meta = read_recipe_and_meta(run)
+        if meta.get("status") in FINISHED and checkpoints(run)[:len(checkpoints(run)) - args.keep_final]:
+            freed += prune_checkpoints(run, int(args.keep_final))
+            runs += 1
+    print(f"removed the checkpoints of {runs} finished run{'s' * (runs != 1)}{' but the final one' * args.keep_final}: "
+          f"{freed / 2**20:,.1f} MiB freed (unfinished runs keep theirs, to resume)")
     return 0
 
 
@@ -139,6 +154,11 @@ def add_parsers(sub, default_results: Path) -> None:
     s.add_argument("--strict", **strict)
     s.add_argument("--out", required=True, metavar="DIR", help="output folder")
     s.set_defaults(func=cmd_export)
+
+    s = sub.add_parser("clean", help="remove the checkpoints of finished runs (report, table and plot need none)")
+    s.add_argument("paths", nargs="+", metavar="PATH", help="run directories or results trees")
+    s.add_argument("--keep-final", action="store_true", help="keep each finished run's final checkpoint")
+    s.set_defaults(func=cmd_clean)
 
     s = sub.add_parser("plot", help="figures (PNG and SVG) of the runs")
     s.add_argument("paths", **where)

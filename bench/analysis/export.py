@@ -37,6 +37,9 @@ COLUMNS = {
     "diverged": "the run ended diverged (a non-finite loss, or validation Top-1 at chance after warm-up)",
     "finished": "the run ended completed or diverged",
     "run": "the run directory",
+    "loader": "the loader that ran (meta.json: data.loader auto resolved), part of the group",
+    "start_time": "when the run started (meta.json, ISO 8601 UTC)",
+    "end_time": "when the run ended (meta.json, ISO 8601 UTC; '' while running)",
     "runs": "the run directories aggregated in this row",
     "group": "hash of the resolved recipe without name, seed and fields that do not change the mathematics: "
              "runs with one group are seeds of one recipe",

@@ -40,7 +40,8 @@ process holds its lock) has status "stopped" and is never aggregated.
 
 Seeds (`Study.groups`): runs whose resolved recipes are equal once the fields in
 SEED_NEUTRAL are removed form one group (`group`, a hash of what is left). A seed counts once per group
-(once_per_seed: the newest finished run, the others named in a warning). They are aggregated as mean,
+(once_per_seed: the finished run that ended last, by meta.json's end_time, the others named in a warning;
+the loader that ran is part of the recipe here: DALI's and torchvision's runs are not seeds of one recipe). They are aggregated as mean,
 `<metric>_std` (sample std, NaN for one run) and `n`, over
 the group's finished runs (completed or diverged); only a group with no finished
 run is aggregated over its unfinished runs. A mean of steps-to-target is infinite
@@ -292,10 +293,17 @@ def _loader_class(recipe: dict) -> dict:
     return {**recipe, "data": data}
 
 
+def loader_ran(recipe: dict, meta: dict) -> str:
+    """The loader a run used: meta.json's (auto resolved where it ran), else the recipe's (old aliases mapped)."""
+    loader = meta.get("loader") or (recipe.get("data") or {}).get("loader") or "auto"
+    return LOADER_ALIASES.get(loader, loader)
+
+
 def seed_key(recipe: dict, meta: dict) -> dict:
-    """What must be equal for two runs to count as seeds of one recipe (see SEED_NEUTRAL)."""
+    """What must be equal for two runs to count as seeds of one recipe (see SEED_NEUTRAL); the loader that ran
+    counts (DALI's and torchvision's decoders and resizers round differently, so their numbers differ)."""
     plan = meta.get("plan") or {}
-    key = _drop(_loader_class(recipe), SEED_NEUTRAL)
+    key = _drop({**recipe, "data": {**(recipe.get("data") or {}), "loader": loader_ran(recipe, meta)}}, SEED_NEUTRAL)
     key["plan"] = {"micro_batch": plan.get("micro_batch", recipe.get("micro_batch")),
                    "gsnr_groups": plan.get("gsnr_groups", recipe.get("gsnr_groups"))}
     return key
@@ -332,7 +340,9 @@ def summarize(run: Path) -> tuple[dict, pd.DataFrame]:
         "recipe": recipe["name"], "optimizer": recipe["optimizer"]["name"], "global_batch": int(recipe["global_batch"]),
         "plan_batch": plan_batch, "plan_groups": int((meta.get("plan") or {}).get("gsnr_groups") or 1),
         "seed": recipe.get("seed"), "status": status, "reason": meta.get("reason"), "diverged": diverged,
-        "finished": finished, "run": str(run), "group": digest(seed_key(recipe, meta)), "setting": digest(setting),
+        "finished": finished, "run": str(run), "group": digest(seed_key(recipe, meta)),
+        "loader": loader_ran(recipe, meta), "start_time": meta.get("start_time") or "",
+        "end_time": meta.get("end_time") or "", "setting": digest(setting),
         "setting_keys": json.dumps(setting, default=str), "problem_keys": json.dumps(problem, default=str),
         "setting_label": setting_label(recipe, meta, paper), "paper": paper,
         "model": (recipe.get("model") or {}).get("name"), "model_key": digest(recipe.get("model") or {}),
@@ -398,13 +408,13 @@ def _common_name(names: list[str]) -> str:
 
 def once_per_seed(members: pd.DataFrame) -> pd.DataFrame:
     """One run per seed of a group: a second run of the same recipe and seed (run again by hand, or copied in)
-    would count one seed twice; the newest finished one is kept, the others named."""
-    ordered = members.sort_values(["finished", "run"], kind="stable")  # newest finished last
+    would count one seed twice; the finished one that ended last is kept, the others named."""
+    ordered = members.sort_values(["finished", "end_time", "start_time", "run"], kind="stable")  # kept: last
     kept = ordered.drop_duplicates("seed", keep="last")
     for seed, twice in ordered[ordered.duplicated("seed", keep=False)].groupby("seed"):
         dropped = [r for r in twice["run"] if r not in set(kept["run"])]
         damaged(f"{', '.join(dropped)}: the same recipe and seed {seed} as {kept.loc[kept['seed'] == seed, 'run'].iloc[0]}"
-                "; counted once (the newest finished run)")
+                "; counted once (the finished run that ended last)")
     return members.loc[members.index.isin(kept.index)]
 
 

@@ -8,7 +8,7 @@ position needs no state: the images of step s are a pure function of s
 
 Files are `ckpt-<step>.pt` in the run directory, written to a temporary file
 and renamed, so a crash during a write leaves the previous checkpoint intact;
-the newest `keep` are kept.
+the newest `keep` are kept while the run goes on; a finished run keeps its final one (`keep_final`) or none.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from bench.engine.faults import crash_point
-from bench.engine.rundir import atomic_write
+from bench.engine.rundir import atomic_write, checkpoints as existing, prune_checkpoints
 from bench.errors import UserError
 
 FORMAT = "bench-checkpoint-1"
@@ -48,20 +48,13 @@ def path_for(run_dir: Path, step: int) -> Path:
     return Path(run_dir) / f"ckpt-{step:09d}.pt"
 
 
-def existing(run_dir: Path) -> list[Path]:
-    return sorted(Path(run_dir).glob("ckpt-*.pt"))
-
-
 def save(run_dir: Path, step: int, state: dict, keep: int) -> Path:
     """Write the checkpoint for `step` atomically, then drop all but the newest `keep`."""
     path = path_for(run_dir, step)
     buf = io.BytesIO()
     torch.save({"format": FORMAT, "step": step, **state}, buf)
     atomic_write(path, buf.getbuffer(), before_rename=lambda: crash_point("checkpoint", step))
-    for old in existing(run_dir)[:-keep]:
-        old.unlink(missing_ok=True)
-    for stale in Path(run_dir).glob(".ckpt-*.tmp"):  # left by a crash during an earlier write
-        stale.unlink(missing_ok=True)
+    prune_checkpoints(run_dir, keep)
     return path
 
 

@@ -243,6 +243,22 @@ def _cpu_model() -> str:
     return platform.processor()
 
 
+def checkpoints(run_dir: Path) -> list[Path]:
+    """A run's checkpoints, oldest first."""
+    return sorted(Path(run_dir).glob("ckpt-*.pt"))
+
+
+def prune_checkpoints(run_dir: Path, keep: int) -> int:
+    """Remove all but the newest `keep` checkpoints of a run, and temporary ones a crash during a write left;
+    returns the bytes freed."""
+    saved = checkpoints(run_dir)
+    freed = 0
+    for old in saved[:len(saved) - keep] + list(Path(run_dir).glob(".ckpt-*.tmp")):
+        freed += old.stat().st_size
+        old.unlink(missing_ok=True)
+    return freed
+
+
 def host_info(device) -> dict:
     import torch
 

@@ -49,7 +49,8 @@ from bench.engine import checkpoint, distributed, tensorboard, threads, wandb_cu
 from bench.engine.faults import crash_point
 from bench.engine.pace import Pace
 from bench.engine.plan import recipe_plan
-from bench.engine.rundir import RESUMABLE, RunDir, git_commit, held_by_a_process, host_info, now, versions
+from bench.engine.rundir import (RESUMABLE, RunDir, git_commit, held_by_a_process, host_info, now,
+                                 prune_checkpoints, versions)
 from bench.errors import OutOfSpace, UserError
 from bench.recipe import Recipe, timm_models
 
@@ -374,6 +375,7 @@ def open_run(results: Path, recipe: Recipe, restart: bool, run_dir: Path | None)
     when it has a checkpoint; --run-dir names the run to continue."""
     recipe_yaml = recipe.to_yaml()
     candidates = [Path(run_dir)] if run_dir else ([] if restart else RunDir.runs_of(results, recipe.name)[::-1])
+    completed = None
     for path in candidates:
         meta_path, recipe_path = path / "meta.json", path / "recipe.yaml"
         if run_dir and not meta_path.is_file():
@@ -394,6 +396,10 @@ def open_run(results: Path, recipe: Recipe, restart: bool, run_dir: Path | None)
         if same and status in RESUMABLE and (run_dir or not held_by_a_process(path)):  # stopped before a checkpoint
             print(f"starting {path} again from step 0 (its process stopped before the first checkpoint)")
             return RunDir.reopen(path, 0), None
+        completed = completed or (path if same and status == "completed" else None)
+    if completed:  # as timm's train.py, a command starts a run; but never a second one of a seed unsaid
+        print(f"{recipe.name} with seed {recipe.seed} completed in {completed}; this starts another run of the same "
+              "seed (the analysis keeps the one that ends last; --set seed=N for another seed)")
     return RunDir.create(results, recipe.name, recipe_yaml), None
 
 
@@ -430,6 +436,8 @@ def _train(recipe: Recipe, results: Path, dist: distributed.Dist, progress: bool
         _start_records(run, trainer, state, resumed)
     status, reason = _train_loop(trainer, run, state, progress, preempted)
     if run:
+        if status in ("completed", "diverged"):  # nothing left to resume: the disk gets back all but the final one
+            prune_checkpoints(run.path, int(recipe.checkpoint.keep_final))
         run.write_meta(status=status, reason=reason, end_time=now(),
                        unreadable_images=sorted(trainer.data.unreadable.files))
         if status == "preempted":
