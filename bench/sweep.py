@@ -116,9 +116,12 @@ class Budget(_Strict):
         return self
 
     def epochs_at(self, batch: int, train_size: int) -> float:
+        """The epochs of a run at `batch`: an images budget is rounded to the nearest whole step, so every batch
+        sees the same images to within half a step (an epochs budget runs ceil(epochs x images / batch) steps)."""
         if self.epochs is not None:
             return self.epochs
-        return (self.steps * batch if self.steps is not None else self.images) / train_size
+        steps = self.steps if self.steps is not None else max(1, round(self.images / batch))
+        return steps * batch / train_size
 
 
 class Select(_Strict):

@@ -177,3 +177,55 @@ def test_every_registered_optimizer_has_a_display_name_and_a_colour():
 
     assert [name for name in optim.NAMES if name not in DISPLAY or name not in COLORS] == []
     assert len({COLORS[name] for name in optim.NAMES}) >= len(optim.NAMES) - 2  # nearly all tell apart
+
+
+def _overlaps(fig, artist_a, artist_b) -> bool:
+    renderer = fig.canvas.get_renderer()
+    return artist_a.get_window_extent(renderer).overlaps(artist_b.get_window_extent(renderer))
+
+
+def test_real_run_figures_read_clearly(tmp_path):
+    """The legend never covers an x label; |G|² shows its zero line where the estimate dips below 0; every
+    point against batch says its n, with error bars only where n > 1; a profile with no result says so."""
+    dips = [{"step": s, "lr": 0.1, "loss": 2.0, "grad_var": 1e-2, "grad_sqnorm": 1e-3 * (s % 3 - 0.5),
+             "noise_trace": 1.0, "gsnr_clip_frac": 0.3} for s in range(30)]
+    make_run(tmp_path, "vrgd-64", "vrgd_lars", 64, 0, [70, 80.5], events=dips)
+    make_run(tmp_path, "lars-64", "lars", 64, 0, [70, 79.9], events=dips)
+    make_run(tmp_path, "lars-512", "lars", 512, 0, [70, 78.0], events=dips)
+    make_run(tmp_path, "lars-512", "lars", 512, 1, [70, 77.0], events=dips)
+    study = results.load_study([tmp_path])
+    groups, order = plots.series(study, study.runs["setting"].iloc[0])
+    events_of = {g["group"]: plots.run_events(study, g) for _, g in groups.iterrows()}
+    with plots.plt.rc_context(plots.STYLE):
+        fig = plots.plot_diagnostics(events_of, ["grad_sqnorm", "grad_var", "gsnr_clip_frac"], groups, order, "t")
+        fig.canvas.draw()
+        legend = fig.legends[0]
+        shown = [ax for ax in fig.axes if ax.get_visible()]
+        assert all(ax.get_xlabel() and not _overlaps(fig, legend, ax.xaxis.label) for ax in shown)
+        sqnorm = next(ax for ax in shown if ax.get_title().startswith("|G|²"))
+        assert "can be < 0" in sqnorm.get_title() and [line for line in sqnorm.lines if line.get_gid() == "zero-line"]
+        assert not [line for ax in shown if ax is not sqnorm for line in ax.lines if line.get_gid() == "zero-line"]
+        plots.plt.close(fig)
+        fig = plots.plot_vs_batch(groups, order, "val_top1", "Top-1 (%)", "t")
+        ax = fig.axes[0]
+        labels = sorted(t.get_text() for t in ax.texts if t.get_gid() == "n-label")
+        assert labels == ["n=1", "n=1", "n=2"]
+        bars = [c for c in ax.containers if c.has_yerr]
+        import numpy as np
+
+        drawn = [s for c in bars for seg in c.lines[2] for s in seg.get_segments() if len(s) and np.isfinite(s).all()]
+        assert len(drawn) == 1  # LARS at 512 (2 seeds) has a bar; the single-seed points have none
+        plots.plt.close(fig)
+
+
+def test_a_performance_profile_with_no_result_says_so():
+    from bench.analysis import tuning_plots
+
+    cells = pd.DataFrame({"arm": ["lars", "vrgd_lars"] * 2, "global_batch": [64, 64, 512, 512],
+                          "steps_to_result": [float("inf")] * 4, "n_trials": [4] * 4, "n_reruns": [5] * 4,
+                          "problem_label": ["Fashion-MNIST"] * 4, "model_label": ["resnet10t"] * 4,
+                          "planned_epochs": [2.0] * 4})
+    with plots.plt.rc_context(plots.STYLE):
+        fig = tuning_plots.plot_performance_profile(cells, ["lars", "vrgd_lars"])
+    assert [t for t in fig.axes[0].texts if t.get_gid() == "no-result-note"]
+    plots.plt.close(fig)

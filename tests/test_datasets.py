@@ -177,3 +177,8 @@ def test_perf_data_reports_both_backends_and_their_ratio(tiny_dataset, capsys):
                            "--rounds", "2", "--batches", "2"]) == 0
     out = capsys.readouterr().out
     assert "round 2: torchvision" in out and "dali-cpu" in out and "ratio dali-cpu / torchvision: " in out
+    assert "resized_crop, 32px" in out
+    assert perf_data.main(["--root", str(tiny_dataset), "--size", "32", "--batch", "8", "--threads", "1",
+                           "--rounds", "1", "--batches", "1", "--augment", "pad_crop"]) == 0
+    out = capsys.readouterr().out
+    assert "pad_crop, 32px" in out and "ratio dali-cpu / torchvision: " in out

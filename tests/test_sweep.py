@@ -155,6 +155,16 @@ def test_a_budget_in_steps_or_images_becomes_epochs_of_the_training_set_left_aft
     sweep_file.write_text(SWEEP.replace("budget: {epochs: 2}", "budget: {images: 192}"))
     _, trials = load(sweep_file)
     assert trials[0].recipe.epochs == 1.5
+    from bench.engine.pace import Pace
+    from bench.engine.plan import recipe_plan
+    from bench.sweep import Budget
+
+    budget = Budget(images=3 * 6000)  # 3 epochs of a 6,000-image set: 281.25 steps at 64, 35.16 at 512
+    for batch, steps in ((64, 281), (512, 35), (100, 180)):
+        epochs = budget.epochs_at(batch, 6000)
+        recipe = trials[0].recipe.model_copy(update={"global_batch": batch, "epochs": epochs, "micro_batch": "auto"})
+        pace = Pace(recipe, recipe_plan(recipe, 1), 6000, False)
+        assert pace.schedule_steps == steps and abs(steps * batch - 18000) <= batch / 2
     sweep_file.write_text(SWEEP.replace("budget: {epochs: 2}", "budget: {images: 64}"))  # 0.5 epochs: too short
     with pytest.raises(UserError, match="warmup_epochs 0.802413 is longer than training"):  # for a searched warm-up
         load(sweep_file)

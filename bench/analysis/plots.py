@@ -65,7 +65,8 @@ DIAGNOSTICS = {
     "gsnr_r_mean": ("mean GSNR r (raw)", "r = mean² / var (ratio)"),
     "trust": ("trust ratio (LARS, LAMB)", "lr multiplier"), "gain": ("AdaScale gain", "lr multiplier (1 to S)"),
     "noise_scale": ("noise scale B_simple", "images"), "similarity": ("half-batch cosine similarity", "cosine"),
-    "batch": ("global batch size", "images"), "grad_sqnorm": ("|G|², true gradient", "(∂loss/∂w)²"),
+    "batch": ("global batch size", "images"),
+    "grad_sqnorm": ("|G|², true gradient (unbiased estimate: can be < 0)", "(∂loss/∂w)²"),
     "grad_var": ("E|g_d − G|², one group's noise", "(∂loss/∂w)²"),
     "noise_trace": ("tr(Σ), per-image noise", "(∂loss/∂w)² × images"),
 }
@@ -228,8 +229,11 @@ def plot_vs_batch(groups: pd.DataFrame, order: list[str], metric: str, ylabel: s
         g = groups[groups["optimizer"] == o].sort_values("global_batch")
         c, marker, dx = color(o, order), MARKERS[i % len(MARKERS)], shift(i, len(order))
         ok = g[g[metric].notna()]
-        ax.errorbar(ok["global_batch"] * dx, ok[metric], yerr=ok[f"{metric}_std"].fillna(0), color=c, marker=marker,
-                    capsize=2)
+        ax.errorbar(ok["global_batch"] * dx, ok[metric], yerr=ok[f"{metric}_std"].where(ok["n"] > 1), color=c,
+                    marker=marker, capsize=2)
+        for x, y, n in zip(ok["global_batch"] * dx, ok[metric], ok["n"]):  # a lone seed must not read as a mean
+            ax.annotate(f"n={n:g}", (x, y), xytext=(3, 3), textcoords="offset points", fontsize=5.5, color=c,
+                        gid="n-label")
         diverged = g.loc[(g["n_diverged"] == g["n"]) & (g["n"] > 0), "global_batch"]
         miss_band(ax, diverged * dx, c, top=False)
         any_diverged |= bool(len(diverged))
@@ -433,13 +437,16 @@ def plot_diagnostics(events: dict, keys: list[str], groups: pd.DataFrame, order:
         v = pd.concat(values) if values else pd.Series(dtype=float)
         if len(v) and (v > 0).all() and v.max() / v.min() >= 10:
             ax.set_yscale("log")
+        if len(v) and (v < 0).any():  # an unbiased estimate of a non-negative quantity dips below 0: show where 0 is
+            ax.axhline(0, color="0.3", linewidth=0.8, gid="zero-line")
         what, unit = DIAGNOSTICS.get(name, (name, "as logged"))
         ax.set_title(what + ("" if len(family) == 1 else " (median, min-max band)" if band else " (median)"))
         ax.set_ylabel(unit)
     for ax in axes.flat[len(shown):]:
         ax.set_visible(False)
-    fig.suptitle(title)
-    fig.supxlabel(EPOCH_AXIS, fontsize=9)
+    for ax in axes.flat[:len(shown)]:
+        ax.set_xlabel("epoch", fontsize=8)  # on the axes, so the legend below cannot cover it
+    fig.suptitle(f"{title}\nx: {EPOCH_AXIS}", fontsize=9)
     legend_below(fig, handles, ncol=min(len(handles), 2 * ncols + 1))
     return fig
 

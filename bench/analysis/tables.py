@@ -29,9 +29,10 @@ FINAL_VALUES = ("val_top1", "val_top5", "train_eval_top1", "gap_top1", "gap_loss
 SPEEDUP_DEFINITIONS = [
     "speedup (a) = B's mean steps (epochs, training seconds) to reach the target / A's; A = the row, B = the "
     "baseline optimizer's recipe at the same global batch and setting; > 1: A reaches the target sooner; "
-    "∞: only A reached it; 0.00: only B reached it; — : neither did.",
+    "∞: only A reached it; 'not reached': A did not (never a number, which would read as a speedup); — : neither "
+    "did.",
     "speedup (b) = B's mean steps at its last evaluation / the steps at which A's mean val Top-1 over seeds first "
-    "reaches B's mean final val Top-1; 0.00 when it never does.",
+    "reaches B's mean final val Top-1; 'not reached' when it never does.",
     "to-target columns: first evaluation with val Top-1 ≥ the recipe's target_top1 (training time only); "
     "∞ when a seed never reached it (mean over seeds is ∞ if any seed missed; 'reached' says how many did).",
 ]
@@ -224,7 +225,7 @@ def _ratio(b: float, a: float) -> float:
     if any(isinstance(x, float) and math.isnan(x) for x in (a, b)):
         return math.nan
     if math.isinf(a):
-        return math.nan if math.isinf(b) else 0.0
+        return math.nan if math.isinf(b) else 0.0  # only B reached it: shown as "not reached", never as 0.00
     return math.inf if math.isinf(b) else b / a
 
 
@@ -284,7 +285,8 @@ def compare(study: Study, baseline: str | None = None, batch: int | None = None)
         elif base["group"] == g["group"]:
             ratios = [Cell(None, note="baseline B", kind="ratio")] * 4
         else:
-            ratios = [Cell(v, kind="ratio") for v in speedups(study, g, base).values()]
+            ratios = [Cell(None, note="not reached", kind="ratio") if v == 0.0 else Cell(v, kind="ratio")
+                      for v in speedups(study, g, base).values()]
         used = best.get((g["setting"], g["global_batch"], g["optimizer"]))
         marker = "" if used is None or used["group"] == g["group"] else " (not best)"
         table.rows.append(([names[g["setting_label"]]] if several else []) + [

@@ -87,6 +87,7 @@ def cells(study: Study) -> pd.DataFrame:
             "reruns": tuple(done["run"]), "n_reruns": len(done), "n_rerun_diverged": len(done) - len(trained),
             "val_top1": tuple(trained["val_top1"]), "gap_top1": tuple(trained["gap_top1"]),
             "rerun_steps": tuple(done["steps_to_target"]),
+            "images": float(members.loc[members["finished"], "images"].max()) if members["finished"].any() else math.nan,
             "target_top1": members["target_top1"].iloc[0], "planned_epochs": members["planned_epochs"].iloc[0],
             "problem_label": members["problem_label"].iloc[0], "model_label": members["model_label"].iloc[0],
         })
@@ -193,7 +194,7 @@ def tuning(study: Study, baseline: str | None = None) -> Table:
     """Per (arm, batch): the search (trials, infeasible, best point), steps to result, and the reruns' figures."""
     table_cells = cells(study)
     table = Table(_title("Tuning: each optimizer at each global batch", table_cells),
-                  ["batch", "arm", "trials", "infeasible", "best trial", "best lr", "best warm-up (epochs)",
+                  ["batch", "arm", "images per run", "trials", "infeasible", "best trial", "best lr", "best warm-up (epochs)",
                    "best selection Top-1", "steps to result", "median over studies", "val Top-1 (reruns)",
                    "gap Top-1 (reruns)", "steps to target (reruns)"])
     for _, c in table_cells.iterrows():
@@ -202,12 +203,15 @@ def tuning(study: Study, baseline: str | None = None) -> Table:
         mean_steps = Cell(*mean_std_n(steps)[:2], kind="steps", note=reached) if np.isfinite(steps).all() and len(
             steps) else Cell(None, note=reached, kind="steps")
         table.rows.append([
-            c["global_batch"], display(c["arm"]), f"{c['n_finished']}/{c['n_trials']}", c["n_infeasible"],
+            c["global_batch"], display(c["arm"]), Cell(c["images"], kind="images"),
+            f"{c['n_finished']}/{c['n_trials']}", c["n_infeasible"],
             c["best_trial"] if isinstance(c["best_trial"], str) else NO_NUMBER, Cell(c["best_lr"], kind="float"), Cell(c["best_warmup_epochs"], kind="epochs"),
             Cell(c["best_selection_top1"]), Cell(c["steps_to_result"], kind="steps"),
             Cell(c["median_study_steps"], kind="steps"), _rerun_cell(c, "val_top1"), _rerun_cell(c, "gap_top1"),
             mean_steps])
     table.notes = [
+        "images per run: the training images a finished run of the cell saw (its steps x the batch: one budget "
+        "gives every batch the same images to within one step).",
         "trials: finished / planned; infeasible: finished without a final accuracy (diverged).",
         "best trial: highest final Top-1 on the selection split (bench sweep's select.metric top1).",
         "steps to result: the fewest steps to the target over the trials (val set; Shallue et al. 2018); "
@@ -236,7 +240,9 @@ def describe(table_cells: pd.DataFrame) -> str:
     trials = sorted(set(table_cells["n_trials"]))
     seeds = sorted(set(table_cells["n_reruns"]))
     show = lambda xs: "/".join(map(str, xs))  # noqa: E731
-    return (f"{first['problem_label']}, {first['model_label']}, {first['planned_epochs']:g} epochs per run, "
+    epochs = sorted(set(table_cells["planned_epochs"]))
+    budget = f"{epochs[0]:g} epochs" if len(epochs) == 1 else f"{epochs[0]:.3g}-{epochs[-1]:.3g} epochs (one image budget)"
+    return (f"{first['problem_label']}, {first['model_label']}, {budget} per run, "
             f"{show(trials)} trials per cell, {show(seeds)} seeds per rerun")
 
 

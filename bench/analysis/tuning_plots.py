@@ -112,6 +112,9 @@ def plot_performance_profile(table_cells: pd.DataFrame, order: list[str]) -> plt
     ax.set_ylabel("fraction of batch sizes")
     ax.set_ylim(-0.05, 1.08)
     _title(ax, "Performance profile over batch sizes", table_cells)
+    if not any(values.any() for values in profile.values()):  # flat lines at 0 would read as a drawing error
+        ax.text(0.5, 0.5, "no arm reached the target at any batch:\nno steps to result to compare",
+                transform=ax.transAxes, ha="center", va="center", fontsize=7, gid="no-result-note")
     ax.legend(loc="lower right", fontsize=7)
     return fig
 

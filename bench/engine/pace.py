@@ -42,7 +42,7 @@ class Pace:
         else:
             self.reference = plan.batch
         self.images_total = recipe.epochs * train_size  # of the schedule, in reference-batch images
-        self.schedule_steps = math.ceil(self.images_total / self.reference)
+        self.schedule_steps = math.ceil(self.images_total / self.reference - 1e-9)  # a whole step is not one more
         self.steps_per_epoch = train_size / self.reference
 
     @property

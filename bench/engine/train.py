@@ -215,7 +215,8 @@ class Trainer:
                 if stop or self.checkpoint_due(progress, before, evaluated):
                     self.save_checkpoint(run, progress)
                 if stop:
-                    return "preempted", f"stopped by a signal after step {step}; run the same command to resume"
+                    return "preempted", (f"stopped by a signal with {progress.step} steps done (checkpoint at step "
+                                         f"{progress.step}); run the same command to resume")
         return "completed", None
 
     def train_step(self, progress: "Progress", micro_batches, bar, run: RunDir | None,
@@ -483,7 +484,8 @@ def _start_records(run: RunDir, trainer: Trainer, state: Progress, resumed: bool
     threads_used = torch.get_num_threads()
     print(f"plan: {trainer.plan}, {threads_used} CPU thread{'s' * (threads_used != 1)}")
     what = "steps" if pace.fixed else f"schedule steps of {pace.reference} images"
-    print(f"{pace.schedule_steps} {what} = {recipe.epochs:g} epochs of {data.train_size} images")
+    print(f"{pace.schedule_steps} {what} = {recipe.epochs:g} epoch{'s' * (recipe.epochs != 1)} of {data.train_size} "
+          "images")
     run.curves = _curves(recipe, run, state)
 
 

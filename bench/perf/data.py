@@ -44,6 +44,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--rounds", type=count(1), default=5, help="timed rounds per backend (default: %(default)s)")
     p.add_argument("--batches", type=count(1), default=10, help="timed batches per round (default: %(default)s)")
     p.add_argument("--crop-scale-min", type=float, default=0.08, help="random-resized-crop area lower bound")
+    p.add_argument("--augment", choices=("resized_crop", "pad_crop"), default="resized_crop",
+                   help="the training crop timed (recipe key data.augment; default: %(default)s)")
     return p
 
 
@@ -70,7 +72,7 @@ def _data(args, root: Path, dataset: str, loader: str, device: str):
     from bench.recipe import DataSpec
 
     spec = DataSpec(dataset=dataset, path=root, image_size=args.size, crop_scale_min=args.crop_scale_min,
-                    loader=loader, workers=args.threads, eval_batch=args.batch)
+                    augment=args.augment, loader=loader, workers=args.threads, eval_batch=args.batch)
     return build(spec, args.batch, args.batch, 0, 1, seed=0, device=device)
 
 
@@ -116,7 +118,8 @@ def main(argv: list[str]) -> int:
     split = getattr(layout, args.split)
     _warm_page_cache(split.files)
     contenders = _contenders()
-    print(f"bench perf data: {root} ({args.split}, {len(split)} images), {args.size}px, batch {args.batch}, "
+    crop = f"{args.augment}, " if args.split == "train" else ""
+    print(f"bench perf data: {root} ({args.split}, {len(split)} images), {crop}{args.size}px, batch {args.batch}, "
           f"{args.threads} DALI threads / DataLoader workers, {args.rounds} rounds of {args.batches} timed batches")
     if "dali-cpu" not in contenders:
         print("nvidia.dali does not import: torchvision only")
