@@ -426,3 +426,18 @@ def test_the_cli_names_every_table_and_only_those():
     from bench.analysis import commands, tables
 
     assert sorted(commands.TABLE_NAMES) == sorted(tables.TABLES)
+
+
+def test_a_run_whose_loss_exploded_is_diverged_though_it_never_became_nan(tmp_path):
+    """bench's divergence rule: an evaluation interval's mean training loss above twice the first step's loss."""
+    events = [{"step": s, "lr": 0.1, "loss": 2.3} for s in range(3)]
+    blown = make_run(tmp_path, "blown", "lars", 100, 0, [40, 10], events=events)
+    fine = make_run(tmp_path, "fine", "lars", 100, 0, [40, 70], events=events)
+    for run, losses in ((blown, "1.9,11.1"), (fine, "1.9,4.5")):  # 4.5 < 2 x 2.3: a bumpy but living run
+        metrics = pd.read_csv(run / "metrics.csv")
+        metrics["train_loss"] = [float(v) for v in losses.split(",")]
+        metrics.to_csv(run / "metrics.csv", index=False)
+    runs = results.load([tmp_path]).set_index("recipe")
+    assert runs.loc["blown", "status"] == "diverged" and runs.loc["blown", "diverged"]
+    assert "11.10 at an evaluation, over 2 x the first step's 2.30" in runs.loc["blown", "reason"]
+    assert math.isnan(runs.loc["blown", "val_top1"]) and runs.loc["fine", "status"] == "completed"

@@ -82,8 +82,9 @@ def test_the_controller_grows_the_batch_under_noise_and_shrinks_it_under_clean_g
     assert {b for _, b in steady} == {256}
 
 
-def test_the_authors_rule_grows_by_adjust_floored_and_shrinks_by_one_chunk():
-    """SimiGrad's code: m -> max(1, m + 1, floor(1.1 m)) up, max(1, m - 1, floor(0.9 m)) down (m: chunks)."""
+def test_the_authors_rule_grows_and_shrinks_by_adjust_floored():
+    """SimiGrad's running code: m -> max(m + 1, floor(1.1 m)) up, max(1, min(m - 1, floor(0.9 m))) down (m: chunks);
+    not the older one-chunk-down variant max(1, m - 1, floor(0.9 m))."""
     def chunks(rule, first, similarity, n):
         spec = dict(target_similarity=0.5, min_batch=128, max_batch=128 * 40, adjust=0.1, rule=rule)
         r = recipe(optimizer={"name": "simigrad_sgd", "lr": 1.0}, global_batch=128 * first, adaptive_batch=spec,
@@ -95,7 +96,13 @@ def test_the_authors_rule_grows_by_adjust_floored_and_shrinks_by_one_chunk():
     while len(expected) < 26:
         expected.append(min(max(expected[-1] + 1, math.floor(expected[-1] * 1.1)), 40))
     assert up == expected and up[:4] == [2, 3, 4, 5] and up[18:22] == [20, 22, 24, 26]
-    assert chunks("authors", 30, 0.9, 5) == [30, 29, 28, 27, 26]  # one chunk down
+    down = chunks("authors", 30, 0.9, 5)
+    expected = [30]
+    while len(expected) < 5:
+        expected.append(max(1, min(expected[-1] - 1, math.floor(expected[-1] * 0.9))))
+    assert down == expected == [30, 27, 24, 21, 18]  # about 10% down, floored
+    assert chunks("authors", 5, 0.9, 4) == [5, 4, 3, 2]  # floor(0.9 m) = m - 1 here: at least one chunk
+    assert chunks("authors", 3, 0.9, 4)[-1] == 1  # never below one chunk (min_batch)
     assert chunks("proportional", 30, 0.9, 3) == [30, 27, 25]  # round(m / 1.1)
     assert chunks("authors", 25, 0.1, 2) == [25, 27] and chunks("proportional", 25, 0.1, 2) == [25, 28]  # 27.5
 

@@ -210,9 +210,20 @@ def test_steps_to_result_is_the_fewest_over_trials_and_the_median_over_studies(t
     assert c["best_trial"] == "s-lars-b100-t00-s1" and c["best_selection_top1"] == 67
 
 
+class Row(list):
+    """A verdict row, its cells also reached by column name."""
+
+    def __init__(self, cells, columns):
+        super().__init__(cells)
+        self.columns = columns
+
+    def __getitem__(self, key):
+        return super().__getitem__(self.columns.index(key) if isinstance(key, str) else key)
+
+
 def verdict_rows(tmp_path, baseline=None):
     table = tuning.verdict(results.load_study([tmp_path]), baseline)
-    return {(r[0], r[1], r[2]): r for r in table.rows}, table
+    return {(r[0], r[1], r[2]): Row(r, table.columns) for r in table.rows}, table
 
 
 def test_verdict_names_a_clear_winner_and_calls_a_small_difference_within_noise(tmp_path):
@@ -223,9 +234,11 @@ def test_verdict_names_a_clear_winner_and_calls_a_small_difference_within_noise(
     rows, table = verdict_rows(tmp_path)
     win = rows[(256, "LARS", "VRGD-LARS")]
     assert win[-1] == "LARS better"
-    assert win[5].value == pytest.approx(71 - 61.1666667) and win[5].ci[0] > 0
-    assert rows[(256, "LARS", "Nesterov SGD")][-1] == "within noise"
-    lo, hi = rows[(256, "LARS", "Nesterov SGD")][5].ci
+    assert win["Δ val Top-1 (X − Y)"].value == pytest.approx(71 - 61.1666667) and win["Δ val Top-1 (X − Y)"].ci[0] > 0
+    assert win["family"] == "primary" and win["test"] == "paired"  # the same seeds 1-3 on both sides
+    assert rows[(256, "LARS", "Nesterov SGD")][-1].startswith("within noise (could detect ≥ ")
+    assert rows[(256, "LARS", "Nesterov SGD")]["family"] == "secondary"
+    lo, hi = rows[(256, "LARS", "Nesterov SGD")]["Δ val Top-1 (X − Y)"].ci
     assert lo < 0 < hi
     assert rows.get((256, "VRGD-LARS", "Nesterov SGD"), rows.get((256, "Nesterov SGD", "VRGD-LARS")))[-1] == (
         "Nesterov SGD better")
@@ -242,8 +255,8 @@ def test_verdict_with_a_diverged_side_and_a_missed_target(tmp_path):
         sweep_run(tmp_path, "vrgd_lars", 512, "rerun", seed, [40 + seed, 55 + seed])  # never reaches 60
     rows, _ = verdict_rows(tmp_path)
     assert rows[(64, "LARS", "VRGD-LARS")][-1] == "LARS better (the other diverged)"
-    assert rows[(64, "LARS", "VRGD-LARS")][4].text() == "all 3 diverged"
-    steps = rows[(512, "LARS", "VRGD-LARS")][7]
+    assert rows[(64, "LARS", "VRGD-LARS")]["val Top-1 Y"].text() == "all 3 diverged"
+    steps = rows[(512, "LARS", "VRGD-LARS")]["steps to target X / Y"]
     assert steps.empty and steps.note == "VRGD-LARS missed 3/3"
     assert rows[(512, "LARS", "VRGD-LARS")][-1] == "LARS better"
 
@@ -253,7 +266,7 @@ def test_verdict_ratio_of_steps_when_both_reach_the_target(tmp_path):
         sweep_run(tmp_path, "lars", 100, "rerun", seed, [50, 61, 62])     # step 20
         sweep_run(tmp_path, "nesterov", 100, "rerun", seed, [61, 62, 63])  # step 10
     rows, _ = verdict_rows(tmp_path)
-    ratio = rows[(100, "LARS", "Nesterov SGD")][7]
+    ratio = rows[(100, "LARS", "Nesterov SGD")]["steps to target X / Y"]
     assert ratio.value == pytest.approx(2.0) and ratio.ci is None  # no spread: no interval
 
 

@@ -19,7 +19,7 @@ from bench.errors import UserError
 FORMATS = ("markdown", "csv", "latex")
 NO_NUMBER = "—"
 DIGITS = {"pct": "{:.2f}", "epochs": "{:.2f}", "steps": "{:,.0f}", "images": "{:,.0f}", "seconds": "{:,.1f}",
-          "ratio": "{:.2f}", "size": "{:,.1f}", "loss": "{:.3f}", "int": "{:d}", "float": "{:g}"}
+          "ratio": "{:.2f}", "size": "{:,.1f}", "loss": "{:.3f}", "int": "{:d}", "float": "{:g}", "p": "{:.3g}"}
 
 
 @dataclass(frozen=True)

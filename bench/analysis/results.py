@@ -322,6 +322,23 @@ def to_target(curve: pd.DataFrame, threshold: float, finished: bool) -> dict[str
     return {name: (float(row[col]) if row is not None else miss) for name, col in TO_TARGET.items()}
 
 
+EXPLODED = 2.0  # a run whose training loss rises above this many times its first step's loss diverged
+
+
+def loss_exploded(metrics: pd.DataFrame, events: pd.DataFrame) -> str | None:
+    """Why a run that ended with finite losses counts as diverged, or None: the mean training loss of some
+    evaluation interval above EXPLODED x the loss of its first step (at initialisation about ln(classes)): the
+    run blew up and ended near chance without the loss ever becoming infinite (bench's divergence rule)."""
+    first = numbers(events, "loss").dropna()
+    if not len(first) or not len(metrics) or "train_loss" not in metrics:
+        return None
+    worst = pd.to_numeric(metrics["train_loss"], errors="coerce").max()
+    if worst > EXPLODED * first.iloc[0]:
+        return (f"training loss exploded: {worst:.2f} at an evaluation, over {EXPLODED:g} x the first step's "
+                f"{first.iloc[0]:.2f} (bench's divergence rule)")
+    return None
+
+
 def summarize(run: Path) -> tuple[dict, pd.DataFrame]:
     """One run's row and its evaluation curve."""
     recipe, meta = read_recipe_and_meta(run)
@@ -330,6 +347,10 @@ def summarize(run: Path) -> tuple[dict, pd.DataFrame]:
     status = meta.get("status", "unknown")
     if status == "running" and not held_by_a_process(run):
         status = "stopped"  # killed before it could say so: resume it (bench run), or --restart
+    events = read_events(run)
+    reason = meta.get("reason")
+    if status == "completed" and (exploded := loss_exploded(metrics, events)):
+        status, reason = "diverged", exploded
     diverged, finished = status == "diverged", status in FINISHED
     target = float(recipe["target_top1"])
     data = recipe.get("data") or {}
@@ -339,7 +360,7 @@ def summarize(run: Path) -> tuple[dict, pd.DataFrame]:
     row = {
         "recipe": recipe["name"], "optimizer": recipe["optimizer"]["name"], "global_batch": int(recipe["global_batch"]),
         "plan_batch": plan_batch, "plan_groups": int((meta.get("plan") or {}).get("gsnr_groups") or 1),
-        "seed": recipe.get("seed"), "status": status, "reason": meta.get("reason"), "diverged": diverged,
+        "seed": recipe.get("seed"), "status": status, "reason": reason, "diverged": diverged,
         "finished": finished, "run": str(run), "group": digest(seed_key(recipe, meta)),
         "loader": loader_ran(recipe, meta), "start_time": meta.get("start_time") or "",
         "end_time": meta.get("end_time") or "", "setting": digest(setting),
@@ -360,7 +381,7 @@ def summarize(run: Path) -> tuple[dict, pd.DataFrame]:
         "evaluations": len(metrics), "epochs": math.nan, "steps": math.nan, "images": math.nan,
         **{name: math.nan for name in FINAL}, "best_val_top1": math.nan, "best_val_top5": math.nan,
         "gap_top1": math.nan, "gap_loss": math.nan,
-        **to_target(metrics, target, finished), **step_stats(read_events(run), metrics, plan_batch),
+        **to_target(metrics, target, finished), **step_stats(events, metrics, plan_batch),
     }
     if len(metrics):
         last = metrics.iloc[-1]

@@ -13,12 +13,16 @@ Runs are placed by their recipe's tags (results.sweep_place): role "trial" (one 
   steps rather than seconds because a shared CPU's wall time is no measure of an optimizer).
 - The tuned figures (val Top-1, gap, steps to target) are those of the reruns: seeds other than the trials',
   so no selection luck is in them.
-- Verdict on val Top-1: the difference of the reruns' means, X - Y, with a 95% Welch confidence interval
-  (scipy.stats.ttest_ind, unequal variances); "X better" / "Y better" when the interval excludes 0, else
-  "within noise". A diverged rerun has no final accuracy and is left out of its side's mean (the row says
-  so); a side whose reruns all diverged loses to one that trained. The gap difference gets the same
-  interval; the steps ratio X / Y is the ratio of geometric means with the interval of the mean difference
-  of log steps, given only when every rerun of both sides reached the target.
+- Verdict on val Top-1 (bench/analysis/power.py): the difference of the reruns' means, X - Y, with its 95%
+  interval, paired by seed when both sides reran the same seeds (same initialisation and data order), else
+  Welch's; its p-value, and that p Holm-adjusted within its family: the primary question (PRIMARY: VRGD-LARS
+  against LARS, one test per batch) or the secondary comparisons (every other pair at every batch). "X better"
+  / "Y better" when the adjusted p is under 0.05, else "within noise (could detect ≥ MDE pp)": the minimum
+  detectable effect at 80% power at the observed noise and seeds; "seeds for 1 pp" says how many seeds per
+  side would detect a 1-point difference at that noise. A diverged rerun has no final accuracy and is left out
+  of its side's mean (the row says so); a side whose reruns all diverged loses to one that trained. The gap
+  difference gets the same interval; the steps ratio X / Y is the ratio of geometric means with the interval
+  of the mean difference of log steps, given only when every rerun of both sides reached the target.
 """
 
 from __future__ import annotations
@@ -29,12 +33,15 @@ import math
 import numpy as np
 import pandas as pd
 
+from bench.analysis import power
 from bench.analysis.paper import display
 from bench.analysis.render import NO_NUMBER, Cell, Table
 from bench.analysis.results import Study, once_per_seed
 from bench.errors import UserError
 
 CONFIDENCE = 0.95
+PRIMARY = ("vrgd_lars", "lars")  # the study's declared question: its own Holm family, one test per batch
+PLAN_EFFECT = 1.0  # pp: "seeds for 1 pp" plans the next study at the observed noise
 
 
 def sweep_runs(study: Study) -> pd.DataFrame:
@@ -86,6 +93,7 @@ def cells(study: Study) -> pd.DataFrame:
             "n_studies": len(per_study),
             "reruns": tuple(done["run"]), "n_reruns": len(done), "n_rerun_diverged": len(done) - len(trained),
             "val_top1": tuple(trained["val_top1"]), "gap_top1": tuple(trained["gap_top1"]),
+            "seeds": tuple(trained["seed"]),
             "rerun_steps": tuple(done["steps_to_target"]),
             "images": float(members.loc[members["finished"], "images"].max()) if members["finished"].any() else math.nan,
             "target_top1": members["target_top1"].iloc[0], "planned_epochs": members["planned_epochs"].iloc[0],
@@ -119,19 +127,20 @@ def welch(x, y) -> tuple[float, tuple[float, float]]:
     return diff, (float(ci.low), float(ci.high))
 
 
-def verdict_word(x: str, y: str, cell_x: pd.Series, cell_y: pd.Series, ci: tuple[float, float]) -> str:
+def verdict_word(x: str, y: str, cell_x: pd.Series, cell_y: pd.Series, c: power.Comparison | None,
+                 p_holm: float, detectable: float) -> str:
+    """'X better' / 'Y better' when the family's Holm-adjusted p is under ALPHA; else 'within noise', with the
+    smallest effect the comparison could have detected."""
     tx, ty = len(cell_x["val_top1"]), len(cell_y["val_top1"])
     if not cell_x["n_reruns"] or not cell_y["n_reruns"]:
         return "no reruns yet"
     if not tx or not ty:
         return "both diverged" if not tx and not ty else f"{display(x if tx else y)} better (the other diverged)"
-    if not all(map(math.isfinite, ci)):
+    if c is None:
         return "too few seeds"
-    if ci[0] > 0:
-        return f"{display(x)} better"
-    if ci[1] < 0:
-        return f"{display(y)} better"
-    return "within noise"
+    if p_holm < power.ALPHA:
+        return f"{display(x) if c.diff > 0 else display(y)} better"
+    return f"within noise (could detect ≥ {detectable:.1f} pp)" if detectable == detectable else "within noise"
 
 
 def steps_ratio(cell_x: pd.Series, cell_y: pd.Series) -> Cell:
@@ -147,34 +156,56 @@ def steps_ratio(cell_x: pd.Series, cell_y: pd.Series) -> Cell:
 
 
 def verdict(study: Study, baseline: str | None = None) -> Table:
-    """For each batch and pair of arms (or each arm against `baseline`): differences with 95% intervals and a word."""
+    """For each batch and pair of arms (or each arm against `baseline`): differences with 95% intervals, p-values
+    Holm-adjusted within their family, the minimum detectable effect, and a word (see the module docstring)."""
     table_cells = cells(study)
     names = arms(sweep_runs(study))
     if baseline is not None and baseline not in names:
         raise UserError(f"--baseline '{baseline}': not an arm of these sweeps; the arms are {', '.join(names)}")
     pairs = [(x, baseline) for x in names if x != baseline] if baseline else list(itertools.combinations(names, 2))
     table = Table(_title("Verdict: tuned optimizers compared at each global batch", table_cells),
-                  ["batch", "X", "Y", "val Top-1 X", "val Top-1 Y", "Δ val Top-1 (X − Y)", "Δ gap (X − Y)",
-                   "steps to target X / Y", "verdict"])
+                  ["batch", "X", "Y", "family", "val Top-1 X", "val Top-1 Y", "Δ val Top-1 (X − Y)", "test",
+                   "p", "p Holm", "MDE 80%", f"seeds for {PLAN_EFFECT:g} pp", "Δ gap (X − Y)", "steps to target X / Y",
+                   "verdict"])
+    rows = []
     for batch, at in table_cells.groupby("global_batch", sort=True):
         by_arm = {c["arm"]: c for _, c in at.iterrows()}
         for x, y in pairs:
-            if x not in by_arm or y not in by_arm:
-                continue
-            cx, cy = by_arm[x], by_arm[y]
-            d_top1, ci_top1 = welch(cx["val_top1"], cy["val_top1"])
-            d_gap, ci_gap = welch(cx["gap_top1"], cy["gap_top1"])
-            table.rows.append([
-                int(batch), display(x), display(y), _rerun_cell(cx, "val_top1"), _rerun_cell(cy, "val_top1"),
-                Cell(d_top1, kind="pct", ci=ci_top1), Cell(d_gap, kind="pct", ci=ci_gap), steps_ratio(cx, cy),
-                verdict_word(x, y, cx, cy, ci_top1)])
+            if x in by_arm and y in by_arm:
+                cx, cy = by_arm[x], by_arm[y]
+                family = "primary" if {x, y} == set(PRIMARY) else "secondary"
+                rows.append((int(batch), x, y, cx, cy, family,
+                             power.compare(cx["val_top1"], cy["val_top1"], cx["seeds"], cy["seeds"])))
+    adjusted = {}
+    for family in ("primary", "secondary"):
+        members = [i for i, r in enumerate(rows) if r[5] == family]
+        for i, p in zip(members, power.holm([rows[i][6].p if rows[i][6] else math.nan for i in members])):
+            adjusted[i] = p
+    for i, (batch, x, y, cx, cy, family, c) in enumerate(rows):
+        detectable = power.comparison_mde(c) if c else math.nan
+        sd = lambda cell: mean_std_n(cell["val_top1"])[1]  # noqa: E731
+        seeds = power.seeds_to_resolve(PLAN_EFFECT, c, sd(cx), sd(cy)) if c else None
+        gap = power.compare(cx["gap_top1"], cy["gap_top1"], cx["seeds"], cy["seeds"])
+        table.rows.append([
+            batch, display(x), display(y), family, _rerun_cell(cx, "val_top1"), _rerun_cell(cy, "val_top1"),
+            Cell(c.diff, kind="pct", ci=(c.low, c.high)) if c else Cell(None, kind="pct"), c.test if c else NO_NUMBER,
+            Cell(c.p if c else None, kind="p"), Cell(adjusted[i], kind="p"), Cell(detectable, kind="pct"),
+            Cell(seeds, kind="int") if seeds else Cell(None, note="> 1000" if c else NO_NUMBER, kind="int"),
+            Cell(gap.diff, kind="pct", ci=(gap.low, gap.high)) if gap else Cell(None, kind="pct"),
+            steps_ratio(cx, cy), verdict_word(x, y, cx, cy, c, adjusted[i], detectable)])
     table.notes = [
         "val Top-1 X / Y: final val Top-1 (%) of the best trial's reruns (seeds other than the trials'), mean ± sample "
         "std (n = reruns that trained; diverged ones named).",
-        f"Δ: difference of the reruns' means with its {CONFIDENCE:.0%} Welch confidence interval [low, high] "
-        "(scipy.stats.ttest_ind, unequal variances); gap = train-eval Top-1 − val Top-1 (pp).",
-        "verdict (on val Top-1): 'X better' / 'Y better' when the interval excludes 0; 'within noise' when it "
-        "contains 0: the difference is smaller than the seed-to-seed noise can resolve with these seeds.",
+        f"Δ: difference of the reruns' means with its {CONFIDENCE:.0%} interval [low, high], uncorrected; test: "
+        "'paired' (the per-seed differences' t interval, when both sides reran the same seeds) or 'Welch' (unequal "
+        "variances); gap = train-eval Top-1 − val Top-1 (pp).",
+        f"p: the test's two-sided p-value; p Holm: adjusted by Holm's step-down method within the family, 'primary' "
+        f"= {display(PRIMARY[0])} against {display(PRIMARY[1])} at each batch (the declared question), 'secondary' = "
+        "every other comparison in this table.",
+        "verdict (on val Top-1): 'X better' / 'Y better' when p Holm < 0.05; else 'within noise (could detect ≥ MDE "
+        "pp)'. MDE 80%: the smallest true difference this test detects with 80% power at the observed noise and "
+        f"seeds (noncentral t); seeds for {PLAN_EFFECT:g} pp: seeds per side that would detect a {PLAN_EFFECT:g}-point "
+        "difference with 80% power at the same noise (docs/algorithms.md, 'What a verdict can detect').",
         "steps to target X / Y: ratio of the reruns' geometric-mean steps to the first evaluation ≥ the target, "
         "interval from the log steps; < 1: X reaches the target in fewer steps.",
         *_selection_notes(table_cells),

@@ -101,8 +101,9 @@ class Pace:
         """SimiGrad's controller on m, the batch in chunks: grow it while the halves disagree (similarity
         below the target), shrink it while they agree, within bounds. rule "proportional" (bench's):
         m -> max(m + 1, round(m (1 + adjust))) up, min(m - 1, round(m / (1 + adjust))) down; rule
-        "authors" (their DeepSpeed fork, adjust = 0.1 there): m -> max(m + 1, floor(m (1 + adjust))) up,
-        max(1, m - 1, floor(m (1 - adjust))) down, i.e. one chunk down."""
+        "authors" (their DeepSpeed fork's running code, adjust = 0.1 there): m -> max(m + 1, floor(m (1 + adjust)))
+        up, max(1, min(m - 1, floor(m (1 - adjust)))) down: about adjust down, at least one chunk. (An older
+        variant in their test_record.md, max(1, m - 1, floor(0.9 m)), took one chunk down; bench does not offer it.)"""
         a = self.adaptive
         if similarity is not None:
             progress.similarity_sum += similarity
@@ -112,11 +113,11 @@ class Pace:
         mean = progress.similarity_sum / progress.similarity_count
         progress.similarity_sum, progress.similarity_count = 0.0, 0
         m = progress.chunks
-        if a.rule == "authors":  # SimiGrad's DeepSpeed fork: grow by adjust, shrink by one chunk, floored
+        if a.rule == "authors":  # SimiGrad's DeepSpeed fork: by adjust both ways, floored, at least one chunk
             if mean < a.target_similarity:
                 m = max(m + 1, math.floor(m * (1 + a.adjust)))
             elif mean > a.target_similarity:
-                m = max(1, m - 1, math.floor(m * (1 - a.adjust)))
+                m = max(1, min(m - 1, math.floor(m * (1 - a.adjust))))
         elif mean < a.target_similarity:  # proportional: x (1 + adjust) both ways, rounded half up
             m = max(m + 1, math.floor(m * (1 + a.adjust) + 0.5))
         elif mean > a.target_similarity:

@@ -1,0 +1,125 @@
+"""What a comparison of reruns can say: intervals, p-values corrected for many comparisons, and the smallest
+effect it could have detected (scipy.stats; no torch).
+
+- `compare(x, y, seeds_x, seeds_y)`: mean(x) − mean(y) with its 95% interval and p-value. When both sides ran
+  the same seeds (a sweep's reruns share seeds, hence initialisation and data order) the interval is the
+  paired t interval of the per-seed differences, which removes the noise the two arms share; otherwise
+  Welch's (unequal variances).
+- `mde(...)`: the minimum detectable effect, the smallest true difference the same test would declare at
+  level alpha with the given power (default 80%), at the observed standard deviations and seeds. With
+  se = sqrt(s_x²/n_x + s_y²/n_y) (Welch; df by Welch-Satterthwaite) or se = s_d/sqrt(n) (paired; df = n − 1),
+  it solves  P(|T| > t_{1−α/2, df}) = power  for δ, T ~ noncentral t(df, δ/se); about
+  (t_{1−α/2, df} + t_{power, df}) × se.
+- `seeds_to_resolve(effect, ...)`: the fewest seeds per side whose MDE is at most `effect` at the same
+  standard deviations.
+- `holm(p)`: Holm's step-down adjustment (family-wise error at most alpha, any dependence between tests).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+ALPHA = 0.05
+POWER = 0.8
+
+
+@dataclass(frozen=True)
+class Comparison:
+    diff: float
+    low: float
+    high: float
+    p: float
+    test: str  # "paired" or "Welch"
+    df: float
+    se: float
+    n: int  # seeds per side (paired: pairs; Welch: the smaller side)
+
+
+def _welch_df(vx: float, nx: int, vy: float, ny: int) -> float:
+    a, b = vx / nx, vy / ny
+    return (a + b) ** 2 / (a ** 2 / (nx - 1) + b ** 2 / (ny - 1))
+
+
+def compare(x, y, seeds_x=None, seeds_y=None, alpha: float = ALPHA) -> Comparison | None:
+    """x − y with its interval and p (paired when both sides have the same seeds, at least 2); None when it
+    cannot be computed (fewer than 2 values a side, or no spread at all)."""
+    from scipy import stats
+
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    if len(x) < 2 or len(y) < 2:
+        return None
+    se = 0.0
+    if seeds_x is not None and seeds_y is not None and sorted(seeds_x) == sorted(seeds_y) \
+            and len(set(seeds_x)) == len(seeds_x):
+        by_seed = dict(zip(seeds_y, y))
+        d = np.array([v - by_seed[s] for s, v in zip(seeds_x, x)])
+        se, df = d.std(ddof=1) / math.sqrt(len(d)), len(d) - 1
+        test, n = "paired", len(d)
+    if se == 0:  # not paired, or differences without spread (too few seeds to see any): Welch's
+        vx, vy = x.var(ddof=1), y.var(ddof=1)
+        se = math.sqrt(vx / len(x) + vy / len(y))
+        df = _welch_df(vx, len(x), vy, len(y)) if se > 0 else len(x) + len(y) - 2
+        test, n = "Welch", min(len(x), len(y))
+    diff = float(x.mean() - y.mean())
+    if se == 0:
+        return None
+    t = stats.t.ppf(1 - alpha / 2, df)
+    p = float(2 * stats.t.sf(abs(diff) / se, df))
+    return Comparison(diff, diff - t * se, diff + t * se, p, test, float(df), float(se), n)
+
+
+def detection_power(effect: float, se: float, df: float, alpha: float = ALPHA) -> float:
+    """Probability that the two-sided t test at level alpha declares a true difference `effect` with standard
+    error `se` and `df` degrees of freedom (noncentral t)."""
+    from scipy import stats
+
+    t = stats.t.ppf(1 - alpha / 2, df)
+    nc = effect / se
+    wrong_side = stats.nct.cdf(-t, df, nc)  # scipy returns NaN where it underflows: it is then ~0
+    return float(stats.nct.sf(t, df, nc) + (0.0 if math.isnan(wrong_side) else wrong_side))
+
+
+def mde(se: float, df: float, alpha: float = ALPHA, power: float = POWER) -> float:
+    """The smallest true difference detected with `power` by the test of standard error `se` and `df`."""
+    from scipy.optimize import brentq
+
+    from scipy import stats
+
+    if not (se > 0 and df > 0):
+        return math.nan
+    high = (stats.t.ppf(1 - alpha / 2, df) + stats.t.ppf(0.9999, df)) * se  # power there is at least 0.9999
+    return float(brentq(lambda d: detection_power(d, se, df, alpha) - power, 0.0, high))
+
+
+def comparison_mde(c: Comparison, alpha: float = ALPHA, power: float = POWER) -> float:
+    return mde(c.se, c.df, alpha, power)
+
+
+def seeds_to_resolve(effect: float, c: Comparison, sd_x: float, sd_y: float, alpha: float = ALPHA,
+                     power: float = POWER, most: int = 1000) -> int | None:
+    """The fewest seeds per side at which the same test would detect `effect` with `power`, at the observed
+    standard deviations (paired: of the differences); None when even `most` would not."""
+    sd_d = c.se * math.sqrt(c.n)  # paired: the sd of the per-seed differences
+    for n in range(2, most + 1):
+        if c.test == "paired":
+            se, df = sd_d / math.sqrt(n), n - 1
+        else:
+            se = math.sqrt((sd_x ** 2 + sd_y ** 2) / n)
+            df = _welch_df(sd_x ** 2, n, sd_y ** 2, n) if se > 0 else 2 * n - 2
+        if mde(se, df, alpha, power) <= effect:
+            return n
+    return None
+
+
+def holm(pvalues) -> list[float]:
+    """Holm's step-down adjusted p-values, in the order given (NaN stays NaN and counts as no test)."""
+    p = [(v, i) for i, v in enumerate(pvalues) if v == v]
+    adjusted = [math.nan] * len(pvalues)
+    running = 0.0
+    for rank, (v, i) in enumerate(sorted(p)):
+        running = max(running, min(1.0, (len(p) - rank) * v))
+        adjusted[i] = running
+    return adjusted

@@ -1,0 +1,92 @@
+"""What a verdict can detect (bench/analysis/power.py): the minimum detectable effect and the seeds to resolve
+against simulations of normal reruns, Holm's correction on a hand-made family, the paired interval."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from bench.analysis import power
+
+STUDIES = 2000
+
+
+def detection_rate(effect, sd, n, rng, paired_sd=None) -> float:
+    """The fraction of simulated studies (n reruns a side, normal) whose test finds p < 0.05 at a true `effect`."""
+    hits = 0
+    for _ in range(STUDIES):
+        if paired_sd is None:
+            x, y = rng.normal(effect, sd, n), rng.normal(0.0, sd, n)
+            p = stats.ttest_ind(x, y, equal_var=False).pvalue
+        else:
+            shared = rng.normal(0.0, sd, n)  # the seed's own luck, common to both arms
+            x, y = shared + rng.normal(effect, paired_sd, n), shared
+            p = stats.ttest_rel(x, y).pvalue
+        hits += p < 0.05
+    return hits / STUDIES
+
+
+@pytest.mark.parametrize("sd, n", [(1.5, 5), (0.5, 6), (2.0, 8)])
+def test_the_mde_is_detected_four_times_in_five(sd, n):
+    rng = np.random.default_rng(n)
+    se, df = sd * math.sqrt(2 / n), 2 * n - 2  # Welch's df at equal variances and seeds
+    effect = power.mde(se, df)
+    assert 0.77 <= detection_rate(effect, sd, n, rng) <= 0.83
+    assert detection_rate(effect / 2, sd, n, rng) < 0.5  # and half of it mostly goes unseen
+
+
+def test_with_three_seeds_a_side_welch_falls_short_of_the_stated_power():
+    """The known limit, said in docs/algorithms.md: Welch's test estimates its df from 2 + 2 degrees of freedom,
+    so at 3 seeds a side it detects the MDE about 70% of the time, not 80% (paired seeds or 5+ avoid it)."""
+    effect = power.mde(0.5 * math.sqrt(2 / 3), 4)
+    assert 0.64 <= detection_rate(effect, 0.5, 3, np.random.default_rng(3)) <= 0.76
+
+
+def test_the_reviewers_arithmetic_three_seeds_a_side_at_sd_1_5():
+    """'with 3 against 3 seeds, 80% power needs about 4.6 points at sd 1.5'."""
+    assert power.mde(1.5 * math.sqrt(2 / 3), 4) == pytest.approx(4.6, abs=0.1)
+
+
+def test_the_paired_mde_and_seeds_to_resolve_hold_in_simulation():
+    rng = np.random.default_rng(7)
+    seeds = [1, 2, 3, 4, 5]
+    shared = rng.normal(80, 2.0, 5)
+    x, y = shared + 1.0 + rng.normal(0, 0.3, 5), shared  # a 1-point gain, seed luck of sd 2 on both sides
+    c = power.compare(x, y, seeds, seeds)
+    welch = power.compare(x, y)
+    rel = stats.ttest_rel(x, y)
+    assert c.test == "paired" and welch.test == "Welch"
+    assert (c.low, c.high) == pytest.approx(tuple(rel.confidence_interval(0.95)))
+    assert c.p == pytest.approx(rel.pvalue) and c.low > 0 and welch.low < 0 < welch.high  # pairing resolves it
+    sd_d = c.se * math.sqrt(5)
+    assert 0.77 <= detection_rate(power.comparison_mde(c), 2.0, 5, rng, paired_sd=sd_d) <= 0.83
+    # seeds to resolve 1.5 x the MDE at 5 seeds: fewer than 5; at the returned n a 1.5 x MDE effect is seen 80%
+    want = 1.5 * power.comparison_mde(c)
+    n = power.seeds_to_resolve(want, c, np.std(x, ddof=1), np.std(y, ddof=1))
+    assert 2 <= n < 5 and power.mde(sd_d / math.sqrt(n - 1), n - 2) > want if n > 2 else True
+    assert detection_rate(want, 2.0, n, rng, paired_sd=sd_d) >= 0.77
+
+
+def test_seeds_to_resolve_a_welch_comparison_in_simulation():
+    rng = np.random.default_rng(3)
+    x, y = rng.normal(81, 1.5, 3), rng.normal(80, 1.5, 3)
+    c = power.compare(x, y)
+    n = power.seeds_to_resolve(1.0, c, np.std(x, ddof=1), np.std(y, ddof=1))
+    sd = math.sqrt((np.var(x, ddof=1) + np.var(y, ddof=1)) / 2)
+    assert 0.77 <= detection_rate(1.0, sd, n, rng) <= 0.86  # n is the fewest: 80% power, a little more by rounding
+    assert detection_rate(1.0, sd, n // 2, rng) < 0.7
+
+
+def test_holm_on_a_hand_made_family():
+    # sorted 0.005, 0.01, 0.03, 0.04: x4 = 0.02, x3 = 0.03, x2 = 0.06, x1 = 0.04 -> running max 0.06
+    assert power.holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert power.holm([0.5, math.nan, 0.01]) == pytest.approx([0.5, math.nan, 0.02], nan_ok=True)
+    assert power.holm([0.4, 0.3]) == [0.6, 0.6] and power.holm([]) == []
+
+
+def test_no_comparison_without_two_seeds_or_spread():
+    assert power.compare([80.0], [79.0, 78.0]) is None
+    assert power.compare([80.0, 80.0], [79.0, 79.0]) is None
+    c = power.compare([81.0, 82.0], [80.0, 81.0], [1, 2], [1, 2])  # differences without spread: Welch's
+    assert c.test == "Welch" and c.diff == 1.0
