@@ -209,12 +209,17 @@ def test_real_run_figures_read_clearly(tmp_path):
         fig = plots.plot_vs_batch(groups, order, "val_top1", "Top-1 (%)", "t")
         ax = fig.axes[0]
         labels = sorted(t.get_text() for t in ax.texts if t.get_gid() == "n-label")
-        assert labels == ["n=1", "n=1", "n=2"]
+        assert labels == ["n=1", "n=1", "n=2"]  # n varies: every point says its own
         bars = [c for c in ax.containers if c.has_yerr]
         import numpy as np
 
         drawn = [s for c in bars for seg in c.lines[2] for s in seg.get_segments() if len(s) and np.isfinite(s).all()]
         assert len(drawn) == 1  # LARS at 512 (2 seeds) has a bar; the single-seed points have none
+        plots.plt.close(fig)
+        one_seed = groups[groups["n"] == 1]
+        fig = plots.plot_vs_batch(one_seed, order, "val_top1", "Top-1 (%)", "t")
+        [said] = [t.get_text() for t in fig.axes[0].texts if t.get_gid() == "n-label"]
+        assert said == "n = 1 seed a point: no spread to show"
         plots.plt.close(fig)
 
 

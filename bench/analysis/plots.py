@@ -66,7 +66,7 @@ DIAGNOSTICS = {
     "trust": ("trust ratio (LARS, LAMB)", "lr multiplier"), "gain": ("AdaScale gain", "lr multiplier (1 to S)"),
     "noise_scale": ("noise scale B_simple", "images"), "similarity": ("half-batch cosine similarity", "cosine"),
     "batch": ("global batch size", "images"),
-    "grad_sqnorm": ("|G|², true gradient (unbiased estimate: can be < 0)", "(∂loss/∂w)²"),
+    "grad_sqnorm": ("|G|², true gradient\n(an unbiased estimate: can be < 0)", "(∂loss/∂w)²"),
     "grad_var": ("E|g_d − G|², one group's noise", "(∂loss/∂w)²"),
     "noise_trace": ("tr(Σ), per-image noise", "(∂loss/∂w)² × images"),
 }
@@ -231,9 +231,10 @@ def plot_vs_batch(groups: pd.DataFrame, order: list[str], metric: str, ylabel: s
         ok = g[g[metric].notna()]
         ax.errorbar(ok["global_batch"] * dx, ok[metric], yerr=ok[f"{metric}_std"].where(ok["n"] > 1), color=c,
                     marker=marker, capsize=2)
-        for x, y, n in zip(ok["global_batch"] * dx, ok[metric], ok["n"]):  # a lone seed must not read as a mean
-            ax.annotate(f"n={n:g}", (x, y), xytext=(3, 3), textcoords="offset points", fontsize=5.5, color=c,
-                        gid="n-label")
+        if groups["n"].nunique() > 1:  # a lone seed must not read as a mean: each point says its n
+            for x, y, n in zip(ok["global_batch"] * dx, ok[metric], ok["n"]):
+                ax.annotate(f"n={n:g}", (x, y), xytext=(3, 3), textcoords="offset points", fontsize=5.5, color=c,
+                            gid="n-label")
         diverged = g.loc[(g["n_diverged"] == g["n"]) & (g["n"] > 0), "global_batch"]
         miss_band(ax, diverged * dx, c, top=False)
         any_diverged |= bool(len(diverged))
@@ -248,6 +249,11 @@ def plot_vs_batch(groups: pd.DataFrame, order: list[str], metric: str, ylabel: s
     log2_batch_axis(ax, batches)
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=8)
+    if groups["n"].nunique() == 1:  # the same n everywhere: said once
+        n = groups["n"].iloc[0]
+        ax.text(0.99, 0.99, f"n = {n:g} seed{'s' if n != 1 else ''} a point" + (" (bars: ± sample std)" if n > 1 else
+                                                                           ": no spread to show"),
+                transform=ax.transAxes, ha="right", va="top", fontsize=6, gid="n-label")
     ax.legend(handles=handles, loc="best", fontsize=7)
     return fig
 
