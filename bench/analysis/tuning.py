@@ -21,8 +21,9 @@ Runs are placed by their recipe's tags (results.sweep_place): role "trial" (one 
   detectable effect at 80% power at the observed noise and seeds; "seeds for 1 pp" says how many seeds per
   side would detect a 1-point difference at that noise. A diverged rerun has no final accuracy and is left out
   of its side's mean (the row says so); a side whose reruns all diverged loses to one that trained. The gap
-  difference gets the same interval; the steps ratio X / Y is the ratio of geometric means with the interval
-  of the mean difference of log steps, given only when every rerun of both sides reached the target.
+  difference gets the same interval; the steps ratio X / Y is the ratio of median steps to target (a miss =
+  ∞) with a percentile bootstrap interval over the seeds (ties on the evaluation grid and misses need no
+  assumption), given when both medians are finite.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ import pandas as pd
 from bench.analysis import power
 from bench.analysis.paper import display
 from bench.analysis.render import NO_NUMBER, Cell, Table
-from bench.analysis.results import Study, once_per_seed
+from bench.analysis.results import Study, numbers, once_per_seed, read_events
 from bench.errors import UserError
 
 CONFIDENCE = 0.95
@@ -94,12 +95,20 @@ def cells(study: Study) -> pd.DataFrame:
             "reruns": tuple(done["run"]), "n_reruns": len(done), "n_rerun_diverged": len(done) - len(trained),
             "val_top1": tuple(trained["val_top1"]), "gap_top1": tuple(trained["gap_top1"]),
             "seeds": tuple(trained["seed"]),
+            "clip_frac": _mean_logged(trained["run"], "gsnr_clip_frac"),
             "rerun_steps": tuple(done["steps_to_target"]),
             "images": float(members.loc[members["finished"], "images"].max()) if members["finished"].any() else math.nan,
             "target_top1": members["target_top1"].iloc[0], "planned_epochs": members["planned_epochs"].iloc[0],
             "problem_label": members["problem_label"].iloc[0], "model_label": members["model_label"].iloc[0],
         })
     return pd.DataFrame(rows).sort_values(["global_batch", "arm"], key=_arm_order(runs), ignore_index=True)
+
+
+def _mean_logged(runs, key: str) -> float:
+    """The mean over runs of each run's mean per-step `key` (events.jsonl); NaN where none logged it."""
+    means = [numbers(read_events(run), key).mean() for run in runs]
+    means = [m for m in means if m == m]
+    return float(np.mean(means)) if means else math.nan
 
 
 def _arm_order(runs: pd.DataFrame):
@@ -143,16 +152,34 @@ def verdict_word(x: str, y: str, cell_x: pd.Series, cell_y: pd.Series, c: power.
     return f"within noise (could detect ≥ {detectable:.1f} pp)" if detectable == detectable else "within noise"
 
 
+BOOTSTRAP = 2000  # resamples of the steps ratio's interval (a fixed generator: the same table every time)
+
+
 def steps_ratio(cell_x: pd.Series, cell_y: pd.Series) -> Cell:
+    """median steps to target of X's reruns / Y's, a miss counting as infinitely many steps (so a median is
+    infinite when half or more missed), with a 95% percentile bootstrap interval over the seeds of each side:
+    ties (steps on the evaluation grid) and misses need no log-normal assumption."""
     sx, sy = np.asarray(cell_x["rerun_steps"], float), np.asarray(cell_y["rerun_steps"], float)
     if not len(sx) or not len(sy):
         return Cell(None, kind="ratio")
     missed = [f"{display(c['arm'])} missed {int(np.isinf(s).sum())}/{len(s)}"
               for c, s in ((cell_x, sx), (cell_y, sy)) if not np.isfinite(s).all()]
-    if missed:
-        return Cell(None, note="; ".join(missed), kind="ratio")
-    diff, (low, high) = welch(np.log(sx), np.log(sy))
-    return Cell(math.exp(diff), kind="ratio", ci=(math.exp(low), math.exp(high)) if math.isfinite(low) else None)
+    note = "; ".join(missed)
+
+    def ratio(x, y):
+        mx, my = np.median(x, axis=-1), np.median(y, axis=-1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(np.isinf(mx) & np.isinf(my), np.nan, mx / my)
+
+    point = float(ratio(sx, sy))
+    if not 0 < point < math.inf:  # a side's median is a miss: no number (0.00 or ∞ would read as a speedup)
+        return Cell(None, note=note, kind="ratio")
+    rng = np.random.default_rng(0)
+    boot = ratio(rng.choice(sx, (BOOTSTRAP, len(sx))), rng.choice(sy, (BOOTSTRAP, len(sy))))
+    boot = boot[~np.isnan(boot)]
+    low, high = (np.quantile(boot, [0.025, 0.975], method="inverted_cdf") if len(boot) and min(len(sx), len(sy)) > 1 else (math.nan,) * 2)
+    ci = (float(low), float(high)) if low == low and (low != high or low != point) else None
+    return Cell(point, kind="ratio", ci=ci, note=note)
 
 
 def verdict(study: Study, baseline: str | None = None) -> Table:
@@ -206,8 +233,10 @@ def verdict(study: Study, baseline: str | None = None) -> Table:
         "pp)'. MDE 80%: the smallest true difference this test detects with 80% power at the observed noise and "
         f"seeds (noncentral t); seeds for {PLAN_EFFECT:g} pp: seeds per side that would detect a {PLAN_EFFECT:g}-point "
         "difference with 80% power at the same noise (docs/algorithms.md, 'What a verdict can detect').",
-        "steps to target X / Y: ratio of the reruns' geometric-mean steps to the first evaluation ≥ the target, "
-        "interval from the log steps; < 1: X reaches the target in fewer steps.",
+        "steps to target X / Y: ratio of the reruns' median steps to the first evaluation ≥ the target (a miss counts "
+        "as ∞, so half or more misses make a median ∞), with a 95% percentile bootstrap interval over each side's "
+        "seeds; < 1: X reaches the target in fewer steps. Steps lie on the evaluation grid (one evaluation every "
+        "fixed number of images), which the interval's ties reflect.",
         *_selection_notes(table_cells),
     ]
     return table
@@ -227,7 +256,7 @@ def tuning(study: Study, baseline: str | None = None) -> Table:
     table = Table(_title("Tuning: each optimizer at each global batch", table_cells),
                   ["batch", "arm", "images per run", "trials", "infeasible", "best trial", "best lr", "best warm-up (epochs)",
                    "best selection Top-1", "steps to result", "median over studies", "val Top-1 (reruns)",
-                   "gap Top-1 (reruns)", "steps to target (reruns)"])
+                   "gap Top-1 (reruns)", "steps to target (reruns)", "GSNR clipped (reruns)"])
     for _, c in table_cells.iterrows():
         steps = np.asarray(c["rerun_steps"], float)
         reached = f"{int(np.isfinite(steps).sum())}/{len(steps)} reached" if len(steps) else "no reruns"
@@ -239,7 +268,7 @@ def tuning(study: Study, baseline: str | None = None) -> Table:
             c["best_trial"] if isinstance(c["best_trial"], str) else NO_NUMBER, Cell(c["best_lr"], kind="float"), Cell(c["best_warmup_epochs"], kind="epochs"),
             Cell(c["best_selection_top1"]), Cell(c["steps_to_result"], kind="steps"),
             Cell(c["median_study_steps"], kind="steps"), _rerun_cell(c, "val_top1"), _rerun_cell(c, "gap_top1"),
-            mean_steps])
+            mean_steps, Cell(100 * c["clip_frac"], kind="pct")])
     table.notes = [
         "images per run: the training images a finished run of the cell saw (its steps x the batch: one budget "
         "gives every batch the same images to within one step).",
@@ -248,6 +277,8 @@ def tuning(study: Study, baseline: str | None = None) -> Table:
         "steps to result: the fewest steps to the target over the trials (val set; Shallue et al. 2018); "
         "median over studies: each study's fewest, median over studies, a miss = ∞ (AlgoPerf); ∞: no trial reached it.",
         "reruns: the best trial with other seeds; mean ± sample std (n).",
+        "GSNR clipped: VRGD's share of coordinates whose GSNR factor was clipped to γ (percent, per step, averaged "
+        "over the reruns' steps); pure noise would clip a share set by the group count k (docs/algorithms.md).",
         *_selection_notes(table_cells),
     ]
     return table
