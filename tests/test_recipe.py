@@ -71,12 +71,22 @@ def test_validate_and_run_name_the_recipe_and_key_of_a_missing_dataset(tmp_path,
     assert main(["validate", str(path)]) == 0
 
 
-def test_every_shipped_sweep_expands(capsys):
+def test_every_shipped_sweep_expands(capsys, tmp_path, monkeypatch):
+    from tests.test_idx import family
+
+    # the Fashion-MNIST study's budget is in images: its expansion reads the training-set size from
+    # data/fashion-mnist-10k, here a stand-in of the same layout made by the same converter
+    monkeypatch.chdir(tmp_path)
+    assert main(["data", "idx", str(family(tmp_path / "fashion-mnist", train_per_class=110)),
+                 "--out", "data/fashion-mnist-10k"]) == 0
     sweeps = sorted(SWEEPS.glob("*.yaml"))
     assert sweeps
     for path in sweeps:
-        assert main(["sweep", str(path), "--list"]) == 0
+        assert main(["sweep", str(path), "--list"]) == 0, capsys.readouterr().err
         assert capsys.readouterr().out.count("\n") > 2
+    assert main(["sweep", str(SWEEPS / "fashion-mnist.yaml"), "--list"]) == 0
+    listed = capsys.readouterr().out
+    assert listed.count("fashion-mnist-") == 48 and "| vrgd_lars | 1024 |" in listed  # 4 arms x 3 batches x 4 trials
 
 
 BAD = [
