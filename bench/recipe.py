@@ -24,6 +24,14 @@ from bench.errors import UserError, require_extra
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 LOADER_ALIASES = {"synthetic": "random"}  # deprecated data.loader names (bench/data/loaders.py registers the loaders)
+# Loaders that feed random tensors, not images: their runs are never a measurement of a dataset. Declared here,
+# torch-free, for the analysis; a guard test checks it against each loader module's READS_FILES.
+READS_NO_FILES = ("random",)
+
+
+def reads_files(loader: str | None) -> bool:
+    """Whether a data.loader name (an alias, or auto) reads image files."""
+    return LOADER_ALIASES.get(loader, loader) not in READS_NO_FILES
 
 
 def check_path_component(name: str, key: str) -> None:

@@ -441,3 +441,24 @@ def test_a_run_whose_loss_exploded_is_diverged_though_it_never_became_nan(tmp_pa
     assert runs.loc["blown", "status"] == "diverged" and runs.loc["blown", "diverged"]
     assert "11.10 at an evaluation, over 2 x the first step's 2.30" in runs.loc["blown", "reason"]
     assert math.isnan(runs.loc["blown", "val_top1"]) and runs.loc["fine", "status"] == "completed"
+
+
+@pytest.mark.parametrize("loader", ["random", "synthetic"])
+def test_a_random_tensor_run_in_imagenets_shape_is_never_a_paper_measurement(tmp_path, loader):
+    """A ResNet-50 run on random tensors with dataset: folder at 224 px and ImageNet's image counts measures nothing
+    of ImageNet, under the loader's name or its deprecated alias (read back as today's name)."""
+    from tests.test_analysis_helpers import IMAGENET, IMAGENET_SIZES
+
+    make_run(tmp_path / "real", "r50", "lars", 32768, 0, [70, 76], model="resnet50", data=IMAGENET, **IMAGENET_SIZES)
+    make_run(tmp_path / "fake", "r50-random", "lars", 32768, 0, [70, 76], model="resnet50",
+             data={**IMAGENET, "loader": loader}, **IMAGENET_SIZES, meta_extra={"loader": "random"})
+    runs = results.load([tmp_path]).set_index("recipe")
+    assert runs.loc["r50", "paper"] == "imagenet" and runs.loc["r50-random", "paper"] == ""
+
+
+def test_the_torch_free_loader_facts_match_the_loaders():
+    from bench.data import loaders
+    from bench.recipe import READS_NO_FILES, reads_files
+
+    for name in loaders.LOADERS:
+        assert loaders.get(name).READS_FILES == reads_files(name) == (name not in READS_NO_FILES), name

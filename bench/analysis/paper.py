@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from bench.errors import UserError
-from bench.recipe import LOADER_ALIASES
+from bench.recipe import reads_files
 
 REFERENCE_DIR = Path(__file__).resolve().parents[2] / "results" / "reference"
 IMAGENET_TRAIN, IMAGENET_VAL = 1_281_167, 50_000
@@ -59,8 +59,8 @@ def paper_setting(recipe: dict, meta: dict) -> str:
     """'imagenet' or 'cifar10' when the run is that paper's setting (CRITERIA), else ''."""
     model, data = recipe.get("model") or {}, recipe.get("data") or {}
     train, val = meta.get("train_size") or 0, meta.get("val_size") or 0
-    if data.get("dataset") not in IMAGE_DATASETS or data.get("loader") == "synthetic":
-        return ""
+    if data.get("dataset") not in IMAGE_DATASETS or not reads_files(meta.get("loader") or data.get("loader")):
+        return ""  # random tensors in ImageNet's shape measure nothing of ImageNet
     if (model.get("name") == "resnet50" and data.get("image_size") == 224 and val == IMAGENET_VAL
             and 0.99 * IMAGENET_TRAIN <= train <= IMAGENET_TRAIN):
         return "imagenet"
@@ -101,7 +101,7 @@ def data_label(recipe: dict, meta: dict) -> str:
     train = meta.get("train_size")
     images = f"{train:,} train images" if train else "train size unknown"
     dataset = data.get("dataset", "?")
-    if LOADER_ALIASES.get(data.get("loader"), data.get("loader")) == "random":
+    if not reads_files(data.get("loader")):
         what = f"random tensors (data.loader random, {images})"
     elif dataset == "synthetic":
         synth = data.get("synth") or {}

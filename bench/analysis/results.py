@@ -66,7 +66,7 @@ import yaml
 from bench.analysis.paper import data_label, model_label, model_shape, paper_setting, setting_label
 from bench.engine.rundir import FINISHED, METRIC_COLUMNS, held_by_a_process
 from bench.errors import UserError
-from bench.recipe import LOADER_ALIASES, Recipe
+from bench.recipe import LOADER_ALIASES, Recipe, reads_files
 
 # Removed from the resolved recipe before comparing runs for seed aggregation:
 # the run's identity (name, seed) and fields that do not change the mathematics
@@ -289,7 +289,7 @@ def file_stem(name: str) -> str:
 def _loader_class(recipe: dict) -> dict:
     data = dict(recipe.get("data") or {})
     loader = data.get("loader")
-    data["loader"] = "random tensors" if LOADER_ALIASES.get(loader, loader) == "random" else "images"
+    data["loader"] = "images" if reads_files(loader) else "random tensors"
     return {**recipe, "data": data}
 
 
