@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.errors import ArgumentParser, OutOfSpace, UserError, count
+from bench.errors import ArgumentParser, OutOfSpace, UserError, count, one_line_warnings
 
 DEFAULT_RESULTS = Path("results/runs")
 MAX_MESSAGE = 1000  # characters of an error message: a value echoed back is never a page
@@ -330,6 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     from bench.engine.threads import quiet_openmp
 
     quiet_openmp()  # before torch loads OpenMP
+    one_line_warnings()
     p = parser()
     try:
         args, rest = p.parse_known_args(argv)
@@ -345,6 +346,9 @@ def main(argv: list[str] | None = None) -> int:
                     OutOfSpace.exit_code)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `bench report ... | head`: the reader stopped; stop as quietly as cat does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 def fail(message: str, code: int) -> int:

@@ -6,11 +6,35 @@ code 2 and no traceback. It subclasses ValueError so library users (who call
 """
 
 import argparse
+import difflib
+import re
 import importlib.util
 
 
 class UserError(ValueError):
     """Bad input from a user: a recipe, a CLI argument, a dataset, a run directory."""
+
+
+class BenchWarning(UserWarning):
+    """A warning of bench's own: the CLI prints it as one line, `bench: warning: ...` (bench.cli)."""
+
+
+class BenchDeprecation(BenchWarning, FutureWarning):
+    """A recipe key or value that still works but will go: one line too."""
+
+
+def one_line_warnings() -> None:
+    """Print bench's own warnings as `bench: warning: <message>`, with no source line; others as Python does."""
+    import warnings
+
+    default = warnings.formatwarning
+
+    def format(message, category, filename, lineno, line=None):
+        if issubclass(category, BenchWarning):
+            return f"bench: warning: {message}\n"
+        return default(message, category, filename, lineno, line)
+
+    warnings.formatwarning = format
 
 
 class OutOfSpace(Exception):
@@ -32,7 +56,16 @@ class ArgumentParser(argparse.ArgumentParser):
     subcommand (bench's own and each `bench perf` benchmark's)."""
 
     def error(self, message: str):
-        raise UserError(f"{self.prog}: {message} (see {self.prog} --help)")
+        where = "" if self.prog == "bench" else f"{self.prog}: "  # the CLI says "bench: error:" already
+        choice = re.match(r"argument (\S+): invalid choice: '(.*?)' \(choose from (.*)\)$", message)
+        if choice:
+            what, given = choice.group(1), choice.group(2)
+            options = re.findall(r"'([^']*)'", choice.group(3))
+            close = difflib.get_close_matches(given, options, n=1)
+            kind = "command" if what in ("COMMAND", "WHAT", "BENCHMARK") else f"value '{given}' for {what}"
+            said = f"unknown command '{given}'" if kind == "command" else f"unknown {kind}"
+            message = said + (f" (did you mean '{close[0]}'?)" if close else f"; one of {', '.join(options)}")
+        raise UserError(f"{where}{message} (see {self.prog} --help)")
 
 
 def count(minimum: int):

@@ -19,7 +19,7 @@ import yaml
 from pydantic import (BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError, field_validator,
                       model_validator)
 
-from bench.errors import UserError, require_extra
+from bench.errors import BenchDeprecation, UserError, require_extra
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -102,7 +102,7 @@ class DataSpec(_Strict):
     def _old_loader_names(cls, loader: str) -> str:
         if loader in LOADER_ALIASES:
             warnings.warn(f"key 'data.loader': '{loader}' is deprecated, use '{LOADER_ALIASES[loader]}' (the same "
-                          f"random tensors; the dataset 'synthetic' is generated images)", FutureWarning, stacklevel=2)
+                          f"random tensors; the dataset 'synthetic' is generated images)", BenchDeprecation)
         return LOADER_ALIASES.get(loader, loader)
 
     @model_validator(mode="after")
@@ -526,18 +526,28 @@ def _known_key(path: list[str]) -> bool:
         if not (isinstance(model, type) and issubclass(model, BaseModel)) or part not in model.model_fields:
             return model is dict
         ann = model.model_fields[part].annotation
-        model = ann if isinstance(ann, type) and issubclass(ann, BaseModel) else getattr(ann, "__origin__", ann)
+        model = _schema_class(ann) or getattr(ann, "__origin__", ann)  # a section, also one that may be null
     return True
+
+
+def _unknown_key_message(assignment: str, path: list[str]) -> str:
+    known = [p for p in (_section(tuple(path[:i])) for i in range(len(path))) if p][-1:]
+    fields = list(known[0].model_fields) if known else []
+    close = difflib.get_close_matches(path[-1], fields, n=1)
+    return (f"--set '{assignment}': '{'.'.join(path)}' is not a recipe key"
+            + (f" (did you mean '{'.'.join(path[:-1] + [close[0]])}'?)" if close else "") + "; `bench recipe keys` lists them")
 
 
 def apply_sets(raw: dict, assignments: list[str]) -> dict:
     for assignment in assignments:
         path, value = parse_set(assignment)
         if not _known_key(path):
-            raise UserError(f"--set '{assignment}': '{'.'.join(path)}' is not a recipe key")
+            raise UserError(_unknown_key_message(assignment, path))
         node = raw
         for part in path[:-1]:
-            node = node.setdefault(part, {})
+            if node.get(part) is None:  # absent, or a section that is null (logging.wandb, adaptive_batch)
+                node[part] = {}
+            node = node[part]
             if not isinstance(node, dict):
                 raise UserError(f"--set '{assignment}': '{part}' is not a section")
         node[path[-1]] = value

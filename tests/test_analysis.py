@@ -1,5 +1,6 @@
 """Metric definitions, seed aggregation, speedups, tables and bad input, on hand-made run directories."""
 
+import json
 import math
 import re
 
@@ -462,3 +463,16 @@ def test_the_torch_free_loader_facts_match_the_loaders():
 
     for name in loaders.LOADERS:
         assert loaders.get(name).READS_FILES == reads_files(name) == (name not in READS_NO_FILES), name
+
+
+def test_exports_name_runs_relative_to_the_reported_root_and_define_every_column(tmp_path, capsys):
+    make_run(tmp_path / "study", "r", "lars", 100, 0, [50, 60])
+    make_run(tmp_path / "study", "r", "lars", 100, 1, [50, 62])
+    for runs in ([], ["--runs"]):
+        assert main(["report", str(tmp_path / "study"), "--format", "json", *runs]) == 0
+        rows = json.loads(capsys.readouterr().out)["data"]
+        names = [r["run"] for r in rows] if runs else rows[0]["runs"]
+        assert sorted(names) == ["r/seed0", "r/seed1"]
+    assert main(["report", "--columns"]) == 0
+    listed = capsys.readouterr().out
+    assert "run: the run directory, relative to the reported root" in listed and "<column>_std: " in listed

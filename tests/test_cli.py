@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from bench.cli import main
+from tests.conftest import RECIPES
 from bench.engine.rundir import versions
 
 
@@ -99,3 +100,25 @@ def test_the_readme_lists_every_open_choice_of_the_algorithms_page():
         assert f"**{choice.strip()}**" in conventions, choice
         for name in re.findall(r"`(\w+)`", option)[:1]:
             assert f"`{name}`" in conventions, (choice, name)
+
+
+def test_a_mistyped_command_or_choice_gets_a_suggestion_and_one_prefix(capsys):
+    for args, said in ((["rnu"], "bench: error: unknown command 'rnu' (did you mean 'run'?) (see bench --help)\n"),
+                       (["data", "idxx"], "bench: error: bench data: unknown command 'idxx' (did you mean 'idx'?)"),
+                       (["perf", "trian"], "bench: error: bench perf: unknown command 'trian' (did you mean 'train'?)"),
+                       (["report", "--format", "parqet"], "unknown value 'parqet' for --format (did you mean 'parquet'?)")):
+        assert main(args) == 2
+        assert said in capsys.readouterr().err
+
+
+def test_a_warning_is_one_line_of_bench_s_own(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
+    done = subprocess.run([sys.executable, "-m", "bench", "validate", "--schema-only", str(RECIPES / "demo.yaml"),
+                           "--set", "data.loader=synthetic"], capture_output=True, text=True, env=env)
+    assert done.returncode == 0
+    assert done.stderr == ("bench: warning: key 'data.loader': 'synthetic' is deprecated, use 'random' (the same "
+                           "random tensors; the dataset 'synthetic' is generated images)\n")

@@ -242,3 +242,17 @@ def test_pretrained_weights_offline_are_one_sentence_saying_where_to_put_them(tm
     (offline_hub / "models--timm--resnet10t.c3_in1k" / "refs").mkdir()
     (offline_hub / "models--timm--resnet10t.c3_in1k" / "refs" / "main").write_text("0123abc")
     assert main(["validate", "--schema-only", str(path)]) == 0, capsys.readouterr().err
+
+
+def test_every_listed_key_can_be_set_from_the_command_line():
+    """Every key `bench recipe keys` lists is a --set key, those under sections that may be null included."""
+    listed = [key for key, *_ in recipe.keys()]
+    assert "logging.wandb.project" in listed and "adaptive_batch.min_batch" in listed
+    for key in listed:
+        recipe.apply_sets({"logging": {"wandb": None}, "adaptive_batch": None}, [f"{key}=1"])
+    r = recipe.load(RECIPES / "demo.yaml", ["logging.wandb.project=x", "logging.wandb.mode=offline"])
+    assert r.logging.wandb.project == "x"
+    with pytest.raises(UserError, match=r"'epoch' is not a recipe key \(did you mean 'epochs'\?\)"):
+        recipe.load(RECIPES / "demo.yaml", ["epoch=2"])
+    with pytest.raises(UserError, match=r"did you mean 'adaptive_batch.min_batch'"):
+        recipe.load(RECIPES / "demo.yaml", ["adaptive_batch.min_bach=2"])

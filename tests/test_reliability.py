@@ -178,7 +178,8 @@ def test_torchrun_restarts_a_lost_worker_and_the_run_resumes(recipe, tmp_path):
     (["run", "RECIPE", "--nproc", "0"], ["--nproc", "expected an integer >= 1"]),
     (["submit", "RECIPE", "--nodes", "two", "--gpus-per-node", "8"], ["--nodes", "expected an integer >= 1"]),
     (["run"], ["RECIPE"]),
-    (["frobnicate"], ["invalid choice"]),
+    (["frobnicate"], ["unknown command 'frobnicate'; one of validate, "]),
+    (["rnu"], ["bench: error: unknown command 'rnu' (did you mean 'run'?)"]),
     (["run", "RECIPE", "--run-dir", "NOWHERE"], ["not a run directory"]),
     (["table", "no-such-table", "."], ["no-such-table"]),
 ])

@@ -24,12 +24,17 @@ EXTENSIONS = {"markdown": "md", "csv": "csv"}
 def cmd_report(args) -> int:
     from bench.analysis import export, report, results
 
+    if args.columns:  # the definitions, without reading any run
+        for column, meaning in export.COLUMNS.items():
+            print(f"{column}: {meaning}")
+        print(f"<column>_std: {export.STD}<column>")
+        return 0
     if args.out and not Path(args.out).resolve().parent.is_dir():
         raise UserError(f"--out {args.out}: the folder {Path(args.out).resolve().parent} does not exist")
     runs = results.load(args.paths, args.strict)
     if args.format in export.FORMATS:  # the raw table and its definitions, for notebooks
         frame, name = (runs, "runs") if args.runs else (results.aggregate(runs), "recipes")
-        text = export.write(frame, args.format, args.out, name)
+        text = export.write(export.relative_runs(frame, args.paths), args.format, args.out, name)
     else:
         text = report.render(runs, args.format, per_run=args.runs)
         if args.out:
@@ -133,6 +138,7 @@ def add_parsers(sub, default_results: Path) -> None:
                    "rendered report; parquet, json: every column's raw values and definition, for pandas "
                    "(default: %(default)s)")
     s.add_argument("--out", metavar="FILE", help="write to FILE instead of standard output (parquet needs it)")
+    s.add_argument("--columns", action="store_true", help="print every exported column's definition and exit")
     s.set_defaults(func=cmd_report)
 
     s = sub.add_parser("table", help="a paper's table side by side with measured runs, or `compare`",

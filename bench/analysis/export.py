@@ -36,11 +36,11 @@ COLUMNS = {
     "reason": "why a run diverged, failed or was preempted (null otherwise)",
     "diverged": "the run ended diverged (a non-finite loss, or validation Top-1 at chance after warm-up)",
     "finished": "the run ended completed or diverged",
-    "run": "the run directory",
+    "run": "the run directory, relative to the reported root (the common folder of the paths given)",
     "loader": "the loader that ran (meta.json: data.loader auto resolved), part of the group",
     "start_time": "when the run started (meta.json, ISO 8601 UTC)",
     "end_time": "when the run ended (meta.json, ISO 8601 UTC; '' while running)",
-    "runs": "the run directories aggregated in this row",
+    "runs": "the run directories aggregated in this row, relative to the reported root",
     "group": "hash of the resolved recipe without name, seed and fields that do not change the mathematics: "
              "runs with one group are seeds of one recipe",
     "setting": "hash of setting_keys (model, data, image size, target)",
@@ -121,6 +121,24 @@ def _plain(frame: pd.DataFrame) -> pd.DataFrame:
 def _scalar(value):
     """numpy scalars (int64, bool_, float64 NaN) as Python's."""
     return value.item()
+
+
+def relative_runs(frame: pd.DataFrame, paths) -> pd.DataFrame:
+    """`run` / `runs` relative to the common folder of the reported paths: an export read on another machine
+    names the same runs (absolute paths name the writer's disk)."""
+    import os
+
+    folders = [Path(p).resolve() for p in paths]
+    root = Path(os.path.commonpath(folders))
+    if (root / "meta.json").is_file():  # one run directory: name it from its parent
+        root = root.parent
+    rel = lambda run: os.path.relpath(Path(run).resolve(), root)  # noqa: E731
+    out = frame.copy()
+    if "run" in out:
+        out["run"] = out["run"].map(rel)
+    if "runs" in out:
+        out["runs"] = out["runs"].map(lambda runs: tuple(rel(r) for r in runs))
+    return out
 
 
 def write(frame: pd.DataFrame, fmt: str, out: str | Path | None, table: str) -> str | None:

@@ -15,7 +15,7 @@ from typing import Iterable
 
 from PIL import Image
 
-from bench.errors import UserError
+from bench.errors import BenchWarning, UserError
 
 # What Pillow raises for files that are not (complete) images.
 DECODE_ERRORS = (OSError, ValueError, SyntaxError, Image.DecompressionBombError)
@@ -86,7 +86,7 @@ class Unreadable:
                             "remove it, or set data.strict: false to skip such files with a warning")
         self.files.update(new)
         warnings.warn(f"skipped {len(new)} unreadable image(s) ({len(self.files)} so far): {', '.join(new)}",
-                      stacklevel=2)
+                      BenchWarning)
 
     def check_not_empty(self, batch_size: int, paths: list[str]) -> None:
         """A training micro-batch needs at least one image."""

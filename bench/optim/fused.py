@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from bench.errors import UserError
+from bench.errors import BenchWarning, UserError
 
 SOURCE = Path(__file__).with_name("csrc") / "vrgd_cpu.cpp"
 # The step kernels' per-tensor settings, one row per parameter in this column order (its param group's).
@@ -104,5 +104,5 @@ def refuse(reason: str):
 
 @functools.cache
 def _warn_once(failure: str) -> None:
-    warnings.warn(f"bench: VRGD's fused CPU kernels could not be built ({failure}); using the eager code, "
-                  "which is slower and gives the same results", stacklevel=3)
+    warnings.warn(f"VRGD's fused CPU kernels could not be built ({failure}); using the eager code, "
+                  "which is slower and gives the same results", BenchWarning)
