@@ -101,6 +101,7 @@ def test_sigterm_checkpoints_marks_preempted_and_resumes(recipe, reference, tmp_
     assert meta["status"] == "preempted" and "resume" in meta["reason"] and "resumed" not in meta
     step = int(sorted(run.glob("ckpt-*.pt"))[-1].stem.split("-")[1])
     assert 5 <= step < 30
+    assert f"(checkpoint at step {step})" in meta["reason"] and f"checkpoint at step {step} in" in out  # one count
     resumed = run_cli("run", str(recipe), "--out", str(tmp_path), "--no-progress")
     assert resumed.returncode == 0 and f"at step {step}" in resumed.stdout
     assert_same(outcome(run), reference)
