@@ -185,9 +185,16 @@ def _submit_sweep(args) -> tuple[str, str]:
                         "put overrides in the sweep file's set)")
     out = args.out if args.out != str(DEFAULT_RESULTS) else str(Path("results") / spec.name)
     tasks = args.array or min(len(trials), 64)
-    return spec.name, launch.sbatch_array_script(["sweep", args.recipe, "--out", out], tasks, args.partition,
-                                                 args.time, f"bench-sweep-{spec.name}", Path.cwd(),
-                                                 args.gpus_per_node, args.cpus_per_worker)
+    return spec.name, launch.sbatch_array_script(["sweep", args.recipe, "--out", out], tasks, _slurm(args),
+                                                 f"bench-sweep-{spec.name}", Path.cwd(), args.gpus_per_node,
+                                                 args.cpus_per_worker)
+
+
+def _slurm(args):
+    from bench.engine.launch import Slurm
+
+    return Slurm(args.partition, args.time, args.account, args.qos, args.mem, args.constraint, args.exclusive,
+                 tuple(args.sbatch))
 
 
 def cmd_submit(args) -> int:
@@ -203,9 +210,8 @@ def cmd_submit(args) -> int:
         r = _recipe(args)
         workers = args.workers_per_node or args.gpus_per_node or 1
         recipe_plan(r, args.nodes * workers)  # an impossible plan is refused before the queue
-        name, script = r.name, launch.sbatch_script(_worker_args(args), args.nodes, args.gpus_per_node,
-                                                    args.partition, args.time, f"bench-{r.name}", Path.cwd(),
-                                                    workers, args.cpus_per_worker)
+        name, script = r.name, launch.sbatch_script(_worker_args(args), args.nodes, args.gpus_per_node, _slurm(args),
+                                                    f"bench-{r.name}", Path.cwd(), workers, args.cpus_per_worker)
     if args.dry_run:
         print(script, end="")
         return 0
@@ -308,6 +314,13 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--cpus-per-worker", type=count(1), default=8, help="CPU cores per worker (default 8)")
     s.add_argument("--partition")
     s.add_argument("--time", help="SLURM time limit, e.g. 12:00:00")
+    s.add_argument("--account", help="the account charged (#SBATCH --account)")
+    s.add_argument("--qos", help="quality of service (#SBATCH --qos)")
+    s.add_argument("--mem", help="memory per node, e.g. 200G (#SBATCH --mem)")
+    s.add_argument("--constraint", help="node features, e.g. 'h100&ib' (#SBATCH --constraint)")
+    s.add_argument("--exclusive", action="store_true", help="whole nodes (#SBATCH --exclusive)")
+    s.add_argument("--sbatch", action="append", default=[], metavar="OPTION", help="any other #SBATCH option, as "
+                   "sbatch takes it, e.g. --sbatch=--mail-type=END (repeatable)")
     s.add_argument("--dry-run", action="store_true", help="print the batch script instead of submitting it")
     s.set_defaults(func=cmd_submit, no_progress=True)
 

@@ -4,6 +4,7 @@ import json
 import math
 import os
 import socket
+import subprocess
 from pathlib import Path
 
 import pandas as pd
@@ -166,6 +167,24 @@ def test_submit_dry_run_prints_an_sbatch_script_calling_torchrun(tmp_path):
         assert line in script
     assert script.startswith("#!/bin/bash") and "srun " in script
     assert "#SBATCH --cpus-per-task=64" in script and "--tensorboard" not in script
+
+
+def test_submit_takes_the_options_real_clusters_need_and_a_port_per_job(tmp_path):
+    options = ["--account", "proj42", "--qos", "high", "--mem", "200G", "--constraint", "h100&ib", "--exclusive",
+               "--sbatch=--mail-type=END", "--sbatch", "reservation=bench", "--time", "1:00:00", "--set", "micro_batch=25"]
+    done = run_cli("submit", "recipes/demo.yaml", "--nodes", "2", "--gpus-per-node", "2", *options, "--dry-run",
+                   cwd=RECIPES.parent)
+    assert done.returncode == 0, done.stderr
+    header = [line for line in done.stdout.splitlines() if line.startswith("#SBATCH")]
+    for line in ("#SBATCH --account=proj42", "#SBATCH --qos=high", "#SBATCH --mem=200G", "#SBATCH --constraint=h100&ib",
+                 "#SBATCH --exclusive", "#SBATCH --mail-type=END", "#SBATCH --reservation=bench",
+                 "#SBATCH --time=1:00:00", "#SBATCH --requeue"):
+        assert header.count(line) == 1, line
+    assert "29500" not in done.stdout and "MASTER_PORT=$(( 10000 + SLURM_JOB_ID % 20000 ))" in done.stdout
+    assert '--rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT"' in done.stdout
+    port = subprocess.run(["bash", "-c", "SLURM_JOB_ID=123456; MASTER_PORT=$(( 10000 + SLURM_JOB_ID % 20000 )); "
+                           "echo $MASTER_PORT"], capture_output=True, text=True).stdout.strip()
+    assert port == "13456"
 
 
 def test_submit_to_cpu_nodes_asks_for_no_gpus_and_starts_the_workers_asked_for():

@@ -410,7 +410,9 @@ def test_submit_a_sweep_file_as_a_job_array_of_workers(sweep_file, tmp_path):
     script = done.stdout
     assert "#SBATCH --array=0-3" in script  # one worker per trial: 2 arms x 1 batch x 2 trials
     assert f"-m bench sweep {sweep_file} --out results/tiny" in script and "torch.distributed.run" not in script
-    done = subprocess.run(cmd + ["--array", "2", "--out", "elsewhere"], capture_output=True, text=True, cwd=tmp_path)
+    done = subprocess.run(cmd + ["--array", "2", "--out", "elsewhere", "--account", "proj42", "--exclusive"],
+                          capture_output=True, text=True, cwd=tmp_path)
     assert "#SBATCH --array=0-1" in done.stdout and "--out elsewhere" in done.stdout
+    assert "#SBATCH --account=proj42" in done.stdout and "#SBATCH --exclusive" in done.stdout  # the same header
     bad = subprocess.run(cmd[:6] + ["2", "--gpus-per-node", "1", "--dry-run"], capture_output=True, text=True)
     assert bad.returncode == 2 and "job array of one-GPU workers" in bad.stderr
