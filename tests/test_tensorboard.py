@@ -38,10 +38,21 @@ def recipe(tmp_path, tiny_dataset):
 
 
 def scalars(folder) -> dict:
-    """tag -> [(step, value)] as TensorBoard shows them (orphaned points purged, as its default)."""
+    """tag -> [(step, value)] as TensorBoard shows them."""
     acc = EventAccumulator(str(folder))
     acc.Reload()
     return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+
+
+def raw_points(folder) -> list[tuple[str, int]]:
+    """(tag, step) of every scalar in the event files as written, for any reader that does not purge."""
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+    points = []
+    for path in sorted(folder.glob("events.out.tfevents.*")):
+        for event in EventFileLoader(str(path)).Load():
+            points += [(v.tag, event.step) for v in event.summary.value if v.HasField("tensor") or v.simple_value]
+    return points
 
 
 def only_run(results_dir):
@@ -54,23 +65,26 @@ def assert_curves_match_the_logs(run):
     logs (TensorBoard stores float32)."""
     events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
     metrics = pd.read_csv(run / "metrics.csv")
-    train = scalars(run / "tensorboard" / "train")
-    assert {"train/lr", "train/loss", "train/batch", "train/trust_median"} <= set(train)
+    folder = run / "tensorboard"
+    assert not [p for p in folder.iterdir() if p.is_dir()]  # one TensorBoard run per run: the split is in the tags
+    curves = scalars(folder)
+    assert {"train/lr", "train/loss", "train/batch", "train/trust_median"} <= set(curves)
     for key in ("lr", "loss", "trust_median"):
-        assert train[f"train/{key}"] == [(e["step"], pytest.approx(e[key], rel=1e-6)) for e in events]
-    for folder, axis in (("eval", "step"), ("eval_by_images", "images_seen")):
-        curves = scalars(run / "tensorboard" / folder)
-        assert {"eval/val_top1", "eval/train_eval_top1", "eval/val_loss", "eval/epoch", "eval/lr"} <= set(curves)
-        assert curves["eval/val_top1"] == [(int(a), pytest.approx(v, rel=1e-6))
-                                           for a, v in zip(metrics[axis], metrics["val_top1"])]
+        assert curves[f"train/{key}"] == [(e["step"], pytest.approx(e[key], rel=1e-6)) for e in events]
+    for split, axis in (("eval", "step"), ("eval_by_images", "images_seen")):
+        assert {f"{split}/{k}" for k in ("val_top1", "train_eval_top1", "val_loss", "epoch", "lr")} <= set(curves)
+        assert curves[f"{split}/val_top1"] == [(int(a), pytest.approx(v, rel=1e-6))
+                                               for a, v in zip(metrics[axis], metrics["val_top1"])]
+    raw = raw_points(folder)
+    assert len(raw) == len(set(raw))  # each point once in the files themselves, not only after a purge
 
 
 def test_a_run_writes_live_curves_with_every_logged_scalar(recipe, tmp_path):
     assert main(["run", str(recipe), "--out", str(tmp_path), "--no-progress", "--tensorboard"]) == 0
     run = only_run(tmp_path)
     assert_curves_match_the_logs(run)
-    assert len(scalars(run / "tensorboard" / "train")["train/loss"]) == 15
-    acc = EventAccumulator(str(run / "tensorboard" / "train"))
+    assert len(scalars(run / "tensorboard")["train/loss"]) == 15
+    acc = EventAccumulator(str(run / "tensorboard"))
     acc.Reload()
     assert "recipe/text_summary" in acc.Tags()["tensors"]
 
@@ -101,20 +115,43 @@ def test_logging_changes_no_number_seeds_and_resume_ignore_it(recipe, tmp_path):
     assert group["n"] == 2
 
 
-def test_export_writes_a_folder_per_run_named_by_optimizer_batch_and_seed(recipe, tmp_path, capsys):
+def test_export_writes_a_folder_per_run_named_by_arm_batch_role_and_seed(recipe, tmp_path, capsys):
     assert main(["run", str(recipe), "--out", str(tmp_path / "res"), "--no-progress"]) == 0
     run = only_run(tmp_path / "res")
     assert not (run / "tensorboard").exists()
     capsys.readouterr()
-    assert main(["export", "tensorboard", str(tmp_path / "res"), "--out", str(tmp_path / "tb")]) == 0
-    folder = tmp_path / "tb" / "lars" / "b32" / "seed0" / f"tb-{run.name}"
-    assert capsys.readouterr().out.strip() == str(folder)
-    (folder / "tensorboard").mkdir()  # the same layout as a live run's folder, for the shared check
-    for name in ("train", "eval", "eval_by_images"):
-        (folder / name).rename(folder / "tensorboard" / name)
+    for _ in range(2):  # exporting twice into one folder rewrites it: no point twice
+        assert main(["export", "tensorboard", str(tmp_path / "res"), "--out", str(tmp_path / "tb")]) == 0
+    folder = tmp_path / "tb" / "lars" / "b32" / "run" / "seed0" / f"tb-{run.name}"
+    assert capsys.readouterr().out.split() == [str(folder)] * 2
+    copy = tmp_path / "copy"  # the same layout as a live run's folder, for the shared check
+    copy.mkdir()
+    folder.rename(copy / "tensorboard")
     for name in ("events.jsonl", "metrics.csv"):
-        (folder / name).write_bytes((run / name).read_bytes())
-    assert_curves_match_the_logs(folder)
+        (copy / name).write_bytes((run / name).read_bytes())
+    assert_curves_match_the_logs(copy)
+
+
+def test_a_sweep_writes_hparams_and_exports_by_arm_role_and_trial(tmp_path, tiny_dataset):
+    from tests.test_sweep import BASE, SWEEP
+
+    write_recipe(tmp_path / "base.yaml", BASE.replace("DATA", str(tiny_dataset)) + "logging: {tensorboard: true}\n")
+    sweep = write_recipe(tmp_path / "tiny.yaml", SWEEP)
+    assert main(["sweep", str(sweep), "--out", str(tmp_path / "res"), "--only", "sgd-b32-t01"]) == 0
+    [run] = [p for p in (tmp_path / "res" / "tiny-sgd-b32-t01").iterdir() if p.is_dir()]
+    acc = EventAccumulator(str(run / "tensorboard"))
+    acc.Reload()
+    assert "_hparams_/session_start_info" in acc.summary_metadata and "hparams/val_top1" in acc.Tags()["scalars"]
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    data = plugin_data_pb2.HParamsPluginData.FromString(
+        acc.summary_metadata["_hparams_/session_start_info"].plugin_data.content)
+    params = dict(data.session_start_info.hparams)
+    assert params["tags.arm"].string_value == "sgd" and params["global_batch"].number_value == 32
+    assert params["tags.role"].string_value == "trial" and params["optimizer.lr"].number_value > 0
+    assert main(["export", "tensorboard", str(tmp_path / "res"), "--out", str(tmp_path / "tb")]) == 0
+    assert [p.relative_to(tmp_path / "tb").parts[:4] for p in (tmp_path / "tb").glob("*/*/*/*/*")] == [
+        ("sgd", "b32", "trial-t01", "seed0")]
 
 
 def test_without_the_package_the_key_is_one_sentence(recipe, tmp_path, capsys, monkeypatch):

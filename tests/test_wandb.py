@@ -94,6 +94,7 @@ def test_a_run_writes_offline_wandb_curves_config_and_tags(recipe, tmp_path):
     rows, [start] = assert_wandb_matches_the_logs(run)
     assert len([r for r in rows if "train/loss" in r]) == 15
     assert start.project == "bench-test" and list(start.tags) == ["lars", "b32", "seed0"]
+    assert start.run_group.startswith("lars-b32-") and start.job_type == "run"  # a recipe's seeds share the group
     config = {item.key: json.loads(item.value_json) for item in start.config.update}
     assert config["optimizer"]["name"] == "lars" and config["global_batch"] == 32
 
@@ -114,6 +115,8 @@ def test_a_preempted_run_resumes_the_same_wandb_run_without_a_point_twice(recipe
     assert f"resuming {run} at step 8" in resumed.stdout
     _, runs = assert_wandb_matches_the_logs(run)
     assert len(runs) == 2  # two segments of one W&B run: `wandb sync` joins them
+    assert list(runs[0].tags) == ["lars", "b32", "seed0"] and list(runs[1].tags) == ["lars", "b32", "seed0", "resumed"]
+    assert runs[0].run_group == runs[1].run_group
 
 
 def test_a_killed_run_never_sends_a_point_twice(recipe, tmp_path):

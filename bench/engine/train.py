@@ -405,13 +405,21 @@ def open_run(results: Path, recipe: Recipe, restart: bool, run_dir: Path | None)
 
 
 def _curves(recipe: Recipe, run: RunDir, state) -> list:
-    """The live curve writers the recipe asks for, resuming at the checkpoint's step and images."""
+    """The live curve writers the recipe asks for; a resumed run's TensorBoard folder is rewritten from its logs
+    (already cut back to the checkpoint), W&B continues its run."""
     out = []
     if recipe.logging.tensorboard:
-        out.append(tensorboard.Curves(run.path / tensorboard.FOLDER, recipe.to_yaml(), state.step, state.images))
+        out.append(tensorboard.Curves(run.path / tensorboard.FOLDER, recipe.to_yaml(), replay=run.path))
     if recipe.logging.wandb:
+        from bench.analysis.results import digest, seed_key
+
+        saved = recipe.model_dump(mode="json")
         tags = [recipe.optimizer.name, f"b{recipe.global_batch}", f"seed{recipe.seed}"]
-        out.append(wandb_curves.WandbCurves(run.path, recipe.logging.wandb, recipe.model_dump(mode="json"), tags))
+        out.append(wandb_curves.WandbCurves(run.path, recipe.logging.wandb, saved, tags,
+                                            group=f"{recipe.optimizer.name}-b{recipe.global_batch}-"
+                                                  f"{digest(seed_key(saved, run.meta))}",
+                                            job_type=str(recipe.tags.get("role", "run")),
+                                            resumed_at=state.step or None))
     return out
 
 
@@ -492,8 +500,10 @@ def _start_records(run: RunDir, trainer: Trainer, state: Progress, resumed: bool
 def _train_loop(trainer: Trainer, run: RunDir | None, state: Progress, progress: bool,
                 preempted: PreemptionFlag) -> tuple[str, str | None]:
     """Trainer.run, with a crash marked "failed" in meta.json (then raised) and the curves closed either way."""
+    status = None
     try:
-        return trainer.run(run, state, progress, preempted)
+        status, reason = trainer.run(run, state, progress, preempted)
+        return status, reason
     except BaseException as e:
         if run:
             reason = str(e) if isinstance(e, OutOfSpace) else f"{type(e).__name__}: {e}"
@@ -502,4 +512,4 @@ def _train_loop(trainer: Trainer, run: RunDir | None, state: Progress, progress:
         raise
     finally:
         for curves in run.curves if run else []:
-            curves.close()
+            curves.close(finished=status in ("completed", "diverged"))

@@ -38,15 +38,21 @@ def run_id(run: Path) -> str:
 class WandbCurves:
     """A W&B run for the run directory `path`, sending points as checkpoints keep them."""
 
-    def __init__(self, path: Path, spec, recipe: dict, tags: list[str]):
+    def __init__(self, path: Path, spec, recipe: dict, tags: list[str], group: str, job_type: str,
+                 resumed_at: int | None = None):
         require_extra("wandb", "logging.wandb")
         import wandb
 
         self._pending: list[dict] = []
+        # resume="allow": the id names this run directory, so a resumed run (or a requeued job) continues its
+        # W&B run and a new directory starts a new one; group: the seeds of one recipe; job_type: a sweep's role
         self.run = wandb.init(
             project=spec.project, entity=spec.entity, mode=spec.mode, dir=str(path), id=run_id(path),
-            resume="allow", name=run_id(path), config=recipe, tags=tags,
+            resume="allow", name=run_id(path), config=recipe, tags=tags + (["resumed"] if resumed_at else []),
+            group=group, job_type=job_type,
             settings=wandb.Settings(console="off", silent=True, x_disable_stats=True, save_code=False))
+        if resumed_at:  # the segment says where it took over
+            self.run.summary["bench/resumed_at_step"] = resumed_at
         self.run.define_metric("step")
         self.run.define_metric("images_seen")
         self.run.define_metric("train/*", step_metric="step")
@@ -68,7 +74,7 @@ class WandbCurves:
             self.run.log(point)
         self._pending = []
 
-    def close(self) -> None:
+    def close(self, finished: bool = False) -> None:
         """End the W&B run; points no checkpoint keeps are dropped (a resumed run logs them again)."""
         self._pending = []
         self.run.finish()
