@@ -117,6 +117,15 @@ def test_the_documented_gpu_command_runs_on_the_cpu(capsys):
     assert "runner overhead" in out
 
 
+def test_the_built_in_benchmark_fits_a_small_cpu_machine(capsys):
+    """With no recipe and no --batch, the CPU benchmark takes batch 32, not 256 (which a 24 GB machine's kernel
+    killed), and says so; here resnet10t at 32 px so it runs in seconds."""
+    args = ["--device", "cpu", "--model", "resnet10t", "--image-size", "32", "--warmup", "1", "--steps", "1",
+            "--repeats", "1"]
+    assert perf_train.main(args) == 0
+    assert "global batch 32 = 1 x 32 (the CPU default; --batch to change)" in capsys.readouterr().out
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
 def test_cuda_without_a_gpu_is_one_sentence(capsys):
     from bench.cli import main

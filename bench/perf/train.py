@@ -43,6 +43,9 @@ from tqdm import tqdm
 from bench.errors import ArgumentParser, UserError, count
 
 TARGET = 0.03  # runner overhead, 1 - bench / bare img/s
+# The built-in benchmark's batch on a CPU: ResNet-50's 256-image micro-batch at 224 px needs about 24 GB of
+# activations (a 2-core, 24 GB machine's kernel killed it); 32 needs about 3 GB and a step takes seconds.
+CPU_DEFAULT_BATCH = 32
 # Dense bf16 tensor-core peak FLOP/s per GPU (the vendor's data sheet, SXM parts) for model FLOPs utilisation.
 PEAK_BF16 = {"H100": 989e12, "H200": 989e12, "A100": 312e12, "V100": 125e12}
 REFERENCE = Path(__file__).resolve().parents[2] / "results" / "reference" / "throughput_reference.csv"
@@ -62,12 +65,12 @@ def _recipe(args):
     needed = args.warmup + (args.repeats + 1) * args.steps
     if args.recipe:
         recipe = recipes.load(args.recipe, sets)
-    else:
+    else:  # ResNet-50 at 224 px, batch 256: on a CPU, 32 (a few minutes, and memory a laptop has)
         raw = {"name": "perf-train", "model": {"name": "resnet50"},
                "data": {"dataset": "synthetic", "image_size": 224, "workers": max(1, (os.cpu_count() or 2) // 2),
                         "synth": {"classes": 10, "train_per_class": 20, "val_per_class": 1, "size": 256}},
-               "global_batch": 256, "optimizer": {"name": "sgd", "lr": 0.1, "momentum": 0.9}, "epochs": 1,
-               "target_top1": 50}
+               "global_batch": CPU_DEFAULT_BATCH if args.device == "cpu" else 256,
+               "optimizer": {"name": "sgd", "lr": 0.1, "momentum": 0.9}, "epochs": 1, "target_top1": 50}
         recipe = recipes.recipe_from_dict("bench perf train", recipes.apply_sets(raw, sets))
     return recipe.model_copy(update={"epochs": max(recipe.epochs, needed * recipe.global_batch)})
 
@@ -368,8 +371,9 @@ def main(argv: list[str] | None = None) -> int:
         plan = trainer.plan
         where = f"{torch.get_num_threads()} threads, load average {os.getloadavg()[0]:.1f}" if device.type == "cpu" \
             else torch.cuda.get_device_name(device)
+        small = " (the CPU default; --batch to change)" if device.type == "cpu" and not (args.recipe or args.batch) else ""
         print(f"bench perf train: {recipe.model.name} at {recipe.data.image_size} px, global batch "
-              f"{plan.batch} = {plan.accum_steps} x {plan.micro_batch}, {recipe.engine.precision}"
+              f"{plan.batch} = {plan.accum_steps} x {plan.micro_batch}{small}, {recipe.engine.precision}"
               f"{', channels_last' if recipe.engine.channels_last else ''}{', compiled' if recipe.engine.compile else ''}"
               f", optimizer {recipe.optimizer.name}; {device.type} ({where}); {args.warmup} warm-up + {args.repeats} x "
               f"{args.steps} timed steps per case\n")
