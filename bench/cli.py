@@ -74,7 +74,8 @@ def _recipe(args):
     from bench import recipe
 
     flags = (["logging.tensorboard=true"] if args.tensorboard else []) + \
-        ([f"engine.threads={args.threads}"] if args.threads else [])
+        ([f"engine.threads={args.threads}"] if args.threads else []) + \
+        ([f"logging.wandb.project={args.wandb}"] if args.wandb else [])
     return recipe.load(args.recipe, args.set + flags)
 
 
@@ -85,6 +86,8 @@ def _worker_args(args) -> list[str]:
         out.append("--tensorboard")
     if args.threads:
         out += ["--threads", args.threads]
+    if args.wandb:
+        out += ["--wandb", args.wandb]
     if args.run_dir:
         out += ["--run-dir", args.run_dir]
     if args.restart:
@@ -179,9 +182,11 @@ def _submit_sweep(args) -> tuple[str, str]:
 
     spec = sweep.load(args.recipe)
     trials = sweep.expand(args.recipe, spec)  # bad input stops here, before anything is written
-    if args.nodes != 1 or args.gpus_per_node > 1 or (args.workers_per_node or 1) != 1 or args.set or args.tensorboard:
+    if args.nodes != 1 or args.gpus_per_node > 1 or (args.workers_per_node or 1) != 1 or args.set or args.tensorboard \
+            or args.wandb or args.threads:
         raise UserError(f"{args.recipe}: a sweep is submitted as a job array of one-GPU workers; use --nodes 1 "
-                        "--gpus-per-node 1 (or 0 on CPU nodes; no --workers-per-node, and no --set or --tensorboard: "
+                        "--gpus-per-node 1 (or 0 on CPU nodes; no --workers-per-node, and no --set, --tensorboard, "
+                        "--wandb or --threads: "
                         "put overrides in the sweep file's set)")
     out = args.out if args.out != str(DEFAULT_RESULTS) else str(Path("results") / spec.name)
     tasks = args.array or min(len(trials), 64)
@@ -276,6 +281,8 @@ def parser() -> argparse.ArgumentParser:
         s.add_argument("--tensorboard", action="store_true", help="live TensorBoard curves in <run>/tensorboard "
                        "(recipe key logging.tensorboard)")
         s.add_argument("--threads", metavar="N|auto", help="CPU threads per process (recipe key engine.threads)")
+        s.add_argument("--wandb", metavar="PROJECT", help="Weights & Biases curves to PROJECT, offline unless the "
+                       "recipe says online (recipe key logging.wandb.project; timm's --log-wandb)")
 
     s = sub.add_parser("run", help="train one recipe (resuming its unfinished run, if any)")
     run_arguments(s)

@@ -143,3 +143,13 @@ def test_without_the_package_the_key_is_one_sentence(recipe, tmp_path, capsys, m
         f"bench: error: {recipe}: key 'logging.wandb' asks for the wandb package, which is not installed; "
         "pip install -e '.[wandb]' (./setup.sh installs it)\n")
     assert not (tmp_path / "out").exists()
+
+
+def test_the_wandb_flag_sets_the_project(tmp_path, tiny_dataset):
+    from bench.cli import _recipe, _worker_args, parser
+
+    path = write_recipe(tmp_path / "r.yaml", RECIPE.replace("DATA", str(tiny_dataset)))
+    args = parser().parse_args(["run", str(path), "--wandb", "my-project"])
+    r = _recipe(args)
+    assert r.logging.wandb.project == "my-project" and r.logging.wandb.mode == "offline"
+    assert _worker_args(args)[-2:] == ["--wandb", "my-project"]  # torchrun's workers get it too
