@@ -122,3 +122,24 @@ def test_a_warning_is_one_line_of_bench_s_own(tmp_path):
     assert done.returncode == 0
     assert done.stderr == ("bench: warning: key 'data.loader': 'synthetic' is deprecated, use 'random' (the same "
                            "random tensors; the dataset 'synthetic' is generated images)\n")
+
+
+LIGHT = """
+import sys
+from bench.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit:
+    pass
+heavy = sorted({m.split(".")[0] for m in sys.modules} & {"torch", "timm", "nvidia", "torchvision", "pandas"})
+print("HEAVY", heavy)
+"""
+
+
+@pytest.mark.parametrize("args", [["--version"], ["--help"], ["report", "--columns"]])
+def test_help_version_and_column_definitions_import_no_torch(args):
+    """They answer in a second or two: torch, timm, DALI and pandas are imported only where a command needs them."""
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", LIGHT, *args], capture_output=True, text=True)
+    assert done.stdout.strip().splitlines()[-1] == "HEAVY []", done.stdout[-500:] + done.stderr[-500:]

@@ -22,13 +22,15 @@ EXTENSIONS = {"markdown": "md", "csv": "csv"}
 
 
 def cmd_report(args) -> int:
-    from bench.analysis import export, report, results
+    from bench.analysis import export
 
-    if args.columns:  # the definitions, without reading any run
+    if args.columns:  # the definitions, without reading any run (or importing pandas)
         for column, meaning in export.COLUMNS.items():
             print(f"{column}: {meaning}")
         print(f"<column>_std: {export.STD}<column>")
         return 0
+    from bench.analysis import report, results
+
     if args.out and not Path(args.out).resolve().parent.is_dir():
         raise UserError(f"--out {args.out}: the folder {Path(args.out).resolve().parent} does not exist")
     runs = results.load(args.paths, args.strict)

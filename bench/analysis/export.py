@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
+if TYPE_CHECKING:  # pandas is imported by the callers that hold frames; `bench report --columns` needs none
+    import pandas as pd
 
 from bench.engine.rundir import atomic_write, versions
 from bench.errors import UserError

@@ -1,165 +1,17 @@
-"""Data behind one interface, whatever the backend.
+"""Data behind one interface, whatever the backend: `build()` and `Data` (pipeline.py), the loaders
+(loaders.py), the layouts (folder.py), sampling and crops (sampling.py, augment.py), the datasets bench
+generates or converts (synthetic, digits, cifar, idx) and `bench data` (commands.py).
 
-`build()` turns a recipe's data section into a `Data` object that gives the
-runner this rank's training micro-batches for any range of steps, and the
-validation and train-eval batches (each image exactly once over all ranks).
-
-Loaders (`data.loader`, registered in loaders.py): "dali" (decoding on the GPU
-when `device` is CUDA, else on the CPU), "torchvision" (the reference), "random"
-(random tensors on the device, no I/O); "auto" = dali when nvidia.dali imports,
-else torchvision. All give the same images in the same order with the same crops
-(sampling.py, augment.py). A batch is (images (N, 3, S, S) normalised, labels int64 (N,)),
-see output.py; it is on `data.device` for dali and random and on the CPU
-(pinned when CUDA is there) for torchvision: the runner's `.to(device)` covers
-both. Unreadable images are skipped with a warning and counted in
-`data.unreadable.files` (or an error with `data.strict`).
+The names of pipeline.py are re-exported lazily, so importing this package (for `bench data`, `bench
+--version`, the analysis) does not import torch until a pipeline is asked for.
 """
 
-from __future__ import annotations
-
-import copy
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Iterable, Iterator
-
-import torch
-
-from bench.data import folder as folder_layout
-from bench.data import images, loaders, sampling, synthetic
-from bench.data.output import Options
-from bench.errors import UserError
-from bench.recipe import LOADER_ALIASES, DataSpec
+PIPELINE = ("Data", "build", "dali_available", "default_device", "resolve_loader", "resolve_root", "scan")
 
 
-def dali_available() -> bool:
-    try:
-        import nvidia.dali  # noqa: F401
-    except Exception:  # noqa: BLE001 - an ImportError, or a broken CUDA install underneath
-        return False
-    return True
+def __getattr__(name: str):
+    if name in PIPELINE:
+        from bench.data import pipeline
 
-
-def resolve_loader(loader: str) -> str:
-    """The registered loader a recipe's `data.loader` names (auto: dali where it imports; old aliases)."""
-    loader = LOADER_ALIASES.get(loader, loader)
-    if loader == "auto":
-        return "dali" if dali_available() else "torchvision"
-    if loader == "dali" and not dali_available():
-        raise UserError("key 'data.loader' is 'dali' but nvidia.dali does not import; "
-                        "install nvidia-dali-cuda130, or set data.loader to torchvision or auto")
-    return loader
-
-
-@dataclass
-class Data:
-    spec: DataSpec
-    root: Path
-    layout: folder_layout.Folder
-    stream: sampling.StepStream
-    train_eval_indices: list[int]
-    rank: int
-    world: int
-    loader: str = "torchvision"
-    device: torch.device = torch.device("cpu")
-    opts: Options | None = None
-    unreadable: images.Unreadable = field(default_factory=images.Unreadable)
-    cache: dict = field(default_factory=dict, repr=False)  # what is built once: evaluation batches, DALI's pipelines
-
-    def __post_init__(self):
-        if self.opts is None:
-            s = self.spec
-            self.opts = Options(s.image_size, s.crop_scale_min, s.random_flip, s.workers, augment=s.augment, pad=s.pad)
-        self.backend: loaders.Loader = loaders.get(self.loader)
-
-    @property
-    def num_classes(self) -> int:
-        return len(self.layout.classes)
-
-    @property
-    def train_size(self) -> int:
-        return len(self.layout.train)
-
-    @property
-    def val_size(self) -> int:
-        return len(self.layout.val)
-
-    def train(self, start_step: int, end_step: int) -> Iterator:
-        """This rank's micro-batches for steps [start_step, end_step), accum_steps per step."""
-        return self.backend.train(self, start_step, end_step)
-
-    def samples(self, start_step: int, end_step: int) -> Iterator[list[tuple[int, int]]]:
-        """(image index, augmentation seed) of each of this rank's micro-batches for those steps."""
-        stream = copy.copy(self.stream)  # its permutation cache is its own (DALI reads it on a thread)
-        return stream.iterate(start_step, end_step)
-
-    def _eval(self, name: str, split: folder_layout.Split, indices) -> Iterable:
-        if name not in self.cache:
-            mine = [indices[i] for i in sampling.eval_shard(len(indices), self.rank, self.world)]
-            batch = self.spec.eval_batch
-            self.cache[name] = self.backend.evaluation(self, split, [mine[j:j + batch] for j in range(0, len(mine), batch)])
-        return self.cache[name]
-
-    def val(self) -> Iterable:
-        """This rank's share of the validation set (every image once over all ranks); iterable repeatedly."""
-        return self._eval("val", self.layout.val, range(self.val_size))
-
-    @property
-    def holdout_size(self) -> int:
-        return len(self.layout.holdout)
-
-    def holdout(self) -> Iterable:
-        """The held-out training images (data.holdout) with validation transforms, every one once."""
-        return self._eval("holdout", self.layout.holdout, range(self.holdout_size))
-
-    def train_eval(self) -> Iterable:
-        """Training images with validation transforms, the same subset every time."""
-        return self._eval("train_eval", self.layout.train, self.train_eval_indices)
-
-
-def resolve_root(spec: DataSpec) -> Path:
-    """The dataset folder: the given path, or the cached generated dataset."""
-    if spec.dataset in ("folder", "filelist"):
-        return Path(spec.path)
-    if spec.dataset == "digits":
-        from bench.data import digits
-
-        return digits.cached(spec.digits)
-    return synthetic.cached(spec.synth)
-
-
-def scan(spec: DataSpec, loader: str) -> folder_layout.Folder:
-    """The dataset's layout; a loader that reads no files (random) on the synthetic dataset needs none."""
-    if not loaders.get(loader).READS_FILES and spec.dataset == "synthetic":
-        s = spec.synth
-        return folder_layout.virtual([synthetic.wnid(c) for c in range(s.classes)], s.train_per_class, s.val_per_class)
-    root = resolve_root(spec)
-    return folder_layout.scan_lists(root) if spec.dataset == "filelist" else folder_layout.scan(root)
-
-
-def default_device() -> torch.device:
-    return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
-
-
-def build(spec: DataSpec, global_batch: int, micro_batch: int, rank: int, world: int, seed: int,
-          device: torch.device | str | None = None, dtype: str = "float32", channels_last: bool = False) -> Data:
-    """The data of one rank. `device`: where the model runs (default: the current CUDA device, else
-    the CPU); DALI decodes on it when it is a GPU. `dtype` ("float32" or "bfloat16") and
-    `channels_last` shape the image batches."""
-    loader = resolve_loader(spec.loader)
-    device = torch.device(device) if device is not None else default_device()
-    if device.type == "cuda" and device.index is None:
-        device = torch.device("cuda", torch.cuda.current_device())
-    layout = scan(spec, loader)
-    if spec.holdout:
-        held = sampling.holdout_indices(len(layout.train), spec.holdout)
-        if not 0 < len(held) < len(layout.train):
-            raise UserError(f"key 'data.holdout' is {spec.holdout:g}: that holds out {len(held)} of the "
-                            f"{len(layout.train)} training images; at least one must be held out and one kept")
-        layout = layout.hold_out(held.tolist())
-    stream = sampling.StepStream(len(layout.train), global_batch, micro_batch, rank, world, seed)
-    size = spec.train_eval_size or len(layout.val)
-    subset = sampling.train_eval_subset(len(layout.train), size).tolist()
-    opts = Options(spec.image_size, spec.crop_scale_min, spec.random_flip, spec.workers, dtype, channels_last,
-                   spec.augment, spec.pad)
-    return Data(spec, layout.root, layout, stream, subset, rank, world, loader, device, opts,
-                images.Unreadable(spec.strict))
+        return getattr(pipeline, name)
+    raise AttributeError(f"module 'bench.data' has no attribute {name!r}")

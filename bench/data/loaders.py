@@ -4,7 +4,7 @@
     torchvision  bench/data/torchvision.py    the reference: PIL decoding in a torch DataLoader
     random       bench/data/random_tensors.py random tensors on the device, no I/O (throughput only)
 
-"auto" picks dali when nvidia.dali imports, else torchvision (bench.data.resolve_loader). The old name
+"auto" picks dali when nvidia.dali imports, else torchvision (bench.data.pipeline.resolve_loader). The old name
 of the random loader, `synthetic`, is a deprecated alias (bench.recipe.LOADER_ALIASES): it was one word
 for two things, beside the generated-JPEG *dataset* `synthetic`.
 
