@@ -222,3 +222,32 @@ target_top1: 50
     events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
     assert len(events) == 1 and math.isfinite(events[0]["loss"]) and 0 <= events[0]["gsnr_clip_frac"] <= 1
     assert pd.read_csv(run / "metrics.csv")["images_seen"].tolist() == [98304]
+
+
+def test_micro_batch_auto_fits_the_memory_and_leaves_the_random_state_alone(tmp_path, monkeypatch, capsys):
+    from bench.engine import memory
+    from bench.engine.distributed import Dist
+
+    path = write_recipe(tmp_path / "r.yaml", (RECIPES / "demo.yaml").read_text().replace("micro_batch: 50",
+                                                                                         "micro_batch: auto"))
+    dist = Dist(0, 1, 0, torch.device("cpu"))
+    roomy = Trainer(recipe_mod.load(path), dist)
+    assert roomy.plan.micro_batch == 100 and roomy.memory_note is None  # the whole batch fits: engine's cap rules
+    per_image = memory.saved_bytes_per_image(roomy.model, 64, torch.device("cpu"), torch.float32)
+    monkeypatch.setattr(memory, "free_bytes", lambda device: 2 * 30 * per_image)  # room for 30 images' activations
+    tight = Trainer(recipe_mod.load(path), dist)
+    assert tight.plan.micro_batch == 25 and "at most 30 images fit" in tight.memory_note  # 25 divides 100
+    explicit = Trainer(recipe_mod.load(path, ["micro_batch=25"]), dist)
+    for a, b in zip(tight.model.parameters(), explicit.model.parameters()):
+        assert torch.equal(a, b)  # the probe model drew no random numbers the run's model then misses
+    monkeypatch.setattr(memory, "free_bytes", lambda device: per_image / 4)
+    assert main_run(path, tmp_path) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("bench: error: micro_batch auto: one 64 px image of resnet10t keeps") and err.count("\n") == 1
+    assert not (tmp_path / "out").exists()
+
+
+def main_run(path, tmp_path) -> int:
+    from bench.cli import main
+
+    return main(["run", str(path), "--out", str(tmp_path / "out"), "--no-progress"])

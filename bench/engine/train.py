@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import signal
 import sys
 import threading
@@ -112,10 +113,11 @@ class Trainer:
 
     def __init__(self, recipe: Recipe, dist: distributed.Dist):
         self.recipe, self.dist, self.device = recipe, dist, dist.device
+        self.memory_note = None
         torch.manual_seed(recipe.seed)
         if self.device.type == "cuda":
             torch.backends.cudnn.benchmark = True
-        self.plan = recipe_plan(recipe, dist.world)
+        self.plan = recipe_plan(recipe, dist.world, self._memory_cap() if recipe.micro_batch == "auto" else None)
         self.data: Data = build(recipe.data, self.plan.batch, self.plan.micro_batch, dist.rank, dist.world,
                                 recipe.seed, device=self.device, channels_last=recipe.engine.channels_last)
         model = create_model(recipe, self.data.num_classes)
@@ -134,6 +136,29 @@ class Trainer:
         self.pace = Pace(recipe, self.plan, self.data.train_size, self.opt.pace == "scale_invariant")
         self.group_images = self.plan.micro_per_group * self.plan.micro_batch
         self.slowdown = threads.Slowdown(torch.get_num_threads())
+
+    def _memory_cap(self) -> int:
+        """The largest micro-batch whose activations fit the device (engine/memory.py), from a probe model that
+        leaves the random state as it found it; one sentence when not even one image fits."""
+        from bench.engine import memory
+
+        recipe, device = self.recipe, self.device
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+            probe = create_model(recipe, recipe.model.kwargs.get("num_classes", 10))
+            probe = probe.to(device, dtype=param_dtype(recipe))
+            with autocast(recipe, device):
+                cap, per_image, free = memory.micro_batch_cap(
+                    probe, recipe.data.image_size, device, param_dtype(recipe), int(os.environ.get("LOCAL_WORLD_SIZE", 1)))
+        del probe
+        if cap < 1:
+            raise UserError(f"micro_batch auto: one {recipe.data.image_size} px image of {recipe.model.name} keeps "
+                            f"{per_image / 2**20:,.0f} MB of activations and {free / 2**30:.1f} GB are free on "
+                            f"{device}: a smaller image_size or model, or more memory")
+        if cap < recipe.engine.micro_batch_cap:
+            self.memory_note = (f"micro_batch auto: at most {cap} images fit ({per_image / 2**20:,.1f} MB of "
+                                f"activations an image, {memory.FRACTION:.0%} of the {free / 2**30:.1f} GB free on "
+                                f"{device})")
+        return cap
 
     def _sync_context(self, micro: int, accum: int):
         """DDP all-reduces only on the step's last micro-batch, and never for self-reducing optimizers."""
@@ -489,6 +514,8 @@ def _start_records(run: RunDir, trainer: Trainer, state: Progress, resumed: bool
             run.discard()
             raise
         print(f"run directory: {run.path}")
+    if trainer.memory_note:  # only where the memory, not engine.micro_batch_cap, chose
+        print(trainer.memory_note)
     threads_used = torch.get_num_threads()
     print(f"plan: {trainer.plan}, {threads_used} CPU thread{'s' * (threads_used != 1)}")
     what = "steps" if pace.fixed else f"schedule steps of {pace.reference} images"
