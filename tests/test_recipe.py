@@ -256,3 +256,13 @@ def test_every_listed_key_can_be_set_from_the_command_line():
         recipe.load(RECIPES / "demo.yaml", ["epoch=2"])
     with pytest.raises(UserError, match=r"did you mean 'adaptive_batch.min_batch'"):
         recipe.load(RECIPES / "demo.yaml", ["adaptive_batch.min_bach=2"])
+
+
+def test_a_long_wrong_value_is_shown_by_its_type_and_a_short_start(tmp_path):
+    big = "[" + ", ".join(["[" + ", ".join(["x"] * 40) + "]"] * 40) + "]"
+    path = write_recipe(tmp_path / "r.yaml", BASE.replace("global_batch: 64", f"global_batch: {big}"))
+    with pytest.raises(UserError) as caught:
+        recipe.load(path)
+    message = str(caught.value)
+    assert "key 'global_batch': input should be a valid integer (got a list starting [['x', 'x'" in message
+    assert len(message) < 250 and message.endswith("...)")
