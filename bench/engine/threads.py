@@ -1,14 +1,14 @@
 """CPU threads that survive a shared machine: `engine.threads` and OpenMP's waiting.
 
-Two things made a run on a 2-core machine beside one busy process 20-45x slower than the
-same run alone (7-21 img/s against 330-460; one thread: 220):
+Two things made a run on a 2-core machine beside one busy process many times slower than the
+same run alone (`nice -n 10 bench run recipes/demo.yaml` beside a busy loop: 87 img/s with libgomp's default
+spin, 203 with bench's, 364 alone):
 
 - OpenMP threads *spin* at every barrier (libgomp: 300,000 spins before they sleep). When one
   of a step's threads waits for a core held by another process, the others burn their cores
   spinning for it. `quiet_openmp()` (called by the CLI before torch loads) sets GOMP_SPINCOUNT
-  and KMP_BLOCKTIME (Intel's OpenMP) low unless the user set them or OMP_WAIT_POLICY: measured
-  on the demo model, the same speed alone (350 against 358 img/s) and 199 img/s instead of 21
-  beside a busy process.
+  and KMP_BLOCKTIME (Intel's OpenMP) low unless the user set them or OMP_WAIT_POLICY: the
+  same speed alone, more than twice the speed beside a busy process.
 - More threads than cores: `auto` takes the cores this process may use (its affinity mask and
   a cgroup CPU quota, divided by torchrun's local workers), capped by OMP_NUM_THREADS when set,
   and never more.
