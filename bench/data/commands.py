@@ -67,7 +67,7 @@ def cmd_cifar(args) -> int:
 def cmd_idx(args) -> int:
     from bench.data import idx
 
-    counts = idx.convert(args.dir, args.out, per_class=args.per_class, val_per_class=args.val_per_class,
+    idx.convert(args.dir, args.out, per_class=args.per_class, val_per_class=args.val_per_class,
                          classes=args.classes.split(",") if args.classes else None, names=args.names, seed=args.seed)
     print(_summary(Path(args.out)))
     return 0
