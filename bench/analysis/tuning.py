@@ -40,7 +40,7 @@ from bench.analysis.render import NO_NUMBER, Cell, Table
 from bench.analysis.results import Study, numbers, once_per_seed, read_events
 from bench.errors import UserError
 
-CONFIDENCE = 0.95
+CONFIDENCE = 1 - power.ALPHA
 PRIMARY = ("vrgd_lars", "lars")  # the study's declared question: its own Holm family, one test per batch
 PLAN_EFFECT = 1.0  # pp: "seeds for 1 pp" plans the next study at the observed noise
 
@@ -123,19 +123,6 @@ def mean_std_n(values) -> tuple[float, float, int]:
     return float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else math.nan, len(v)
 
 
-def welch(x, y) -> tuple[float, tuple[float, float]]:
-    """mean(x) - mean(y) and its CONFIDENCE interval (Welch's t, unequal variances); NaN interval below 2+2 values
-    or when both sides have no spread."""
-    from scipy import stats
-
-    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    diff = float(x.mean() - y.mean()) if len(x) and len(y) else math.nan
-    if len(x) < 2 or len(y) < 2 or (x.std() == 0 and y.std() == 0):
-        return diff, (math.nan, math.nan)
-    ci = stats.ttest_ind(x, y, equal_var=False).confidence_interval(CONFIDENCE)
-    return diff, (float(ci.low), float(ci.high))
-
-
 def verdict_word(x: str, y: str, cell_x: pd.Series, cell_y: pd.Series, c: power.Comparison | None,
                  p_holm: float, detectable: float) -> str:
     """'X better' / 'Y better' when the family's Holm-adjusted p is under ALPHA; else 'within noise', with the
@@ -177,9 +164,10 @@ def steps_ratio(cell_x: pd.Series, cell_y: pd.Series) -> Cell:
     rng = np.random.default_rng(0)
     boot = ratio(rng.choice(sx, (BOOTSTRAP, len(sx))), rng.choice(sy, (BOOTSTRAP, len(sy))))
     boot = boot[~np.isnan(boot)]
-    low, high = (np.quantile(boot, [0.025, 0.975], method="inverted_cdf") if len(boot) and min(len(sx), len(sy)) > 1 else (math.nan,) * 2)
-    ci = (float(low), float(high)) if low == low and (low != high or low != point) else None
-    return Cell(point, kind="ratio", ci=ci, note=note)
+    if not len(boot) or min(len(sx), len(sy)) < 2:
+        return Cell(point, kind="ratio", note=note)
+    low, high = np.quantile(boot, [0.025, 0.975], method="inverted_cdf")
+    return Cell(point, kind="ratio", ci=(float(low), float(high)) if low != high else None, note=note)  # no spread
 
 
 def verdict(study: Study, baseline: str | None = None) -> Table:
