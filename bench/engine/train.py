@@ -50,7 +50,7 @@ from bench.engine import checkpoint, distributed, tensorboard, threads, wandb_cu
 from bench.engine.faults import crash_point
 from bench.engine.pace import Pace
 from bench.engine.plan import recipe_plan
-from bench.engine.rundir import (RESUMABLE, RunDir, git_commit, held_by_a_process, host_info, now,
+from bench.engine.rundir import (FINISHED, RESUMABLE, RunDir, git_commit, held_by_a_process, host_info, now,
                                  prune_checkpoints, versions)
 from bench.errors import OutOfSpace, UserError
 from bench.recipe import Recipe, timm_models
@@ -470,7 +470,7 @@ def _train(recipe: Recipe, results: Path, dist: distributed.Dist, progress: bool
         _start_records(run, trainer, state, resumed)
     status, reason = _train_loop(trainer, run, state, progress, preempted)
     if run:
-        if status in ("completed", "diverged"):  # nothing left to resume: the disk gets back all but the final one
+        if status in FINISHED:  # nothing left to resume: the disk gets back all but the final one
             prune_checkpoints(run.path, int(recipe.checkpoint.keep_final))
         run.write_meta(status=status, reason=reason, end_time=now(),
                        unreadable_images=sorted(trainer.data.unreadable.files))
@@ -539,4 +539,4 @@ def _train_loop(trainer: Trainer, run: RunDir | None, state: Progress, progress:
         raise
     finally:
         for curves in run.curves if run else []:
-            curves.close(finished=status in ("completed", "diverged"))
+            curves.close(finished=status in FINISHED)
