@@ -68,6 +68,12 @@ class ArgumentParser(argparse.ArgumentParser):
         raise UserError(f"{where}{message} (see {self.prog} --help)")
 
 
+def did_you_mean(word: str, choices) -> str:
+    """" (did you mean 'x'?)" for the closest of choices, or ""."""
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 def count(minimum: int):
     """An argparse type: an integer of at least `minimum`."""
     def parse(text: str) -> int:

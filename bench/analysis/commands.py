@@ -10,6 +10,8 @@ PATH: run directories or results trees (any folder holding run directories).
 
 from __future__ import annotations
 
+import argparse
+import math
 from pathlib import Path
 
 from bench.analysis.render import FORMATS
@@ -87,6 +89,67 @@ def cmd_plot(args) -> int:
     return 0
 
 
+def cmd_project(args) -> int:
+    import pandas as pd
+
+    from bench.analysis import project
+    from bench.analysis.render import Table, cell, render
+
+    presets = project.load_presets(args.presets)
+    if args.list:
+        for name, c in presets.clusters.items():
+            print(f"{name}: {c.per_node} x {c.accelerator} per node, {c.intra_GBps:g} GB/s in a node, "
+                  f"{c.inter_GBps:g} GB/s per node; {c.source}")
+        return 0
+    if args.validate:
+        print(render(project.validation_table(project.validate(presets)), args.format), end="")
+        return 0
+    if not args.cluster:
+        raise UserError("bench project: give --cluster NAME (--list shows the presets), or --validate")
+    cluster, acc = project.cluster_of(presets, args.cluster)
+    if args.reference:
+        inputs, what = project.reference_inputs(), "LARS' epochs to 75.9% from MLPerf's reference convergence points"
+        parameters = project.RESNET50_PARAMETERS
+    else:
+        inputs, facts = project.measured_inputs(args.paths)
+        what = f"median steps and images to target over the seeds of {', '.join(args.paths)}"
+        parameters = args.parameters or project.count_parameters(facts["run"])
+    if args.throughput:
+        device = project.Device(args.throughput, (args.step_overhead_ms or 0.0) / 1e3, acc.memory_GBps)
+        speed = f"{args.throughput:,.0f} img/s per accelerator (given), {args.step_overhead_ms or 0:g} ms a step"
+    elif args.reference or facts.get("resnet50_224"):
+        device = project.Device(acc.images_per_second, acc.step_overhead_ms / 1e3, acc.memory_GBps)
+        speed = f"{acc.images_per_second:,.0f} img/s and {acc.step_overhead_ms:g} ms a step ({acc.source})"
+    else:
+        raise UserError(f"{', '.join(args.paths)}: the runs' model has no published throughput on {cluster.accelerator}"
+                        " (the presets hold ResNet-50 at 224 px): give --throughput IMG_S per accelerator "
+                        "(measure it with `bench perf train RECIPE --device cuda` on one)")
+    counts = args.accelerators
+    frame = project.project(inputs, cluster, device, counts, parameters)
+    slow, fast = args.compare
+    if args.reference:  # the other optimizer's step time at LARS' batches (its steps are not published)
+        other = inputs.assign(optimizer=slow, steps=math.nan, images=math.nan)
+        frame_all = pd.concat([frame, project.project(other, cluster, device, counts, parameters)])
+    else:
+        frame_all = frame
+    note = (f"Projection (bench project, not a measurement): {what}; {args.cluster} ({cluster.source}); {speed}; "
+            f"{parameters:,} parameters")
+    tables = [project.minutes_table(frame, f"Projected minutes to target on {args.cluster}", [note]),
+              project.break_even_table(project.break_even(frame_all, slow, fast), slow, fast)]
+    efficient = project.saturation(frame)
+    if len(efficient):
+        sat = Table("Accelerators worth adding: the most with parallel efficiency of at least "
+                    f"{project.SATURATED:.0%} against the fewest", ["optimizer", "batch", "efficient up to"])
+        sat.rows = [[project.paper.display(r.optimizer), cell(r.global_batch, "int"), cell(r.efficient_up_to, "int")]
+                    for r in efficient.itertuples()]
+        tables.append(sat)
+    print("\n".join(render(t, args.format) for t in tables), end="")
+    if args.plot:
+        for path in project.plot(frame, args.plot, f"{args.cluster}", note):
+            print(path)
+    return 0
+
+
 def regenerate(results_dir: str | Path, plots_dir: str | Path | None, baseline: str | None = None) -> list[Path]:
     """Rewrite the report and tables (markdown and csv, in `results_dir`) and the plots (PNG and SVG, in
     `plots_dir`; None: none) of one results tree; returns the files written. Paper tables are written only when
@@ -123,6 +186,16 @@ def _write_tables(results_dir: Path, outputs: dict) -> list[Path]:
             atomic_write(path, render(table, fmt))
             written.append(path)
     return written
+
+
+def _counts(text: str) -> list[int]:
+    try:
+        counts = [int(t) for t in text.split(",")]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of positive integers")
+    return sorted(set(counts))
 
 
 def add_parsers(sub, default_results: Path) -> None:
@@ -167,6 +240,33 @@ def add_parsers(sub, default_results: Path) -> None:
     s.add_argument("paths", nargs="+", metavar="PATH", help="run directories or results trees")
     s.add_argument("--keep-final", action="store_true", help="keep each finished run's final checkpoint")
     s.set_defaults(func=cmd_clean)
+
+    s = sub.add_parser("project", help="project minutes to target on a cluster from steps to target (a model)",
+                       description="Minutes to target on N accelerators from a results tree's steps and images to "
+                       "target, or from MLPerf's published LARS epochs (--reference), with each optimizer's "
+                       "communication; --validate projects published ResNet-50 time-to-train results.")
+    s.add_argument("paths", **where)
+    s.add_argument("--cluster", metavar="NAME", help="a cluster preset (--list shows them)")
+    s.add_argument("--presets", metavar="FILE", help="a preset file of your own (default: bench's, "
+                   "bench/analysis/clusters.yaml)")
+    s.add_argument("--list", action="store_true", help="list the cluster presets and exit")
+    s.add_argument("--validate", action="store_true", help="project the published runs of "
+                   "results/reference/time_to_train_resnet50.csv and show each error")
+    s.add_argument("--reference", action="store_true", help="LARS on ResNet-50 from MLPerf's reference epochs instead "
+                   "of PATH")
+    s.add_argument("--accelerators", type=_counts, default=[8, 64, 512, 4096], metavar="N,N,...",
+                   help="accelerator counts (default: 8,64,512,4096)")
+    s.add_argument("--throughput", type=float, metavar="IMG_S", help="images/s per accelerator for the runs' model "
+                   "(default: the preset's, for ResNet-50 at 224 px only)")
+    s.add_argument("--step-overhead-ms", type=float, metavar="MS", help="with --throughput: each step's fixed cost "
+                   "(default 0)")
+    s.add_argument("--parameters", type=int, metavar="N", help="the model's parameters (default: counted from the "
+                   "runs' recipe)")
+    s.add_argument("--compare", type=lambda t: tuple(t.split(",")), default=("vrgd_lars", "lars"),
+                   metavar="SLOW,FAST", help="the break-even pair (default: vrgd_lars,lars)")
+    s.add_argument("--format", **fmt)
+    s.add_argument("--plot", metavar="DIR", help="also draw minutes against accelerators into DIR")
+    s.set_defaults(func=cmd_project)
 
     s = sub.add_parser("plot", help="figures (PNG and SVG) of the runs")
     s.add_argument("paths", **where)

@@ -4,13 +4,12 @@ Adding an optimizer: its class in its own module, one line in REGISTRY below, a 
 for each new constructor argument (a guard test checks), and its tests (README: "Adding an optimizer").
 """
 
-import difflib
 import inspect
 
 import torch
 from torch import nn
 
-from bench.errors import UserError
+from bench.errors import UserError, did_you_mean
 
 from .adamw import AdamW
 from .base import GroupOptimizer, validate
@@ -56,24 +55,19 @@ def hyperparameters(cls: type) -> dict:
     return found
 
 
-def _suggest(word: str, choices) -> str:
-    close = difflib.get_close_matches(word, list(choices), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
 def check(name: str, hparams: dict) -> type:
     """Validate an optimizer name and its hyperparameters (lr, weight_decay and the options); return its class.
 
     Raises UserError for an unknown name, an unknown hyperparameter or a bad value.
     """
     if name not in REGISTRY:
-        raise UserError(f"unknown optimizer {name!r}{_suggest(str(name), NAMES)}; valid names are: {', '.join(NAMES)}.")
+        raise UserError(f"unknown optimizer {name!r}{did_you_mean(str(name), NAMES)}; valid names are: {', '.join(NAMES)}.")
     cls = REGISTRY[name]
     valid = hyperparameters(cls)
     for key in hparams:
         if key not in valid:
             raise UserError(
-                f"unknown hyperparameter {key!r} for optimizer {name!r}{_suggest(str(key), valid)}; "
+                f"unknown hyperparameter {key!r} for optimizer {name!r}{did_you_mean(str(key), valid)}; "
                 f"valid ones are: {', '.join(sorted(valid))}."
             )
     validate(hparams)

@@ -1,0 +1,219 @@
+"""bench project: the step-time equations by hand, the byte counts against a real 2-process all-reduce, the
+validation against published time-to-train results, and the CLI's bad inputs."""
+
+import math
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch import nn
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+from torch.nn.parallel import DistributedDataParallel
+
+from bench import optim
+from bench.analysis import project
+from bench.cli import main
+from bench.optim.factory import REGISTRY
+from tests.test_analysis_helpers import TOY, make_run
+
+CLUSTER = project.Cluster(accelerator="X", per_node=4, intra_GBps=100, inter_GBps=10, intra_latency_us=2,
+                          inter_latency_us=5, source="test")
+DEVICE = project.Device(images_per_second=1000, overhead_s=0.004, memory_GBps=1000)
+
+
+def exit_code(args: list[str]) -> int:
+    """bench's exit code: returned for a bad value, raised by argparse for a malformed flag."""
+    try:
+        return main(args)
+    except SystemExit as e:
+        return e.code
+
+
+def test_allreduce_by_hand():
+    s = 1e9  # bytes
+    # one node of 4: ring 2 (g-1)/g S / B + 2 (g-1) a
+    assert project.allreduce_seconds(s, 4, CLUSTER) == pytest.approx(2 * 3 / 4 * s / 100e9 + 2 * 3 * 2e-6)
+    # 8 nodes of 4: plus ring bandwidth and tree latency across the nodes
+    inter = 2 * 7 / 8 * s / 10e9 + 2 * 3 * 5e-6
+    assert project.allreduce_seconds(s, 32, CLUSTER) == pytest.approx(2 * 3 / 4 * s / 100e9 + 2 * 3 * 2e-6 + inter)
+    assert project.allreduce_seconds(s, 1, CLUSTER) == 0  # nothing to reduce
+    # a partial node: 2 accelerators talk inside it only
+    assert project.allreduce_seconds(s, 2, CLUSTER) == pytest.approx(2 * 1 / 2 * s / 100e9 + 2 * 2e-6)
+
+
+def test_step_hides_ddp_all_reduce_behind_backward_but_not_the_statistics():
+    params = 25_000_000
+    parts = project.step_parts(32, 32, CLUSTER, DEVICE, "lars", params)
+    compute = 32 / 1000
+    comm = project.allreduce_seconds(params * 4, 32, CLUSTER)
+    assert parts["compute"] == pytest.approx(compute)
+    assert parts["exposed"] == pytest.approx(max(0.0, comm - 2 / 3 * compute))
+    assert parts["extra"] == 0
+    vrgd = project.step_parts(32, 32, CLUSTER, DEVICE, "vrgd_lars", params, groups=64)
+    assert vrgd["allreduce"] == pytest.approx(project.allreduce_seconds((2 * params + 2) * 4, 32, CLUSTER))
+    assert vrgd["exposed"] == vrgd["allreduce"]  # reduced in step(), after backward
+    # 64 groups over 32 devices: 2 local groups of 6 accesses, then 12 per step, fp32, at 1000 GB/s
+    assert vrgd["extra"] == pytest.approx((6 * 2 + 12) * params * 4 / 1000e9)
+
+
+def test_time_to_target_by_hand_and_a_miss():
+    images, steps = 1_000_000, 1000
+    seconds = project.seconds_to_target(images, steps, 1, CLUSTER, DEVICE, "sgd", 1000)
+    assert seconds == pytest.approx(steps * 0.004 + images / 1000)  # one device: no all-reduce
+    assert project.seconds_to_target(math.inf, math.inf, 8, CLUSTER, DEVICE, "sgd", 1000) == math.inf
+
+
+def test_reduced_bytes_formula():
+    p = 1000
+    assert project.reduced_bytes("lars", p) == 4 * p
+    assert project.reduced_bytes("adascale_sgd", p) == 4 * (p + 2)
+    assert project.reduced_bytes("adascale_sgd", p, param_groups=2, per_group_gain=True) == 4 * (p + 2) + 16
+    assert project.reduced_bytes("vrgd_lars", p) == 4 * (2 * p + 2)
+    assert project.reduced_bytes("simigrad_lars", p) == 4 * (3 * p + 2)
+
+
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+def test_every_optimizer_has_the_kind_its_class_declares(name):
+    cls = REGISTRY[name]
+    assert project.overlapped(name) == (not cls.reduces_gradients)
+    second = {None: 0, "squares": 1, "halves": 2}[cls.second] if cls.reduces_gradients else None  # in units of P
+    assert project.KINDS[project.kind(name)][0] == second
+
+
+def _count_bytes(rank: int, folder: str, name: str, options: dict):
+    """One training step of a small model on 2 gloo ranks, as the runner takes it (DDP reduces a plain optimizer's
+    gradient; a group optimizer's groups run under no_sync and it reduces its own statistics): the bytes reduced."""
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{folder}/init", rank=rank, world_size=2)
+    try:
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3))
+        opt = optim.create(model, name, lr=0.1, weight_decay=0.1, **options)
+        counted = []
+        reduce = dist.all_reduce
+
+        def counting(tensor, *args, **kwargs):
+            counted.append(tensor.numel() * tensor.element_size())
+            return reduce(tensor, *args, **kwargs)
+
+        ddp = DistributedDataParallel(model)
+        ddp.register_comm_hook(None, default_hooks.allreduce_hook)  # DDP's buckets through dist.all_reduce, counted
+        dist.all_reduce = counting
+        x, y = torch.randn(4, 8), torch.randint(0, 3, (4,))
+        if opt.reduces_gradients:
+            for i in range(2):  # two groups per rank
+                with ddp.no_sync():
+                    nn.functional.cross_entropy(ddp(x[2 * i:2 * i + 2]), y[2 * i:2 * i + 2]).backward()
+                opt.observe(index=2 * rank + i)
+        else:
+            nn.functional.cross_entropy(ddp(x), y).backward()
+        opt.step()
+        dist.all_reduce = reduce
+        params = sum(p.numel() for p in model.parameters())
+        torch.save((sum(counted), params, len(opt.param_groups)), f"{folder}/rank{rank}.pt")
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("name,options", [("lars", {}), ("vrgd_lars", {}), ("adascale_lars", {}),
+                                          ("adascale_lars", {"gain": "per_group"}), ("simigrad_lars", {})])
+def test_model_bytes_equal_a_real_two_process_all_reduce(tmp_path, name, options):
+    mp.spawn(_count_bytes, args=(str(tmp_path), name, options), nprocs=2)
+    counted, params, groups = torch.load(tmp_path / "rank0.pt")
+    assert counted == project.reduced_bytes(name, params, groups, options.get("gain") == "per_group")
+
+
+def test_presets_equal_the_fit_to_their_calibration_rows():
+    presets = project.load_presets()
+    runs, _ = project.reference_runs()
+    for accelerator, rows in runs[runs.role == "calibration"].groupby("accelerator"):
+        fit = project.fit(rows, presets)
+        preset = presets.accelerators[accelerator]
+        assert preset.images_per_second == pytest.approx(fit.images_per_second, rel=5e-3)
+        assert preset.step_overhead_ms == pytest.approx(fit.overhead_s * 1e3, rel=5e-3, abs=5e-3)
+
+
+def test_validation_reproduces_the_published_record_within_the_goal():
+    frame = project.validate()
+    runs, _ = project.reference_runs()
+    assert len(frame) == len(runs)  # no row dropped
+    held = frame[frame.role == "validation"]
+    assert len(held) >= 5 and held.error.map(math.isfinite).all()
+    assert held.error.abs().median() < project.GOAL
+    assert frame[frame.role == "calibration"].error.abs().max() < 0.01  # the fit reproduces what it was fit to
+
+
+def test_latencies_barely_move_the_validation():
+    """The presets' latencies are assumptions: halving or doubling them moves no validation row by 1%."""
+    base = project.load_presets()
+    for factor in (0.5, 2.0):
+        clusters = {k: c.model_copy(update={"intra_latency_us": c.intra_latency_us * factor,
+                                            "inter_latency_us": c.inter_latency_us * factor})
+                    for k, c in base.clusters.items()}
+        moved = project.validate(base.model_copy(update={"clusters": clusters}))
+        assert (moved.projected_minutes / project.validate(base).projected_minutes - 1).abs().max() < 0.01
+
+
+def test_reference_projection_and_break_even(capsys, tmp_path):
+    assert main(["project", "--reference", "--cluster", "dgx-h100", "--accelerators", "8,512",
+                 "--plot", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "Projection (bench project, not a measurement)" in out and "Break-even" in out
+    assert (tmp_path / "time-to-train.png").exists()
+
+
+@pytest.mark.parametrize("args,said", [
+    (["--cluster", "dgx-h10", "--reference"], "unknown cluster preset 'dgx-h10' (did you mean 'dgx-h100'?)"),
+    (["--reference"], "give --cluster NAME"),
+    (["--cluster", "dgx-h100", "--accelerators", "0,8", "--reference"], "positive integers"),
+])
+def test_bad_inputs_are_one_sentence(capsys, args, said):
+    assert exit_code(["project", *args]) == 2
+    assert said in capsys.readouterr().err
+
+
+def _tree(root, reached: bool, model="resnet10t", image_size=64):
+    data = dict(TOY, image_size=image_size)
+    for opt in ("lars", "vrgd_lars"):
+        for seed in (1, 2, 3):
+            make_run(root, f"{opt}-s{seed}", opt, 100, seed, [40.0, 70.0 if reached else 50.0], model=model,
+                     data=data)
+    return root
+
+
+def test_a_results_tree_is_projected_with_a_given_throughput(capsys, tmp_path):
+    tree = _tree(tmp_path / "r", reached=True)
+    assert main(["project", str(tree), "--cluster", "dgx-h100", "--throughput", "5000", "--parameters", "1000000",
+                 "--accelerators", "1,4", "--format", "csv"]) == 0
+    out = capsys.readouterr().out
+    assert "5,000 img/s per accelerator (given)" in out
+    # both reach 60% at the second evaluation: 2 epochs of 1000 images at batch 100 = 20 steps
+    minutes_table = out.split("\n\n")[0].splitlines()
+    rows = {line.split(",")[0]: line.split(",")[1:] for line in minutes_table if line.startswith(("LARS,", "VRGD"))}
+    cluster = project.load_presets().clusters["dgx-h100"]
+    for name, opt in (("LARS", "lars"), ("VRGD-LARS", "vrgd_lars")):
+        batch, steps, one, four = map(float, rows[name])
+        assert (batch, steps) == (100, 20)
+        for n, minutes in ((1, one), (4, four)):
+            seconds = project.seconds_to_target(2000, 20, n, cluster, project.Device(5000, 0.0, 3350), opt, 1_000_000)
+            assert minutes == pytest.approx(seconds / 60)
+    assert float(rows["LARS"][2]) == pytest.approx(2000 / 5000 / 60)  # one device: compute only
+
+
+def test_a_results_tree_without_throughput_or_reach_is_one_sentence(capsys, tmp_path):
+    assert exit_code(["project", str(_tree(tmp_path / "a", reached=True)), "--cluster", "dgx-h100",
+                      "--parameters", "10"]) == 2
+    assert "give --throughput IMG_S" in capsys.readouterr().err
+    assert exit_code(["project", str(_tree(tmp_path / "b", reached=False)), "--cluster", "dgx-h100",
+                      "--throughput", "9", "--parameters", "10"]) == 2
+    assert "nothing to project" in capsys.readouterr().err
+
+
+def test_a_bad_preset_file_names_the_key(capsys, tmp_path):
+    bad = tmp_path / "p.yaml"
+    bad.write_text("accelerators: {}\nclusters:\n  c: {accelerator: Z, per_node: 8, intra_GBps: 1, inter_GBps: 1,"
+                   " intra_latency_us: 1, inter_latency_us: 1, source: s}\n")
+    assert exit_code(["project", "--presets", str(bad), "--list"]) == 2
+    assert "key 'clusters.c.accelerator': unknown accelerator 'Z'" in capsys.readouterr().err
