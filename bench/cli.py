@@ -33,7 +33,7 @@ def cmd_validate(args) -> int:
     from bench import recipe
 
     for path in args.recipes:
-        r = recipe.load(path, args.set)
+        r = recipe.load(path, args.set, models=args.models)
         if not args.schema_only:
             check_data(path, r)
         print(f"{path}: ok ({r.name}: {r.model.name}, {r.optimizer.name}, global_batch {r.global_batch})")
@@ -42,9 +42,10 @@ def cmd_validate(args) -> int:
 
 def check_data(path: str, recipe) -> None:
     """A recipe's dataset folder exists and has the layout, said with the recipe file and key."""
+    from bench import catalog
     from bench.data import folder
 
-    if recipe.data.dataset in ("folder", "filelist"):
+    if catalog.DATASETS[recipe.data.dataset].user_path:
         try:
             folder.check(recipe.data.path, recipe.data.dataset == "filelist")
         except UserError as e:
@@ -63,7 +64,7 @@ def cmd_recipe_keys(args) -> int:
     print("\noptimizer.name and its own keys (beside name and lr; defaults in parentheses; "
           "docs/algorithms.md has the equations):")
     for name in optim.NAMES:
-        own = {k: v for k, v in optim.hyperparameters(optim.check(name, {})).items()
+        own = {k: v for k, v in optim.hyperparameters(optim.REGISTRY[name]).items()
                if k not in ("lr", "weight_decay")}  # weight_decay is a top-level recipe key
         print(f"  {name}: " + ", ".join(f"{k} ({v})" for k, v in own.items()))
     return 0
@@ -266,6 +267,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--schema-only", action="store_true", help="check the recipes only, not their data.path "
                    "(recipes written for another machine)")
     s.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="override a recipe key")
+    s.add_argument("--models", action="store_true", help="also build each timm model on the meta device, checking "
+                   "its name and keywords (imports torch and timm: seconds; `bench run` always does)")
     s.set_defaults(func=cmd_validate)
 
     s = sub.add_parser("recipe", help="explain recipes").add_subparsers(dest="what", required=True, metavar="WHAT")

@@ -19,19 +19,15 @@ import yaml
 from pydantic import (BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError, field_validator,
                       model_validator)
 
+from bench import catalog
 from bench.errors import BenchDeprecation, UserError, require_extra
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-LOADER_ALIASES = {"synthetic": "random"}  # deprecated data.loader names (bench/data/loaders.py registers the loaders)
-# Loaders that feed random tensors, not images: their runs are never a measurement of a dataset. Declared here,
-# torch-free, for the analysis; a guard test checks it against each loader module's READS_FILES.
-READS_NO_FILES = ("random",)
-
-
-def reads_files(loader: str | None) -> bool:
-    """Whether a data.loader name (an alias, or auto) reads image files."""
-    return LOADER_ALIASES.get(loader, loader) not in READS_NO_FILES
+LOADER_ALIASES = catalog.LOADER_ALIASES  # deprecated data.loader names
+LOADER_CHOICES = ("auto", *catalog.LOADERS, *catalog.LOADER_ALIASES)
+DATASET_CHOICES = tuple(catalog.DATASETS)
+reads_files = catalog.reads_files
 
 
 def check_path_component(name: str, key: str) -> None:
@@ -72,7 +68,7 @@ class DigitsData(_Strict):
 
 
 class DataSpec(_Strict):
-    dataset: Literal["synthetic", "digits", "folder", "filelist"] = Field(
+    dataset: Literal[DATASET_CHOICES] = Field(
         "synthetic", description="synthetic/digits: generated into the cache; folder: <path>/{train,val}/<class>/<image>; "
         "filelist: <path>/{train,val}.txt with lines '<file relative to path> <label>'")
     path: Path | None = Field(None, description="dataset root (dataset: folder or filelist)")
@@ -86,7 +82,7 @@ class DataSpec(_Strict):
     pad: int = Field(4, ge=0, description="pixels of padding a side (augment: pad_crop)")
     crop_scale_min: float = Field(0.08, gt=0, le=1, description="random-resized-crop area lower bound")
     random_flip: bool = Field(True, description="random horizontal flip in training")
-    loader: Literal["auto", "dali", "torchvision", "random", "synthetic"] = Field(
+    loader: Literal[LOADER_CHOICES] = Field(
         "auto", description="auto = dali when nvidia.dali imports, else torchvision; random = random tensors, no I/O "
         "(synthetic: its deprecated name)")
     workers: int = Field(2, ge=0, description="torchvision DataLoader workers, or DALI CPU threads (at least 1)")
@@ -113,7 +109,7 @@ class DataSpec(_Strict):
 
     @model_validator(mode="after")
     def _path_matches_dataset(self):
-        if self.dataset in ("folder", "filelist") and self.path is None:
+        if catalog.DATASETS[self.dataset].user_path and self.path is None:
             raise ValueError(f"data.path is required when data.dataset is '{self.dataset}'")
         return self
 
@@ -259,11 +255,9 @@ class Recipe(_Strict):
             for key, value in (("global_batch", self.global_batch), ("adaptive_batch.max_batch", a.max_batch)):
                 if value % a.min_batch:
                     raise ValueError(f"{key} {value} is not a multiple of adaptive_batch.min_batch {a.min_batch}")
-            from bench.optim import REGISTRY  # here: the recipe module loads without torch
-
-            cls = REGISTRY.get(self.optimizer.name)  # an unknown name is reported by _check_names
-            if cls is not None and cls.pace != "adaptive":
-                adaptive = ", ".join(name for name, c in REGISTRY.items() if c.pace == "adaptive")
+            record = catalog.OPTIMIZERS.get(self.optimizer.name)  # an unknown name is reported by _check_names
+            if record is not None and record.pace != "adaptive":
+                adaptive = ", ".join(name for name, r in catalog.OPTIMIZERS.items() if r.pace == "adaptive")
                 raise ValueError(f"adaptive_batch needs an optimizer that measures the halves' similarity "
                                  f"({adaptive}), not '{self.optimizer.name}'")
         for key in ("micro_batch", "gsnr_groups"):
@@ -344,13 +338,14 @@ def check_model_name(name: str, key: str = "key 'model.name'") -> None:
         raise UserError(f"{key}: unknown timm model '{name}'{hint}")
 
 
-def _check_names(recipe: Recipe) -> None:
-    from bench import optim
-
-    check_model_name(recipe.model.name)
-    if recipe.model.kwargs:
-        _check_model_kwargs(recipe.model.name, recipe.model.kwargs)
-    optim.check(recipe.optimizer.name, recipe.optimizer.hparams)
+def _check_names(recipe: Recipe, models: bool = True) -> None:
+    """The names a recipe refers to: the optimizer and its options (the catalog, torch-free), the extras its logging
+    needs, and (models) the timm model and its keywords, built on the meta device (imports torch and timm)."""
+    if models:
+        check_model_name(recipe.model.name)
+        if recipe.model.kwargs:
+            _check_model_kwargs(recipe.model.name, recipe.model.kwargs)
+    catalog.check_optimizer(recipe.optimizer.name, recipe.optimizer.hparams)
     for package in ("tensorboard", "wandb"):
         if getattr(recipe.logging, package):
             require_extra(package, f"logging.{package}")
@@ -564,8 +559,8 @@ def recipe_from_dict(source: str, raw: dict) -> Recipe:
     return recipe
 
 
-def load(path: str | Path, sets: list[str] = ()) -> Recipe:
-    """Read, override, validate and resolve one recipe file."""
+def load(path: str | Path, sets: list[str] = (), models: bool = True) -> Recipe:
+    """Read, override, validate and resolve one recipe file. models=False: the timm model is not built (no torch)."""
     path = Path(path)
     raw = read_yaml(path)
     if not isinstance(raw, dict):
@@ -580,7 +575,7 @@ def load(path: str | Path, sets: list[str] = ()) -> Recipe:
     except ValidationError as e:
         raise UserError(f"{path}: {describe_error(e)}") from None
     try:
-        _check_names(recipe)
+        _check_names(recipe, models)
     except UserError as e:
         raise UserError(f"{path}: {e}") from None
     return recipe

@@ -421,14 +421,6 @@ def test_export_bad_input_is_one_sentence(tmp_path, capsys):
     assert not (tmp_path / "no").exists()
 
 
-def test_the_cli_names_every_table_and_only_those():
-    """commands.TABLE_NAMES (the parser's list, kept apart so `bench --help` need not import pandas) against
-    the tables tables.build() knows."""
-    from bench.analysis import commands, tables
-
-    assert sorted(commands.TABLE_NAMES) == sorted(tables.TABLES)
-
-
 def test_a_run_whose_loss_exploded_is_diverged_though_it_never_became_nan(tmp_path):
     """bench's divergence rule: an evaluation interval's mean training loss above twice the first step's loss."""
     events = [{"step": s, "lr": 0.1, "loss": 2.3} for s in range(3)]
@@ -455,14 +447,6 @@ def test_a_random_tensor_run_in_imagenets_shape_is_never_a_paper_measurement(tmp
              data={**IMAGENET, "loader": loader}, **IMAGENET_SIZES, meta_extra={"loader": "random"})
     runs = results.load([tmp_path]).set_index("recipe")
     assert runs.loc["r50", "paper"] == "imagenet" and runs.loc["r50-random", "paper"] == ""
-
-
-def test_the_torch_free_loader_facts_match_the_loaders():
-    from bench.data import loaders
-    from bench.recipe import READS_NO_FILES, reads_files
-
-    for name in loaders.LOADERS:
-        assert loaders.get(name).READS_FILES == reads_files(name) == (name not in READS_NO_FILES), name
 
 
 def test_exports_name_runs_relative_to_the_reported_root_and_define_every_column(tmp_path, capsys):

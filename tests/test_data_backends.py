@@ -15,11 +15,12 @@ import pytest
 import torch
 from PIL import Image
 
-from bench.data import augment, build, dali_available, sampling
+from bench import catalog
+from bench.data import augment, build, sampling
 from bench.errors import UserError
 from bench.recipe import DataSpec
 
-BACKENDS = ["torchvision", "dali"]
+BACKENDS = [name for name, r in catalog.LOADERS.items() if r.reads_files]  # every loader of image files
 CLASSES, TRAIN_PER_CLASS, VAL_PER_CLASS = 3, 10, 7
 
 
@@ -101,7 +102,7 @@ def test_dali_and_torchvision_agree_on_the_same_images(tiny_dataset):
         assert diff.mean() < 0.25 * one_level and diff.max() < 3 * one_level
 
 
-@pytest.mark.parametrize("loader", BACKENDS + ["random"])
+@pytest.mark.parametrize("loader", list(catalog.LOADERS))
 def test_bfloat16_channels_last_batches(indexed, loader):
     data = build(spec(indexed, loader), 4, 4, 0, 1, seed=0, dtype="bfloat16", channels_last=True)
     images, labels = next(data.train(0, 1))
@@ -120,28 +121,6 @@ def test_random_loader_needs_no_files_and_keeps_eval_counts(tmp_path):
     images, labels = next(data.train(0, 1))
     assert images.shape == (16, 3, 24, 24) and images.device == data.device and labels.max() < 10
     assert sum(len(y) for _, y in data.val()) == 100  # rank 1 of 3: images 1, 4, 7, ...
-
-
-def test_the_registry_names_every_loader_module_and_the_recipe_offers_each_name():
-    """Every registered name resolves to a module with the loader protocol; every loader module is
-    registered; the recipe's choices are the registered names, auto and the deprecated aliases."""
-    import typing
-    from pathlib import Path
-
-    from bench.data import loaders
-    from bench.recipe import LOADER_ALIASES
-
-    for name in loaders.LOADERS:
-        if name == "dali" and not dali_available():
-            continue
-        module = loaders.get(name)
-        assert isinstance(module.READS_FILES, bool) and callable(module.train) and callable(module.evaluation)
-    folder = Path(loaders.__file__).parent
-    with_protocol = {p.stem for p in folder.glob("*.py") if "\nREADS_FILES = " in p.read_text()}
-    assert with_protocol == set(loaders.LOADERS.values())
-    offered = set(typing.get_args(DataSpec.model_fields["loader"].annotation))
-    assert offered == {"auto", *loaders.LOADERS, *LOADER_ALIASES}
-    assert set(LOADER_ALIASES.values()) <= set(loaders.LOADERS)
 
 
 def test_the_old_loader_name_synthetic_warns_and_means_random():

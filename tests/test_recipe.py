@@ -46,7 +46,7 @@ SWEEPS = RECIPES / "sweeps"  # sweep files (bench sweep); their base recipes are
 
 def test_every_shipped_recipe_validates():
     paths = sorted(str(p) for p in RECIPES.rglob("*.yaml") if p.parent != SWEEPS)
-    assert paths and main(["validate", "--schema-only", *paths]) == 0
+    assert paths and main(["validate", "--schema-only", "--models", *paths]) == 0
     embedded = [p for p in paths if "path:" not in Path(p).read_text()]  # the generated datasets need no folder
     assert any(p.endswith("recipes/demo.yaml") for p in embedded) and main(["validate", *embedded]) == 0
 
@@ -200,7 +200,7 @@ def test_hostile_recipes_validate_and_run_alike_one_sentence_exit_2_nothing_writ
     path = tmp_path / "hostile.yaml"
     path.write_bytes(text if isinstance(text, bytes) else text.replace("DATA", str(tmp_path / "data")).encode())
     out = tmp_path / "results"
-    for command in (["validate", str(path)], ["run", str(path), "--out", str(out)]):
+    for command in (["validate", "--models", str(path)], ["run", str(path), "--out", str(out)]):
         assert main(command) == 2
         err = capsys.readouterr().err
         assert err.startswith(f"bench: error: {path}") and err.count("\n") == 1 and len(err) < 1100, err
@@ -229,7 +229,7 @@ def test_pretrained_weights_offline_are_one_sentence_saying_where_to_put_them(tm
     path = write_recipe(tmp_path / "pre.yaml", BASE.replace("{name: resnet10t}",
                                                             "{name: resnet10t, kwargs: {pretrained: true}}"))
     out = tmp_path / "results"
-    for command in (["validate", str(path)], ["run", str(path), "--out", str(out)]):
+    for command in (["validate", "--models", str(path)], ["run", str(path), "--out", str(out)]):
         assert main(command) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "not cached here" in err and str(offline_hub) in err, err

@@ -14,12 +14,13 @@ import argparse
 import math
 from pathlib import Path
 
+from bench import catalog
 from bench.analysis.render import FORMATS
 from bench.engine.rundir import FINISHED, atomic_write, checkpoints, prune_checkpoints
 from bench.errors import UserError
 
 EXPORTS = ("parquet", "json")  # bench.analysis.export.FORMATS, without importing pandas for every command
-TABLE_NAMES = ("vrgd-imagenet", "vrgd-gap", "vrgd-cifar10", "mlperf-epochs", "compare", "verdict", "tuning")
+TABLE_NAMES = tuple(catalog.TABLES)
 EXTENSIONS = {"markdown": "md", "csv": "csv"}
 
 

@@ -41,6 +41,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: E402
 
+from bench import catalog  # noqa: E402
 from bench.analysis import paper  # noqa: E402
 from bench.analysis.paper import MLPERF_TARGET, display  # noqa: E402
 from bench.engine.rundir import atomic_write  # noqa: E402
@@ -54,10 +55,7 @@ STYLE = {
     "savefig.bbox": "tight", "svg.fonttype": "none", "legend.frameon": False,
 }
 WIDTH = 7.0  # inches: a two-column paper's text width
-COLORS = {"lars": "#1f77b4", "vrgd_lars": "#d62728", "sgd": "#555555", "nesterov": "#2ca02c", "vrgd_sgd": "#ff7f0e", "lamb": "#2ca02c",
-          "vrgd_lamb": "#9467bd", "adamw": "#8c564b", "adam": "#8c564b", "vrgd_adam": "#e377c2", "larc": "#17becf",
-          "adascale_sgd": "#bcbd22", "adascale_lars": "#393b79", "simigrad_sgd": "#ad494a", "simigrad_lars": "#637939",
-          "simigrad_lamb": "#7b4173", "merit": "#e7969c", "vrgd_merit": "#843c39"}
+COLORS = catalog.COLORS
 SPARE = ["#bcbd22", "#17becf", "#7f7f7f", "#aec7e8", "#ffbb78", "#98df8a"]
 # key -> (panel title, y-axis label with the unit)
 DIAGNOSTICS = {
@@ -132,7 +130,7 @@ def series(study: Study, setting: str) -> tuple[pd.DataFrame, list[str]]:
     """The groups drawn for one setting (best recipe per batch and optimizer) and the optimizers' order."""
     chosen = [g for (s, _, _), g in best_groups(study.groups).items() if s == setting]
     groups = pd.DataFrame(chosen).sort_values(["optimizer", "global_batch"], ignore_index=True)
-    order = sorted(set(groups["optimizer"]), key=lambda o: (o not in ("sgd", "lars"), o))
+    order = sorted(set(groups["optimizer"]), key=lambda o: (o not in catalog.BASELINES, o))
     return groups, order
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, NonNegativeFloat, PositiveFloat, PositiveInt, ValidationError
 
+from bench import catalog
 from bench.analysis import paper
 from bench.analysis.render import NO_NUMBER, Table, cell
 from bench.errors import UserError, did_you_mean
@@ -48,19 +49,19 @@ GOAL = 0.25  # the validation's goal: median absolute error under 25%
 # GroupGradients (optim/groups.py) reduces [sums | second | sq_norms | count] in step(): second = 0 (AdaScale),
 # P (VRGD's squares), 2P (SimiGrad's halves); AdaScale per_group adds one float64 per param group.
 # Accesses: fp32 element reads and writes per parameter in observe() (per group) and in the statistics (per step).
-KINDS = {  # kind: (second buffer in units of P, accesses per local group, accesses per step)
-    "plain": (None, 0, 0),
-    "adascale": (0, 4, 4),  # sum += g, ||g||; mean, ||g_bar||^2
-    "vrgd": (1, 6, 12),  # sum += g, sumsq += g^2; mean, squares, the GSNR factors, g_vr
-    "simigrad": (2, 7, 6),  # sum += g, half += g, ||g||; mean, the halves' dot products
+KINDS = {  # catalog groups: (second buffer in units of P, accesses per local group, accesses per step)
+    None: (None, 0, 0),  # DDP reduces the gradient
+    "sums": (0, 4, 4),  # AdaScale: sum += g, ||g||; mean, ||g_bar||^2
+    "squares": (1, 6, 12),  # VRGD: sum += g, sumsq += g^2; mean, squares, the GSNR factors, g_vr
+    "halves": (2, 7, 6),  # SimiGrad: sum += g, half += g, ||g||; mean, the halves' dot products
 }
 
 
-def kind(optimizer: str) -> str:
-    """The optimizer's kind for the cost model (its name's family; tests/test_project.py checks every registered
-    optimizer's reduces_gradients and second against it)."""
-    family = optimizer.split("_")[0]
-    return family if family in KINDS else "plain"
+def kind(optimizer: str) -> str | None:
+    """What the optimizer keeps of the gradient groups (its catalog record's `groups`)."""
+    if optimizer not in catalog.OPTIMIZERS:
+        raise UserError(f"unknown optimizer '{optimizer}'{did_you_mean(optimizer, catalog.OPTIMIZERS)}")
+    return catalog.OPTIMIZERS[optimizer].groups
 
 
 def reduced_bytes(optimizer: str, parameters: int, param_groups: int = 2, per_group_gain: bool = False) -> int:
@@ -74,7 +75,7 @@ def reduced_bytes(optimizer: str, parameters: int, param_groups: int = 2, per_gr
 
 def overlapped(optimizer: str) -> bool:
     """Whether the all-reduce runs during backward (DDP) or after it, in the optimizer's step()."""
-    return kind(optimizer) == "plain"
+    return kind(optimizer) is None
 
 
 class _Strict(BaseModel):

@@ -66,7 +66,8 @@ import yaml
 from bench.analysis.paper import data_label, model_label, model_shape, paper_setting, setting_label
 from bench.engine.rundir import FINISHED, METRIC_COLUMNS, held_by_a_process
 from bench.errors import UserError
-from bench.recipe import LOADER_ALIASES, Recipe, reads_files
+from bench.catalog import DATASETS, LOADER_ALIASES, reads_files
+from bench.recipe import Recipe
 
 # Removed from the resolved recipe before comparing runs for seed aggregation:
 # the run's identity (name, seed) and fields that do not change the mathematics
@@ -83,7 +84,8 @@ SEED_NEUTRAL = (
     ("logging",),
 )
 # What makes two groups comparable ("the same problem"): model, dataset, image size, target.
-SETTING_KEYS = (("model",), ("data", "dataset"), ("data", "path"), ("data", "synth"), ("data", "digits"),
+# Each dataset's own keys come from its catalog record (a new dataset is never merged with another's runs).
+SETTING_KEYS = (("model",), ("data", "dataset"), *dict.fromkeys(k for d in DATASETS.values() for k in d.setting_keys),
                 ("data", "loader"), ("data", "image_size"), ("data", "train_eval_size"), ("target_top1",))
 # metrics.csv columns added after the first runs: read when present, else derived
 # (schedule_epoch = epoch: only AdaScale's schedule runs ahead of the images seen;

@@ -16,7 +16,8 @@ from dataclasses import replace
 
 import pandas as pd
 
-from bench.analysis import paper, tuning
+from bench import catalog
+from bench.analysis import paper
 from bench.analysis.paper import MLPERF_TARGET, display
 from bench.analysis.render import NO_NUMBER, Cell, Table, cell
 from bench.analysis.results import Study, best_groups, variant_names
@@ -247,14 +248,15 @@ def steps_to_mean(study: Study, group: pd.Series, threshold: float) -> float:
 
 def default_baseline(optimizers) -> str:
     names = set(optimizers)
-    return next((o for o in ("lars", "sgd") if o in names), min(names) if names else "lars")
+    return next((o for o in catalog.BASELINES if o in names), min(names) if names else catalog.BASELINES[0])
 
 
 def fixed_batch_notes(rows: pd.DataFrame) -> list[str]:
     """What a SimiGrad optimizer run at a fixed batch is (rows: runs or groups with optimizer, adaptive_batch):
     its base optimizer's update, with the similarity only measured. Said where its numbers are printed."""
-    fixed = rows.loc[rows["optimizer"].str.startswith("simigrad_") & ~rows["adaptive_batch"].astype(bool), "optimizer"]
-    return [f"{display(o)} without adaptive_batch is {display(o.removeprefix('simigrad_'))} at a fixed batch: the same "
+    adaptive = rows["optimizer"].map(lambda o: o in catalog.OPTIMIZERS and catalog.OPTIMIZERS[o].pace == "adaptive")
+    fixed = rows.loc[adaptive & ~rows["adaptive_batch"].astype(bool), "optimizer"]
+    return [f"{display(o)} without adaptive_batch is {display(catalog.OPTIMIZERS[o].base)} at a fixed batch: the same "
             "update, with the cosine similarity of the two half-batch gradients measured and logged (the batch "
             "controller is off)." for o in sorted(set(fixed))]
 
@@ -313,11 +315,10 @@ def compare(study: Study, baseline: str | None = None, batch: int | None = None)
     return table
 
 
-TABLES = {"vrgd-imagenet": vrgd_imagenet, "vrgd-gap": vrgd_gap, "vrgd-cifar10": vrgd_cifar10,
-          "mlperf-epochs": mlperf_epochs, "compare": compare, "verdict": tuning.verdict, "tuning": tuning.tuning}
-SWEEP_TABLES = ("verdict", "tuning")  # their --baseline is an arm of the sweep, checked by tuning.py
+TABLES = catalog.TABLES
+SWEEP_TABLES = tuple(name for name, t in TABLES.items() if t.sweep)  # --baseline is an arm, checked by tuning.py
 # Which paper setting a table's measured cells need (regenerate() writes it only when such runs exist).
-NEEDS = {"vrgd-imagenet": "imagenet", "vrgd-gap": "imagenet", "vrgd-cifar10": "cifar10", "mlperf-epochs": "imagenet"}
+NEEDS = {name: t.needs for name, t in TABLES.items() if t.needs}
 
 
 def build(name: str, study: Study, baseline: str | None = None, batch: int | None = None) -> Table:
@@ -328,7 +329,7 @@ def build(name: str, study: Study, baseline: str | None = None, batch: int | Non
         raise UserError(f"--baseline '{baseline}': no run uses that optimizer; the runs use "
                         f"{', '.join(sorted(set(study.groups['optimizer'])))}")
     if batch is None:
-        return TABLES[name](study, baseline)
+        return TABLES[name].load()(study, baseline)
     if name != "compare":
         raise UserError(f"--batch is an option of `bench table compare` only, not of '{name}'")
     batches = sorted(set(study.groups["global_batch"].astype(int)))

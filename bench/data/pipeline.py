@@ -28,25 +28,25 @@ from bench.data import folder as folder_layout
 from bench.data import images, loaders, sampling, synthetic
 from bench.data.output import Options
 from bench.errors import UserError
-from bench.recipe import LOADER_ALIASES, DataSpec
+from bench import catalog
+from bench.recipe import DataSpec
 
 
 def dali_available() -> bool:
-    try:
-        import nvidia.dali  # noqa: F401
-    except Exception:  # noqa: BLE001 - an ImportError, or a broken CUDA install underneath
-        return False
-    return True
+    return catalog.LOADERS["dali"].available()
 
 
 def resolve_loader(loader: str) -> str:
-    """The registered loader a recipe's `data.loader` names (auto: dali where it imports; old aliases)."""
-    loader = LOADER_ALIASES.get(loader, loader)
+    """The registered loader a recipe's `data.loader` names (auto: the first available of catalog.AUTO_LOADERS;
+    old aliases), or one sentence when the one named cannot run here."""
+    loader = catalog.LOADER_ALIASES.get(loader, loader)
     if loader == "auto":
-        return "dali" if dali_available() else "torchvision"
-    if loader == "dali" and not dali_available():
-        raise UserError("key 'data.loader' is 'dali' but nvidia.dali does not import; "
-                        "install nvidia-dali-cuda130, or set data.loader to torchvision or auto")
+        return next(name for name in catalog.AUTO_LOADERS if catalog.LOADERS[name].available())
+    record = catalog.LOADERS[loader]
+    if not record.available():
+        others = " or ".join(n for n in catalog.AUTO_LOADERS if n != loader and catalog.LOADERS[n].available())
+        raise UserError(f"key 'data.loader' is '{loader}' but {record.requires} does not import; "
+                        f"install {record.install}, or set data.loader to {others} or auto")
     return loader
 
 

@@ -43,7 +43,6 @@ What the runner reads is declared on the class, never guessed from its name: `re
 "adaptive": the batch follows `similarity`, SimiGrad), and the values `gain` and `similarity`.
 """
 
-import math
 from dataclasses import dataclass
 from typing import Iterator, Literal
 
@@ -51,56 +50,10 @@ import torch
 from torch import Tensor
 from torch.optim import Optimizer
 
-from bench.errors import UserError
+from bench import catalog
 
-
-def _number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _interval(lo: float, hi: float, lo_closed: bool = True, hi_closed: bool = False):
-    def ok(value) -> bool:
-        above = lo <= value if lo_closed else lo < value
-        return _number(value) and above and (value <= hi if hi_closed else value < hi)
-
-    return ok, f"a number in {'[' if lo_closed else '('}{lo}, {hi}{']' if hi_closed else ')'}"
-
-
-_BOOL = (lambda value: isinstance(value, bool), "true or false")
-_NON_NEGATIVE = _interval(0, math.inf)
-_FRACTION = _interval(0, 1)  # [0, 1): momentum-like coefficients
-
-# name -> (accepts(value), what is allowed); one table for check(), create() and every constructor.
-RULES = {
-    "lr": _NON_NEGATIVE,
-    "weight_decay": _NON_NEGATIVE,
-    "momentum": _FRACTION,
-    "nesterov": _BOOL,
-    "eta": _interval(0, math.inf, lo_closed=False),
-    "eps": _NON_NEGATIVE,
-    "betas": (
-        lambda value: isinstance(value, (list, tuple)) and len(value) == 2 and all(map(_FRACTION[0], value)),
-        "two numbers in [0, 1)",
-    ),
-    "gamma": _interval(0, 1, lo_closed=False, hi_closed=True),
-    "gsnr_eps": _interval(0, math.inf, lo_closed=False),
-    "beta3": _FRACTION,
-    "gsnr_bias_correction": _BOOL,
-    "bias_correction": _BOOL,
-    "gsnr_norm": (lambda value: value in ("tensor", "layer", "model"), "'tensor', 'layer' or 'model'"),
-    "trust_grad": (lambda value: value in ("vr", "mean"), "'vr' or 'mean'"),
-    "smoothing": (lambda value: value is None or _FRACTION[0](value), "null or a number in [0, 1)"),
-    "gain": (lambda value: value in ("global", "per_group"), "'global' or 'per_group'"),
-    "fused": (lambda value: value is None or isinstance(value, bool), "null, true or false"),
-}
-
-
-def validate(hparams: dict) -> None:
-    """Raise UserError for the first hyperparameter whose value its rule rejects (unknown keys are not checked here)."""
-    for key, value in hparams.items():
-        accepts, allowed = RULES.get(key, (None, None))
-        if accepts is not None and not accepts(value):
-            raise UserError(f"optimizer hyperparameter {key}={value!r} is invalid: it must be {allowed}.")
+RULES = catalog.RULES  # option -> (accepts(value), what is allowed): the catalog's, torch-free
+validate = catalog.validate_options  # raises UserError for the first option whose value its rule rejects
 
 
 def norms(tensors: list[Tensor]) -> Tensor:
@@ -196,14 +149,12 @@ class GroupOptimizer(Optimizer):
                 self._update(group, params, grads)
 
     def _gradients(self) -> Iterator[tuple[dict, list[Tensor], list[Tensor]]]:
-        """Called by _apply(): yields (group, params, mean gradients) per param group; here p.grad divided by
-        the number of observed groups (GroupGradients: the gradients _combine returns)."""
+        """Called by _apply(): yields (group, params, mean gradients) per param group, the gradients the
+        hooks below give: _statistics(_reduce())."""
+        grads = self._statistics(self._reduce())
         for group in self.param_groups:
-            params = [p for p in group["params"] if p.grad is not None]
-            grads = [p.grad for p in params]
-            if self._groups > 1 and grads:
-                torch._foreach_div_(grads, self._groups)
-            yield group, params, grads
+            params = [p for p in group["params"] if p in grads]
+            yield group, params, [grads[p] for p in params]
 
     def _update(self, group: dict, params: list[Tensor], grads: list[Tensor],
                 trust_grads: list[Tensor] | None = None) -> None:
@@ -211,21 +162,27 @@ class GroupOptimizer(Optimizer):
         space); `trust_grads`, where a trust ratio reads other gradients' norms (VRGD-LARS), else grads."""
         raise NotImplementedError
 
-    # The hooks of GroupGradients (groups.py), which keeps the groups apart; declared here so the whole
-    # step reads from one place.
+    # The hooks a plain optimizer leaves as they are (it implements _update only) and GroupGradients (groups.py),
+    # which keeps the groups apart, overrides; declared here so the whole step reads from one place.
     def _reduce(self) -> int:
-        """Called by _gradients() first: all-reduces the Statistics once; returns k, the groups over all ranks."""
-        raise NotImplementedError
+        """Called by _gradients() first: returns k, the groups over all ranks. Here: this rank's observed
+        groups, nothing to reduce (DDP all-reduced p.grad). GroupGradients: all-reduces the Statistics once."""
+        return self._groups
 
     def _statistics(self, k: int) -> dict[Tensor, Tensor]:
-        """Called by _gradients() after _reduce: the step's measurement over the Statistics (g_bar into the sums
-        and p.grad, grad_var and grad_sqnorm); returns _combine's gradient per parameter."""
-        raise NotImplementedError
+        """Called by _gradients() after _reduce: the step's measurement, returning _combine's gradient per
+        parameter. Here: the mean gradient, p.grad (the sum of k groups) divided by k in place.
+        GroupGradients: g_bar into the sums and p.grad, grad_var and grad_sqnorm."""
+        grads = [p.grad for group in self.param_groups for p in group["params"] if p.grad is not None]
+        if k > 1 and grads:
+            torch._foreach_div_(grads, k)
+        return self._combine(k, None, None)
 
-    def _combine(self, k: int, mean: Tensor, total: Tensor) -> dict[Tensor, Tensor]:
-        """Called by _statistics (mean: g_bar flat, total: ||g_bar||^2): returns the gradient the base update
-        takes per parameter (GroupGradients: g_bar; AdaScale sets its gain here, VRGD its factors)."""
-        raise NotImplementedError
+    def _combine(self, k: int, mean: Tensor | None, total: Tensor | None) -> dict[Tensor, Tensor]:
+        """Called by _statistics (mean: g_bar flat, total: ||g_bar||^2; None for a plain optimizer): returns the
+        gradient the base update takes per parameter. Here and in GroupGradients: p.grad as it is; AdaScale
+        sets its gain here, VRGD its factors."""
+        return {p: p.grad for group in self.param_groups for p in group["params"] if p.grad is not None}
 
     def _state(self, params: list[Tensor], key: str, dtype: torch.dtype | None = None) -> list[Tensor]:
         """The per-parameter state tensors named `key`, created as zeros on first use."""

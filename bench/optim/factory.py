@@ -1,7 +1,8 @@
 """The registry of optimizer names and the factory: `create`, `check`, `param_groups`.
 
-Adding an optimizer: its class in its own module, one line in REGISTRY below, a rule in base.RULES
-for each new constructor argument (a guard test checks), and its tests (README: "Adding an optimizer").
+Adding an optimizer: its class in its own module, its record in bench/catalog.py (REGISTRY is built from the
+catalog; a rule in catalog.RULES for each new constructor argument), and its tests (README: "Adding an
+optimizer"; tests/test_catalog.py holds the record to the class).
 """
 
 import inspect
@@ -9,35 +10,11 @@ import inspect
 import torch
 from torch import nn
 
-from bench.errors import UserError, did_you_mean
+from bench import catalog
 
-from .adamw import AdamW
-from .base import GroupOptimizer, validate
-from .groups import AdaScaleLARS, AdaScaleSGD, SimiGradLAMB, SimiGradLARS, SimiGradSGD
-from .lamb import LAMB
-from .lars import LARC, LARS
-from .merit import MERIT
-from .sgd import SGD
-from .vrgd import VRGDLAMB, VRGDMERIT, VRGDSGD, VRGDAdam, VRGDLARS
+from .base import GroupOptimizer
 
-REGISTRY = {
-    "sgd": SGD,
-    "lars": LARS,
-    "larc": LARC,
-    "lamb": LAMB,
-    "adamw": AdamW,
-    "vrgd_sgd": VRGDSGD,
-    "vrgd_lars": VRGDLARS,
-    "vrgd_adam": VRGDAdam,
-    "vrgd_lamb": VRGDLAMB,
-    "adascale_sgd": AdaScaleSGD,
-    "adascale_lars": AdaScaleLARS,
-    "simigrad_sgd": SimiGradSGD,
-    "simigrad_lars": SimiGradLARS,
-    "simigrad_lamb": SimiGradLAMB,
-    "merit": MERIT,
-    "vrgd_merit": VRGDMERIT,
-}
+REGISTRY = {name: record.load() for name, record in catalog.OPTIMIZERS.items()}  # name -> class, from the catalog
 NAMES = tuple(REGISTRY)
 
 
@@ -58,20 +35,10 @@ def hyperparameters(cls: type) -> dict:
 def check(name: str, hparams: dict) -> type:
     """Validate an optimizer name and its hyperparameters (lr, weight_decay and the options); return its class.
 
-    Raises UserError for an unknown name, an unknown hyperparameter or a bad value.
+    Raises UserError for an unknown name, an unknown hyperparameter or a bad value (catalog.check_optimizer).
     """
-    if name not in REGISTRY:
-        raise UserError(f"unknown optimizer {name!r}{did_you_mean(str(name), NAMES)}; valid names are: {', '.join(NAMES)}.")
-    cls = REGISTRY[name]
-    valid = hyperparameters(cls)
-    for key in hparams:
-        if key not in valid:
-            raise UserError(
-                f"unknown hyperparameter {key!r} for optimizer {name!r}{did_you_mean(str(key), valid)}; "
-                f"valid ones are: {', '.join(sorted(valid))}."
-            )
-    validate(hparams)
-    return cls
+    catalog.check_optimizer(name, hparams)
+    return REGISTRY[name]
 
 
 def default_exclude(p: torch.Tensor) -> bool:

@@ -127,9 +127,6 @@ class GroupGradients(GroupOptimizer):
         for p, g_bar in self._sum.items():
             p.grad = g_bar if g_bar.dtype == p.dtype else g_bar.to(p.dtype)
 
-    def _combine(self, k: int, mean, total) -> dict:
-        return {p: p.grad for p in self._sum}  # g_bar
-
 
 class AdaScale(GroupGradients):
     """Mixin: AdaScale (Johnson et al. 2020): the base update with lr multiplied by the gain ratio

@@ -1,0 +1,241 @@
+"""One record per optimizer, loader, dataset and table: the facts every other list is derived from (torch-free).
+
+The recipe schema, the CLI, the analysis and the tests read these records; the code they name is imported only
+when it runs (`"module:Name"`), so `bench validate`, `bench --help` and the analysis load without torch.
+tests/test_catalog.py holds every record to its code: each resolves, each class, loader module and table
+function has a record, the declared facts equal the code's, and each record has its behaviour tests.
+
+Adding an optimizer: its module in bench/optim/, its record in OPTIMIZERS, its setting in tests/test_optim.py's
+HPARAMS (the float64 reference tests are its own). A loader: its module in bench/data/ (what
+bench.data.loaders.Loader lists) and its record in LOADERS. A dataset: its record in DATASETS, its recipe section
+(if it has one) in recipe.py, its preparation in bench/data/. A table: its function and its record in TABLES.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+from bench.errors import UserError, did_you_mean
+
+Pace = Literal["fixed", "scale_invariant", "adaptive"]
+
+
+def resolve(target: str):
+    """The object a "module:Name" string names (imported now)."""
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+# --- optimizers -----------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Optimizer:
+    name: str
+    target: str  # "module:Class"
+    display: str
+    color: str
+    options: tuple[str, ...]  # its keyword arguments beyond lr and weight_decay (the class's signature)
+    base: str  # the update it applies: its own name, or the base optimizer's a mixin wraps
+    pace: Pace = "fixed"  # how the runner advances the schedule (bench/engine/pace.py)
+    groups: Literal["sums", "squares", "halves"] | None = None  # what it keeps of the gradient groups and
+    # all-reduces itself (GroupGradients.second; "sums": the sums alone); None: DDP reduces the gradient
+
+    @property
+    def reduces_gradients(self) -> bool:
+        return self.groups is not None
+
+    def load(self) -> type:
+        return resolve(self.target)
+
+
+_MOMENTUM = ("momentum", "nesterov")
+_LARS = ("momentum", "eta", "eps", "nesterov")
+_ADAM = ("betas", "eps")
+_VRGD = ("gamma", "gsnr_eps", "beta3", "gsnr_bias_correction", "gsnr_norm", "fused")
+_ADASCALE = ("smoothing", "gain")
+
+OPTIMIZERS = {r.name: r for r in (
+    Optimizer("sgd", "bench.optim.sgd:SGD", "SGD", "#555555", _MOMENTUM, "sgd"),
+    Optimizer("lars", "bench.optim.lars:LARS", "LARS", "#1f77b4", _LARS, "lars"),
+    Optimizer("larc", "bench.optim.lars:LARC", "LARC", "#17becf", _LARS, "larc"),
+    Optimizer("lamb", "bench.optim.lamb:LAMB", "LAMB", "#2ca02c", _ADAM, "lamb"),
+    Optimizer("adamw", "bench.optim.adamw:AdamW", "AdamW", "#8c564b", _ADAM, "adamw"),
+    Optimizer("vrgd_sgd", "bench.optim.vrgd:VRGDSGD", "VRGD-SGD", "#ff7f0e", _MOMENTUM + _VRGD, "sgd",
+              groups="squares"),
+    Optimizer("vrgd_lars", "bench.optim.vrgd:VRGDLARS", "VRGD-LARS", "#d62728", _LARS + _VRGD + ("trust_grad",),
+              "lars", groups="squares"),
+    Optimizer("vrgd_adam", "bench.optim.vrgd:VRGDAdam", "VRGD-Adam", "#e377c2", _ADAM + _VRGD, "adamw",
+              groups="squares"),
+    Optimizer("vrgd_lamb", "bench.optim.vrgd:VRGDLAMB", "VRGD-LAMB", "#9467bd", _ADAM + _VRGD, "lamb",
+              groups="squares"),
+    Optimizer("adascale_sgd", "bench.optim.groups:AdaScaleSGD", "AdaScale-SGD", "#bcbd22", _MOMENTUM + _ADASCALE,
+              "sgd", pace="scale_invariant", groups="sums"),
+    Optimizer("adascale_lars", "bench.optim.groups:AdaScaleLARS", "AdaScale-LARS", "#393b79", _LARS + _ADASCALE,
+              "lars", pace="scale_invariant", groups="sums"),
+    Optimizer("simigrad_sgd", "bench.optim.groups:SimiGradSGD", "SimiGrad-SGD", "#ad494a", _MOMENTUM, "sgd",
+              pace="adaptive", groups="halves"),
+    Optimizer("simigrad_lars", "bench.optim.groups:SimiGradLARS", "SimiGrad-LARS", "#637939", _LARS, "lars",
+              pace="adaptive", groups="halves"),
+    Optimizer("simigrad_lamb", "bench.optim.groups:SimiGradLAMB", "SimiGrad-LAMB", "#7b4173", _ADAM, "lamb",
+              pace="adaptive", groups="halves"),
+    Optimizer("merit", "bench.optim.merit:MERIT", "MERIT", "#e7969c", _ADAM + ("bias_correction",), "merit"),
+    Optimizer("vrgd_merit", "bench.optim.vrgd:VRGDMERIT", "VRGD-MERIT", "#843c39",
+              _ADAM + ("bias_correction",) + _VRGD, "merit", groups="squares"),
+)}
+# The names sweeps conventionally give their arms (an arm is an optimizer with settings): display and colour
+# (None: a spare colour of the figure's).
+ARMS = {"nesterov": ("Nesterov SGD", "#2ca02c"), "momentum": ("Momentum", None), "adam": ("Adam", "#8c564b"),
+        "vrgd_momentum": ("VRGD-Momentum", None)}
+BASELINES = ("lars", "sgd")  # the reference optimizers a comparison falls back to, in order of preference
+DISPLAY = {**{name: r.display for name, r in OPTIMIZERS.items()}, **{name: d for name, (d, _) in ARMS.items()}}
+COLORS = {**{name: r.color for name, r in OPTIMIZERS.items()}, **{name: c for name, (_, c) in ARMS.items() if c}}
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _interval(lo: float, hi: float, lo_closed: bool = True, hi_closed: bool = False):
+    def ok(value) -> bool:
+        above = lo <= value if lo_closed else lo < value
+        return _number(value) and above and (value <= hi if hi_closed else value < hi)
+
+    return ok, f"a number in {'[' if lo_closed else '('}{lo}, {hi}{']' if hi_closed else ')'}"
+
+
+_BOOL = (lambda value: isinstance(value, bool), "true or false")
+_NON_NEGATIVE = _interval(0, math.inf)
+_FRACTION = _interval(0, 1)  # [0, 1): momentum-like coefficients
+
+# option -> (accepts(value), what is allowed); one table for the recipe, create() and every constructor.
+RULES = {
+    "lr": _NON_NEGATIVE,
+    "weight_decay": _NON_NEGATIVE,
+    "momentum": _FRACTION,
+    "nesterov": _BOOL,
+    "eta": _interval(0, math.inf, lo_closed=False),
+    "eps": _NON_NEGATIVE,
+    "betas": (
+        lambda value: isinstance(value, (list, tuple)) and len(value) == 2 and all(map(_FRACTION[0], value)),
+        "two numbers in [0, 1)",
+    ),
+    "gamma": _interval(0, 1, lo_closed=False, hi_closed=True),
+    "gsnr_eps": _interval(0, math.inf, lo_closed=False),
+    "beta3": _FRACTION,
+    "gsnr_bias_correction": _BOOL,
+    "bias_correction": _BOOL,
+    "gsnr_norm": (lambda value: value in ("tensor", "layer", "model"), "'tensor', 'layer' or 'model'"),
+    "trust_grad": (lambda value: value in ("vr", "mean"), "'vr' or 'mean'"),
+    "smoothing": (lambda value: value is None or _FRACTION[0](value), "null or a number in [0, 1)"),
+    "gain": (lambda value: value in ("global", "per_group"), "'global' or 'per_group'"),
+    "fused": (lambda value: value is None or isinstance(value, bool), "null, true or false"),
+}
+
+
+def validate_options(hparams: dict) -> None:
+    """Raise UserError for the first option whose value its rule rejects (unknown keys are not checked here)."""
+    for key, value in hparams.items():
+        accepts, allowed = RULES.get(key, (None, None))
+        if accepts is not None and not accepts(value):
+            raise UserError(f"optimizer hyperparameter {key}={value!r} is invalid: it must be {allowed}.")
+
+
+def check_optimizer(name: str, hparams: dict) -> Optimizer:
+    """A recipe's optimizer name and options (lr, weight_decay and the record's), checked without importing it."""
+    if name not in OPTIMIZERS:
+        raise UserError(f"unknown optimizer {name!r}{did_you_mean(str(name), OPTIMIZERS)}; "
+                        f"valid names are: {', '.join(OPTIMIZERS)}.")
+    record = OPTIMIZERS[name]
+    valid = ("lr", "weight_decay", *record.options)
+    for key in hparams:
+        if key not in valid:
+            raise UserError(f"unknown hyperparameter {key!r} for optimizer {name!r}{did_you_mean(str(key), valid)}; "
+                            f"valid ones are: {', '.join(sorted(valid))}.")
+    validate_options(hparams)
+    return record
+
+
+# --- loaders ----------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Loader:
+    name: str
+    module: str  # in bench/data/, with what bench.data.loaders.Loader lists
+    reads_files: bool  # False: random tensors, no images (its runs never measure a dataset)
+    requires: str | None = None  # the module it needs that bench does not install everywhere
+    install: str | None = None  # the package that provides it
+
+    def available(self) -> bool:
+        if self.requires is None:
+            return True
+        try:
+            importlib.import_module(self.requires)
+        except Exception:  # noqa: BLE001 - an ImportError, or a broken CUDA install underneath
+            return False
+        return True
+
+
+LOADERS = {r.name: r for r in (
+    Loader("dali", "bench.data.dali", True, requires="nvidia.dali", install="nvidia-dali-cuda130"),
+    Loader("torchvision", "bench.data.torchvision", True),
+    Loader("random", "bench.data.random_tensors", False),
+)}
+AUTO_LOADERS = ("dali", "torchvision")  # `data.loader: auto`: the first of these that is available
+LOADER_ALIASES = {"synthetic": "random"}  # deprecated data.loader names
+
+
+def reads_files(loader: str | None) -> bool:
+    """Whether a data.loader name (an alias, auto, or as a run recorded it) reads image files."""
+    record = LOADERS.get(LOADER_ALIASES.get(loader, loader))
+    return record is None or record.reads_files  # auto and unknown old names: a file loader
+
+
+# --- datasets ---------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Dataset:
+    name: str  # recipe data.dataset
+    section: str | None  # the recipe's data.<section> that describes it (generated sets), or None
+    user_path: bool  # read from data.path (your own images: a real dataset), not generated by bench
+    label: str  # how tables and figures name it
+    converter: str | None = None  # the `bench data` command that writes it, or a layout bench converts into
+
+    @property
+    def setting_keys(self) -> tuple[tuple[str, ...], ...]:
+        """The recipe keys that tell one such dataset from another (results.SETTING_KEYS)."""
+        return (("data", "path"),) if self.user_path else (("data", self.section),)
+
+
+DATASETS = {r.name: r for r in (
+    Dataset("synthetic", "synth", False, "synthetic data", "bench data synth"),
+    Dataset("digits", "digits", False, "sklearn digits", "bench data digits"),
+    Dataset("folder", None, True, "folder", "bench data idx | cifar (into this layout)"),
+    Dataset("filelist", None, True, "file lists"),
+)}
+
+
+# --- tables -----------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TableRecord:
+    name: str
+    function: str  # "module:function" (study, baseline) -> render.Table
+    needs: str | None = None  # the paper setting its measured cells need (regenerate() writes it only then)
+    sweep: bool = False  # a sweep's table: --baseline is an arm, and `bench sweep` writes it
+
+    def load(self):
+        return resolve(self.function)
+
+
+TABLES = {r.name: r for r in (
+    TableRecord("vrgd-imagenet", "bench.analysis.tables:vrgd_imagenet", needs="imagenet"),
+    TableRecord("vrgd-gap", "bench.analysis.tables:vrgd_gap", needs="imagenet"),
+    TableRecord("vrgd-cifar10", "bench.analysis.tables:vrgd_cifar10", needs="cifar10"),
+    TableRecord("mlperf-epochs", "bench.analysis.tables:mlperf_epochs", needs="imagenet"),
+    TableRecord("compare", "bench.analysis.tables:compare"),
+    TableRecord("verdict", "bench.analysis.tuning:verdict", sweep=True),
+    TableRecord("tuning", "bench.analysis.tuning:tuning", sweep=True),
+)}

@@ -1,0 +1,118 @@
+"""The guard of bench/catalog.py: every record resolves to its code and declares what the code does, every piece of
+code has a record, every record has its behaviour tests, and the lists elsewhere are derived from the catalog."""
+
+import importlib
+import inspect
+import pkgutil
+import subprocess
+import sys
+import typing
+from pathlib import Path
+
+import pytest
+
+import bench
+from bench import catalog
+from bench.data import loaders
+from bench.optim.base import GroupOptimizer
+from bench.optim.factory import hyperparameters
+from bench.recipe import DataSpec
+
+ROOT = Path(bench.__file__).parent
+MIXINS = {"GroupOptimizer", "GroupGradients", "VRGD", "AdaScale", "SimiGrad"}  # bases, no update of their own
+
+
+@pytest.mark.parametrize("name", sorted(catalog.OPTIMIZERS))
+def test_every_optimizer_record_declares_what_its_class_does(name):
+    record = catalog.OPTIMIZERS[name]
+    cls = record.load()
+    assert record.pace == cls.pace and record.reduces_gradients == cls.reduces_gradients
+    if record.reduces_gradients:
+        assert {"sums": None, "squares": "squares", "halves": "halves"}[record.groups] == cls.second
+    assert record.options == tuple(k for k in hyperparameters(cls) if k not in ("lr", "weight_decay"))
+    assert all(option in catalog.RULES for option in record.options), "every option has a rule"
+    assert record.base in catalog.OPTIMIZERS and catalog.OPTIMIZERS[record.base].base == record.base
+    assert record.display and record.color.startswith("#")
+
+
+def test_every_optimizer_class_has_a_record():
+    classes = set()
+    for info in pkgutil.iter_modules([str(ROOT / "optim")]):
+        module = importlib.import_module(f"bench.optim.{info.name}")
+        classes |= {f"{cls.__module__}:{cls.__name__}" for _, cls in inspect.getmembers(module, inspect.isclass)
+                    if issubclass(cls, GroupOptimizer) and cls.__module__ == module.__name__
+                    and cls.__name__ not in MIXINS}
+    assert classes == {r.target for r in catalog.OPTIMIZERS.values()}
+
+
+def test_every_optimizer_record_has_its_tests():
+    from tests.test_optim import HPARAMS
+
+    assert set(HPARAMS) == set(catalog.OPTIMIZERS)  # the training and resume tests run each one
+
+
+@pytest.mark.parametrize("name", sorted(catalog.LOADERS))
+def test_every_loader_record_declares_what_its_module_does(name):
+    record = catalog.LOADERS[name]
+    if not record.available():
+        pytest.skip(f"{record.requires} does not import here")
+    module = loaders.get(name)
+    assert module.READS_FILES == record.reads_files == catalog.reads_files(name)
+    assert callable(module.train) and callable(module.evaluation)
+
+
+def test_every_loader_module_has_a_record_and_the_recipe_offers_each():
+    with_protocol = {f"bench.data.{p.stem}" for p in (ROOT / "data").glob("*.py") if "\nREADS_FILES = " in p.read_text()}
+    assert with_protocol == {r.module for r in catalog.LOADERS.values()}
+    offered = set(typing.get_args(DataSpec.model_fields["loader"].annotation))
+    assert offered == {"auto", *catalog.LOADERS, *catalog.LOADER_ALIASES}
+    assert set(catalog.LOADER_ALIASES.values()) <= set(catalog.LOADERS)
+    assert set(catalog.AUTO_LOADERS) <= set(catalog.LOADERS)
+
+
+def test_every_file_loader_record_has_the_behaviour_tests():
+    from tests.test_data_backends import BACKENDS
+
+    assert set(BACKENDS) == {n for n, r in catalog.LOADERS.items() if r.reads_files}
+
+
+def test_every_dataset_record_is_in_the_recipe_and_the_analysis():
+    from bench.analysis.results import SETTING_KEYS
+    from bench.recipe import DataSpec
+
+    assert set(typing.get_args(DataSpec.model_fields["dataset"].annotation)) == set(catalog.DATASETS)
+    for record in catalog.DATASETS.values():
+        if record.section:
+            assert record.section in DataSpec.model_fields, record.name
+        assert set(record.setting_keys) <= set(SETTING_KEYS), f"{record.name}'s runs would merge with others'"
+
+
+def test_every_table_record_resolves_and_the_cli_offers_each():
+    from bench.analysis import commands, paper
+
+    for record in catalog.TABLES.values():
+        assert callable(record.load())
+        assert record.needs is None or record.needs in paper.LABELS
+    assert commands.TABLE_NAMES == tuple(catalog.TABLES)
+
+
+def test_the_analysis_reads_facts_not_names():
+    """No optimizer family, baseline order, loader or dataset name is guessed in bench/analysis/ (the paper's own
+    methods, LARS and VRGD-LARS, are the tables' subject and stay named)."""
+    guesses = ('"simigrad_', '"adascale_', 'startswith("vrgd', '("lars", "sgd")', '("sgd", "lars")', '"random"',
+               '"dali"', '"torchvision"', 'dataset == "', '("folder", "filelist")')
+    for path in sorted((ROOT / "analysis").glob("*.py")):
+        source = path.read_text()
+        for guess in guesses:
+            assert guess not in source, f"{path.name} guesses a fact the catalog declares: {guess}"
+
+
+def test_the_catalog_and_bench_validate_load_without_torch(tmp_path):
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("model: {name: resnet18}\nglobal_batch: 64\noptimizer: {name: vrgd_lars, lr: 0.1, gamma: 0.1}\n"
+                      "epochs: 1\ntarget_top1: 50\n")
+    code = ("import sys\nfrom bench import catalog\nfrom bench.cli import main\n"
+            f"assert main(['validate', {str(recipe)!r}]) == 0\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'timm', 'nvidia')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().endswith("[]")
