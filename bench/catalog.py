@@ -55,7 +55,7 @@ _MOMENTUM = ("momentum", "nesterov")
 _LARS = ("momentum", "eta", "eps", "nesterov")
 _ADAM = ("betas", "eps")
 _VRGD = ("gamma", "gsnr_eps", "beta3", "gsnr_bias_correction", "gsnr_norm", "fused")
-_ADASCALE = ("smoothing", "gain")
+_ADASCALE = ("smoothing", "gain_scope")
 
 OPTIMIZERS = {r.name: r for r in (
     Optimizer("sgd", "bench.optim.sgd:SGD", "SGD", "#555555", _MOMENTUM, "sgd"),
@@ -130,9 +130,28 @@ RULES = {
     "gsnr_norm": (lambda value: value in ("tensor", "layer", "model"), "'tensor', 'layer' or 'model'"),
     "trust_grad": (lambda value: value in ("vr", "mean"), "'vr' or 'mean'"),
     "smoothing": (lambda value: value is None or _FRACTION[0](value), "null or a number in [0, 1)"),
-    "gain": (lambda value: value in ("global", "per_group"), "'global' or 'per_group'"),
+    "gain_scope": (lambda value: value in ("global", "per_group"), "'global' or 'per_group'"),
     "fused": (lambda value: value is None or isinstance(value, bool), "null, true or false"),
 }
+
+
+OPTION_ALIASES = {"gain": "gain_scope"}  # deprecated option names -> today's
+
+
+def current_options(hparams: dict) -> dict:
+    """The options with deprecated names renamed (one BenchDeprecation warning each)."""
+    import warnings
+
+    from bench.errors import BenchDeprecation
+
+    out = {}
+    for key, value in hparams.items():
+        if key in OPTION_ALIASES:
+            warnings.warn(f"optimizer option '{key}' is deprecated, use '{OPTION_ALIASES[key]}' (the same choice; "
+                          f"'{key}' also named AdaScale's gain itself)", BenchDeprecation)
+            key = OPTION_ALIASES[key]
+        out[key] = value
+    return out
 
 
 def validate_options(hparams: dict) -> None:

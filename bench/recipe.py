@@ -122,6 +122,11 @@ class OptimizerSpec(BaseModel):
                       "beside name and lr, e.g. momentum, eta, trust_clip")
     lr: PositiveFloat = Field(description="peak learning rate, reached at the end of warm-up")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _old_option_names(cls, data):
+        return catalog.current_options(data) if isinstance(data, dict) else data
+
     @property
     def hparams(self) -> dict[str, Any]:
         return dict(self.model_extra or {})

@@ -449,6 +449,15 @@ def test_a_random_tensor_run_in_imagenets_shape_is_never_a_paper_measurement(tmp
     assert runs.loc["r50", "paper"] == "imagenet" and runs.loc["r50-random", "paper"] == ""
 
 
+def test_the_plan_batch_is_read_under_its_name_and_its_old_one(tmp_path):
+    """meta.json's plan.batch (runs before 2026-11-24 wrote plan.global_batch): the batch of steps without a logged
+    batch, under either key."""
+    make_run(tmp_path, "old", "lars", 100, 0, [50, 60], meta_extra={"plan": {"global_batch": 64, "gsnr_groups": 1}})
+    make_run(tmp_path, "new", "lars", 100, 0, [50, 60], meta_extra={"plan": {"batch": 64, "gsnr_groups": 1}})
+    runs = results.load([tmp_path]).set_index("recipe")
+    assert runs.loc["old", "plan_batch"] == runs.loc["new", "plan_batch"] == 64
+
+
 def test_exports_name_runs_relative_to_the_reported_root_and_define_every_column(tmp_path, capsys):
     make_run(tmp_path / "study", "r", "lars", 100, 0, [50, 60])
     make_run(tmp_path / "study", "r", "lars", 100, 1, [50, 62])

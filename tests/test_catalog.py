@@ -116,3 +116,16 @@ def test_the_catalog_and_bench_validate_load_without_torch(tmp_path):
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'timm', 'nvidia')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().endswith("[]")
+
+
+def test_the_old_adascale_option_name_gain_warns_and_means_gain_scope():
+    from torch import nn
+
+    from bench import optim
+    from bench.recipe import OptimizerSpec
+
+    with pytest.warns(FutureWarning, match="optimizer option 'gain' is deprecated, use 'gain_scope'"):
+        spec = OptimizerSpec(name="adascale_sgd", lr=0.1, gain="per_group")
+    assert spec.hparams == {"gain_scope": "per_group"}
+    with pytest.warns(FutureWarning, match="'gain' is deprecated"):
+        assert optim.create(nn.Linear(3, 2), "adascale_sgd", lr=0.1, gain="per_group").per_group

@@ -81,7 +81,7 @@ def test_train_eval_subset_is_fixed_and_sized():
 @pytest.mark.parametrize("loader", ["torchvision", "dali"])
 def test_batches_shapes_labels_and_normalisation(tiny_dataset, loader):
     spec = DataSpec(dataset="folder", path=tiny_dataset, image_size=32, workers=0, eval_batch=16, loader=loader)
-    data = build(spec, global_batch=16, micro_batch=8, rank=0, world=1, seed=0)
+    data = build(spec, step_images=16, micro_batch=8, rank=0, world=1, seed=0)
     assert data.num_classes == 4 and data.train_size == 160 and len(data.train_eval_indices) == 40
     images, labels = next(data.train(0, 1))
     assert images.shape == (8, 3, 32, 32) and images.dtype == torch.float32 and labels.dtype == torch.int64

@@ -32,7 +32,7 @@ def test_run_writes_the_run_directory_and_learns(tmp_path, tiny_dataset):
 
     meta = json.loads((run / "meta.json").read_text())
     assert meta["status"] == "completed" and meta["world_size"] == 1
-    assert meta["plan"] == {"global_batch": 32, "world_size": 1, "accum_steps": 2, "micro_batch": 16, "gsnr_groups": 2}
+    assert meta["plan"] == {"batch": 32, "world_size": 1, "accum_steps": 2, "micro_batch": 16, "gsnr_groups": 2}
     assert meta["total_steps"] == 40 and meta["versions"]["torch"] and meta["end_time"]
 
     resolved = yaml.safe_load((run / "recipe.yaml").read_text())

@@ -127,7 +127,7 @@ def test_adascale_per_group_gains_match_fairscales_formulas_in_float64(name, hpa
             for g, g0, w in zip(grads, groups[0], ws):
                 if w.ndim > 1:
                     g.mul_(0.3).add_(g0)
-    ours, opt = run(name, ws, steps, LRS, gain="per_group", **hparams)
+    ours, opt = run(name, ws, steps, LRS, gain_scope="per_group", **hparams)
     ref = RefAdaScalePerGroup(make_base(ws), hparams["smoothing"], ws)
     assert_history(ours, ref.run(steps, LRS), **TIGHT)
     assert opt.gains == pytest.approx(ref.group_gains[-1], rel=1e-10)
@@ -140,10 +140,10 @@ def test_adascale_per_group_gains_match_fairscales_formulas_in_float64(name, hpa
 
 def test_adascale_per_group_state_resumes_and_old_checkpoints_load():
     ws, steps = weights(), gradients(4, k=4)
-    whole, _ = run("adascale_sgd", ws, steps, LRS[:4], gain="per_group", smoothing=0.5)
+    whole, _ = run("adascale_sgd", ws, steps, LRS[:4], gain_scope="per_group", smoothing=0.5)
     params = [nn.Parameter(w.clone()) for w in ws]
-    first = optim.create(params, "adascale_sgd", lr=LRS[0], gain="per_group", smoothing=0.5)
-    second = optim.create(params, "adascale_sgd", lr=LRS[0], gain="per_group", smoothing=0.5)
+    first = optim.create(params, "adascale_sgd", lr=LRS[0], gain_scope="per_group", smoothing=0.5)
+    second = optim.create(params, "adascale_sgd", lr=LRS[0], gain_scope="per_group", smoothing=0.5)
     for i, (lr, groups) in enumerate(zip(LRS[:4], steps)):
         opt = first if i < 2 else second
         if i == 2:

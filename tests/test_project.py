@@ -118,11 +118,11 @@ def _count_bytes(rank: int, folder: str, name: str, options: dict):
 
 
 @pytest.mark.parametrize("name,options", [("lars", {}), ("vrgd_lars", {}), ("adascale_lars", {}),
-                                          ("adascale_lars", {"gain": "per_group"}), ("simigrad_lars", {})])
+                                          ("adascale_lars", {"gain_scope": "per_group"}), ("simigrad_lars", {})])
 def test_model_bytes_equal_a_real_two_process_all_reduce(tmp_path, name, options):
     mp.spawn(_count_bytes, args=(str(tmp_path), name, options), nprocs=2)
     counted, params, groups = torch.load(tmp_path / "rank0.pt")
-    assert counted == project.reduced_bytes(name, params, groups, options.get("gain") == "per_group")
+    assert counted == project.reduced_bytes(name, params, groups, options.get("gain_scope") == "per_group")
 
 
 def test_presets_equal_the_fit_to_their_calibration_rows():

@@ -301,6 +301,12 @@ def loader_ran(recipe: dict, meta: dict) -> str:
     return LOADER_ALIASES.get(loader, loader)
 
 
+def plan_batch_of(meta: dict) -> int | None:
+    """The plan's batch from meta.json (`plan.batch`; runs before 2026-11-24 wrote it as `plan.global_batch`)."""
+    plan = meta.get("plan") or {}
+    return plan.get("batch", plan.get("global_batch"))
+
+
 def seed_key(recipe: dict, meta: dict) -> dict:
     """What must be equal for two runs to count as seeds of one recipe (see SEED_NEUTRAL); the loader that ran
     counts (DALI's and torchvision's decoders and resizers round differently, so their numbers differ)."""
@@ -344,7 +350,7 @@ def loss_exploded(metrics: pd.DataFrame, events: pd.DataFrame) -> str | None:
 def summarize(run: Path) -> tuple[dict, pd.DataFrame]:
     """One run's row and its evaluation curve."""
     recipe, meta = read_recipe_and_meta(run)
-    plan_batch = float((meta.get("plan") or {}).get("global_batch") or recipe["global_batch"])
+    plan_batch = float(plan_batch_of(meta) or recipe["global_batch"])
     metrics = read_metrics(run, plan_batch)
     status = meta.get("status", "unknown")
     if status == "running" and not held_by_a_process(run):

@@ -140,9 +140,9 @@ def default_device() -> torch.device:
     return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
 
 
-def build(spec: DataSpec, global_batch: int, micro_batch: int, rank: int, world: int, seed: int,
+def build(spec: DataSpec, step_images: int, micro_batch: int, rank: int, world: int, seed: int,
           device: torch.device | str | None = None, dtype: str = "float32", channels_last: bool = False) -> Data:
-    """The data of one rank. `device`: where the model runs (default: the current CUDA device, else
+    """The data of one rank. `step_images`: the plan's batch (sampling.StepStream). `device`: where the model runs (default: the current CUDA device, else
     the CPU); DALI decodes on it when it is a GPU. `dtype` ("float32" or "bfloat16") and
     `channels_last` shape the image batches."""
     loader = resolve_loader(spec.loader)
@@ -156,7 +156,7 @@ def build(spec: DataSpec, global_batch: int, micro_batch: int, rank: int, world:
             raise UserError(f"key 'data.holdout' is {spec.holdout:g}: that holds out {len(held)} of the "
                             f"{len(layout.train)} training images; at least one must be held out and one kept")
         layout = layout.hold_out(held.tolist())
-    stream = sampling.StepStream(len(layout.train), global_batch, micro_batch, rank, world, seed)
+    stream = sampling.StepStream(len(layout.train), step_images, micro_batch, rank, world, seed)
     size = spec.train_eval_size or len(layout.val)
     subset = sampling.train_eval_subset(len(layout.train), size).tolist()
     opts = Options(spec.image_size, spec.crop_scale_min, spec.random_flip, spec.workers, dtype, channels_last,

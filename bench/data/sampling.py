@@ -25,12 +25,15 @@ import numpy as np
 
 
 class StepStream:
-    def __init__(self, n: int, global_batch: int, micro_batch: int, rank: int, world: int, seed: int):
-        if global_batch % (micro_batch * world):
-            raise ValueError("global_batch must be a multiple of micro_batch * world")
-        self.n, self.global_batch, self.micro_batch = n, global_batch, micro_batch
+    """step_images: the images one step of the stream takes (the plan's batch: the global batch, or under
+    adaptive batching the chunk a step takes a whole number of, bench/engine/plan.py)."""
+
+    def __init__(self, n: int, step_images: int, micro_batch: int, rank: int, world: int, seed: int):
+        if step_images % (micro_batch * world):
+            raise ValueError("step_images must be a multiple of micro_batch * world")
+        self.n, self.step_images, self.micro_batch = n, step_images, micro_batch
         self.rank, self.world, self.seed = rank, world, seed
-        self.accum_steps = global_batch // (micro_batch * world)
+        self.accum_steps = step_images // (micro_batch * world)
         self._perm_epoch, self._perm = -1, None
 
     def _permutation(self, epoch: int) -> np.ndarray:
@@ -42,7 +45,7 @@ class StepStream:
     def positions(self, step: int, micro: int) -> range:
         """Stream positions of this rank's `micro`-th micro-batch of `step`."""
         m = self.rank * self.accum_steps + micro
-        start = step * self.global_batch + m * self.micro_batch
+        start = step * self.step_images + m * self.micro_batch
         return range(start, start + self.micro_batch)
 
     def micro_batch_samples(self, step: int, micro: int) -> list[tuple[int, int]]:

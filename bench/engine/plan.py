@@ -13,7 +13,8 @@ covers the rest.
 The plan's `batch` is the recipe's global_batch; under adaptive batching (SimiGrad) it is the
 chunk, adaptive_batch.min_batch, the unit a step takes a whole number of (the controller scales
 that number; the recipe's global_batch is then the first batch and the lr's reference). meta.json
-keeps the plan's batch under the key `global_batch` (plan.as_dict), as runs have always written.
+keeps the plan's batch under the key `batch` (plan.as_dict); runs written before 2026-11-24 named it
+`global_batch`, which the analysis reads as an alias (results.plan_batch).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ class BatchPlan:
                 f" of {self.micro_per_group} micro-batch(es)")
 
     def as_dict(self) -> dict:
-        return {"global_batch": self.batch, "world_size": self.world_size, "accum_steps": self.accum_steps,
+        return {"batch": self.batch, "world_size": self.world_size, "accum_steps": self.accum_steps,
                 "micro_batch": self.micro_batch, "gsnr_groups": self.gsnr_groups}
 
 

@@ -140,8 +140,8 @@ class AdaScale(GroupGradients):
     group, and the runner drives the schedule by scale-invariant steps (each step advances it by
     the gain, bench/engine/pace.py). Identical groups give gain 1 (var = 0); pure noise gives S.
 
-    gain="global" (default): one gain from the statistics of all parameters, the paper's
-    Algorithm 1 (its gain ratio is defined on the whole model's gradient). gain="per_group":
+    gain_scope="global" (default): one gain from the statistics of all parameters, the paper's
+    Algorithm 1 (its gain ratio is defined on the whole model's gradient). gain_scope="per_group":
     fairscale's AdaScale: var and sqr per param group (the flat gradient restricted to the
     group), each smoothed, each group's lr times its own gain; the schedule advances by the gain of
     the summed averages (fairscale's gain() of all groups). fairscale floors var at 1e-6, bench at 0.
@@ -149,7 +149,8 @@ class AdaScale(GroupGradients):
     Args:
         smoothing: theta of the moving averages (default null = max(1 - k/1000, 0), fairscale's);
             the averages are debiased as fairscale's (avg / (1 - theta^t)).
-        gain: "global" or "per_group" (above).
+        gain_scope: "global" or "per_group" (above; `gain`, its name before 2026-11-24, still works with a
+            warning: it named both this choice and the gain itself).
         **base: the base optimizer's arguments.
 
     The gains are read to the host once per step (they scale the lr the base update takes). The
@@ -159,10 +160,10 @@ class AdaScale(GroupGradients):
 
     pace = "scale_invariant"
 
-    def __init__(self, params, *, smoothing=None, gain="global", **base):
-        validate({"smoothing": smoothing, "gain": gain})
+    def __init__(self, params, *, smoothing=None, gain_scope="global", **base):
+        validate({"smoothing": smoothing, "gain_scope": gain_scope})
         super().__init__(params, **base)
-        self.smoothing, self.per_group = smoothing, gain == "per_group"
+        self.smoothing, self.per_group = smoothing, gain_scope == "per_group"
         self.gain = 1.0
         self.gains = [1.0] * len(self.param_groups)
         groups = len(self.param_groups) if self.per_group else 1
