@@ -136,8 +136,9 @@ print("HEAVY", heavy)
 """
 
 
-@pytest.mark.parametrize("args", [["--version"], ["--help"], ["report", "--columns"]])
-def test_help_version_and_column_definitions_import_no_torch(args):
+@pytest.mark.parametrize("args", [["--version"], ["--help"], ["report", "--columns"],
+                                  ["validate", str(RECIPES / "demo.yaml")]])
+def test_help_version_validate_and_column_definitions_import_no_torch(args):
     """They answer in a second or two: torch, timm, DALI and pandas are imported only where a command needs them."""
     import sys
 

@@ -103,6 +103,17 @@ def test_dali_and_torchvision_agree_on_the_same_images(tiny_dataset):
 
 
 @pytest.mark.parametrize("loader", list(catalog.LOADERS))
+def test_every_loader_trains_from_a_closable_iterator(indexed, loader):
+    """The runner closes what train() returns when it stops early (the Loader protocol)."""
+    data = build(spec(indexed, loader), 4, 4, 0, 1, seed=0)
+    batches = data.train(0, 3)
+    next(batches)
+    batches.close()
+    with pytest.raises(StopIteration):
+        next(batches)
+
+
+@pytest.mark.parametrize("loader", list(catalog.LOADERS))
 def test_bfloat16_channels_last_batches(indexed, loader):
     data = build(spec(indexed, loader), 4, 4, 0, 1, seed=0, dtype="bfloat16", channels_last=True)
     images, labels = next(data.train(0, 1))

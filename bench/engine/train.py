@@ -333,12 +333,12 @@ class Trainer:
 
 @contextlib.contextmanager
 def _closing(iterator):
-    """Close a batch iterator that can be closed (DALI's generator), so an early stop (divergence,
-    preemption) ends its threads before the interpreter does."""
+    """Close the loader's batch iterator (the Loader protocol: closable), so an early stop (divergence,
+    preemption) ends its threads and workers before the interpreter does."""
     try:
         yield iterator
     finally:
-        getattr(iterator, "close", lambda: None)()
+        iterator.close()
 
 
 @dataclass
