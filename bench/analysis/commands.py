@@ -126,11 +126,12 @@ def cmd_project(args) -> int:
                         " (the presets hold ResNet-50 at 224 px): give --throughput IMG_S per accelerator "
                         "(measure it with `bench perf train RECIPE --device cuda` on one)")
     counts = args.accelerators
-    frame = project.project(inputs, cluster, device, counts, parameters)
+    element_bytes = project.FLOAT_BYTES if args.reference else facts["element_bytes"]
+    frame = project.project(inputs, cluster, device, counts, parameters, element_bytes)
     slow, fast = args.compare
     if args.reference:  # the other optimizer's step time at LARS' batches (its steps are not published)
         other = inputs.assign(optimizer=slow, steps=math.nan, images=math.nan)
-        frame_all = pd.concat([frame, project.project(other, cluster, device, counts, parameters)])
+        frame_all = pd.concat([frame, project.project(other, cluster, device, counts, parameters, element_bytes)])
     else:
         frame_all = frame
     note = (f"Projection (bench project, not a measurement): {what}; {args.cluster} ({cluster.source}); {speed}; "

@@ -40,7 +40,7 @@ VALIDATION = "time_to_train_resnet50"  # results/reference/<stem>.csv
 IMAGENET_TRAIN_IMAGES = 1_281_167
 RESNET50_PARAMETERS = 25_557_032  # ResNet-50 v1.5 with 1000 classes
 BACKWARD_SHARE = 2 / 3  # backward = 2 x forward FLOPs
-FLOAT_BYTES = 4  # bench's gradients and statistics are fp32 (autocast keeps fp32 parameters)
+FLOAT_BYTES = 4  # bench's gradients and statistics are fp32 (bf16 autocast keeps fp32 parameters; fp64 runs: 8)
 SATURATED = 0.5  # parallel efficiency under which more accelerators stop paying
 GOAL = 0.25  # the validation's goal: median absolute error under 25%
 
@@ -64,13 +64,14 @@ def kind(optimizer: str) -> str | None:
     return catalog.OPTIMIZERS[optimizer].groups
 
 
-def reduced_bytes(optimizer: str, parameters: int, param_groups: int = 2, per_group_gain: bool = False) -> int:
-    """The bytes bench all-reduces per step for this optimizer (one rank's message)."""
+def reduced_bytes(optimizer: str, parameters: int, param_groups: int = 2, per_group_gain: bool = False,
+                  element_bytes: int = FLOAT_BYTES) -> int:
+    """The bytes bench all-reduces per step for this optimizer (one rank's message), at the parameters' precision."""
     second = KINDS[kind(optimizer)][0]
     if second is None:
-        return parameters * FLOAT_BYTES  # DDP's buckets: the fp32 gradient
+        return parameters * element_bytes  # DDP's buckets: the gradient
     extra = param_groups * 8 if per_group_gain else 0  # AdaScale per_group: one float64 per param group
-    return ((1 + second) * parameters + 2) * FLOAT_BYTES + extra  # [sums | second | sq_norms | count], fp32
+    return ((1 + second) * parameters + 2) * element_bytes + extra  # [sums | second | sq_norms | count]
 
 
 def overlapped(optimizer: str) -> bool:
@@ -256,6 +257,7 @@ def measured_inputs(paths: list[str]) -> tuple[pd.DataFrame, dict]:
     """Per optimizer and batch: the median over seeds of images and steps to target (a miss counts as never), from
     a results tree; a sweep's reruns when it has them. Also the recipe facts the model needs."""
     from bench.analysis import results
+    from bench.analysis.results import read_recipe_and_meta
 
     runs = results.load(paths)
     if "role" in runs and (runs.role == "rerun").any():
@@ -274,7 +276,9 @@ def measured_inputs(paths: list[str]) -> tuple[pd.DataFrame, dict]:
         raise UserError(f"{', '.join(paths)}: no optimizer and batch reached its target_top1 in most of its runs; "
                         "nothing to project (lower target_top1 or train longer)")
     resnet50_224 = bool((runs.model == "resnet50").all() and (runs.image_size == 224).all())
-    return frame, {"run": runs.run.iloc[0], "resnet50_224": resnet50_224}
+    fp64 = any((read_recipe_and_meta(Path(run))[0].get("engine") or {}).get("precision") == "fp64"
+               for run in runs.run.head(1))
+    return frame, {"run": runs.run.iloc[0], "resnet50_224": resnet50_224, "element_bytes": 8 if fp64 else FLOAT_BYTES}
 
 
 def _median_or_inf(values: pd.Series) -> float:
@@ -313,16 +317,17 @@ def count_parameters(run: str) -> int:
 
 
 def project(inputs: pd.DataFrame, cluster: Cluster, device: Device, accelerators: list[int],
-            parameters: int) -> pd.DataFrame:
+            parameters: int, element_bytes: int = FLOAT_BYTES) -> pd.DataFrame:
     """Minutes to target for every optimizer, batch and accelerator count (per-device batch at least 1)."""
     rows = []
     for r in inputs.itertuples():
+        nbytes = reduced_bytes(r.optimizer, parameters, element_bytes=element_bytes)
         for n in accelerators:
             if n > r.global_batch:
                 continue
-            parts = step_parts(r.global_batch / n, n, cluster, device, r.optimizer, parameters, r.groups)
+            parts = step_parts(r.global_batch / n, n, cluster, device, r.optimizer, parameters, r.groups, nbytes)
             minutes = seconds_to_target(r.images, r.steps, n, cluster, device, r.optimizer, parameters,
-                                        r.groups) / 60
+                                        r.groups, nbytes) / 60
             rows.append({"optimizer": r.optimizer, "global_batch": r.global_batch, "accelerators": n,
                          "steps": r.steps, "minutes": minutes,
                          "step_ms": 1e3 * (parts["overhead"] + parts["compute"] + parts["exposed"] + parts["extra"]),
