@@ -180,7 +180,7 @@ def test_simigrad_run_adapts_its_batch_and_counts_images(tmp_path, tiny_dataset)
     assert batches[:3] == [32, 48, 64] and set(batches[2:]) == {64}
     assert all(-1 <= e["similarity"] <= 1 for e in events)
     assert sum(batches) == metrics["images_seen"].iloc[-1] >= 4 * 160 > sum(batches[:-1])
-    assert metrics["batch"].iloc[-1] == batches[-1] and meta["plan"]["global_batch"] == 16
+    assert metrics["batch"].iloc[-1] == batches[-1] and meta["plan"]["batch"] == 16
     # step 1 starts at schedule step 48 / 32 -> 1 of a 5-step warm-up, at batch 48
     assert events[1]["lr"] == pytest.approx(0.1 * 2 / 5 * math.sqrt(48 / 32))
     assert metrics["epoch"].tolist() == metrics["schedule_epoch"].tolist()

@@ -13,6 +13,11 @@ effect it could have detected (scipy.stats; no torch).
 - `seeds_to_resolve(effect, ...)`: the fewest seeds per side whose MDE is at most `effect` at the same
   standard deviations.
 - `holm(p)`: Holm's step-down adjustment (family-wise error at most alpha, any dependence between tests).
+- `pooled(comparisons)`: the average of several paired differences (one pair of arms at several batches) with
+  the pooled standard deviation of the per-seed differences: s_p² = Σ (n_b − 1) s_b² / Σ (n_b − 1),
+  se = s_p sqrt(Σ 1/n_b) / B, df = Σ (n_b − 1). It assumes the differences are equally noisy at every batch
+  and asks another question (the average effect over the batches), so it is reported beside the declared
+  per-batch family, not in it.
 """
 
 from __future__ import annotations
@@ -69,6 +74,25 @@ def compare(x, y, seeds_x=None, seeds_y=None, alpha: float = ALPHA) -> Compariso
     t = stats.t.ppf(1 - alpha / 2, df)
     p = float(2 * stats.t.sf(abs(diff) / se, df))
     return Comparison(diff, diff - t * se, diff + t * se, p, test, float(df), float(se), n)
+
+
+def pooled(comparisons: list[Comparison], alpha: float = ALPHA) -> Comparison | None:
+    """The mean of paired differences over cells, with the pooled sd of the differences (module docstring); None
+    unless every comparison is paired."""
+    from scipy import stats
+
+    if not comparisons or any(c is None or c.test != "paired" for c in comparisons):
+        return None
+    dfs = [c.n - 1 for c in comparisons]
+    variance = sum(df * (c.se ** 2 * c.n) for df, c in zip(dfs, comparisons)) / sum(dfs)  # pooled s_d²
+    b = len(comparisons)
+    se = math.sqrt(variance * sum(1 / c.n for c in comparisons)) / b
+    df = float(sum(dfs))
+    diff = float(np.mean([c.diff for c in comparisons]))
+    t = stats.t.ppf(1 - alpha / 2, df)
+    p = float(2 * stats.t.sf(abs(diff) / se, df))
+    return Comparison(diff, diff - t * se, diff + t * se, p, f"paired, pooled over {b}", df, float(se),
+                      sum(c.n for c in comparisons))
 
 
 def detection_power(effect: float, se: float, df: float, alpha: float = ALPHA) -> float:

@@ -208,6 +208,17 @@ def verdict(study: Study, baseline: str | None = None) -> Table:
             Cell(seeds, kind="int") if seeds else Cell(None, note="> 1000" if c else NO_NUMBER, kind="int"),
             Cell(gap.diff, kind="pct", ci=(gap.low, gap.high)) if gap else Cell(None, kind="pct"),
             steps_ratio(cx, cy), verdict_word(x, y, cx, cy, c, adjusted[i], detectable)])
+    primary = [r for r in rows if r[5] == "primary"]
+    pooled = power.pooled([r[6] for r in primary]) if len(primary) > 1 else None
+    if pooled is not None:
+        x, y = primary[0][1], primary[0][2]
+        detectable = power.comparison_mde(pooled)
+        word = (f"{display(x) if pooled.diff > 0 else display(y)} better on average" if pooled.p < power.ALPHA
+                else f"within noise (could detect ≥ {detectable:.1f} pp on average)")
+        table.rows.append(["all (pooled)", display(x), display(y), "exploratory", Cell(None), Cell(None),
+                           Cell(pooled.diff, kind="pct", ci=(pooled.low, pooled.high)), pooled.test,
+                           Cell(pooled.p, kind="p"), Cell(None, kind="p"), Cell(detectable, kind="pct"),
+                           Cell(None, kind="int"), Cell(None, kind="pct"), Cell(None, kind="ratio"), word])
     table.notes = [
         "val Top-1 X / Y: final val Top-1 (%) of the best trial's reruns (seeds other than the trials'), mean ± sample "
         "std (n = reruns that trained; diverged ones named).",
@@ -216,7 +227,9 @@ def verdict(study: Study, baseline: str | None = None) -> Table:
         "variances); gap = train-eval Top-1 − val Top-1 (pp).",
         f"p: the test's two-sided p-value; p Holm: adjusted by Holm's step-down method within the family, 'primary' "
         f"= {display(PRIMARY[0])} against {display(PRIMARY[1])} at each batch (the declared question), 'secondary' = "
-        "every other comparison in this table.",
+        "every other comparison in this table; 'exploratory' = the primary pair's average difference over the "
+        "batches with the pooled sd of its per-seed differences (power.pooled: assumes equal noise at every batch; "
+        "another question than the declared one, so not in its family and not Holm-adjusted).",
         "verdict (on val Top-1): 'X better' / 'Y better' when p Holm < 0.05; else 'within noise (could detect ≥ MDE "
         "pp)'. MDE 80%: the smallest true difference this test detects with 80% power at the observed noise and "
         f"seeds (noncentral t); seeds for {PLAN_EFFECT:g} pp: seeds per side that would detect a {PLAN_EFFECT:g}-point "
