@@ -254,8 +254,9 @@ def validation_table(frame: pd.DataFrame) -> Table:
 # --- projecting measured or published steps ----------------------------------------------------------------------
 
 def measured_inputs(paths: list[str]) -> tuple[pd.DataFrame, dict]:
-    """Per optimizer and batch: the median over seeds of images and steps to target (a miss counts as never), from
-    a results tree; a sweep's reruns when it has them. Also the recipe facts the model needs."""
+    """Per optimizer and batch: the median over seeds of images and steps to target (a miss counts as never: half
+    or more misses make the median a miss), from a results tree; a sweep's reruns when it has them. Also the
+    recipe facts the model needs."""
     from bench.analysis import results
     from bench.analysis.results import read_recipe_and_meta
 
@@ -269,21 +270,16 @@ def measured_inputs(paths: list[str]) -> tuple[pd.DataFrame, dict]:
     for (opt, batch), g in runs.groupby(["optimizer", "global_batch"]):
         rows.append({"optimizer": opt, "global_batch": int(batch), "seeds": len(g),
                      "reached": int(g.steps_to_target.map(math.isfinite).sum()),
-                     "steps": _median_or_inf(g.steps_to_target), "images": _median_or_inf(g.images_to_target),
+                     "steps": g.steps_to_target.median(), "images": g.images_to_target.median(),  # a miss is inf
                      "groups": int(g.plan_groups.max())})
     frame = pd.DataFrame(rows)
     if not frame.steps.map(math.isfinite).any():
         raise UserError(f"{', '.join(paths)}: no optimizer and batch reached its target_top1 in most of its runs; "
                         "nothing to project (lower target_top1 or train longer)")
     resnet50_224 = bool((runs.model == "resnet50").all() and (runs.image_size == 224).all())
-    fp64 = any((read_recipe_and_meta(Path(run))[0].get("engine") or {}).get("precision") == "fp64"
-               for run in runs.run.head(1))
+    recipe, _ = read_recipe_and_meta(Path(runs.run.iloc[0]))
+    fp64 = (recipe.get("engine") or {}).get("precision") == "fp64"  # else fp32 parameters (bf16 autocast too)
     return frame, {"run": runs.run.iloc[0], "resnet50_224": resnet50_224, "element_bytes": 8 if fp64 else FLOAT_BYTES}
-
-
-def _median_or_inf(values: pd.Series) -> float:
-    """The median with a miss as +inf (more than half missed: inf)."""
-    return float(sorted(values.tolist())[len(values) // 2]) if len(values) % 2 else float(values.median())
 
 
 def reference_inputs() -> pd.DataFrame:
