@@ -168,6 +168,8 @@ def test_reference_projection_and_break_even(capsys, tmp_path):
     (["--cluster", "dgx-h10", "--reference"], "unknown cluster preset 'dgx-h10' (did you mean 'dgx-h100'?)"),
     (["--reference"], "give --cluster NAME"),
     (["--cluster", "dgx-h100", "--accelerators", "0,8", "--reference"], "positive integers"),
+    (["--cluster", "dgx-h100", "--reference", "--compare", "vrgd_lars"], "is not two optimizer names SLOW,FAST"),
+    (["--cluster", "dgx-h100", "--reference", "--compare", "vrgd,lars"], "(vrgd unknown)"),
 ])
 def test_bad_inputs_are_one_sentence(capsys, args, said):
     assert exit_code(["project", *args]) == 2

@@ -200,6 +200,15 @@ def _counts(text: str) -> list[int]:
     return sorted(set(counts))
 
 
+def _pair(text: str) -> tuple[str, str]:
+    names = tuple(text.split(","))
+    unknown = [n for n in names if n not in catalog.OPTIMIZERS]
+    if len(names) != 2 or unknown:
+        raise argparse.ArgumentTypeError(f"{text!r} is not two optimizer names SLOW,FAST"
+                                         + (f" ({', '.join(unknown)} unknown)" if unknown else ""))
+    return names
+
+
 def add_parsers(sub, default_results: Path) -> None:
     where = dict(nargs="*", default=[str(default_results)], metavar="PATH",
                  help=f"run directories or results trees (default: {default_results})")
@@ -264,7 +273,7 @@ def add_parsers(sub, default_results: Path) -> None:
                    "(default 0)")
     s.add_argument("--parameters", type=int, metavar="N", help="the model's parameters (default: counted from the "
                    "runs' recipe)")
-    s.add_argument("--compare", type=lambda t: tuple(t.split(",")), default=("vrgd_lars", "lars"),
+    s.add_argument("--compare", type=_pair, default=("vrgd_lars", "lars"),
                    metavar="SLOW,FAST", help="the break-even pair (default: vrgd_lars,lars)")
     s.add_argument("--format", **fmt)
     s.add_argument("--plot", metavar="DIR", help="also draw minutes against accelerators into DIR")
