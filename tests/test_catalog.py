@@ -129,3 +129,19 @@ def test_the_old_adascale_option_name_gain_warns_and_means_gain_scope():
     assert spec.hparams == {"gain_scope": "per_group"}
     with pytest.warns(FutureWarning, match="'gain' is deprecated"):
         assert optim.create(nn.Linear(3, 2), "adascale_sgd", lr=0.1, gain="per_group").per_group
+
+
+@pytest.mark.parametrize("name", sorted(catalog.TABLES))
+def test_every_table_record_builds_and_renders(tmp_path, name):
+    """Each table (a future one too) builds from a study holding a sweep's trials and reruns and renders in every
+    format: its behaviour tests are its own (tests/test_analysis.py, tests/test_sweep.py), this is the floor."""
+    from bench.analysis import results, tables
+    from bench.analysis.render import FORMATS, render
+    from tests.test_sweep import sweep_run
+
+    for arm in ("lars", "vrgd_lars"):
+        sweep_run(tmp_path, arm, 100, "trial", 0, [50, 55, 61])
+        for seed in (1, 2, 3):
+            sweep_run(tmp_path, arm, 100, "rerun", seed, [50, 58 + seed, 60 + seed + (arm == "lars")])
+    table = tables.build(name, results.load_study([tmp_path]))
+    assert table.columns and all(render(table, fmt) for fmt in FORMATS)
