@@ -1,6 +1,8 @@
 """bench.optim VRGD family: the GSNR core against a float64 reference over k explicit group gradients,
 gamma = 1, zero variance, the group interface, diagnostics, and 2 ranks x 2 groups = 1 process x 4 groups."""
 
+import math
+
 import pytest
 import torch
 import torch.distributed as dist
@@ -233,3 +235,21 @@ def test_clip_fraction_of_a_large_model_is_a_close_estimate():
     exact = float(((r / r.mean()) < 0.1).double().mean())
     assert 0.05 < exact < 0.95
     assert opt.diagnostics()["gsnr_clip_frac"] == pytest.approx(exact, abs=0.002)
+
+
+@pytest.mark.parametrize("k", [4, 8, 32])
+def test_pure_noise_clips_the_share_docs_algorithms_states(k):
+    """Gradients of true mean 0 (normal, k groups): the clipped share at gamma is P(|t_{k-1}| < sqrt(gamma (k-1) /
+    (k-3))) (docs/algorithms.md: 38% at k = 4, 28% at 8, 25% at 32), the yardstick of the tuning table's column."""
+    from scipy import stats
+
+    gen = torch.Generator().manual_seed(k)
+    p = nn.Parameter(torch.zeros(2 ** 17))
+    opt = optim.create([p], "vrgd_sgd", lr=0.1, gamma=0.1)
+    for _ in range(k):
+        p.grad = torch.randn(p.shape, generator=gen)
+        opt.observe()
+    opt.step()
+    limit = math.sqrt(0.1 * (k - 1) / (k - 3))
+    expected = stats.t.cdf(limit, k - 1) - stats.t.cdf(-limit, k - 1)
+    assert opt.diagnostics()["gsnr_clip_frac"] == pytest.approx(expected, abs=0.01)
