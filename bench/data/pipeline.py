@@ -142,7 +142,8 @@ def default_device() -> torch.device:
 
 def build(spec: DataSpec, step_images: int, micro_batch: int, rank: int, world: int, seed: int,
           device: torch.device | str | None = None, dtype: str = "float32", channels_last: bool = False) -> Data:
-    """The data of one rank. `step_images`: the plan's batch (sampling.StepStream). `device`: where the model runs (default: the current CUDA device, else
+    """The data of one rank. `step_images`: the plan's batch (sampling.StepStream). `device`: where the model
+    runs (default: the current CUDA device, else
     the CPU); DALI decodes on it when it is a GPU. `dtype` ("float32" or "bfloat16") and
     `channels_last` shape the image batches."""
     loader = resolve_loader(spec.loader)
