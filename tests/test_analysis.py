@@ -421,19 +421,34 @@ def test_export_bad_input_is_one_sentence(tmp_path, capsys):
     assert not (tmp_path / "no").exists()
 
 
-def test_a_run_whose_loss_exploded_is_diverged_though_it_never_became_nan(tmp_path):
-    """bench's divergence rule: an evaluation interval's mean training loss above twice the first step's loss."""
+def test_a_loss_spike_that_does_not_come_back_is_diverged_and_one_that_does_is_an_instability(tmp_path, capsys):
+    """bench's divergence rule: a spike (an interval's mean training loss over 2 x the first step's) diverges the
+    run only when its last interval is still at or above the first step's loss; a spike that came back keeps the
+    run's final numbers and is reported as an instability (its largest interval loss and step)."""
     events = [{"step": s, "lr": 0.1, "loss": 2.3} for s in range(3)]
-    blown = make_run(tmp_path, "blown", "lars", 100, 0, [40, 10], events=events)
-    fine = make_run(tmp_path, "fine", "lars", 100, 0, [40, 70], events=events)
-    for run, losses in ((blown, "1.9,11.1"), (fine, "1.9,4.5")):  # 4.5 < 2 x 2.3: a bumpy but living run
+    courses = {"blown": "1.9,11.1", "back": "11.1,1.9", "bumpy": "1.9,4.5", "flat": "2.4,2.5"}
+    for name, losses in courses.items():
+        run = make_run(tmp_path, name, "lars", 100, 0, [40, 70], events=events)
         metrics = pd.read_csv(run / "metrics.csv")
         metrics["train_loss"] = [float(v) for v in losses.split(",")]
         metrics.to_csv(run / "metrics.csv", index=False)
     runs = results.load([tmp_path]).set_index("recipe")
     assert runs.loc["blown", "status"] == "diverged" and runs.loc["blown", "diverged"]
-    assert "11.10 at an evaluation, over 2 x the first step's 2.30" in runs.loc["blown", "reason"]
-    assert math.isnan(runs.loc["blown", "val_top1"]) and runs.loc["fine", "status"] == "completed"
+    assert "11.10 at step 20 (over 2 x the first step's 2.30) and still 11.10" in runs.loc["blown", "reason"]
+    assert math.isnan(runs.loc["blown", "val_top1"])
+    back = runs.loc["back"]  # the spike came back below 2.3: an instability with its final numbers
+    assert back["status"] == "completed" and back["unstable"] and back["val_top1"] == 70
+    assert (back["loss_peak"], back["loss_peak_step"], back["loss_last"]) == (11.1, 10, 1.9)
+    assert results.instability_text(back) == "loss 11.10 at step 10 (4.8x the first step's)"
+    # 4.5 < 2 x 2.3 (bumpy) and no spike at all (flat, a run that never learned): completed, stable
+    for name in ("bumpy", "flat"):
+        assert runs.loc[name, "status"] == "completed" and not runs.loc[name, "unstable"]
+        assert runs.loc[name, "val_top1"] == 70
+    assert main(["report", str(tmp_path), "--runs"]) == 0
+    out = capsys.readouterr().out
+    assert "| instability" in out and "loss 11.10 at step 10 (4.8x the first step's)" in out
+    assert main(["report", str(tmp_path)]) == 0
+    assert "| unstable" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("loader", ["random", "synthetic"])

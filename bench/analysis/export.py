@@ -36,7 +36,13 @@ COLUMNS = {
     "status": "per run: completed, diverged, running, preempted, failed or stopped (killed while running); "
               "per recipe: the count of each over the seeds",
     "reason": "why a run diverged, failed or was preempted (null otherwise)",
-    "diverged": "the run ended diverged (a non-finite loss, or validation Top-1 at chance after warm-up)",
+    "diverged": "the run ended diverged (a non-finite loss; validation Top-1 at chance after warm-up; or a "
+                "training-loss spike that never came back below the first step's loss)",
+    "loss_first": "the training loss of the run's first step (events.jsonl)",
+    "loss_peak": "the largest mean training loss of an evaluation interval (metrics.csv train_loss)",
+    "loss_peak_step": "the step that closed the interval of loss_peak",
+    "loss_last": "the mean training loss of the last evaluation interval",
+    "unstable": "the run's loss spiked: loss_peak over 2 x loss_first (it diverged only if it did not come back)",
     "finished": "the run ended completed or diverged",
     "run": "the run directory, relative to the reported root (the common folder of the paths given)",
     "loader": "the loader that ran (meta.json: data.loader auto resolved), part of the group",
@@ -102,6 +108,7 @@ COLUMNS = {
     "n": "the runs the means are over (finished ones; all when none finished)",
     "n_runs": "the runs in the group (a seed counted once)",
     "n_diverged": "the diverged runs in the group",
+    "n_unstable": "the runs in the group whose loss spiked and came back (unstable, not diverged)",
     "n_reached": "the runs that reached target_top1",
     "unfinished": "the row is aggregated over unfinished runs (no run of the group finished)",
 }

@@ -5,13 +5,17 @@ from __future__ import annotations
 import pandas as pd
 
 from bench.analysis.render import Cell, Table, render as render_table
-from bench.analysis.results import aggregate
+from bench.analysis.results import aggregate, instability_text
 from bench.analysis.tables import fixed_batch_notes, measured_cell
 
 DEFINITIONS = [
     "val_top1 / val_top5 / train_eval_top1: Top-1/Top-5 (%) at the last evaluation (train_eval: the fixed "
     "train-eval subset, training images with validation transforms); best_val_top1: the maximum over evaluations; "
     "a diverged run has no final values (a mean over seeds is over the others; status says how many diverged).",
+    "Diverged: a non-finite training loss, validation Top-1 at chance after warm-up (eval.stop_at_chance), or a "
+    "spike (an evaluation interval's mean training loss over 2 x the first step's) whose last interval is still at "
+    "or above the first step's loss; a spike that came back is an instability: the run keeps its final values and "
+    "the instability column names its largest interval loss and step.",
     "gap_top1 = train_eval_top1 − val_top1 (pp); gap_loss = val_loss − train_eval_loss.",
     "*_to_target: epoch / step / images seen / training seconds at the first evaluation with val_top1 ≥ target_top1; "
     "∞ = never reached (a mean over seeds is ∞ if any seed missed).",
@@ -20,6 +24,7 @@ DEFINITIONS = [
     "random tensors; micro_batch and gsnr_groups as the batch plan that ran) form one row: mean ± sample std over "
     "its finished runs (n).",
 ]
+RUN_DEFINITIONS = DEFINITIONS[:4]  # all but the seeds' rule: what a table of single runs needs
 STEP_DEFINITIONS = {
     "noise scale (B_simple)": "noise scale (B_simple): the simple gradient noise scale tr(Σ)/|G|² of McCandlish et "
     "al. 2018 (images), a critical-batch estimate: Σ(noise_trace) / Σ(grad_sqnorm) over the run's steps that logged "
@@ -50,24 +55,28 @@ def step_columns(runs: pd.DataFrame) -> list[tuple[str, str, str]]:
 def table(runs: pd.DataFrame, per_run: bool = False) -> Table:
     """The report as a Table: per recipe (seed aggregates) or per run."""
     extra = step_columns(runs)
+    unstable = bool(len(runs)) and bool((runs["unstable"] & ~runs["diverged"]).any())
     notes = [d for c, d in STEP_DEFINITIONS.items() if c in [e[0] for e in extra]]
     notes += fixed_batch_notes(runs) if len(runs) else []
     if per_run:
         t = Table("Runs", ["recipe", "optimizer", "global_batch", "seed", "status", "target_top1",
-                           *(m for m, _ in METRICS), *(c for c, _, _ in extra)])
+                           *(m for m, _ in METRICS), *(c for c, _, _ in extra), *["instability"] * unstable])
         for _, r in runs.iterrows():
             t.rows.append([r["recipe"], r["optimizer"], r["global_batch"], r["seed"], r["status"],
                            Cell(r["target_top1"], kind="float"), *(Cell(r[m], kind=k) for m, k in METRICS),
-                           *(Cell(r[m], kind=k) for _, m, k in extra)])
-        t.notes = DEFINITIONS[:3] + notes
+                           *(Cell(r[m], kind=k) for _, m, k in extra),
+                           *[instability_text(r) if not r["diverged"] else ""] * unstable])
+        t.notes = RUN_DEFINITIONS + notes
         return t
     t = Table("Recipes (seeds aggregated)", ["recipe", "optimizer", "global_batch", "n", "status", "target_top1",
-                                             *(m for m, _ in METRICS), *(c for c, _, _ in extra)])
+                                             *(m for m, _ in METRICS), *(c for c, _, _ in extra),
+                                             *["unstable"] * unstable])
     for _, g in aggregate(runs).iterrows():
         t.rows.append([g["recipe"], g["optimizer"], g["global_batch"], g["n"], g["status"],
                        Cell(g["target_top1"], kind="float"),
                        *(measured_cell(g, m, k, n=False, notes=False) for m, k in METRICS),
-                       *(measured_cell(g, m, k, n=False, notes=False) for _, m, k in extra)])
+                       *(measured_cell(g, m, k, n=False, notes=False) for _, m, k in extra),
+                       *[f"{g['n_unstable']} of {g['n']}" if g["n_unstable"] else ""] * unstable])
     t.notes = DEFINITIONS + notes
     return t
 
@@ -90,6 +99,6 @@ def summary(runs: pd.DataFrame) -> str:
     for _, r in runs.iterrows():
         t.rows.append([r["recipe"], r["status"], Cell(r["target_top1"], kind="float"),
                        *(Cell(r[m], kind=kinds[m]) for m in SUMMARY), Cell(r["val_images"], kind="images")])
-    t.notes = [*DEFINITIONS[:3], "val_images: the validation images the last evaluation counted (unreadable ones "
+    t.notes = [*RUN_DEFINITIONS, "val_images: the validation images the last evaluation counted (unreadable ones "
                "are skipped and named in meta.json)."]
     return render_table(t, "markdown")

@@ -18,6 +18,10 @@ Per run (`Study.runs`, `load()`):
   noisy and may be negative (a mean of per-step ratios would be dominated by the
   steps where it is near 0). NaN when no step logged both or the summed |G|^2 is
   not positive; noise_scale_steps: how many steps it used.
+- status: meta.json's, except that a completed run whose training loss spiked and did not come back is
+  "diverged" (loss_course, bench's divergence rule); loss_first, loss_peak, loss_peak_step, loss_last: the
+  first step's training loss, the largest mean training loss of an evaluation interval and its step, the last
+  interval's; unstable: the peak was over SPIKE x loss_first (a spike; one that came back keeps its numbers).
 - holdout_top1: Top-1 (%) on the held-out training images (recipe data.holdout) at the last evaluation.
 - sweep, arm, role, trial, sweep_study: the run's place in a `bench sweep` (sweep_place); warmup_epochs.
 - mean_gain: mean of the per-step AdaScale gain (NaN when no step logged one).
@@ -330,21 +334,41 @@ def to_target(curve: pd.DataFrame, threshold: float, finished: bool) -> dict[str
     return {name: (float(row[col]) if row is not None else miss) for name, col in TO_TARGET.items()}
 
 
-EXPLODED = 2.0  # a run whose training loss rises above this many times its first step's loss diverged
+SPIKE = 2.0  # an evaluation interval whose mean training loss exceeds this many times the first step's is a spike
 
 
-def loss_exploded(metrics: pd.DataFrame, events: pd.DataFrame) -> str | None:
-    """Why a run that ended with finite losses counts as diverged, or None: the mean training loss of some
-    evaluation interval above EXPLODED x the loss of its first step (at initialisation about ln(classes)): the
-    run blew up and ended near chance without the loss ever becoming infinite (bench's divergence rule)."""
+def loss_course(metrics: pd.DataFrame, events: pd.DataFrame) -> dict:
+    """The training loss's course (bench's divergence rule, docs/algorithms.md): loss_first (the first step's,
+    at initialisation about ln(classes)), loss_peak and loss_peak_step (the largest mean training loss of an
+    evaluation interval and the step that closed it), loss_last (the last interval's), `unstable` (a spike: the
+    peak above SPIKE x loss_first) and `not_recovered`: why a run that ended with finite losses is diverged (it
+    spiked and its last interval is still at or above loss_first: it never came back below where it started),
+    else None. A spike that comes back is an instability, not a divergence: the run keeps its final numbers."""
+    out = {"loss_first": math.nan, "loss_peak": math.nan, "loss_peak_step": math.nan, "loss_last": math.nan,
+           "unstable": False, "not_recovered": None}
     first = numbers(events, "loss").dropna()
-    if not len(first) or not len(metrics) or "train_loss" not in metrics:
-        return None
-    worst = pd.to_numeric(metrics["train_loss"], errors="coerce").max()
-    if worst > EXPLODED * first.iloc[0]:
-        return (f"training loss exploded: {worst:.2f} at an evaluation, over {EXPLODED:g} x the first step's "
-                f"{first.iloc[0]:.2f} (bench's divergence rule)")
-    return None
+    interval = pd.to_numeric(metrics.get("train_loss", pd.Series(dtype=float)), errors="coerce")
+    interval = interval[np.isfinite(interval)]
+    if not len(first) or not len(interval):
+        return out
+    peak = interval.idxmax()
+    out.update(loss_first=float(first.iloc[0]), loss_peak=float(interval[peak]),
+               loss_peak_step=float(metrics.loc[peak, "step"]), loss_last=float(interval.iloc[-1]))
+    out["unstable"] = out["loss_peak"] > SPIKE * out["loss_first"]
+    if out["unstable"] and out["loss_last"] >= out["loss_first"]:
+        out["not_recovered"] = (
+            f"training loss did not recover: {out['loss_peak']:.2f} at step {out['loss_peak_step']:.0f} (over "
+            f"{SPIKE:g} x the first step's {out['loss_first']:.2f}) and still {out['loss_last']:.2f} in the last "
+            "interval (bench's divergence rule)")
+    return out
+
+
+def instability_text(row) -> str:
+    """'loss 3.14 at step 20 (2.0x the first step's)' for an unstable run, '' otherwise."""
+    if not row["unstable"]:
+        return ""
+    return (f"loss {row['loss_peak']:.2f} at step {row['loss_peak_step']:.0f} "
+            f"({row['loss_peak'] / row['loss_first']:.1f}x the first step's)")
 
 
 def summarize(run: Path) -> tuple[dict, pd.DataFrame]:
@@ -357,8 +381,10 @@ def summarize(run: Path) -> tuple[dict, pd.DataFrame]:
         status = "stopped"  # killed before it could say so: resume it (bench run), or --restart
     events = read_events(run)
     reason = meta.get("reason")
-    if status == "completed" and (exploded := loss_exploded(metrics, events)):
-        status, reason = "diverged", exploded
+    course = loss_course(metrics, events)
+    if status == "completed" and course["not_recovered"]:
+        status, reason = "diverged", course["not_recovered"]
+    course.pop("not_recovered")
     diverged, finished = status == "diverged", status in FINISHED
     target = float(recipe["target_top1"])
     data = recipe.get("data") or {}
@@ -389,7 +415,7 @@ def summarize(run: Path) -> tuple[dict, pd.DataFrame]:
         "evaluations": len(metrics), "epochs": math.nan, "steps": math.nan, "images": math.nan,
         **{name: math.nan for name in FINAL}, "best_val_top1": math.nan, "best_val_top5": math.nan,
         "gap_top1": math.nan, "gap_loss": math.nan,
-        **to_target(metrics, target, finished), **step_stats(events, metrics, plan_batch),
+        **to_target(metrics, target, finished), **step_stats(events, metrics, plan_batch), **course,
     }
     if len(metrics):
         last = metrics.iloc[-1]
@@ -467,6 +493,7 @@ def aggregate(runs: pd.DataFrame) -> pd.DataFrame:
             "target_top1": first["target_top1"], "train_size": first["train_size"],
             "status": _status_summary(members["status"]), "seeds": ",".join(str(s) for s in sorted(used["seed"])),
             "n": len(used), "n_runs": len(members), "n_diverged": int(used["diverged"].sum()),
+            "n_unstable": int((used["unstable"] & ~used["diverged"]).sum()),
             "n_reached": int(np.isfinite(used["steps_to_target"]).sum()),
             "runs": tuple(used["run"]),
         }

@@ -37,7 +37,7 @@ import pandas as pd
 from bench.analysis import power
 from bench.analysis.paper import display
 from bench.analysis.render import NO_NUMBER, Cell, Table
-from bench.analysis.results import Study, numbers, once_per_seed, read_events
+from bench.analysis.results import Study, instability_text, numbers, once_per_seed, read_events
 from bench.errors import UserError
 
 CONFIDENCE = 1 - power.ALPHA
@@ -85,6 +85,8 @@ def cells(study: Study) -> pd.DataFrame:
             "arm": arm, "global_batch": int(batch), "optimizer": members["optimizer"].iloc[0],
             "n_trials": len(trials), "n_finished": int(trials["finished"].sum()),
             "n_infeasible": int((trials["finished"] & trials["val_top1"].isna()).sum()),
+            "unstable": "; ".join(f"{r['recipe']}: {instability_text(r)}" for _, r in
+                                  members[members["unstable"] & ~members["diverged"]].iterrows()),
             "selection": column, "best_trial": best["recipe"] if best is not None else None,
             "best_selection_top1": best[column] if best is not None else math.nan,
             "best_lr": best["lr"] if best is not None else math.nan,
@@ -257,7 +259,7 @@ def tuning(study: Study, baseline: str | None = None) -> Table:
     table = Table(_title("Tuning: each optimizer at each global batch", table_cells),
                   ["batch", "arm", "images per run", "trials", "infeasible", "best trial", "best lr", "best warm-up (epochs)",
                    "best selection Top-1", "steps to result", "median over studies", "val Top-1 (reruns)",
-                   "gap Top-1 (reruns)", "steps to target (reruns)", "GSNR clipped (reruns)"])
+                   "gap Top-1 (reruns)", "steps to target (reruns)", "GSNR clipped (reruns)", "instabilities"])
     for _, c in table_cells.iterrows():
         steps = np.asarray(c["rerun_steps"], float)
         reached = f"{int(np.isfinite(steps).sum())}/{len(steps)} reached" if len(steps) else "no reruns"
@@ -269,11 +271,14 @@ def tuning(study: Study, baseline: str | None = None) -> Table:
             c["best_trial"] if isinstance(c["best_trial"], str) else NO_NUMBER, Cell(c["best_lr"], kind="float"), Cell(c["best_warmup_epochs"], kind="epochs"),
             Cell(c["best_selection_top1"]), Cell(c["steps_to_result"], kind="steps"),
             Cell(c["median_study_steps"], kind="steps"), _rerun_cell(c, "val_top1"), _rerun_cell(c, "gap_top1"),
-            mean_steps, Cell(100 * c["clip_frac"], kind="pct")])
+            mean_steps, Cell(100 * c["clip_frac"], kind="pct"), c["unstable"]])
     table.notes = [
         "images per run: the training images a finished run of the cell saw (its steps x the batch: one budget "
         "gives every batch the same images to within one step).",
-        "trials: finished / planned; infeasible: finished without a final accuracy (diverged).",
+        "trials: finished / planned; infeasible: finished without a final accuracy (diverged: a non-finite loss, "
+        "Top-1 at chance, or a loss spike that never came back below the first step's loss).",
+        "instabilities: the trials and reruns whose loss spiked (an evaluation interval's mean training loss over "
+        "2 x the first step's) and came back: their largest interval loss and its step; they keep their numbers.",
         "best trial: highest final Top-1 on the selection split (bench sweep's select.metric top1).",
         "steps to result: the fewest steps to the target over the trials (val set; Shallue et al. 2018); "
         "median over studies: each study's fewest, median over studies, a miss = ∞ (AlgoPerf); ∞: no trial reached it.",

@@ -5,7 +5,8 @@
 - tuned_top1_vs_batch: the reruns' final val Top-1 (mean ± std) against global batch
 - tuned_gap_vs_batch:  the reruns' generalization gap against global batch
 - lr_sensitivity:      each trial's final Top-1 on the selection split against its peak lr, a panel per arm,
-                       a line per batch; diverged trials marked in a band below
+                       a line per batch; diverged trials marked in a band below, trials whose
+                       loss spiked and came back circled in red
 - performance_profile: fraction of batches at which an arm's steps to result is within tau x the best arm's
 Each title says the dataset, the model, the budget and the numbers of trials and seeds.
 """
@@ -88,6 +89,9 @@ def plot_lr_sensitivity(runs: pd.DataFrame, table_cells: pd.DataFrame, order: li
             ok = t[t[column].notna()]
             ax.plot(ok["lr"], ok[column], marker="o", color=shade, markersize=3)
             miss_band(ax, list(t.loc[t[column].isna() & t["finished"], "lr"]), shade, top=False)
+            spiked = ok[ok["unstable"]]
+            ax.plot(spiked["lr"], spiked[column], linestyle="", marker="o", markersize=7, markerfacecolor="none",
+                    markeredgecolor="red")
         ax.set_xscale("log")
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel(f"peak lr ({display(arm)})")
@@ -96,6 +100,9 @@ def plot_lr_sensitivity(runs: pd.DataFrame, table_cells: pd.DataFrame, order: li
     handles = [Line2D([], [], color=s, marker="o", label=f"batch {b}") for s, b in zip(shades, batches)]
     if (trials[column].isna() & trials["finished"]).any():
         handles.append(Line2D([], [], color="k", marker="x", linestyle="", label="diverged (no final accuracy)"))
+    if (trials["unstable"] & trials[column].notna()).any():
+        handles.append(Line2D([], [], color="red", marker="o", markerfacecolor="none", linestyle="",
+                              label="loss spiked and came back"))
     fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), fontsize=7)
     fig.suptitle(f"Learning-rate sensitivity of the trials (each point one trial)\n{tuning.describe(table_cells)}",
                  fontsize=7)
