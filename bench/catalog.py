@@ -257,4 +257,5 @@ TABLES = {r.name: r for r in (
     TableRecord("compare", "bench.analysis.tables:compare"),
     TableRecord("verdict", "bench.analysis.tuning:verdict", sweep=True),
     TableRecord("tuning", "bench.analysis.tuning:tuning", sweep=True),
+    TableRecord("plan", "bench.analysis.tuning:plan", sweep=True),
 )}

@@ -416,3 +416,63 @@ def test_submit_a_sweep_file_as_a_job_array_of_workers(sweep_file, tmp_path):
     assert "#SBATCH --account=proj42" in done.stdout and "#SBATCH --exclusive" in done.stdout  # the same header
     bad = subprocess.run(cmd[:6] + ["2", "--gpus-per-node", "1", "--dry-run"], capture_output=True, text=True)
     assert bad.returncode == 2 and "job array of one-GPU workers" in bad.stderr
+
+
+def test_a_near_tie_selection_is_flagged_and_a_better_that_rests_on_it_says_so(tmp_path):
+    """Holdout of 1,000 images: 80.6 against 80.4 is 0.2 pp apart with a standard error of about 1.25: a near tie;
+    85 against 80 is not. The verdict's 'better' names the near-tie selection it rests on."""
+    meta = {"holdout_size": 1000}
+    for arm, scores in (("lars", [80.6, 80.4]), ("vrgd_lars", [85.0, 80.0])):
+        for trial, score in enumerate(scores):
+            make_run(tmp_path, f"s-{arm}-b64-t{trial:02d}", "lars", 64, 0, [50, 70], holdout=[50, score],
+                     tags={"sweep": "s", "arm": arm, "trial": trial, "study": 0, "role": "trial"}, meta_extra=meta)
+        for seed in (1, 2, 3):
+            sweep_run(tmp_path, arm, 64, "rerun", seed, [50, (70 if arm == "lars" else 60) + seed * 0.1])
+    cells = tuning.cells(results.load_study([tmp_path])).set_index("arm")
+    assert cells.loc["lars", "near_tie"] and not cells.loc["vrgd_lars", "near_tie"]
+    assert cells.loc["lars", "runner_up_top1"] == 80.4
+    assert cells.loc["lars", "selection_se"] == pytest.approx(100 * math.sqrt(0.806 * 0.194 / 1000))
+    rows, _ = verdict_rows(tmp_path)
+    assert rows[(64, "LARS", "VRGD-LARS")][-1] == (
+        "LARS better; rests on a near-tie: LARS's selection (80.60 vs 80.40, se 1.25)")
+    table = tuning.tuning(results.load_study([tmp_path]))
+    near = {r[1]: r[table.columns.index("near tie")] for r in table.rows}
+    assert near == {"LARS": "near tie", "VRGD-LARS": ""}
+
+
+def test_the_verdict_names_its_commits_and_platforms_and_warns_when_they_differ(tmp_path):
+    for seed in (1, 2, 3):
+        for arm in ("lars", "vrgd_lars"):
+            capability = "AVX512" if seed == 3 and arm == "lars" else "AVX2"
+            run = sweep_run(tmp_path, arm, 64, "rerun", seed, [50, 70 + seed + (arm == "lars")])
+            meta = json.loads((run / "meta.json").read_text())
+            meta.update(git_commit="abcdef0123" + "+dirty" * (seed == 2), device="cpu", cpu_capability=capability,
+                        versions={"torch": "2.14.1"})
+            (run / "meta.json").write_text(json.dumps(meta))
+    rows, table = verdict_rows(tmp_path)
+    notes = " ".join(table.notes)
+    assert "commits abcdef0, abcdef0+dirty on cpu AVX2, torch 2.14.1; cpu AVX512, torch 2.14.1" in notes
+    assert "more than one code version" in notes and "cpu AVX2, torch 2.14.1: 5 runs" in notes
+    assert rows[(64, "LARS", "VRGD-LARS")][-1].endswith("; pairs across kernel platforms")
+
+
+def test_the_plan_table_sizes_a_next_study_at_the_corrected_level(tmp_path):
+    """From a pilot's paired noise: the seeds a side needs for 0.25, 0.5 and 1 pp after Holm over the family, at
+    the observed sd and at the upper end of its interval (more seeds)."""
+    import numpy as np
+
+    rng = np.random.default_rng(2)
+    shared = rng.normal(80, 1.0, 5)
+    for batch in (64, 256):
+        for seed in range(1, 6):
+            sweep_run(tmp_path, "lars", batch, "rerun", seed, [50, shared[seed - 1]])
+            sweep_run(tmp_path, "vrgd_lars", batch, "rerun", seed, [50, shared[seed - 1] + rng.normal(0.3, 0.3)])
+    table = tuning.plan(results.load_study([tmp_path]))
+    assert [r[0] for r in table.rows] == [64, 256]
+    row = dict(zip(table.columns, table.rows[0]))
+    assert row["tests m"] == 2 and row["level α/m"].value == pytest.approx(0.025) and row["seeds now"] == 5
+    observed, planning = (int(v) for v in row["seeds for 0.5 pp (observed / planning)"].split(" / "))
+    assert 2 <= observed < planning
+    small, _ = (int(v) for v in row["seeds for 0.25 pp (observed / planning)"].split(" / "))
+    assert small > observed
+    assert main(["table", "plan", str(tmp_path)]) == 0

@@ -12,6 +12,11 @@ effect it could have detected (scipy.stats; no torch).
   (t_{1−α/2, df} + t_{power, df}) × se.
 - `seeds_to_resolve(effect, ...)`: the fewest seeds per side whose MDE is at most `effect` at the same
   standard deviations.
+- `family_alpha(alpha, m)`: the level Holm's first step applies to the smallest of m p-values, alpha / m: the
+  level at which a family's MDE is honest (a difference must clear it to be declared at all).
+- `sd_interval(c)`: the 95% interval of the noise behind a comparison (the sd of the per-seed differences, or
+  Welch's pooled se scaled to one seed) from the chi-square distribution of its variance on df degrees of
+  freedom; an MDE is proportional to it, so an MDE from 5 differences carries this interval too.
 - `holm(p)`: Holm's step-down adjustment (family-wise error at most alpha, any dependence between tests).
 - `pooled(comparisons)`: the average of several paired differences (one pair of arms at several batches) with
   the pooled standard deviation of the per-seed differences: s_p² = Σ (n_b − 1) s_b² / Σ (n_b − 1),
@@ -119,6 +124,7 @@ def mde(se: float, df: float, alpha: float = ALPHA, power: float = POWER) -> flo
 
 
 def comparison_mde(c: Comparison, alpha: float = ALPHA, power: float = POWER) -> float:
+    """The MDE of comparison `c`'s test at level `alpha` (a family's: family_alpha)."""
     return mde(c.se, c.df, alpha, power)
 
 
@@ -136,6 +142,20 @@ def seeds_to_resolve(effect: float, c: Comparison, sd_x: float, sd_y: float, alp
         if mde(se, df, alpha, power) <= effect:
             return n
     return None
+
+
+def family_alpha(m: int, alpha: float = ALPHA) -> float:
+    """The level of Holm's first (strictest) step over m tests: alpha / m (alpha itself for one test or none)."""
+    return alpha / max(m, 1)
+
+
+def sd_interval(c: Comparison, confidence: float = 1 - ALPHA) -> tuple[float, float]:
+    """The factors (low, high) by which the true noise may differ from the observed one, at `confidence`
+    (chi-square on c.df degrees of freedom); the MDE's interval is the MDE times them."""
+    from scipy import stats
+
+    tail = (1 - confidence) / 2
+    return (math.sqrt(c.df / stats.chi2.ppf(1 - tail, c.df)), math.sqrt(c.df / stats.chi2.ppf(tail, c.df)))
 
 
 def holm(pvalues) -> list[float]:

@@ -22,6 +22,8 @@ Per run (`Study.runs`, `load()`):
   "diverged" (loss_course, bench's divergence rule); loss_first, loss_peak, loss_peak_step, loss_last: the
   first step's training loss, the largest mean training loss of an evaluation interval and its step, the last
   interval's; unstable: the peak was over SPIKE x loss_first (a spike; one that came back keeps its numbers).
+- commit: meta.json's git_commit ('+dirty': made from an uncommitted tree); kernels: the device, its kernel
+  path (CPU: ATen's capability) and the torch build (kernels()); holdout_size: the held-out training images.
 - holdout_top1: Top-1 (%) on the held-out training images (recipe data.holdout) at the last evaluation.
 - sweep, arm, role, trial, sweep_study: the run's place in a `bench sweep` (sweep_place); warmup_epochs.
 - mean_gain: mean of the per-step AdaScale gain (NaN when no step logged one).
@@ -371,6 +373,15 @@ def instability_text(row) -> str:
             f"({row['loss_peak'] / row['loss_first']:.1f}x the first step's)")
 
 
+def kernels(meta: dict) -> str:
+    """The platform whose kernels made a run's numbers: the device, its kernel path (CPU: ATen's capability,
+    e.g. AVX2 or AVX512, which moves results by more than rounding) and the torch build."""
+    torch = (meta.get("versions") or {}).get("torch", "?")
+    device = meta.get("device") or "cpu"
+    path = meta.get("cpu_capability") if device == "cpu" else meta.get("gpu") or device
+    return f"{device} {path or '?'}, torch {torch}"
+
+
 def summarize(run: Path) -> tuple[dict, pd.DataFrame]:
     """One run's row and its evaluation curve."""
     recipe, meta = read_recipe_and_meta(run)
@@ -409,6 +420,8 @@ def summarize(run: Path) -> tuple[dict, pd.DataFrame]:
         "warmup_epochs": (recipe.get("schedule") or {}).get("warmup_epochs"),
         **sweep_place(recipe), "holdout_top1": math.nan,
         "planned_epochs": recipe.get("epochs"), "train_size": meta.get("train_size"),
+        "holdout_size": meta.get("holdout_size") or 0, "commit": meta.get("git_commit") or "unknown",
+        "kernels": kernels(meta),
         "val_size": meta.get("val_size"),
         "val_images": (meta.get("evaluated_images") or {}).get("val", meta.get("val_size")),
         "target_top1": target, "train_time_s": float(meta.get("train_time_s") or math.nan),

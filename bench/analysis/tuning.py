@@ -28,8 +28,10 @@ Runs are placed by their recipe's tags (results.sweep_place): role "trial" (one 
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -77,7 +79,12 @@ def cells(study: Study) -> pd.DataFrame:
         trials, reruns = members[members["role"] == "trial"], members[members["role"] == "rerun"]
         column = selection_column(trials)
         scored = trials[(trials["status"] == "completed") & trials[column].notna()]
-        best = scored.loc[scored[column].idxmax()] if len(scored) else None
+        ranked = scored.sort_values(column, ascending=False, kind="stable")
+        best = ranked.iloc[0] if len(ranked) else None
+        runner_up = ranked.iloc[1][column] if len(ranked) > 1 else math.nan
+        split = best["holdout_size"] if best is not None and column == "holdout_top1" else (
+            best["val_images"] if best is not None else math.nan)
+        se = selection_se(best[column], split) if best is not None else math.nan
         per_study = [_min_steps(t) for _, t in trials.groupby("sweep_study")]
         done = reruns[reruns["finished"]]
         trained = done[done["val_top1"].notna()]
@@ -89,6 +96,8 @@ def cells(study: Study) -> pd.DataFrame:
                                   members[members["unstable"] & ~members["diverged"]].iterrows()),
             "selection": column, "best_trial": best["recipe"] if best is not None else None,
             "best_selection_top1": best[column] if best is not None else math.nan,
+            "runner_up_top1": runner_up, "selection_se": se,
+            "near_tie": bool(best is not None and best[column] - runner_up < 2 * se),
             "best_lr": best["lr"] if best is not None else math.nan,
             "best_warmup_epochs": best["warmup_epochs"] if best is not None else math.nan,
             "steps_to_result": _min_steps(trials),
@@ -96,7 +105,7 @@ def cells(study: Study) -> pd.DataFrame:
             "n_studies": len(per_study),
             "reruns": tuple(done["run"]), "n_reruns": len(done), "n_rerun_diverged": len(done) - len(trained),
             "val_top1": tuple(trained["val_top1"]), "gap_top1": tuple(trained["gap_top1"]),
-            "seeds": tuple(trained["seed"]),
+            "seeds": tuple(trained["seed"]), "kernels": tuple(sorted(set(done["kernels"]))),
             "clip_frac": _mean_logged(trained["run"], "gsnr_clip_frac"),
             "rerun_steps": tuple(done["steps_to_target"]),
             "images": float(members.loc[members["finished"], "images"].max()) if members["finished"].any() else math.nan,
@@ -104,6 +113,15 @@ def cells(study: Study) -> pd.DataFrame:
             "problem_label": members["problem_label"].iloc[0], "model_label": members["model_label"].iloc[0],
         })
     return pd.DataFrame(rows).sort_values(["global_batch", "arm"], key=_arm_order(runs), ignore_index=True)
+
+
+def selection_se(top1: float, images) -> float:
+    """The binomial standard error (pp) of a Top-1 of `top1` % measured on `images` images."""
+    n = float(images or 0)
+    if not n > 0 or top1 != top1:
+        return math.nan
+    p = top1 / 100
+    return 100 * math.sqrt(max(p * (1 - p), 1 / n) / n)  # at least one image's worth where p is 0 or 1
 
 
 def _mean_logged(runs, key: str) -> float:
@@ -172,48 +190,82 @@ def steps_ratio(cell_x: pd.Series, cell_y: pd.Series) -> Cell:
     return Cell(point, kind="ratio", ci=(float(low), float(high)) if low != high else None, note=note)  # no spread
 
 
-def verdict(study: Study, baseline: str | None = None) -> Table:
-    """For each batch and pair of arms (or each arm against `baseline`): differences with 95% intervals, p-values
-    Holm-adjusted within their family, the minimum detectable effect, and a word (see the module docstring)."""
+@dataclass
+class Pair:
+    """One comparison of the verdict: arms x and y at a batch, their cells, family and test."""
+
+    batch: int
+    x: str
+    y: str
+    cx: pd.Series
+    cy: pd.Series
+    family: str  # "primary" or "secondary"
+    c: power.Comparison | None
+    p_holm: float = math.nan
+    alpha: float = power.ALPHA  # the level of Holm's first step in its family (power.family_alpha)
+
+
+def pairs_of(study: Study, baseline: str | None = None) -> list[Pair]:
+    """Every comparison at every batch (each arm against `baseline`, or every pair of arms), Holm-adjusted within
+    its family (primary: PRIMARY at each batch; secondary: the others)."""
     table_cells = cells(study)
     names = arms(sweep_runs(study))
     if baseline is not None and baseline not in names:
         raise UserError(f"--baseline '{baseline}': not an arm of these sweeps; the arms are {', '.join(names)}")
-    pairs = [(x, baseline) for x in names if x != baseline] if baseline else list(itertools.combinations(names, 2))
-    table = Table(_title("Verdict: tuned optimizers compared at each global batch", table_cells),
-                  ["batch", "X", "Y", "family", "val Top-1 X", "val Top-1 Y", "Δ val Top-1 (X − Y)", "test",
-                   "p", "p Holm", "MDE 80%", f"seeds for {PLAN_EFFECT:g} pp", "Δ gap (X − Y)", "steps to target X / Y",
-                   "verdict"])
-    rows = []
+    wanted = [(x, baseline) for x in names if x != baseline] if baseline else list(itertools.combinations(names, 2))
+    out = []
     for batch, at in table_cells.groupby("global_batch", sort=True):
         by_arm = {c["arm"]: c for _, c in at.iterrows()}
-        for x, y in pairs:
+        for x, y in wanted:
             if x in by_arm and y in by_arm:
                 cx, cy = by_arm[x], by_arm[y]
-                family = "primary" if {x, y} == set(PRIMARY) else "secondary"
-                rows.append((int(batch), x, y, cx, cy, family,
-                             power.compare(cx["val_top1"], cy["val_top1"], cx["seeds"], cy["seeds"])))
-    adjusted = {}
+                out.append(Pair(int(batch), x, y, cx, cy, "primary" if {x, y} == set(PRIMARY) else "secondary",
+                                power.compare(cx["val_top1"], cy["val_top1"], cx["seeds"], cy["seeds"])))
     for family in ("primary", "secondary"):
-        members = [i for i, r in enumerate(rows) if r[5] == family]
-        for i, p in zip(members, power.holm([rows[i][6].p if rows[i][6] else math.nan for i in members])):
-            adjusted[i] = p
-    for i, (batch, x, y, cx, cy, family, c) in enumerate(rows):
-        detectable = power.comparison_mde(c) if c else math.nan
+        members = [r for r in out if r.family == family]
+        tested = sum(r.c is not None for r in members)
+        for r, p in zip(members, power.holm([r.c.p if r.c else math.nan for r in members])):
+            r.p_holm, r.alpha = p, power.family_alpha(tested)
+    return out
+
+
+def _near_tie_note(r: Pair) -> str:
+    ties = [f"{display(c['arm'])}'s selection ({c['best_selection_top1']:.2f} vs {c['runner_up_top1']:.2f}, "
+            f"se {c['selection_se']:.2f})" for c in (r.cx, r.cy) if c["near_tie"]]
+    return f"; rests on a near-tie: {', '.join(ties)}" if ties else ""
+
+
+def verdict(study: Study, baseline: str | None = None) -> Table:
+    """For each batch and pair of arms (or each arm against `baseline`): differences with 95% intervals, p-values
+    Holm-adjusted within their family, the minimum detectable effect at the family's corrected level (with its
+    interval), and a word (see the module docstring)."""
+    table_cells = cells(study)
+    rows = pairs_of(study, baseline)
+    table = Table(_title("Verdict: tuned optimizers compared at each global batch", table_cells),
+                  ["batch", "X", "Y", "family", "val Top-1 X", "val Top-1 Y", "Δ val Top-1 (X − Y)", "test",
+                   "p", "p Holm", "MDE 80% at α/m [95%]", f"seeds for {PLAN_EFFECT:g} pp", "Δ gap (X − Y)",
+                   "steps to target X / Y", "verdict"])
+    for r in rows:
+        c = r.c
+        detectable = power.comparison_mde(c, r.alpha) if c else math.nan
+        spread = power.sd_interval(c) if c else (math.nan, math.nan)
         sd = lambda cell: mean_std_n(cell["val_top1"])[1]  # noqa: E731
-        seeds = power.seeds_to_resolve(PLAN_EFFECT, c, sd(cx), sd(cy)) if c else None
-        gap = power.compare(cx["gap_top1"], cy["gap_top1"], cx["seeds"], cy["seeds"])
+        seeds = power.seeds_to_resolve(PLAN_EFFECT, c, sd(r.cx), sd(r.cy), r.alpha) if c else None
+        gap = power.compare(r.cx["gap_top1"], r.cy["gap_top1"], r.cx["seeds"], r.cy["seeds"])
+        word = verdict_word(r.x, r.y, r.cx, r.cy, c, r.p_holm, detectable)
         table.rows.append([
-            batch, display(x), display(y), family, _rerun_cell(cx, "val_top1"), _rerun_cell(cy, "val_top1"),
+            r.batch, display(r.x), display(r.y), r.family, _rerun_cell(r.cx, "val_top1"), _rerun_cell(r.cy, "val_top1"),
             Cell(c.diff, kind="pct", ci=(c.low, c.high)) if c else Cell(None, kind="pct"), c.test if c else NO_NUMBER,
-            Cell(c.p if c else None, kind="p"), Cell(adjusted[i], kind="p"), Cell(detectable, kind="pct"),
+            Cell(c.p if c else None, kind="p"), Cell(r.p_holm, kind="p"),
+            Cell(detectable, kind="pct", ci=(detectable * spread[0], detectable * spread[1]) if c else None),
             Cell(seeds, kind="int") if seeds else Cell(None, note="> 1000" if c else NO_NUMBER, kind="int"),
             Cell(gap.diff, kind="pct", ci=(gap.low, gap.high)) if gap else Cell(None, kind="pct"),
-            steps_ratio(cx, cy), verdict_word(x, y, cx, cy, c, adjusted[i], detectable)])
-    primary = [r for r in rows if r[5] == "primary"]
-    pooled = power.pooled([r[6] for r in primary]) if len(primary) > 1 else None
+            steps_ratio(r.cx, r.cy), word + (_near_tie_note(r) if word.endswith("better") else "")
+            + ("; pairs across kernel platforms" if len(set(r.cx["kernels"]) | set(r.cy["kernels"])) > 1 else "")])
+    primary = [r for r in rows if r.family == "primary"]
+    pooled = power.pooled([r.c for r in primary]) if len(primary) > 1 else None
     if pooled is not None:
-        x, y = primary[0][1], primary[0][2]
+        x, y = primary[0].x, primary[0].y
         detectable = power.comparison_mde(pooled)
         word = (f"{display(x) if pooled.diff > 0 else display(y)} better on average" if pooled.p < power.ALPHA
                 else f"within noise (could detect ≥ {detectable:.1f} pp on average)")
@@ -223,7 +275,8 @@ def verdict(study: Study, baseline: str | None = None) -> Table:
                            Cell(None, kind="int"), Cell(None, kind="pct"), Cell(None, kind="ratio"), word])
     table.notes = [
         "val Top-1 X / Y: final val Top-1 (%) of the best trial's reruns (seeds other than the trials'), mean ± sample "
-        "std (n = reruns that trained; diverged ones named).",
+        "std (n = reruns that trained; diverged ones named). The trial that selected a point (the tuning seed) is not "
+        "counted: it was chosen for its own score, which carries the winner's luck.",
         f"Δ: difference of the reruns' means with its {CONFIDENCE:.0%} interval [low, high], uncorrected; test: "
         "'paired' (the per-seed differences' t interval, when both sides reran the same seeds) or 'Welch' (unequal "
         "variances); gap = train-eval Top-1 − val Top-1 (pp).",
@@ -231,18 +284,83 @@ def verdict(study: Study, baseline: str | None = None) -> Table:
         f"= {display(PRIMARY[0])} against {display(PRIMARY[1])} at each batch (the declared question), 'secondary' = "
         "every other comparison in this table; 'exploratory' = the primary pair's average difference over the "
         "batches with the pooled sd of its per-seed differences (power.pooled: assumes equal noise at every batch; "
-        "another question than the declared one, so not in its family and not Holm-adjusted).",
+        "another question than the declared one, so not in its family and not Holm-adjusted; MDE at α = 0.05).",
         "verdict (on val Top-1): 'X better' / 'Y better' when p Holm < 0.05; else 'within noise (could detect ≥ MDE "
-        "pp)'. MDE 80%: the smallest true difference this test detects with 80% power at the observed noise and "
-        f"seeds (noncentral t); seeds for {PLAN_EFFECT:g} pp: seeds per side that would detect a {PLAN_EFFECT:g}-point "
-        "difference with 80% power at the same noise (docs/algorithms.md, 'What a verdict can detect').",
+        "pp)'. MDE 80% at α/m: the smallest true difference this test detects with 80% power at the observed noise "
+        "and seeds (noncentral t) at the level Holm's first step applies in the family (α/m over its m tests), so "
+        "a difference of that size would be declared after the correction; [95%]: its interval from the uncertainty "
+        f"of the observed noise (chi-square on the test's df; with 5 seeds the MDE is itself known only to a factor "
+        f"of about 2). seeds for {PLAN_EFFECT:g} pp: seeds per side that would detect a {PLAN_EFFECT:g}-point "
+        "difference with 80% power at the same noise and level (docs/algorithms.md, 'What a verdict can detect'; "
+        "`bench table plan` sizes a next study).",
+        "A 'better' that says 'rests on a near-tie' compares a point whose selection was a near tie: its best and "
+        "runner-up trials scored within two standard errors of the selection split (the tuning table's columns), "
+        "so another split could have chosen another point.",
         "steps to target X / Y: ratio of the reruns' median steps to the first evaluation ≥ the target (a miss counts "
         "as ∞, so half or more misses make a median ∞), with a 95% percentile bootstrap interval over each side's "
         "seeds; < 1: X reaches the target in fewer steps. Steps lie on the evaluation grid (one evaluation every "
         "fixed number of images), which the interval's ties reflect.",
-        *_selection_notes(table_cells),
+        *_selection_notes(table_cells), *provenance_notes(study),
     ]
     return table
+
+
+PLAN_EFFECTS = (0.25, 0.5, 1.0)  # pp: the effects `bench table plan` sizes a next study for
+
+
+def plan(study: Study, baseline: str | None = None) -> Table:
+    """Seeds per side a next study needs, from this one's noise (a pilot): for each comparison of the verdict,
+    the fewest seeds at which its test detects each of PLAN_EFFECTS with 80% power at its family's corrected level,
+    at the observed noise and at the upper end of that noise's 95% interval (the planning value)."""
+    table_cells = cells(study)
+    rows = pairs_of(study, baseline)
+    table = Table(_title("Plan: seeds per side to detect an effect after correction", table_cells),
+                  ["batch", "X", "Y", "family", "tests m", "level α/m", "seeds now", "test", "noise sd [95%]",
+                   *(f"seeds for {e:g} pp (observed / planning)" for e in PLAN_EFFECTS)])
+    for r in rows:
+        if r.c is None:
+            continue
+        low, high = power.sd_interval(r.c)
+        sd_x, sd_y = (mean_std_n(cell["val_top1"])[1] for cell in (r.cx, r.cy))
+        noise = r.c.se * math.sqrt(r.c.n) if r.c.test == "paired" else math.sqrt((sd_x ** 2 + sd_y ** 2) / 2)
+        worst = dataclasses.replace(r.c, se=r.c.se * high)
+
+        def needed(effect: float) -> str:
+            seen = power.seeds_to_resolve(effect, r.c, sd_x, sd_y, r.alpha)
+            planning = power.seeds_to_resolve(effect, worst, sd_x * high, sd_y * high, r.alpha)
+            return " / ".join(str(n) if n else "> 1000" for n in (seen, planning))
+
+        m = round(power.ALPHA / r.alpha)
+        table.rows.append([r.batch, display(r.x), display(r.y), r.family, m, Cell(r.alpha, kind="p"), r.c.n, r.c.test,
+                           Cell(noise, kind="pct", ci=(noise * low, noise * high)),
+                           *(needed(e) for e in PLAN_EFFECTS)])
+    table.notes = [
+        "noise sd: paired: the sd of the per-seed differences; Welch: the root mean square of the two sides' sds; "
+        "[95%]: its chi-square interval on the test's df. Seeds for E pp: the fewest seeds per side at which the "
+        "same test detects a true difference of E points with 80% power at level α/m (Holm's first step over the "
+        "family's m tests), at the observed noise / at the upper end of its interval (the planning value: a study "
+        "sized on it is underpowered only if the noise is worse than this pilot's 95% interval allows).",
+    ]
+    return table
+
+
+def provenance_notes(study: Study) -> list[str]:
+    """The commits and kernel platforms the sweep's runs came from; a warning line when they differ (a study's
+    pairs must come from one code version and one platform: AVX2 and AVX-512 kernels moved one run by 0.6 pp)."""
+    runs = sweep_runs(study)
+    runs = runs[runs["finished"]]
+    commits = sorted({c[:7] + "+dirty" * c.endswith("+dirty") for c in runs["commit"]})
+    platforms = sorted(set(runs["kernels"]))
+    notes = [f"Provenance: {len(runs)} finished runs from commit{'s' * (len(commits) > 1)} {', '.join(commits)} on "
+             f"{'; '.join(platforms)}."]
+    if len(commits) > 1 or any(c.endswith("+dirty") for c in commits):
+        notes.append("Warning: the runs come from more than one code version or from an uncommitted tree; a reviewer "
+                     "cannot rerun them from one commit.")
+    if len(platforms) > 1:
+        notes.append("Warning: the runs come from more than one kernel platform (" + "; ".join(
+            f"{p}: {n} runs" for p, n in runs["kernels"].value_counts().items()) + "): the kernel path moves results "
+            "by more than rounding, so pairs across platforms carry that difference as noise or bias.")
+    return notes
 
 
 def _rerun_cell(c: pd.Series, metric: str) -> Cell:
@@ -258,7 +376,7 @@ def tuning(study: Study, baseline: str | None = None) -> Table:
     table_cells = cells(study)
     table = Table(_title("Tuning: each optimizer at each global batch", table_cells),
                   ["batch", "arm", "images per run", "trials", "infeasible", "best trial", "best lr", "best warm-up (epochs)",
-                   "best selection Top-1", "steps to result", "median over studies", "val Top-1 (reruns)",
+                   "best selection Top-1", "runner-up", "near tie", "steps to result", "median over studies", "val Top-1 (reruns)",
                    "gap Top-1 (reruns)", "steps to target (reruns)", "GSNR clipped (reruns)", "instabilities"])
     for _, c in table_cells.iterrows():
         steps = np.asarray(c["rerun_steps"], float)
@@ -269,7 +387,8 @@ def tuning(study: Study, baseline: str | None = None) -> Table:
             c["global_batch"], display(c["arm"]), Cell(c["images"], kind="images"),
             f"{c['n_finished']}/{c['n_trials']}", c["n_infeasible"],
             c["best_trial"] if isinstance(c["best_trial"], str) else NO_NUMBER, Cell(c["best_lr"], kind="float"), Cell(c["best_warmup_epochs"], kind="epochs"),
-            Cell(c["best_selection_top1"]), Cell(c["steps_to_result"], kind="steps"),
+            Cell(c["best_selection_top1"], c["selection_se"]), Cell(c["runner_up_top1"]),
+            "near tie" if c["near_tie"] else "", Cell(c["steps_to_result"], kind="steps"),
             Cell(c["median_study_steps"], kind="steps"), _rerun_cell(c, "val_top1"), _rerun_cell(c, "gap_top1"),
             mean_steps, Cell(100 * c["clip_frac"], kind="pct"), c["unstable"]])
     table.notes = [
@@ -279,7 +398,10 @@ def tuning(study: Study, baseline: str | None = None) -> Table:
         "Top-1 at chance, or a loss spike that never came back below the first step's loss).",
         "instabilities: the trials and reruns whose loss spiked (an evaluation interval's mean training loss over "
         "2 x the first step's) and came back: their largest interval loss and its step; they keep their numbers.",
-        "best trial: highest final Top-1 on the selection split (bench sweep's select.metric top1).",
+        "best trial: highest final Top-1 on the selection split (bench sweep's select.metric top1); best selection "
+        "Top-1 ± its binomial standard error on the split's images; runner-up: the second-best trial's; near tie: "
+        "the two are less than two standard errors apart (another split could have chosen the runner-up: rerun the "
+        "top trials, or hold out more images).",
         "steps to result: the fewest steps to the target over the trials (val set; Shallue et al. 2018); "
         "median over studies: each study's fewest, median over studies, a miss = ∞ (AlgoPerf); ∞: no trial reached it.",
         "reruns: the best trial with other seeds; mean ± sample std (n).",
