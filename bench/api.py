@@ -63,11 +63,13 @@ def curves(*paths: str | Path, strict: bool = False) -> pd.DataFrame:
     return analysis.load_study(list(paths) or [DEFAULT_OUT], strict).curves
 
 
-def sweep(path: str | Path, out: str | Path | None = None, only: str | None = None) -> pd.DataFrame:
-    """Run a sweep file (its trials, then each cell's best trial over the rerun seeds); its runs, one row each."""
+def sweep(path: str | Path, out: str | Path | None = None, only: str | None = None,
+          allow_dirty: bool = False) -> pd.DataFrame:
+    """Run a sweep file (its trials, then each cell's best trial over the rerun seeds); its runs, one row each.
+    `allow_dirty`: run from a tree with uncommitted changes to bench (bench sweep --allow-dirty)."""
     from bench import sweep as sweeps
 
     spec = sweeps.load(path)
     results_dir = Path(out or Path("results") / spec.name)
-    sweeps.run_sweep(path, results_dir, only)
+    sweeps.run_sweep(path, results_dir, only, allow_dirty)
     return results(results_dir)

@@ -160,7 +160,7 @@ def cmd_sweep(args) -> int:
     results = Path(args.out or Path("results") / spec.name)
     plots = Path(args.plots or Path("plots") / spec.name)
     try:
-        runs, waiting = sweep.run_sweep(args.sweep, results, args.only)
+        runs, waiting = sweep.run_sweep(args.sweep, results, args.only, args.allow_dirty, args.allow_mixed_kernels)
     except sweep.Preempted as e:
         print(f"preempted: {e}; run the same command to resume")
         return 0
@@ -310,6 +310,10 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--out", help="results directory (default: results/<sweep name>)")
     s.add_argument("--plots", help="plots directory (default: plots/<sweep name>)")
     s.add_argument("--baseline", metavar="ARM", help="the arm the verdict compares the others with")
+    s.add_argument("--allow-dirty", action="store_true", help="run from a tree with uncommitted changes to bench "
+                   "(refused by default: a study's runs come from one clean commit)")
+    s.add_argument("--allow-mixed-kernels", action="store_true", help="resume a study on another kernel platform "
+                   "(CPU capability, GPU or torch build) than its finished runs' (refused by default)")
     s.set_defaults(func=cmd_sweep)
 
     s = sub.add_parser("submit", help="submit a recipe as a SLURM job (sbatch + torchrun), or a sweep file as a "

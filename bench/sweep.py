@@ -16,7 +16,7 @@ A sweep file names a base recipe and crosses optimizer "arms" with global batche
           optimizer.momentum: {values: [0.9, 0.95]}
     search: quasirandom                     # or grid (every axis a list of values)
     trials: 8                               # per (arm, batch) and study
-    studies: 1                              # independent studies (each its own scramble)
+    studies: 3                              # independent studies (each its own scramble; default 1)
     seed: 0                                 # the search's seed; trials train with seed `trial_seed`
     budget: {epochs: 3}                     # or {steps: N} or {images: N}, per run
     select: {split: holdout, metric: top1}  # holdout | validation; top1 | steps_to_target
@@ -49,6 +49,7 @@ import fcntl
 import itertools
 import json
 import math
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -421,13 +422,75 @@ def best_trials(trials: list[Trial], finished: dict[str, Path], spec: SweepSpec)
     return best, waiting
 
 
-def run_sweep(path: str | Path, results: Path, only: str | None = None) -> tuple[list[Trial], list[str]]:
+def this_platform() -> str:
+    """The kernel platform this process trains on, as results.kernels names a run's."""
+    import torch
+
+    from bench.analysis.results import kernels
+    from bench.engine.rundir import versions
+
+    cuda = torch.cuda.is_available()
+    return kernels({"device": "cuda" if cuda else "cpu", "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+                    "gpu": torch.cuda.get_device_name() if cuda else None, "versions": versions()})
+
+
+def check_provenance(spec: SweepSpec, results: Path, allow_dirty: bool, allow_mixed_kernels: bool) -> None:
+    """A study's runs come from one clean commit and one kernel platform: refuse to start or resume from an
+    uncommitted tree (unless allow_dirty), or on a platform other than that of the study's finished runs
+    (unless allow_mixed_kernels); warn when the finished runs came from another commit."""
+    from bench.analysis.results import kernels
+    from bench.engine.rundir import git_commit
+
+    commit = git_commit()
+    if commit and commit.endswith("+dirty") and not allow_dirty:
+        raise UserError(f"sweep {spec.name}: bench's code has uncommitted changes (git status in "
+                        f"{Path(__file__).parent}); a study's runs come from one clean commit: commit them, or pass "
+                        "--allow-dirty (the verdict then warns)")
+    done = [json.loads(m.read_text()) for m in sorted(Path(results).glob("*/*/meta.json"))]
+    done = [m for m in done if m.get("status") in FINISHED]
+    theirs = sorted({kernels(m) for m in done})
+    here = this_platform()
+    if theirs and theirs != [here] and not allow_mixed_kernels:
+        pin = sorted({m.get("cpu_capability") for m in done if m.get("cpu_capability")})
+        hint = f"ATEN_CPU_CAPABILITY={pin[0].lower()} where this CPU has it, or " if len(pin) == 1 else ""
+        raise UserError(f"{results}: the study's finished runs used {'; '.join(theirs)} and this process would use "
+                        f"{here}; a study's pairs come from one kernel platform: resume it on theirs ({hint}the "
+                        "same machine type), or pass --allow-mixed-kernels (the verdict then warns)")
+    commits = sorted({m.get("git_commit") for m in done if m.get("git_commit")} - {commit})
+    if commits:
+        print(f"bench: warning: {results}: the study's finished runs came from {', '.join(c[:12] for c in commits)}; "
+              f"this process runs {commit or 'an unknown commit'} (the verdict lists both)", file=sys.stderr)
+
+
+def search_warnings(spec: SweepSpec) -> list[str]:
+    """What makes a search too thin to resolve (AlgoPerf tunes with 3 studies x 5 trials): fewer than 2^(d+1)
+    quasi-random trials for d searched keys (a 2-D Halton set of 4 points ties each lr to one warm-up), and a
+    single study (the median over studies of each study's best is then one study's luck)."""
+    out = []
+    if spec.search == "quasirandom":
+        for label, arm in spec.arms.items():
+            wanted = 2 ** (len(arm.space) + 1)
+            if spec.trials < wanted:
+                out.append(f"arms.{label}: {spec.trials} trials for {len(arm.space)} searched keys; a quasi-random "
+                           f"search resolves them from about {wanted} (2^(d+1)) trials a study")
+    if spec.studies == 1:
+        out.append("studies: 1; headline sweeps use at least 2 (AlgoPerf: 3 studies x 5 trials), each its own "
+                   "scramble, so the best point's luck is seen")
+    return out
+
+
+def run_sweep(path: str | Path, results: Path, only: str | None = None, allow_dirty: bool = False,
+              allow_mixed_kernels: bool = False) -> tuple[list[Trial], list[str]]:
     """Run the trials, then the reruns of each cell's best trial; returns (all trials and reruns, waiting
-    cells). `only`: run just the trials whose names contain it (no reruns)."""
+    cells). `only`: run just the trials whose names contain it (no reruns). Refuses an uncommitted tree or a
+    kernel platform other than the study's (check_provenance)."""
     from tqdm import tqdm
 
     spec = load(path)
     trials = expand(path, spec)
+    check_provenance(spec, results, allow_dirty, allow_mixed_kernels)
+    for warning in search_warnings(spec):
+        print(f"bench: warning: {path}: {warning}", file=sys.stderr)
     chosen = [t for t in trials if only in t.name] if only else trials
     if only and not chosen:
         raise UserError(f"--only {only!r}: no trial of {path} has that in its name (see bench sweep {path} --list)")

@@ -39,5 +39,5 @@ def test_a_recipe_from_a_dict_and_bad_input_is_a_user_error(tmp_path):
 def test_a_sweep_from_python(tmp_path, tiny_dataset):
     write_recipe(tmp_path / "base.yaml", BASE.replace("DATA", str(tiny_dataset)))
     path = write_recipe(tmp_path / "tiny.yaml", SWEEP)
-    runs = api.sweep(path, out=tmp_path / "results", only="sgd-b32-t00")
+    runs = api.sweep(path, out=tmp_path / "results", only="sgd-b32-t00", allow_dirty=True)
     assert list(runs["recipe"]) == ["tiny-sgd-b32-t00"] and runs["finished"].all()

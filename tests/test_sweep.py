@@ -305,7 +305,7 @@ def test_a_tiny_sweep_killed_once_resumes_and_reports(sweep_file, tmp_path):
     """2 arms x 1 batch x 2 trials, best of each rerun over 2 seeds; the process is SIGKILLed at step 3 of
     the first trial, then the same command finishes the sweep: every trial trained once."""
     out, plots = tmp_path / "results", tmp_path / "plots"
-    cmd = [sys.executable, "-m", "bench", "sweep", str(sweep_file), "--out", str(out), "--plots", str(plots)]
+    cmd = [sys.executable, "-m", "bench", "sweep", str(sweep_file), "--out", str(out), "--plots", str(plots), "--allow-dirty"]
     env = dict(os.environ, BENCH_CRASH_AT="step:3", BENCH_CRASH_ONCE=str(tmp_path / "crashed"), PYTHONWARNINGS="ignore")
     crashed = subprocess.run(cmd, env=env, capture_output=True, text=True)
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr
@@ -334,9 +334,9 @@ def test_a_tiny_sweep_killed_once_resumes_and_reports(sweep_file, tmp_path):
 
 def test_only_runs_a_subset_and_an_unknown_subset_is_exit_2(sweep_file, tmp_path, capsys):
     out = tmp_path / "results"
-    assert main(["sweep", str(sweep_file), "--out", str(out), "--only", "sgd-b32-t01"]) == 0
+    assert main(["sweep", str(sweep_file), "--out", str(out), "--only", "sgd-b32-t01", "--allow-dirty"]) == 0
     assert [p.name for p in out.iterdir() if p.is_dir()] == ["tiny-sgd-b32-t01"]
-    assert main(["sweep", str(sweep_file), "--out", str(out), "--only", "adamw"]) == 2
+    assert main(["sweep", str(sweep_file), "--out", str(out), "--only", "adamw", "--allow-dirty"]) == 2
     assert "no trial of" in capsys.readouterr().err
 
 
@@ -357,7 +357,7 @@ def test_a_trial_another_process_holds_is_left_to_it_then_waited_for(sweep_file,
 
     holder = threading.Thread(target=let_go_once_the_others_finished)
     holder.start()
-    runs, waiting = sweep.run_sweep(sweep_file, out)
+    runs, waiting = sweep.run_sweep(sweep_file, out, allow_dirty=True)
     holder.join()
     assert waiting == [] and len(runs) == 6
     meta = {t.name: json.loads((sweep.finished_run(out, t.recipe) / "meta.json").read_text()) for t in runs}
@@ -476,3 +476,43 @@ def test_the_plan_table_sizes_a_next_study_at_the_corrected_level(tmp_path):
     small, _ = (int(v) for v in row["seeds for 0.25 pp (observed / planning)"].split(" / "))
     assert small > observed
     assert main(["table", "plan", str(tmp_path)]) == 0
+
+
+def test_a_sweep_refuses_an_uncommitted_tree_and_another_kernel_platform(sweep_file, tmp_path, monkeypatch, capsys):
+    """A study's runs come from one clean commit and one kernel platform: a dirty tree is refused unless
+    --allow-dirty; a resume on another platform than the finished runs' is refused unless --allow-mixed-kernels;
+    another commit is named in a warning. Nothing is trained or written when refused."""
+    from bench.engine import rundir
+
+    out = tmp_path / "results"
+    monkeypatch.setattr(rundir, "git_commit", lambda: "0123456789abcdef+dirty")
+    assert main(["sweep", str(sweep_file), "--out", str(out), "--only", "sgd-b32-t00"]) == 2
+    assert "uncommitted changes" in capsys.readouterr().err and not any(out.glob("*/*/meta.json"))
+    monkeypatch.setattr(rundir, "git_commit", lambda: "0123456789abcdef")
+    finished = make_run(out, "tiny-sgd-b32-t01", "sgd", 32, 0, [50, 60], meta_extra={
+        "git_commit": "fedcba9876543210", "device": "cpu", "cpu_capability": "AVX512", "versions": {"torch": "0"}})
+    assert main(["sweep", str(sweep_file), "--out", str(out), "--only", "sgd-b32-t00"]) == 2
+    err = capsys.readouterr().err
+    assert "used cpu AVX512, torch 0 and this process would use cpu" in err and "ATEN_CPU_CAPABILITY=avx512" in err
+    meta = json.loads((finished / "meta.json").read_text())
+    import torch
+
+    from bench.engine.rundir import versions
+
+    meta.update(cpu_capability=torch.backends.cpu.get_cpu_capability(), versions=versions())
+    (finished / "meta.json").write_text(json.dumps(meta))
+    sweep.check_provenance(sweep.load(sweep_file), out, allow_dirty=False, allow_mixed_kernels=False)
+    assert "came from fedcba987654; this process runs 0123456789abcdef" in capsys.readouterr().err
+
+
+def test_a_thin_search_is_named_in_a_warning(sweep_file):
+    spec = sweep.load(sweep_file)  # 2 trials, arms of 1 and 2 searched keys, one study
+    warnings = sweep.search_warnings(spec)
+    assert warnings == [
+        "arms.sgd: 2 trials for 1 searched keys; a quasi-random search resolves them from about 4 (2^(d+1)) trials "
+        "a study",
+        "arms.lars: 2 trials for 2 searched keys; a quasi-random search resolves them from about 8 (2^(d+1)) trials "
+        "a study",
+        "studies: 1; headline sweeps use at least 2 (AlgoPerf: 3 studies x 5 trials), each its own scramble, so the "
+        "best point's luck is seen"]
+    assert sweep.search_warnings(spec.model_copy(update={"trials": 8, "studies": 2})) == []

@@ -137,7 +137,7 @@ def test_a_sweep_writes_hparams_and_exports_by_arm_role_and_trial(tmp_path, tiny
 
     write_recipe(tmp_path / "base.yaml", BASE.replace("DATA", str(tiny_dataset)) + "logging: {tensorboard: true}\n")
     sweep = write_recipe(tmp_path / "tiny.yaml", SWEEP)
-    assert main(["sweep", str(sweep), "--out", str(tmp_path / "res"), "--only", "sgd-b32-t01"]) == 0
+    assert main(["sweep", str(sweep), "--out", str(tmp_path / "res"), "--only", "sgd-b32-t01", "--allow-dirty"]) == 0
     [run] = [p for p in (tmp_path / "res" / "tiny-sgd-b32-t01").iterdir() if p.is_dir()]
     acc = EventAccumulator(str(run / "tensorboard"))
     acc.Reload()

@@ -82,12 +82,14 @@ def now() -> str:
 
 @functools.lru_cache(maxsize=1)
 def git_commit() -> str | None:
-    """The commit of the checkout bench runs from ('+dirty' when modified), if any: read once
+    """The commit of the checkout bench runs from ('+dirty' when the package's files are modified), if any: read once
     per process, so every run of a suite names the code the process loaded."""
     here = Path(__file__).resolve().parent
     try:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
+        # the package's own files only: a study resumed from a committed partial results tree changes files
+        # under results/, which is data, not code
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "."], cwd=here,
                                capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return None
