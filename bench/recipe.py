@@ -146,6 +146,18 @@ class EvalSpec(_Strict):
     stop_at_chance: int = Field(
         3, ge=0, description="stop as diverged after this many consecutive evaluations after warm-up with "
         "val_top1 at most 1.5x chance (0 = never)")
+    near_target_every_epochs: PositiveFloat | None = Field(
+        None, description="a finer grid near the target: while the last evaluation's val_top1 is within "
+        "near_target_margin points below target_top1, evaluate every this many epochs (null: every_epochs always)")
+    near_target_margin: PositiveFloat = Field(5.0, description="points below target_top1 where the finer grid starts")
+    curve_images: PositiveInt | None = Field(
+        None, description="evaluations before the last measure val Top-1 on this many validation images (a fixed, "
+        "evenly spread subset) and skip train-eval and holdout; the last evaluation, and the first one whose subset "
+        "reaches target_top1, use every image (null: every evaluation uses every image)")
+    stop_at_target: bool = Field(
+        False, description="end the run (completed) at the first evaluation whose val_top1 on every validation "
+        "image reaches target_top1: a steps-to-result trial pays only for the steps it measures (meta.json: "
+        "stopped_at_target)")
 
 
 class CheckpointSpec(_Strict):

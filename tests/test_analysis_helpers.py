@@ -46,7 +46,7 @@ def make_run(root: Path, name: str, optimizer: str, batch: int, seed: int, val: 
                      "train_time_s": 10.0 * epoch, "lr": lr, "train_loss": 1.0, "train_eval_top1": t,
                      "train_eval_loss": 1 - t / 100, "val_top1": v, "val_top5": min(100.0, v + 20),
                      "val_loss": 1 - v / 100, "holdout_top1": holdout[i] if holdout else "",
-                     "holdout_loss": 1 - holdout[i] / 100 if holdout else ""})
+                     "holdout_loss": 1 - holdout[i] / 100 if holdout else "", "val_images": val_size})
     columns = [c for c in METRIC_COLUMNS if not (legacy and c in OPTIONAL_METRIC_COLUMNS)]
     lines = [",".join(columns)] + [",".join(str(r[c]) for c in columns) for r in rows]
     (run / "metrics.csv").write_text("\n".join(lines) + "\n")

@@ -58,3 +58,26 @@ def test_report_on_a_missing_directory_is_exit_2(tmp_path):
     done = run_cli("report", str(tmp_path / "nothing"))
     assert done.returncode == 2 and "no such run or results directory" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_finer_grid_near_the_target_a_cheap_curve_and_a_stop_at_the_target(tmp_path, tiny_dataset):
+    """eval.near_target_every_epochs refines the grid while the run is just below the target; eval.curve_images
+    measures the curve on a fixed subset (train-eval and holdout skipped) and every image once the subset reaches
+    the target; eval.stop_at_target ends the run there, completed, and says so in meta.json."""
+    text = TINY.replace("DATA", str(tiny_dataset)).replace(
+        "eval: {every_epochs: 2}", "eval: {every_epochs: 2, near_target_every_epochs: 0.4, near_target_margin: 100, "
+        "curve_images: 8, stop_at_target: true}")
+    recipe = write_recipe(tmp_path / "tiny.yaml", text)
+    results = tmp_path / "results"
+    done = run_cli("run", str(recipe), "--out", str(results), "--no-progress")
+    assert done.returncode == 0, done.stderr
+    [run] = list((results / "tiny").iterdir())
+    meta = json.loads((run / "meta.json").read_text())
+    metrics = pd.read_csv(run / "metrics.csv")
+    assert meta["status"] == "completed" and meta["stopped_at_target"] and "stopped at the target" in meta["reason"]
+    assert metrics["step"].iloc[-1] < 40 and metrics["val_top1"].iloc[-1] >= 40  # stopped before the budget
+    assert metrics["epoch"].iloc[0] == 2.0 and abs(metrics["epoch"].iloc[1] - 2.4) < 1e-9  # then the finer grid
+    subset = metrics[metrics["val_images"] == 8]
+    assert len(subset) and (subset["val_top1"] < 40).all() and subset["train_eval_top1"].isna().all()
+    first_hit = metrics[metrics["val_top1"] >= 40].iloc[0]
+    assert first_hit["val_images"] == 40 and first_hit["train_eval_top1"] == first_hit["train_eval_top1"]

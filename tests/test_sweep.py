@@ -516,3 +516,20 @@ def test_a_thin_search_is_named_in_a_warning(sweep_file):
         "studies: 1; headline sweeps use at least 2 (AlgoPerf: 3 studies x 5 trials), each its own scramble, so the "
         "best point's luck is seen"]
     assert sweep.search_warnings(spec.model_copy(update={"trials": 8, "studies": 2})) == []
+
+
+def test_steps_figures_carry_their_grid_and_a_ratio_inside_it_is_unresolved(tmp_path):
+    """Evaluations every epoch (10 steps here): both arms first reach 60% at step 20, so their steps are equal by
+    construction; the ratio says it is unresolved and the tuning table prints the grid."""
+    for seed in (1, 2, 3):
+        sweep_run(tmp_path, "lars", 100, "rerun", seed, [50, 61, 62])
+        sweep_run(tmp_path, "vrgd_lars", 100, "rerun", seed, [50, 60.5, 62])
+    for arm in ("lars", "vrgd_lars"):
+        sweep_run(tmp_path, arm, 100, "trial", 0, [50, 61, 62])
+    rows, _ = verdict_rows(tmp_path)
+    ratio = rows[(100, "LARS", "VRGD-LARS")]["steps to target X / Y"]
+    assert ratio.value == 1.0 and "unresolved: the medians differ by less than the grid of 10 steps" in ratio.note
+    runs = results.load([tmp_path])
+    assert set(runs["steps_to_target"]) == {20} and set(runs["steps_to_target_grid"]) == {10}
+    table = tuning.tuning(results.load_study([tmp_path]))
+    assert table.rows[0][table.columns.index("steps to result")].text() == "20 (grid 10)"

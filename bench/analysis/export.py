@@ -98,6 +98,8 @@ COLUMNS = {
     "gap_loss": "val_loss - train_eval_loss at the last evaluation",
     "steps_to_target": "steps at the first evaluation with val_top1 >= target_top1; inf = a finished run never "
                        "reached it; null = an unfinished run has not yet",
+    "steps_to_target_grid": "the resolution of steps_to_target: steps between that evaluation and the one before",
+    "stopped_at_target": "the run ended at its first evaluation at the target (eval.stop_at_target)",
     "epochs_to_target": "epochs at that evaluation (inf and null as steps_to_target)",
     "images_to_target": "images seen at that evaluation (inf and null as steps_to_target)",
     "seconds_to_target": "training seconds at that evaluation (inf and null as steps_to_target)",

@@ -24,6 +24,9 @@ Per run (`Study.runs`, `load()`):
   interval's; unstable: the peak was over SPIKE x loss_first (a spike; one that came back keeps its numbers).
 - commit: meta.json's git_commit ('+dirty': made from an uncommitted tree); kernels: the device, its kernel
   path (CPU: ATen's capability) and the torch build (kernels()); holdout_size: the held-out training images.
+- steps_to_target_grid: the resolution of steps_to_target (the steps between the hit and the evaluation before
+  it); stopped_at_target: the run ended at the target (recipe eval.stop_at_target), so its final values are
+  those of that evaluation, not of the planned budget.
 - holdout_top1: Top-1 (%) on the held-out training images (recipe data.holdout) at the last evaluation.
 - sweep, arm, role, trial, sweep_study: the run's place in a `bench sweep` (sweep_place); warmup_epochs.
 - mean_gain: mean of the per-step AdaScale gain (NaN when no step logged one).
@@ -96,7 +99,7 @@ SETTING_KEYS = (("model",), ("data", "dataset"), *dict.fromkeys(k for d in DATAS
 # metrics.csv columns added after the first runs: read when present, else derived
 # (schedule_epoch = epoch: only AdaScale's schedule runs ahead of the images seen;
 # batch = the plan's global_batch: before adaptive batching it never changed).
-OPTIONAL_METRIC_COLUMNS = ("schedule_epoch", "batch", "holdout_top1", "holdout_loss")
+OPTIONAL_METRIC_COLUMNS = ("schedule_epoch", "batch", "holdout_top1", "holdout_loss", "val_images")
 TO_TARGET = {"steps_to_target": "step", "epochs_to_target": "epoch", "images_to_target": "images_seen",
              "seconds_to_target": "train_time_s"}
 FINAL = {"val_top1": "val_top1", "val_top5": "val_top5", "train_eval_top1": "train_eval_top1"}
@@ -163,7 +166,7 @@ def read_metrics(run: Path, plan_batch: float = math.nan) -> pd.DataFrame:
         metrics["schedule_epoch"] = metrics["epoch"]
     if "batch" not in metrics.columns:
         metrics["batch"] = plan_batch
-    for column in ("holdout_top1", "holdout_loss"):  # runs without a holdout, or made before it
+    for column in ("holdout_top1", "holdout_loss", "val_images"):  # runs without a holdout, or made before them
         if column not in metrics.columns:
             metrics[column] = math.nan
     try:
@@ -330,10 +333,15 @@ def first_at_or_above(curve: pd.DataFrame, threshold: float) -> pd.Series | None
 
 
 def to_target(curve: pd.DataFrame, threshold: float, finished: bool) -> dict[str, float]:
-    """steps/epochs/images/seconds at the first evaluation >= threshold; inf when a finished run never got there."""
+    """steps/epochs/images/seconds at the first evaluation >= threshold; inf when a finished run never got there;
+    steps_to_target_grid: the steps since the evaluation before it (the target was crossed somewhere in that
+    interval: the figure's resolution; the hit's own steps when it was the first evaluation)."""
     row = first_at_or_above(curve, threshold)
     miss = math.inf if finished else math.nan
-    return {name: (float(row[col]) if row is not None else miss) for name, col in TO_TARGET.items()}
+    out = {name: (float(row[col]) if row is not None else miss) for name, col in TO_TARGET.items()}
+    before = curve.loc[curve["step"] < row["step"], "step"] if row is not None else None
+    out["steps_to_target_grid"] = math.nan if row is None else float(row["step"] - (before.max() if len(before) else 0))
+    return out
 
 
 SPIKE = 2.0  # an evaluation interval whose mean training loss exceeds this many times the first step's is a spike
@@ -424,6 +432,7 @@ def summarize(run: Path) -> tuple[dict, pd.DataFrame]:
         "kernels": kernels(meta),
         "val_size": meta.get("val_size"),
         "val_images": (meta.get("evaluated_images") or {}).get("val", meta.get("val_size")),
+        "stopped_at_target": bool(meta.get("stopped_at_target")),
         "target_top1": target, "train_time_s": float(meta.get("train_time_s") or math.nan),
         "evaluations": len(metrics), "epochs": math.nan, "steps": math.nan, "images": math.nan,
         **{name: math.nan for name in FINAL}, "best_val_top1": math.nan, "best_val_top5": math.nan,
@@ -569,7 +578,7 @@ class Study:
         """(mean, std) over `runs` of steps/epochs/images/seconds to the first evaluation >= threshold."""
         finished = self.runs.set_index("run")["finished"]
         per_run = [to_target(self.curves_of([r]), threshold, bool(finished[r])) for r in runs]
-        return {name: mean_std([t[name] for t in per_run]) for name in TO_TARGET}
+        return {name: mean_std([t[name] for t in per_run]) for name in TO_TARGET}  # the grid is per run
 
 
 def load_study(paths: list[str | Path], strict: bool = False) -> Study:

@@ -68,6 +68,18 @@ def _min_steps(trials: pd.DataFrame) -> float:
     return float(finished["steps_to_target"].min()) if len(finished) else math.nan
 
 
+def _min_steps_grid(trials: pd.DataFrame) -> float:
+    """The resolution (steps_to_target_grid) of the trial with the fewest steps to the target."""
+    reached = trials[trials["finished"] & np.isfinite(trials["steps_to_target"])]
+    return float(reached.loc[reached["steps_to_target"].idxmin(), "steps_to_target_grid"]) if len(reached) else math.nan
+
+
+def steps_cell(steps: float, grid: float, **kw) -> Cell:
+    """Steps to target with their resolution: 'N (grid G)', the target crossed within the G steps before N."""
+    note = f"grid {grid:,.0f}" if grid == grid and math.isfinite(steps) else ""
+    return Cell(steps, kind="steps", note="; ".join(filter(None, [note, kw.pop("note", "")])), **kw)
+
+
 def cells(study: Study) -> pd.DataFrame:
     """One row per (arm, batch): the trials' search and the reruns' figures (see the module docstring)."""
     runs = sweep_runs(study)
@@ -100,14 +112,14 @@ def cells(study: Study) -> pd.DataFrame:
             "near_tie": bool(best is not None and best[column] - runner_up < 2 * se),
             "best_lr": best["lr"] if best is not None else math.nan,
             "best_warmup_epochs": best["warmup_epochs"] if best is not None else math.nan,
-            "steps_to_result": _min_steps(trials),
+            "steps_to_result": _min_steps(trials), "steps_to_result_grid": _min_steps_grid(trials),
             "median_study_steps": float(np.median(per_study)) if per_study else math.nan,
             "n_studies": len(per_study),
             "reruns": tuple(done["run"]), "n_reruns": len(done), "n_rerun_diverged": len(done) - len(trained),
             "val_top1": tuple(trained["val_top1"]), "gap_top1": tuple(trained["gap_top1"]),
             "seeds": tuple(trained["seed"]), "kernels": tuple(sorted(set(done["kernels"]))),
             "clip_frac": _mean_logged(trained["run"], "gsnr_clip_frac"),
-            "rerun_steps": tuple(done["steps_to_target"]),
+            "rerun_steps": tuple(done["steps_to_target"]), "rerun_grid": tuple(done["steps_to_target_grid"]),
             "images": float(members.loc[members["finished"], "images"].max()) if members["finished"].any() else math.nan,
             "target_top1": members["target_top1"].iloc[0], "planned_epochs": members["planned_epochs"].iloc[0],
             "problem_label": members["problem_label"].iloc[0], "model_label": members["model_label"].iloc[0],
@@ -181,6 +193,11 @@ def steps_ratio(cell_x: pd.Series, cell_y: pd.Series) -> Cell:
     point = float(ratio(sx, sy))
     if not 0 < point < math.inf:  # a side's median is a miss: no number (0.00 or ∞ would read as a speedup)
         return Cell(None, note=note, kind="ratio")
+    grids = np.asarray([*cell_x.get("rerun_grid", ()), *cell_y.get("rerun_grid", ())], float)
+    grid = float(np.nanmax(grids)) if np.isfinite(grids).any() else math.nan
+    if abs(np.median(sx) - np.median(sy)) < grid:  # both crossed within one evaluation interval of each other
+        note = "; ".join(filter(None, [note, f"unresolved: the medians differ by less than the grid of {grid:,.0f} "
+                                             "steps"]))
     rng = np.random.default_rng(0)
     boot = ratio(rng.choice(sx, (BOOTSTRAP, len(sx))), rng.choice(sy, (BOOTSTRAP, len(sy))))
     boot = boot[~np.isnan(boot)]
@@ -381,14 +398,15 @@ def tuning(study: Study, baseline: str | None = None) -> Table:
     for _, c in table_cells.iterrows():
         steps = np.asarray(c["rerun_steps"], float)
         reached = f"{int(np.isfinite(steps).sum())}/{len(steps)} reached" if len(steps) else "no reruns"
-        mean_steps = Cell(*mean_std_n(steps)[:2], kind="steps", note=reached) if np.isfinite(steps).all() and len(
-            steps) else Cell(None, note=reached, kind="steps")
+        grid = np.nanmax(c["rerun_grid"]) if np.isfinite(np.asarray(c["rerun_grid"], float)).any() else math.nan
+        mean_steps = steps_cell(*mean_std_n(steps)[:1], grid, std=mean_std_n(steps)[1], note=reached) if np.isfinite(
+            steps).all() and len(steps) else Cell(None, note=reached, kind="steps")
         table.rows.append([
             c["global_batch"], display(c["arm"]), Cell(c["images"], kind="images"),
             f"{c['n_finished']}/{c['n_trials']}", c["n_infeasible"],
             c["best_trial"] if isinstance(c["best_trial"], str) else NO_NUMBER, Cell(c["best_lr"], kind="float"), Cell(c["best_warmup_epochs"], kind="epochs"),
             Cell(c["best_selection_top1"], c["selection_se"]), Cell(c["runner_up_top1"]),
-            "near tie" if c["near_tie"] else "", Cell(c["steps_to_result"], kind="steps"),
+            "near tie" if c["near_tie"] else "", steps_cell(c["steps_to_result"], c["steps_to_result_grid"]),
             Cell(c["median_study_steps"], kind="steps"), _rerun_cell(c, "val_top1"), _rerun_cell(c, "gap_top1"),
             mean_steps, Cell(100 * c["clip_frac"], kind="pct"), c["unstable"]])
     table.notes = [
@@ -405,6 +423,10 @@ def tuning(study: Study, baseline: str | None = None) -> Table:
         "steps to result: the fewest steps to the target over the trials (val set; Shallue et al. 2018); "
         "median over studies: each study's fewest, median over studies, a miss = ∞ (AlgoPerf); ∞: no trial reached it.",
         "reruns: the best trial with other seeds; mean ± sample std (n).",
+        "grid G beside a steps figure: its resolution, the steps between the evaluation that first reached the target "
+        "and the one before it (the target was crossed somewhere in those G steps; for reruns, the largest over "
+        "seeds); two steps figures closer than their grids are not resolved (eval.every_epochs, "
+        "eval.near_target_every_epochs refine it).",
         "GSNR clipped: VRGD's share of coordinates whose GSNR factor was clipped to γ (percent, per step, averaged "
         "over the reruns' steps); pure noise would clip a share set by the group count k (docs/algorithms.md).",
         *_selection_notes(table_cells),

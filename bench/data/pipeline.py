@@ -99,9 +99,12 @@ class Data:
             self.cache[name] = self.backend.evaluation(self, split, [mine[j:j + batch] for j in range(0, len(mine), batch)])
         return self.cache[name]
 
-    def val(self) -> Iterable:
-        """This rank's share of the validation set (every image once over all ranks); iterable repeatedly."""
-        return self._eval("val", self.layout.val, range(self.val_size))
+    def val(self, images: int | None = None) -> Iterable:
+        """This rank's share of the validation set (every image once over all ranks); iterable repeatedly.
+        `images`: a fixed subset of that many, spread evenly over the set (recipe eval.curve_images)."""
+        if images is None or images >= self.val_size:
+            return self._eval("val", self.layout.val, range(self.val_size))
+        return self._eval(f"val{images}", self.layout.val, [i * self.val_size // images for i in range(images)])
 
     @property
     def holdout_size(self) -> int:

@@ -36,6 +36,7 @@ from bench.errors import OutOfSpace, UserError
 METRIC_COLUMNS = (
     "epoch", "schedule_epoch", "step", "images_seen", "batch", "train_time_s", "lr", "train_loss",
     "train_eval_top1", "train_eval_loss", "val_top1", "val_top5", "val_loss", "holdout_top1", "holdout_loss",
+    "val_images",
 )
 PACKAGES = ("bench", "torch", "torchvision", "timm", "nvidia-dali-cuda130", "pandas", "numpy", "tensorboard", "wandb")
 

@@ -234,9 +234,9 @@ class Trainer:
                 if not math.isfinite(loss):
                     return "diverged", f"non-finite training loss at step {step}"
                 evaluated = self.pace.done(progress) or self.pace.crossed(before, progress.position,
-                                                                         self.recipe.eval.every_epochs)
-                if evaluated and (reason := self.evaluate(progress, run, bar, lr, batch)):
-                    return "diverged", reason
+                                                                         self.eval_every(progress))
+                if evaluated and (ended := self.evaluate(progress, run, bar, lr, batch)):
+                    return ended
                 if stop or self.checkpoint_due(progress, before, evaluated):
                     self.save_checkpoint(run, progress)
                 if stop:
@@ -278,15 +278,29 @@ class Trainer:
                 bar.write(f"bench: warning: {warning}", file=sys.stderr)
         return lr, batch, loss, stop > 0
 
-    def evaluate(self, progress: "Progress", run: RunDir | None, bar, lr: float, batch: int) -> str | None:
+    def eval_every(self, progress: "Progress") -> float:
+        """Epochs between evaluations: eval.near_target_every_epochs while the last evaluation was just below the
+        target (a grid fine enough to resolve steps to target), else eval.every_epochs."""
+        spec = self.recipe.eval
+        return spec.near_target_every_epochs if progress.near_target and spec.near_target_every_epochs \
+            else spec.every_epochs
+
+    def evaluate(self, progress: "Progress", run: RunDir | None, bar, lr: float,
+                 batch: int) -> tuple[str, str] | None:
         """Validation, train-eval and holdout Top-1 after a step; metrics.csv, meta.json and the evaluation line.
-        Returns why the run diverged (at chance for eval.stop_at_chance evaluations after warm-up), else None."""
+        With eval.curve_images, an evaluation before the last measures val Top-1 on that subset only, unless the
+        subset reaches the target: then every image is evaluated (the first row at or above the target is always
+        a full one). Returns (status, reason) when the run ends here: diverged (at chance for eval.stop_at_chance
+        evaluations after warm-up) or completed at the target (eval.stop_at_target); else None."""
         recipe, pace, data = self.recipe, self.pace, self.data
         eval_start = time.perf_counter()
-        val = evaluate(self.model, data.val(), recipe, self.device)
+        subset = recipe.eval.curve_images if not pace.done(progress) else None
+        val = evaluate(self.model, data.val(subset), recipe, self.device)
+        if subset and val["top1"] >= recipe.target_top1:
+            subset, val = None, evaluate(self.model, data.val(), recipe, self.device)
         crash_point("eval", progress.step)
-        train_eval = evaluate(self.model, data.train_eval(), recipe, self.device)
-        held = evaluate(self.model, data.holdout(), recipe, self.device) if data.holdout_size else {}
+        train_eval = evaluate(self.model, data.train_eval(), recipe, self.device) if not subset else {}
+        held = evaluate(self.model, data.holdout(), recipe, self.device) if data.holdout_size and not subset else {}
         progress.eval_time += time.perf_counter() - eval_start
         slowest = distributed.max_over_ranks(progress.train_time)
         if run:
@@ -295,9 +309,9 @@ class Trainer:
                 "epoch": images_seen / data.train_size, "schedule_epoch": pace.epoch(progress),
                 "step": progress.step, "images_seen": images_seen, "batch": batch,
                 "train_time_s": slowest, "lr": lr, "train_loss": progress.loss_sum / progress.loss_count,
-                "train_eval_top1": train_eval["top1"], "train_eval_loss": train_eval["loss"],
+                "train_eval_top1": train_eval.get("top1"), "train_eval_loss": train_eval.get("loss"),
                 "val_top1": val["top1"], "val_top5": val["top5"], "val_loss": val["loss"],
-                "holdout_top1": held.get("top1"), "holdout_loss": held.get("loss"),
+                "holdout_top1": held.get("top1"), "holdout_loss": held.get("loss"), "val_images": val["images"],
             })
             run.write_meta(train_time_s=slowest, train_images_per_s=images_seen / slowest,
                            eval_time_s=progress.eval_time, evaluated_images={
@@ -309,8 +323,14 @@ class Trainer:
         at_chance = pace.epoch(progress) > recipe.schedule.warmup_epochs and val["top1"] <= 1.5 * chance
         progress.chance_evals = progress.chance_evals + 1 if at_chance else 0
         if recipe.eval.stop_at_chance and progress.chance_evals >= recipe.eval.stop_at_chance:
-            return (f"val_top1 at chance ({val['top1']:.2f}% <= 1.5 x {chance:.2f}%) "
-                    f"for {progress.chance_evals} evaluations after warm-up")
+            return "diverged", (f"val_top1 at chance ({val['top1']:.2f}% <= 1.5 x {chance:.2f}%) "
+                                f"for {progress.chance_evals} evaluations after warm-up")
+        progress.near_target = recipe.target_top1 - recipe.eval.near_target_margin <= val["top1"] < recipe.target_top1
+        if recipe.eval.stop_at_target and val["top1"] >= recipe.target_top1 and not pace.done(progress):
+            if run:
+                run.write_meta(stopped_at_target=True)
+            return "completed", (f"stopped at the target: val_top1 {val['top1']:.2f}% >= {recipe.target_top1:g}% "
+                                 f"at step {progress.step} (eval.stop_at_target)")
         return None
 
     def eval_line(self, progress: "Progress", lr: float, val: dict) -> str:
@@ -357,6 +377,7 @@ class Progress:
     loss_sum: float = 0.0
     loss_count: int = 0
     chance_evals: int = 0
+    near_target: bool = False  # the last evaluation was within eval.near_target_margin below the target
 
 
 class PreemptionFlag:
