@@ -258,4 +258,5 @@ TABLES = {r.name: r for r in (
     TableRecord("verdict", "bench.analysis.tuning:verdict", sweep=True),
     TableRecord("tuning", "bench.analysis.tuning:tuning", sweep=True),
     TableRecord("plan", "bench.analysis.tuning:plan", sweep=True),
+    TableRecord("matched", "bench.analysis.tuning:matched", sweep=True),
 )}

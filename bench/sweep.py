@@ -20,12 +20,15 @@ A sweep file names a base recipe and crosses optimizer "arms" with global batche
     seed: 0                                 # the search's seed; trials train with seed `trial_seed`
     budget: {epochs: 3}                     # or {steps: N} or {images: N}, per run
     select: {split: holdout, metric: top1}  # holdout | validation; top1 | steps_to_target
-    reruns: {seeds: [1, 2, 3]}
+    reruns: {seeds: [1, 2, 3], top: 2, matched: [[vrgd_lars, lars]]}
 
 Trials are ordinary runs: the base recipe with the overrides, the batch, the budget and the
 trial's point, named `<sweep>-<arm>-b<batch>-t<NN>` (`-s<study>` when studies > 1), tagged
 (recipe key `tags`: sweep, arm, trial, study, role) so the analysis knows their place. Reruns
-of a cell's best trial are `<sweep>-<arm>-b<batch>-best-seed<S>`, role "rerun".
+of a cell's best trial are `<sweep>-<arm>-b<batch>-best-seed<S>`, role "rerun"; of its k-th best
+(reruns.top >= k) `-top<k>-seed<S>`, role "rerun_top"; an arm of a reruns.matched pair rerun at the
+other arm's selected point `<sweep>-<arm>-b<batch>-at-<other>-seed<S>`, role "matched" (none where
+both selected the same point).
 
 Choices where the papers leave room, named:
 - Points: a scrambled Halton sequence (scipy.stats.qmc; AlgoPerf's quasi-random search), seeded
@@ -133,6 +136,10 @@ class Select(_Strict):
 
 class Reruns(_Strict):
     seeds: list[NonNegativeInt] = Field(min_length=1)
+    top: PositiveInt = Field(1, description="rerun the best `top` trials of each cell (the runner-up's reruns show "
+                             "whether a near-tie selection mattered)")
+    matched: list[tuple[str, str]] = Field(default_factory=list, description="pairs of arms each rerun at the "
+                                           "other's selected point too (a 2 x 2 of arm x point per batch)")
 
 
 class SweepSpec(_Strict):
@@ -168,6 +175,13 @@ class SweepSpec(_Strict):
                 ranges = [k for k, axis in arm.space.items() if axis.values is None]
                 if ranges:
                     raise ValueError(f"arms.{label}.space.{ranges[0]}: a grid needs a list of values, not a range")
+        for x, y in self.reruns.matched:
+            for arm in (x, y):
+                if arm not in self.arms:
+                    raise ValueError(f"reruns.matched: '{arm}' is not an arm; the arms are {', '.join(self.arms)}")
+            if set(self.arms[x].space) != set(self.arms[y].space):
+                raise ValueError(f"reruns.matched: arms {x} and {y} search different keys ({', '.join(self.arms[x].space)}"
+                                 f" against {', '.join(self.arms[y].space)}); a matched point needs the same keys")
         if self.trial_seed in self.reruns.seeds:
             raise ValueError(f"reruns.seeds: {self.trial_seed} is the trials' seed (trial_seed); reruns use others, "
                              "so their figures carry no selection luck")
@@ -280,13 +294,44 @@ def expand(path: str | Path, spec: SweepSpec) -> list[Trial]:
     return trials
 
 
-def rerun_trials(spec: SweepSpec, best: Trial) -> list[Trial]:
+def rerun_trials(spec: SweepSpec, best: Trial, rank: int = 1) -> list[Trial]:
+    """The `rank`-th best trial of a cell again with each rerun seed: role "rerun" for the best (`-best-seed<S>`),
+    "rerun_top" for the next ones (`-top<rank>-seed<S>`)."""
+    out = []
+    role = "rerun" if rank == 1 else "rerun_top"
+    for seed in spec.reruns.seeds:
+        name = f"{spec.name}-{best.arm}-b{best.batch}-{'best' if rank == 1 else f'top{rank}'}-seed{seed}"
+        tags = {**best.recipe.tags, "role": role, "rank": rank}
+        recipe = best.recipe.model_copy(update={"name": name, "seed": seed, "tags": tags})
+        out.append(Trial(name, best.arm, best.batch, role, best.index, best.study, best.point, recipe))
+    return out
+
+
+def matched_trials(spec: SweepSpec, arm: str, at: Trial) -> list[Trial]:
+    """Arm `arm` rerun at another arm's selected point (`at`, that arm's best trial) with each rerun seed: role
+    "matched", named `-at-<other>-seed<S>`, tagged point_of: the other arm."""
     out = []
     for seed in spec.reruns.seeds:
-        name = f"{spec.name}-{best.arm}-b{best.batch}-best-seed{seed}"
-        tags = {**best.recipe.tags, "role": "rerun"}
-        recipe = best.recipe.model_copy(update={"name": name, "seed": seed, "tags": tags})
-        out.append(Trial(name, best.arm, best.batch, "rerun", best.index, best.study, best.point, recipe))
+        name = f"{spec.name}-{arm}-b{at.batch}-at-{at.arm}-seed{seed}"
+        tags = {"sweep": spec.name, "arm": arm, "trial": at.index, "study": at.study, "role": "matched",
+                "point_of": at.arm}
+        recipe = _recipe(spec, arm, at.batch, at.point, at.recipe.epochs, seed, name, tags)
+        out.append(Trial(name, arm, at.batch, "matched", at.index, at.study, at.point, recipe))
+    return out
+
+
+def all_reruns(spec: SweepSpec, ranked: dict[tuple, list[Trial]]) -> list[Trial]:
+    """The reruns of the top trials of every finished cell, then the matched points of reruns.matched (none where
+    both arms selected the same point: their reruns already compare them there)."""
+    out = [r for cell in ranked.values() for rank, t in enumerate(cell[:spec.reruns.top], 1)
+           for r in rerun_trials(spec, t, rank)]
+    batches = sorted({batch for _, batch in ranked})
+    for x, y in spec.reruns.matched:
+        for batch in batches:
+            bx, by = ranked.get((x, batch), [None])[0], ranked.get((y, batch), [None])[0]
+            if bx is None or by is None or bx.point == by.point:
+                continue
+            out += matched_trials(spec, y, bx) + matched_trials(spec, x, by)
     return out
 
 
@@ -405,21 +450,24 @@ def _best_so_far(progress: Progress) -> str:
     return f"best {name} ({score[-1]:.1f}%)" if math.isfinite(score[-1]) else ""
 
 
-def best_trials(trials: list[Trial], finished: dict[str, Path], spec: SweepSpec) -> tuple[list[Trial], list[str]]:
-    """The best finished trial of each (arm, batch) cell whose trials have all finished, and the cells waiting."""
+def ranked_trials(trials: list[Trial], finished: dict[str, Path],
+                  spec: SweepSpec) -> tuple[dict[tuple, list[Trial]], list[str]]:
+    """(arm, batch) -> the cell's trials that trained, best first, for each cell whose trials have all finished;
+    and the cells waiting."""
     by_cell: dict[tuple, list[Trial]] = {}
     for t in trials:
         by_cell.setdefault((t.arm, t.batch), []).append(t)
-    best, waiting = [], []
+    ranked, waiting = {}, []
     for (arm, batch), members in by_cell.items():
         if any(t.name not in finished for t in members):
             waiting.append(f"{arm} at batch {batch}")
             continue
-        scored = [(selection_score(finished[t.name], t.recipe, spec.select), t) for t in members]
-        score, top = max(scored, key=lambda st: st[0])
-        if math.isfinite(score[-1]):
-            best.append(top)
-    return best, waiting
+        scored = [(selection_score(finished[t.name], t.recipe, spec.select), i, t) for i, t in enumerate(members)]
+        scored.sort(key=lambda st: (st[0], -st[1]), reverse=True)  # ties: the earlier trial, as max() picked
+        trained = [t for score, _, t in scored if math.isfinite(score[-1])]
+        if trained:
+            ranked[(arm, batch)] = trained
+    return ranked, waiting
 
 
 def this_platform() -> str:
@@ -499,8 +547,8 @@ def run_sweep(path: str | Path, results: Path, only: str | None = None, allow_di
         finished = run_trials(chosen, results, spec, bar, progress)
     if only:
         return chosen, []
-    best, waiting = best_trials(trials, finished, spec)
-    reruns = [r for b in best for r in rerun_trials(spec, b)]
+    ranked, waiting = ranked_trials(trials, finished, spec)
+    reruns = all_reruns(spec, ranked)
     with tqdm(total=len(reruns), unit="run", desc=f"reruns {spec.name}", dynamic_ncols=True) as bar:
         run_trials(reruns, results, spec, bar, progress)
     return trials + reruns, waiting

@@ -533,3 +533,50 @@ def test_steps_figures_carry_their_grid_and_a_ratio_inside_it_is_unresolved(tmp_
     assert set(runs["steps_to_target"]) == {20} and set(runs["steps_to_target_grid"]) == {10}
     table = tuning.tuning(results.load_study([tmp_path]))
     assert table.rows[0][table.columns.index("steps to result")].text() == "20 (grid 10)"
+
+
+def test_top_and_matched_reruns_are_planned_from_the_ranked_trials(sweep_file):
+    """reruns.top: 2 reruns the runner-up too (-top2-seed<S>); reruns.matched: each arm of the pair reruns at the
+    other's selected point (-at-<other>-seed<S>) with its own fixed keys and the other's searched values."""
+    write_recipe(sweep_file, SWEEP.replace(
+        "      optimizer.lr: {low: 0.01, high: 0.5, scale: log}\n",
+        "      optimizer.lr: {low: 0.01, high: 0.5, scale: log}\n      schedule.warmup_epochs: {low: 0.0, high: 1.0}\n")
+        .replace("reruns: {seeds: [1, 2]}", "reruns: {seeds: [1, 2], top: 2, matched: [[lars, sgd]]}"))
+    spec, trials = load(sweep_file)
+    by = {(t.arm, t.index): t for t in trials}
+    ranked = {("sgd", 32): [by[("sgd", 1)], by[("sgd", 0)]], ("lars", 32): [by[("lars", 0)], by[("lars", 1)]]}
+    names = {r.name: r for r in sweep.all_reruns(spec, ranked)}
+    assert sorted(names) == sorted(
+        [f"tiny-{a}-b32-{k}-seed{s}" for a in ("sgd", "lars") for k in ("best", "top2") for s in (1, 2)]
+        + [f"tiny-{a}-b32-at-{b}-seed{s}" for a, b in (("sgd", "lars"), ("lars", "sgd")) for s in (1, 2)])
+    sgd_at_lars = names["tiny-sgd-b32-at-lars-seed1"].recipe
+    assert sgd_at_lars.optimizer.name == "sgd" and sgd_at_lars.optimizer.lr == by[("lars", 0)].recipe.optimizer.lr
+    assert sgd_at_lars.tags["role"] == "matched" and sgd_at_lars.tags["point_of"] == "lars"
+    assert names["tiny-lars-b32-top2-seed2"].recipe.tags["role"] == "rerun_top"
+    same = {("sgd", 32): [by[("sgd", 0)]], ("lars", 32): [by[("lars", 0)]]}  # the same unit point, other ranges
+    assert any("-at-" in r.name for r in sweep.all_reruns(spec, same))
+    bad = SWEEP.replace("reruns: {seeds: [1, 2]}", "reruns: {seeds: [1, 2], matched: [[lars, sgd]]}")
+    write_recipe(sweep_file, bad)
+    with pytest.raises(UserError, match="search different keys"):
+        sweep.load(sweep_file)
+
+
+def test_the_matched_table_pairs_both_arms_at_each_ones_point(tmp_path):
+    """A hand-made 2 x 2 at one batch: VRGD-LARS at its point 2 points above LARS there; at LARS's point within
+    noise. Paired by seed, one Holm family of two."""
+    for seed, luck in zip((1, 2, 3, 4), (0.0, 0.4, -0.3, 0.2)):
+        sweep_run(tmp_path, "vrgd_lars", 64, "rerun", seed, [50, 80 + luck])
+        sweep_run(tmp_path, "lars", 64, "rerun", seed, [50, 79 + luck + seed * 0.05])
+        for arm, other, final in (("lars", "vrgd_lars", 78 + luck + seed * 0.01), ("vrgd_lars", "lars", 79 + luck
+                                                                                    - seed * 0.02 + 0.05)):
+            make_run(tmp_path, f"s-{arm}-b64-at-{other}-seed{seed}", "lars", 64, seed, [50, final],
+                     tags={"sweep": "s", "arm": arm, "trial": 0, "study": 0, "role": "matched", "point_of": other})
+    table = tuning.matched(results.load_study([tmp_path]))
+    rows = {r[1]: dict(zip(table.columns, r)) for r in table.rows}
+    assert set(rows) == {"VRGD-LARS", "LARS"} and all(r["test"] == "paired" for r in rows.values())
+    at_vrgd = rows["VRGD-LARS"]
+    assert (at_vrgd["X"], at_vrgd["Y"]) == ("VRGD-LARS", "LARS")
+    assert at_vrgd["Δ val Top-1 (X − Y)"].value == pytest.approx(2 - 0.01 * 2.5) and at_vrgd["verdict"] == (
+        "VRGD-LARS better")
+    assert rows["LARS"]["Δ val Top-1 (X − Y)"].value == pytest.approx(0.05 - 0.02 * 2.5 - 0.05 * 2.5)
+    assert rows["LARS"]["p Holm"].value >= rows["LARS"]["p"].value

@@ -70,9 +70,11 @@ COLUMNS = {
     "warmup_epochs": "the recipe's linear warm-up in epochs",
     "sweep": "the bench sweep the run belongs to ('' for none)",
     "arm": "the sweep arm (an optimizer's search space)",
-    "role": "the run's role in the sweep: trial or rerun",
+    "role": "the run's role in the sweep: trial, rerun (the best trial's), rerun_top (a next-best trial's) or "
+            "matched (at another arm's selected point)",
     "trial": "the sweep trial number",
     "sweep_study": "the sweep study (an independent search) number",
+    "point_of": "a matched rerun's point: the arm whose selected point it ran at (reruns.matched)",
     "holdout_size": "training images held out for selection (data.holdout; 0 for none)",
     "commit": "the git commit of the code that made the run ('+dirty': an uncommitted working tree)",
     "kernels": "the platform whose kernels made the numbers: device, kernel path (CPU: ATen capability) and torch",

@@ -452,10 +452,12 @@ def summarize(run: Path) -> tuple[dict, pd.DataFrame]:
 
 def sweep_place(recipe: dict) -> dict:
     """Where `bench sweep` put a run (its recipe's tags): sweep, arm, role (trial or rerun), trial number and
-    study; a run made outside a sweep is the arm of its optimizer's name, with no role."""
+    study; point_of: the arm whose selected point a matched rerun ran at; a run made outside a sweep is the arm of
+    its optimizer's name, with no role."""
     tags = recipe.get("tags") or {}
     return {"sweep": tags.get("sweep"), "arm": tags.get("arm") or recipe["optimizer"]["name"],
-            "role": tags.get("role"), "trial": tags.get("trial"), "sweep_study": tags.get("study")}
+            "role": tags.get("role"), "trial": tags.get("trial"), "sweep_study": tags.get("study"),
+            "point_of": tags.get("point_of")}
 
 
 def mean_std(values) -> tuple[float, float]:

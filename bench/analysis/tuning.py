@@ -48,7 +48,7 @@ PLAN_EFFECT = 1.0  # pp: "seeds for 1 pp" plans the next study at the observed n
 
 
 def sweep_runs(study: Study) -> pd.DataFrame:
-    runs = study.runs[study.runs["role"].isin(["trial", "rerun"])]
+    runs = study.runs[study.runs["role"].isin(["trial", "rerun", "rerun_top", "matched"])]
     if not len(runs):
         raise UserError("no runs made by bench sweep here (runs whose recipe tags say role: trial or rerun)")
     return runs
@@ -100,6 +100,8 @@ def cells(study: Study) -> pd.DataFrame:
         per_study = [_min_steps(t) for _, t in trials.groupby("sweep_study")]
         done = reruns[reruns["finished"]]
         trained = done[done["val_top1"].notna()]
+        second = members[(members["role"] == "rerun_top") & members["finished"] & members["recipe"].str.contains(
+            "-top2-")]
         rows.append({
             "arm": arm, "global_batch": int(batch), "optimizer": members["optimizer"].iloc[0],
             "n_trials": len(trials), "n_finished": int(trials["finished"].sum()),
@@ -119,6 +121,7 @@ def cells(study: Study) -> pd.DataFrame:
             "val_top1": tuple(trained["val_top1"]), "gap_top1": tuple(trained["gap_top1"]),
             "seeds": tuple(trained["seed"]), "kernels": tuple(sorted(set(done["kernels"]))),
             "clip_frac": _mean_logged(trained["run"], "gsnr_clip_frac"),
+            "runner_up_reruns": tuple(second["val_top1"].dropna()),
             "rerun_steps": tuple(done["steps_to_target"]), "rerun_grid": tuple(done["steps_to_target_grid"]),
             "images": float(members.loc[members["finished"], "images"].max()) if members["finished"].any() else math.nan,
             "target_top1": members["target_top1"].iloc[0], "planned_epochs": members["planned_epochs"].iloc[0],
@@ -322,6 +325,53 @@ def verdict(study: Study, baseline: str | None = None) -> Table:
     return table
 
 
+def matched(study: Study, baseline: str | None = None) -> Table:
+    """Matched points (reruns.matched): for each declared pair and batch where the arms selected different points,
+    both arms at each point, paired by seed: does the update rule change the result at the same hyperparameters?
+    One Holm family over every row; the MDE at its first step's level. `baseline` is not used (the pairs are the
+    sweep file's)."""
+    runs = sweep_runs(study)
+    runs = runs[runs["finished"] & runs["role"].isin(["rerun", "matched"])]
+    runs = pd.concat([once_per_seed(r) for _, r in runs.groupby("recipe", sort=False)]) if len(runs) else runs
+    table_cells = cells(study)
+    table = Table(_title("Matched points: both optimizers at each one's selected point", table_cells),
+                  ["batch", "point of", "X", "Y", "val Top-1 X", "val Top-1 Y", "Δ val Top-1 (X − Y)", "test", "p",
+                   "p Holm", "MDE 80% at α/m [95%]", "verdict"])
+    rows = []
+    for (batch, owner), at in runs[runs["role"] == "matched"].groupby(["global_batch", "point_of"], sort=True):
+        own = runs[(runs["role"] == "rerun") & (runs["arm"] == owner) & (runs["global_batch"] == batch)]
+        for other, guest in at.groupby("arm", sort=False):
+            x, y = sorted([owner, other], key=lambda a: a != PRIMARY[0])  # VRGD-LARS first, as in the verdict
+            side = {owner: own.dropna(subset=["val_top1"]), other: guest.dropna(subset=["val_top1"])}
+            c = power.compare(side[x]["val_top1"], side[y]["val_top1"], list(side[x]["seed"]), list(side[y]["seed"]))
+            rows.append((int(batch), owner, x, y, side, c))
+    tested = sum(r[-1] is not None for r in rows)
+    alpha = power.family_alpha(tested)
+    for (batch, owner, x, y, side, c), p_holm in zip(rows, power.holm([r[-1].p if r[-1] else math.nan for r in rows])):
+        detectable = power.comparison_mde(c, alpha) if c else math.nan
+        spread = power.sd_interval(c) if c else (math.nan, math.nan)
+        word = ("too few seeds" if c is None else f"{display(x) if c.diff > 0 else display(y)} better"
+                if p_holm < power.ALPHA else f"within noise (could detect ≥ {detectable:.1f} pp)")
+        table.rows.append([batch, display(owner), display(x), display(y), Cell(*mean_std_n(side[x]["val_top1"])),
+                           Cell(*mean_std_n(side[y]["val_top1"])),
+                           Cell(c.diff, kind="pct", ci=(c.low, c.high)) if c else Cell(None, kind="pct"),
+                           c.test if c else NO_NUMBER, Cell(c.p if c else None, kind="p"), Cell(p_holm, kind="p"),
+                           Cell(detectable, kind="pct", ci=(detectable * spread[0], detectable * spread[1]) if c else None),
+                           word])
+    table.notes = [
+        "Each row: both arms trained at one arm's selected point (its lr, warm-up, ... from the tuning), the same "
+        "seeds on both sides (paired); 'point of' names whose point. The tuned verdict answers 'which optimizer, "
+        "each tuned, wins'; this table answers 'does the update rule change the result at the same "
+        "hyperparameters'. A batch where both arms selected the same point has no row here: the tuned verdict "
+        "already compares them at that point.",
+        "p Holm: Holm's adjustment over every row of this table (its own family); MDE at α/m: at the level of "
+        "Holm's first step, with its 95% interval from the noise's uncertainty.",
+    ]
+    if not rows:
+        table.notes.append("No matched reruns here (the sweep file's reruns.matched names the pairs).")
+    return table
+
+
 PLAN_EFFECTS = (0.25, 0.5, 1.0)  # pp: the effects `bench table plan` sizes a next study for
 
 
@@ -394,7 +444,7 @@ def tuning(study: Study, baseline: str | None = None) -> Table:
     table = Table(_title("Tuning: each optimizer at each global batch", table_cells),
                   ["batch", "arm", "images per run", "trials", "infeasible", "best trial", "best lr", "best warm-up (epochs)",
                    "best selection Top-1", "runner-up", "near tie", "steps to result", "median over studies", "val Top-1 (reruns)",
-                   "gap Top-1 (reruns)", "steps to target (reruns)", "GSNR clipped (reruns)", "instabilities"])
+                   "runner-up val Top-1 (reruns)", "gap Top-1 (reruns)", "steps to target (reruns)", "GSNR clipped (reruns)", "instabilities"])
     for _, c in table_cells.iterrows():
         steps = np.asarray(c["rerun_steps"], float)
         reached = f"{int(np.isfinite(steps).sum())}/{len(steps)} reached" if len(steps) else "no reruns"
@@ -407,7 +457,9 @@ def tuning(study: Study, baseline: str | None = None) -> Table:
             c["best_trial"] if isinstance(c["best_trial"], str) else NO_NUMBER, Cell(c["best_lr"], kind="float"), Cell(c["best_warmup_epochs"], kind="epochs"),
             Cell(c["best_selection_top1"], c["selection_se"]), Cell(c["runner_up_top1"]),
             "near tie" if c["near_tie"] else "", steps_cell(c["steps_to_result"], c["steps_to_result_grid"]),
-            Cell(c["median_study_steps"], kind="steps"), _rerun_cell(c, "val_top1"), _rerun_cell(c, "gap_top1"),
+            Cell(c["median_study_steps"], kind="steps"), _rerun_cell(c, "val_top1"),
+            Cell(*mean_std_n(c["runner_up_reruns"])) if c["runner_up_reruns"] else Cell(None),
+            _rerun_cell(c, "gap_top1"),
             mean_steps, Cell(100 * c["clip_frac"], kind="pct"), c["unstable"]])
     table.notes = [
         "images per run: the training images a finished run of the cell saw (its steps x the batch: one budget "
@@ -422,7 +474,8 @@ def tuning(study: Study, baseline: str | None = None) -> Table:
         "top trials, or hold out more images).",
         "steps to result: the fewest steps to the target over the trials (val set; Shallue et al. 2018); "
         "median over studies: each study's fewest, median over studies, a miss = ∞ (AlgoPerf); ∞: no trial reached it.",
-        "reruns: the best trial with other seeds; mean ± sample std (n).",
+        "reruns: the best trial with other seeds; mean ± sample std (n); runner-up: the second-best trial rerun with "
+        "the same seeds (reruns.top ≥ 2), which shows whether a near-tie selection mattered.",
         "grid G beside a steps figure: its resolution, the steps between the evaluation that first reached the target "
         "and the one before it (the target was crossed somewhere in those G steps; for reruns, the largest over "
         "seeds); two steps figures closer than their grids are not resolved (eval.every_epochs, "
