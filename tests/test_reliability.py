@@ -4,6 +4,7 @@ import fcntl
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -102,10 +103,30 @@ def test_sigterm_checkpoints_marks_preempted_and_resumes(recipe, reference, tmp_
     step = int(sorted(run.glob("ckpt-*.pt"))[-1].stem.split("-")[1])
     assert 5 <= step < 30
     assert f"(checkpoint at step {step})" in meta["reason"] and f"checkpoint at step {step} in" in out  # one count
+    assert meta["stopped_by"] == "SIGTERM"
     resumed = run_cli("run", str(recipe), "--out", str(tmp_path), "--no-progress")
     assert resumed.returncode == 0 and f"at step {step}" in resumed.stdout
     assert_same(outcome(run), reference)
     assert json.loads((run / "meta.json").read_text())["resumed"][0]["step"] == step
+    assert json.loads((run / "meta.json").read_text())["stopped_by"] is None  # a resumed run forgets the stop
+
+
+def test_ctrl_c_checkpoints_and_stops_the_shell_loop_that_started_the_run(recipe, tmp_path):
+    """`for s in 1 2; do bench run ... --set seed=$s; done` and Ctrl-C (SIGINT to the terminal's process group):
+    seed 1 checkpoints and ends by SIGINT itself (the shell's $? = 130), so the shell stops its loop and seed 2
+    never starts."""
+    bench = f"{shlex.quote(sys.executable)} -m bench run {shlex.quote(str(recipe))} --out {shlex.quote(str(tmp_path))}"
+    loop = subprocess.Popen(["bash", "-c", f"for s in 1 2; do {bench} --no-progress --set seed=$s; done; echo looped"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    _wait_for_events(tmp_path, 5, loop)
+    os.killpg(loop.pid, signal.SIGINT)
+    out, err = loop.communicate(timeout=120)
+    assert loop.returncode == -signal.SIGINT, err[-3000:]  # the shell itself stopped: its loop ended
+    assert "looped" not in out and "Traceback" not in err
+    run = only_run(tmp_path)  # no run of seed 2
+    meta = json.loads((run / "meta.json").read_text())
+    assert meta["status"] == "preempted" and meta["stopped_by"] == "SIGINT"
+    assert "preempted by SIGINT: checkpoint at step" in out and list(run.glob("ckpt-*.pt"))
 
 
 def test_restart_starts_a_new_run_and_a_running_run_is_locked(recipe, tmp_path):
@@ -337,7 +358,8 @@ def test_a_signal_to_the_launcher_of_two_workers_ends_preempted_and_resumes(reci
     else:
         os.killpg(proc.pid, signal.SIGINT)  # as a terminal sends it: launcher and workers at once
     out, err = proc.communicate(timeout=300)
-    assert proc.returncode == 0, err[-3000:]
+    # a scheduler's SIGTERM is a normal end; a Ctrl-C ends the launcher by SIGINT (a shell's $? is 130)
+    assert proc.returncode == (0 if how.startswith("SIGTERM") else -signal.SIGINT), err[-3000:]
     assert "Traceback" not in err and "SignalException" not in err
     run = only_run(tmp_path)
     assert f"checkpoint in {run}; run the same command to resume" in out

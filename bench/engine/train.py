@@ -364,12 +364,14 @@ class PreemptionFlag:
 
     The signals are blocked in the main thread, and so in every thread and worker started
     during the run (DALI's, the loaders'), and a handler only sets a flag: a signal then
-    interrupts no image read or collective half-way. The flag is read after each step."""
+    interrupts no image read or collective half-way. The flag is read after each step;
+    `signal` is the first one seen (SIGINT, a person's Ctrl-C, ends the command with 130)."""
 
     SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
     def __enter__(self):
         self._seen = False
+        self.signal: signal.Signals | None = None
         self._main = threading.current_thread() is threading.main_thread()
         if self._main:
             self._handlers = {sig: signal.signal(sig, self._handle) for sig in self.SIGNALS}
@@ -378,11 +380,13 @@ class PreemptionFlag:
 
     def _handle(self, signum, frame):
         self._seen = True
+        self.signal = self.signal or signal.Signals(signum)
 
     @property
     def is_set(self) -> bool:
         if self._main and not self._seen:  # a signal sent while every thread that could take it blocks it
-            self._seen = signal.sigtimedwait(self.SIGNALS, 0) is not None
+            if (info := signal.sigtimedwait(self.SIGNALS, 0)) is not None:
+                self._handle(info.si_signo, None)
         return self._seen
 
     def __exit__(self, *exc):
@@ -472,10 +476,12 @@ def _train(recipe: Recipe, results: Path, dist: distributed.Dist, progress: bool
     if run:
         if status in FINISHED:  # nothing left to resume: the disk gets back all but the final one
             prune_checkpoints(run.path, int(recipe.checkpoint.keep_final))
-        run.write_meta(status=status, reason=reason, end_time=now(),
+        stopped_by = preempted.signal.name if status == "preempted" and preempted.signal else None
+        run.write_meta(status=status, reason=reason, end_time=now(), stopped_by=stopped_by,
                        unreadable_images=sorted(trainer.data.unreadable.files))
         if status == "preempted":
-            print(f"preempted: checkpoint at step {state.step} in {run.path}")
+            print(f"preempted{f' by {stopped_by}' if stopped_by else ''}: checkpoint at step {state.step} in "
+                  f"{run.path}")
     return run
 
 
@@ -496,7 +502,7 @@ def _start_records(run: RunDir, trainer: Trainer, state: Progress, resumed: bool
     """meta.json (a new run's facts, or a resumption), the opening lines, the live curves."""
     recipe, data, pace = trainer.recipe, trainer.data, trainer.pace
     if resumed:
-        run.write_meta(status="running", reason=None, end_time=None,
+        run.write_meta(status="running", reason=None, end_time=None, stopped_by=None,
                        resumed=run.meta.get("resumed", []) + [{"time": now(), "step": state.step}])
         print(f"resuming {run.path} at step {state.step}")
     else:
