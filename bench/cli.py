@@ -84,7 +84,12 @@ def _recipe(args):
     flags = (["logging.tensorboard=true"] if args.tensorboard else []) + \
         ([f"engine.threads={args.threads}"] if args.threads else []) + \
         ([f"logging.wandb.project={args.wandb}"] if args.wandb else [])
-    return recipe.load(args.recipe, args.set + flags)
+    notes = []
+    r = recipe.load(args.recipe, args.set + flags, notes=notes)
+    if "LOCAL_RANK" not in os.environ:  # said once, by the command a person typed, not by each torchrun worker
+        for note in notes:  # on stderr: `bench submit --dry-run`'s stdout is the script
+            print(f"bench: {note}", file=sys.stderr)
+    return r
 
 
 def _worker_args(args) -> list[str]:

@@ -266,3 +266,38 @@ def test_a_long_wrong_value_is_shown_by_its_type_and_a_short_start(tmp_path):
     message = str(caught.value)
     assert "key 'global_batch': input should be a valid integer (got a list starting [['x', 'x'" in message
     assert len(message) < 250 and message.endswith("...)")
+
+
+@pytest.mark.parametrize("name,sets,want", [
+    ("mnist-lars", ["optimizer.name=vrgd_lars"], "mnist-lars+optimizer.name=vrgd_lars"),
+    ("mnist-lars", ["optimizer.name=sgd", "optimizer.lr=0.5"], "mnist-lars"),  # the file's own optimizer
+    ("mnist-lars", ["global_batch=128", "model.name=hf-hub:timm/resnet18.a1_in1k", "epochs=2"],
+     "mnist-lars+global_batch=128+model.name=hf-hub_timm_resnet18.a1_in1k"),
+    ("mnist-lars-seed1", ["seed=6"], "mnist-lars-seed6"),
+    ("mnist-lars-seed1", ["seed=1"], "mnist-lars-seed1"),
+    ("mnist-lars", ["seed=6"], "mnist-lars"),  # seeds of one recipe share its name
+    ("a-best-seed1+optimizer.name=x", ["seed=2", "optimizer.name=lars"], "a-best-seed2+optimizer.name=lars"),
+    ("mnist-lars", ["name=mine", "global_batch=128"], "mine"),  # a name given is kept
+])
+def test_a_set_that_changes_what_is_compared_names_the_run_after_what_ran(tmp_path, tiny_dataset, name, sets, want):
+    path = write_recipe(tmp_path / "r.yaml", f"name: {name}\nseed: 1\n" + BASE.replace("DATA", str(tiny_dataset)))
+    notes = []
+    r = recipe.load(path, sets, models=False, notes=notes)
+    assert r.name == want
+    assert notes == ([] if want in (name, "mine") else [f"run name {want!r}: {path}'s name {name!r} with what --set "
+                                                          "changed"])
+
+
+def test_runs_made_with_set_are_filed_under_what_ran(tmp_path, tiny_dataset, capsys):
+    """A --set optimizer.name run gets its own folder and report row; its resolved recipe.yaml run again with
+    --set seed=6 is not filed under the first run's -seed1 name."""
+    out = tmp_path / "results"
+    path = write_recipe(tmp_path / "tiny-seed1.yaml", "seed: 1\n" + BASE.replace("DATA", str(tiny_dataset))
+                        .replace("global_batch: 64", "global_batch: 80").replace("micro_batch: 16", "micro_batch: 40"))
+    assert main(["run", str(path), "--out", str(out), "--no-progress", "--set", "optimizer.name=lars"]) == 0
+    assert "bench: run name 'tiny-seed1+optimizer.name=lars'" in capsys.readouterr().err
+    [first] = (out / "tiny-seed1+optimizer.name=lars").iterdir()
+    assert main(["run", str(first / "recipe.yaml"), "--out", str(out), "--no-progress", "--set", "seed=6"]) == 0
+    [again] = (out / "tiny-seed6+optimizer.name=lars").iterdir()
+    assert recipe.load(again / "recipe.yaml").seed == 6
+    assert sorted(p.name for p in out.iterdir()) == ["tiny-seed1+optimizer.name=lars", "tiny-seed6+optimizer.name=lars"]
