@@ -450,3 +450,44 @@ def test_every_readable_validation_image_is_counted_once(recipe, tiny_dataset, t
         assert "val_images" in done.stdout and re.search(r"\|\s+38 \|", done.stdout), done.stdout
         report = run_cli("report", str(tmp_path / "results"))
         assert f"{run}: val Top-1 over 38 of the 40 validation images" in report.stdout
+
+
+@pytest.mark.parametrize("change", ["one image fewer", "one image moved to another class"])
+def test_resuming_onto_a_changed_training_set_is_refused(recipe, tiny_dataset, tmp_path, change):
+    """A run stopped with a checkpoint, then the training folder changes (the image count, or only the file
+    list): the same command refuses in one sentence (exit 2) naming --restart, and the run is left as it was."""
+    data = tmp_path / "data"
+    shutil.copytree(tiny_dataset, data)
+    command = [sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path / "results"), "--no-progress",
+               "--set", f"data.path={data}"]
+    crashed = subprocess.run(command, env=dict(os.environ, BENCH_CRASH_AT="step:7"), capture_output=True)
+    assert crashed.returncode == -signal.SIGKILL
+    run = only_run(tmp_path / "results")
+    meta = json.loads((run / "meta.json").read_text())
+    assert meta["train_size"] == 160 and len(meta["train_digest"]) == 16
+    classes = sorted((data / "train").iterdir())
+    image = sorted(classes[0].iterdir())[0]
+    if change == "one image fewer":
+        image.unlink()
+    else:
+        image.rename(classes[1] / image.name)
+    resumed = subprocess.run(command, capture_output=True, text=True)
+    assert resumed.returncode == 2 and "Traceback" not in resumed.stderr, resumed.stderr
+    said = "160 images then, 159 now" if change == "one image fewer" else "the same 160 images count, another file list"
+    assert resumed.stderr.strip() == (f"bench: error: {run / 'ckpt-000000004.pt'}: the training set in {data} changed "
+                                      f"since this checkpoint ({said}); resume on the same images, or start a new run "
+                                      "with --restart")
+    assert json.loads((run / "meta.json").read_text()) == meta and only_run(tmp_path / "results") == run
+
+
+def test_strict_data_finds_an_unreadable_training_image_before_the_first_step(recipe, tiny_dataset, tmp_path):
+    data = tmp_path / "data"
+    shutil.copytree(tiny_dataset, data)
+    damaged = sorted((data / "train").rglob("*.*"))[-1]  # read late in an epoch, if ever
+    damaged.write_bytes(damaged.read_bytes()[:60])
+    done = run_cli("run", str(recipe), "--out", str(tmp_path / "results"), "--no-progress",
+                   "--set", f"data.path={data}", "--set", "data.strict=true")
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip() == (f"bench: error: {damaged}: unreadable image (not an image, truncated or corrupt); "
+                                   "remove it, or set data.strict: false to skip such files with a warning")
+    assert not (tmp_path / "results").exists()  # refused before any run directory

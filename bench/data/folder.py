@@ -13,6 +13,7 @@ unreadable ones are found (and skipped) when read, or by `bench data check`.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
@@ -38,6 +39,14 @@ class Folder:
     train: Split
     val: Split
     holdout: Split = Split((), ())  # training images held out of training (data.holdout), see hold_out()
+
+    def train_digest(self) -> str:
+        """A short hash of the training file list (paths relative to the root, and labels): a resumed run checks
+        that it trains on the images its checkpoint was trained on, wherever the folder now is."""
+        prefix = f"{self.root}/"
+        text = "\n".join(f"{f[len(prefix):] if f.startswith(prefix) else f}\t{label}"
+                         for f, label in zip(map(str, self.train.files), self.train.labels))
+        return hashlib.sha1(text.encode()).hexdigest()[:16]
 
     def hold_out(self, indices: Sequence[int]) -> "Folder":
         """This layout with the training images at `indices` moved from train to holdout."""

@@ -45,7 +45,7 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from bench import optim
-from bench.data import Data, build
+from bench.data import Data, build, images
 from bench.engine import checkpoint, distributed, tensorboard, threads, wandb_curves
 from bench.engine.faults import crash_point
 from bench.engine.pace import Pace
@@ -54,6 +54,9 @@ from bench.engine.rundir import (FINISHED, RESUMABLE, RunDir, git_commit, held_b
                                  prune_checkpoints, versions)
 from bench.errors import OutOfSpace, UserError
 from bench.recipe import Recipe, timm_models
+
+
+STRICT_CHECK_MAX = 50_000  # images a data.strict run decodes before its first step (seconds on a few cores)
 
 
 def create_model(recipe: Recipe, num_classes: int) -> torch.nn.Module:
@@ -120,6 +123,10 @@ class Trainer:
         self.plan = recipe_plan(recipe, dist.world, self._memory_cap() if recipe.micro_batch == "auto" else None)
         self.data: Data = build(recipe.data, self.plan.batch, self.plan.micro_batch, dist.rank, dist.world,
                                 recipe.seed, device=self.device, channels_last=recipe.engine.channels_last)
+        # what a resumed run checks it still trains on (saved in checkpoints, recorded in meta.json)
+        self.train_set = {"train_size": self.data.train_size, "train_digest": self.data.layout.train_digest()}
+        if recipe.data.strict:
+            self._check_readable()
         model = create_model(recipe, self.data.num_classes)
         if recipe.engine.sync_bn and dist.world > 1:
             model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)
@@ -136,6 +143,29 @@ class Trainer:
         self.pace = Pace(recipe, self.plan, self.data.train_size, self.opt.pace == "scale_invariant")
         self.group_images = self.plan.micro_per_group * self.plan.micro_batch
         self.slowdown = threads.Slowdown(torch.get_num_threads())
+
+    def _check_readable(self) -> None:
+        """data.strict: every image decoded before the first step (`bench data check`'s checker) where that takes
+        seconds (STRICT_CHECK_MAX images), so an unreadable one is the strict sentence before a run directory exists;
+        beyond that, files are checked as they are read."""
+        data = self.data
+        files = [*data.layout.train.files, *data.layout.holdout.files, *data.layout.val.files]
+        if not data.backend.READS_FILES or len(files) > STRICT_CHECK_MAX:
+            return
+        local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", 1))  # each rank checks every file: no rank waits
+        workers = 1 if len(files) < 5000 else max(1, threads.usable_cores() // local_ranks)
+        data.unreadable.report(images.unreadable_files(files, workers))
+
+    def check_train_set(self, state: dict, path: Path) -> None:
+        """A resumed run trains on the images its checkpoint was trained on (checkpoints from before this check
+        carry no train_set and pass)."""
+        saved = state.get("train_set")
+        if saved is None or saved == self.train_set:
+            return
+        was, now_ = saved["train_size"], self.train_set["train_size"]
+        what = (f"{was} images then, {now_} now" if was != now_ else f"the same {now_} images count, another file list")
+        raise UserError(f"{path}: the training set in {self.data.root} changed since this checkpoint ({what}); "
+                        "resume on the same images, or start a new run with --restart")
 
     def _memory_cap(self) -> int:
         """The largest micro-batch whose activations fit the device (engine/memory.py), from a probe model that
@@ -189,7 +219,7 @@ class Trainer:
         return total / accum
 
     def state(self, progress: "Progress") -> dict:
-        return {"recipe_yaml": self.recipe.to_yaml(), "model": self.model.state_dict(),
+        return {"recipe_yaml": self.recipe.to_yaml(), "train_set": self.train_set, "model": self.model.state_dict(),
                 "optimizer": self.opt.state_dict(), "progress": vars(progress).copy(), "rng": checkpoint.rng_state()}
 
     def load_state(self, state: dict) -> "Progress":
@@ -495,7 +525,9 @@ def _open(trainer: Trainer, results: Path, restart: bool, run_dir: Path | None) 
         resume_from = Path(shared[0]) if shared[0] else None
     if resume_from is None:
         return run, Progress(), False
-    return run, trainer.load_state(checkpoint.load(resume_from, trainer.recipe)), True
+    state = checkpoint.load(resume_from, trainer.recipe)
+    trainer.check_train_set(state, resume_from)
+    return run, trainer.load_state(state), True
 
 
 def _start_records(run: RunDir, trainer: Trainer, state: Progress, resumed: bool) -> None:
@@ -512,7 +544,8 @@ def _start_records(run: RunDir, trainer: Trainer, state: Progress, resumed: bool
                 status="running", recipe=recipe.name, start_time=now(), end_time=None, git_commit=git_commit(),
                 versions=versions(), device=str(trainer.dist.device), world_size=trainer.dist.world,
                 **host_info(trainer.dist.device), plan=trainer.plan.as_dict(), data_root=str(data.root),
-                train_size=data.train_size, val_size=data.val_size, loader=data.loader,
+                train_size=data.train_size, train_digest=trainer.train_set["train_digest"], val_size=data.val_size,
+                loader=data.loader,
                 train_eval_size=len(data.train_eval_indices), holdout_size=data.holdout_size,
                 total_steps=pace.total_steps, train_time_s=0.0,
             )
