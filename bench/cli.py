@@ -37,13 +37,28 @@ def stop_code(signal_name: str | None) -> int:
 
 
 def cmd_validate(args) -> int:
-    from bench import recipe
+    """What `bench run` checks before it starts, but the device's: the model name only with --models (timm imports
+    torch), micro_batch auto's group count at run time; the ok line names what was not checked."""
+    from bench import catalog, recipe
+    from bench.engine.plan import recipe_plan
 
     for path in args.recipes:
         r = recipe.load(path, args.set, models=args.models)
+        skipped = [] if args.models else ["the timm model name and keywords (--models checks them)"]
         if not args.schema_only:
             check_data(path, r)
-        print(f"{path}: ok ({r.name}: {r.model.name}, {r.optimizer.name}, global_batch {r.global_batch})")
+        elif catalog.DATASETS[r.data.dataset].user_path:
+            skipped.append("data.path (--schema-only)")
+        auto_groups = r.micro_batch == "auto" and r.gsnr_groups is None and \
+            catalog.OPTIMIZERS[r.optimizer.name].reduces_gradients
+        try:  # one rank: a plan that fails there fails on any number (--nproc and submit check theirs)
+            recipe_plan(r, 1, groups=not auto_groups)
+        except UserError as e:
+            raise UserError(f"{path}: {e}") from None
+        if auto_groups:
+            skipped.append("the gradient groups of micro_batch auto (checked at run time)")
+        print(f"{path}: ok ({r.name}: {r.model.name}, {r.optimizer.name}, global_batch {r.global_batch})"
+              + (f"; not checked: {', '.join(skipped)}" if skipped else ""))
     return 0
 
 
