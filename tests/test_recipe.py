@@ -320,8 +320,8 @@ def test_validate_refuses_what_run_refuses_and_names_what_it_did_not_check(tmp_p
     assert code == 0 and said.out.strip().endswith("; not checked: the timm model name and keywords (--models checks "
                                                    "them)")
     code, said = validate("--set", "model.name=resnet18x", "--models")
-    assert code == 2 and said.err.strip() == (f"bench: error: {path}: key 'model.name': unknown timm model 'resnet18x'; "
-                                              "did you mean resnet18, resnet18d, skresnet18?")
+    assert code == 2 and said.err.strip() == (f"bench: error: {path}: key 'model.name': unknown timm model "
+                                              "'resnet18x'; did you mean resnet18, resnet18d, skresnet18?")
     code, said = validate("--models")
     assert code == 0 and said.out.strip() == f"{path}: ok (r: resnet10t, sgd, global_batch 64)"  # nothing skipped
 
