@@ -27,16 +27,38 @@ from bench.errors import ArgumentParser, OutOfSpace, UserError, count, one_line_
 
 DEFAULT_RESULTS = Path("results/runs")
 MAX_MESSAGE = 1000  # characters of an error message: a value echoed back is never a page
+INTERRUPTED = 130  # a person's Ctrl-C: the shell's 128 + SIGINT; a scheduler's SIGTERM/SIGUSR1 preemption is 0
+
+
+def stop_code(signal_name: str | None) -> int:
+    """The exit code of a run stopped by `signal_name` after its checkpoint: a Ctrl-C must stop the shell
+    loop or script that started it, a scheduler's preemption is a normal end (SLURM requeues the job)."""
+    return INTERRUPTED if signal_name == "SIGINT" else 0
 
 
 def cmd_validate(args) -> int:
-    from bench import recipe
+    """What `bench run` checks before it starts, but the device's: the model name only with --models (timm imports
+    torch), micro_batch auto's group count at run time; the ok line names what was not checked."""
+    from bench import catalog, recipe
+    from bench.engine.plan import recipe_plan
 
     for path in args.recipes:
         r = recipe.load(path, args.set, models=args.models)
+        skipped = [] if args.models else ["the timm model name and keywords (--models checks them)"]
         if not args.schema_only:
             check_data(path, r)
-        print(f"{path}: ok ({r.name}: {r.model.name}, {r.optimizer.name}, global_batch {r.global_batch})")
+        elif catalog.DATASETS[r.data.dataset].user_path:
+            skipped.append("data.path (--schema-only)")
+        auto_groups = r.micro_batch == "auto" and r.gsnr_groups is None and \
+            catalog.OPTIMIZERS[r.optimizer.name].reduces_gradients
+        try:  # one rank: a plan that fails there fails on any number (--nproc and submit check theirs)
+            recipe_plan(r, 1, groups=not auto_groups)
+        except UserError as e:
+            raise UserError(f"{path}: {e}") from None
+        if auto_groups:
+            skipped.append("the gradient groups of micro_batch auto (checked at run time)")
+        print(f"{path}: ok ({r.name}: {r.model.name}, {r.optimizer.name}, global_batch {r.global_batch})"
+              + (f"; not checked: {', '.join(skipped)}" if skipped else ""))
     return 0
 
 
@@ -77,7 +99,12 @@ def _recipe(args):
     flags = (["logging.tensorboard=true"] if args.tensorboard else []) + \
         ([f"engine.threads={args.threads}"] if args.threads else []) + \
         ([f"logging.wandb.project={args.wandb}"] if args.wandb else [])
-    return recipe.load(args.recipe, args.set + flags)
+    notes = []
+    r = recipe.load(args.recipe, args.set + flags, notes=notes)
+    if "LOCAL_RANK" not in os.environ:  # said once, by the command a person typed, not by each torchrun worker
+        for note in notes:  # on stderr: `bench submit --dry-run`'s stdout is the script
+            print(f"bench: {note}", file=sys.stderr)
+    return r
 
 
 def _worker_args(args) -> list[str]:
@@ -120,30 +147,38 @@ def cmd_run(args) -> int:
     if run:  # rank 0
         print()
         print(report.summary(results.load([run.path])))
+        if run.meta.get("status") == "preempted" and "LOCAL_RANK" not in os.environ:  # torchrun's launcher answers
+            return stop_code(run.meta.get("stopped_by"))
     return 0
 
 
 def _after_stop(signal_name: str, recipe_name: str, args, since: float) -> int:
-    """The launcher was stopped: exit 0 when its workers ended the run "preempted" (they checkpointed)."""
+    """The launcher was stopped: when its workers ended the run "preempted" (they checkpointed), exit 0 for a
+    scheduler's SIGTERM and 130 for a Ctrl-C (stop_code)."""
     from bench.engine.rundir import RunDir
 
     for path in [Path(args.run_dir)] if args.run_dir else RunDir.runs_of(Path(args.out), recipe_name)[::-1]:
         meta = path / "meta.json"
         if meta.is_file() and meta.stat().st_mtime >= since and json.loads(meta.read_text()).get("status") == "preempted":
             print(f"preempted by {signal_name}: checkpoint in {path}; run the same command to resume")
-            return 0
+            return stop_code(signal_name)
     return fail(f"stopped by {signal_name} before the workers wrote a checkpoint; the same command resumes from "
-                "the last one", 1)
+                "the last one", stop_code(signal_name) or 1)
 
 
 def cmd_suite(args) -> int:
     from bench.analysis import commands as analysis_commands
-    from bench.suite import run_suite
+    from bench.suite import Preempted, run_suite
 
     folder = Path(args.folder)
     results = Path(args.out or Path("results") / folder.name)
     plots = Path(args.plots or Path("plots") / folder.name)
-    for name, outcome in run_suite(folder, results, args.set):
+    try:
+        outcomes = run_suite(folder, results, args.set)
+    except Preempted as e:
+        print(f"preempted: {e}; run the same command to resume")
+        return stop_code(e.signal_name)
+    for name, outcome in outcomes:
         print(f"{name}: {outcome}")
     for path in analysis_commands.regenerate(results, plots, args.baseline):
         print(f"wrote {path}")
@@ -163,7 +198,7 @@ def cmd_sweep(args) -> int:
         runs, waiting = sweep.run_sweep(args.sweep, results, args.only, args.allow_dirty, args.allow_mixed_kernels)
     except sweep.Preempted as e:
         print(f"preempted: {e}; run the same command to resume")
-        return 0
+        return stop_code(e.signal_name)
     if waiting:
         print("not complete yet (run the same command again): " + "; ".join(waiting))
     if args.only:
@@ -354,6 +389,25 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    code = _main(argv)
+    if code == INTERRUPTED:
+        _end_by_sigint()
+    return code
+
+
+def _end_by_sigint() -> None:
+    """End by SIGINT itself, not exit(130): a shell stops its loop or script only when its child died of the
+    SIGINT (it then shows $? = 130); a child that exits 130 is taken to have handled the Ctrl-C."""
+    import signal
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+    signal.raise_signal(signal.SIGINT)
+
+
+def _main(argv: list[str] | None) -> int:
     from bench.engine.threads import quiet_openmp
 
     quiet_openmp()  # before torch loads OpenMP
@@ -372,7 +426,7 @@ def main(argv: list[str] | None = None) -> int:
         return fail(f"{e}; the last checkpoint is intact: free space, then run the same command to resume",
                     OutOfSpace.exit_code)
     except KeyboardInterrupt:
-        return 130
+        return INTERRUPTED
     except BrokenPipeError:  # `bench report ... | head`: the reader stopped; stop as quietly as cat does
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141

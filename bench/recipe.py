@@ -7,6 +7,7 @@ file, the key and what is allowed.
 
 from __future__ import annotations
 
+import copy
 import difflib
 import json
 import re
@@ -37,6 +38,11 @@ def check_path_component(name: str, key: str) -> None:
     if not name or "/" in name or "\\" in name or name.startswith(".") or _CONTROL.search(name):
         raise ValueError(f"{key} {name!r} must be one folder name: no '/' or '\\', no leading '.', "
                          "no control characters")
+
+
+def file_stem(name: str) -> str:
+    """A name made safe for a file name: runs of anything but letters, digits and . , = + - become one '_'."""
+    return re.sub(r"[^\w.,=+-]+", "_", name).strip("_")
 
 
 class _Strict(BaseModel):
@@ -576,17 +582,54 @@ def recipe_from_dict(source: str, raw: dict) -> Recipe:
     return recipe
 
 
-def load(path: str | Path, sets: list[str] = (), models: bool = True) -> Recipe:
-    """Read, override, validate and resolve one recipe file. models=False: the timm model is not built (no torch)."""
+# The keys a comparison is made by: a --set of one of them makes another recipe, which gets another name.
+COMPARED = ("optimizer.name", "global_batch", "model.name", "data.dataset")
+_SEED_SUFFIX = re.compile(r"(?<=[-_]seed)\d+$")
+
+
+def _value_at(raw: dict, key: str):
+    node = raw
+    for part in key.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    return node
+
+
+def named_after_sets(before: dict, after: dict, sets: list[str]) -> str:
+    """The name of the recipe `after` (`before` with `sets` applied): its own, with each changed COMPARED key
+    appended (`mnist-lars+optimizer.name=vrgd_lars`, an earlier append of that key replaced) and a `-seed<M>`
+    suffix made the --set seed, so a run is filed and reported under what ran. A --set name is kept as given."""
+    keys = [parse_set(s)[0] for s in sets]
+    name = str(after["name"])
+    if ["name"] in keys:
+        return name
+    if ["seed"] in keys:  # the suffix of the name before any appended key
+        base, plus, appended = name.partition("+")
+        name = _SEED_SUFFIX.sub(str(after.get("seed")), base) + plus + appended
+    for key in dict.fromkeys(".".join(k) for k in keys if ".".join(k) in COMPARED):
+        value = _value_at(after, key)
+        if value != _value_at(before, key):
+            name = re.sub(rf"\+{re.escape(key)}=[^+]*", "", name) + "+" + file_stem(f"{key}={value}")
+    return name
+
+
+def load(path: str | Path, sets: list[str] = (), models: bool = True, notes: list[str] | None = None) -> Recipe:
+    """Read, override, validate and resolve one recipe file. models=False: the timm model is not built (no torch).
+    A --set that changes what is compared renames the recipe (named_after_sets), said in `notes`."""
     path = Path(path)
     raw = read_yaml(path)
     if not isinstance(raw, dict):
         raise UserError(f"{path}: a recipe is a YAML mapping of keys (model, global_batch, optimizer, ...)")
     raw.setdefault("name", path.stem)
+    before = copy.deepcopy(raw)
     try:
         apply_sets(raw, list(sets))
     except UserError as e:
         raise UserError(f"{path}: {e}") from None
+    name = named_after_sets(before, raw, list(sets))
+    if name != raw["name"]:
+        if notes is not None:
+            notes.append(f"run name {name!r}: {path}'s name {str(before['name'])!r} with what --set changed")
+        raw["name"] = name
     try:
         recipe = Recipe.model_validate(raw)
     except ValidationError as e:

@@ -19,6 +19,14 @@ from bench.engine.rundir import FINISHED, RunDir
 from bench.errors import UserError
 
 
+class Preempted(Exception):
+    """A run of a suite or a sweep trial stopped by SIGTERM / SIGINT (checkpointed): the suite or sweep stops too."""
+
+    def __init__(self, message: str, signal_name: str | None = None):
+        super().__init__(message)
+        self.signal_name = signal_name
+
+
 def recipe_files(folder: Path) -> list[Path]:
     if not folder.is_dir():
         raise UserError(f"{folder}: no such recipe folder")
@@ -57,6 +65,8 @@ def run_suite(folder: Path, results: Path, sets: list[str] = ()) -> list[tuple[s
             outcomes.append((recipe.name, "skipped (finished before)"))
             continue
         run = train(recipe, results, progress=False)
+        if run.meta.get("status") == "preempted":
+            raise Preempted(f"{recipe.name} checkpointed in {run.path}", run.meta.get("stopped_by"))
         outcomes.append((recipe.name, _status(run.path)))
     return outcomes
 

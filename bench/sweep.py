@@ -63,7 +63,7 @@ from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat
 
 from bench import recipe as recipe_mod
 from bench.engine.rundir import FINISHED, prune_checkpoints
-from bench.suite import finished_run
+from bench.suite import Preempted, finished_run
 from bench.errors import UserError
 
 
@@ -377,10 +377,6 @@ def selection_score(run: Path, recipe: recipe_mod.Recipe, select: Select) -> tup
     return (1.0, -float(reached["step"].iloc[0]), top1) if len(reached) else (0.0, 0.0, top1)
 
 
-class Preempted(Exception):
-    """A trial stopped by SIGTERM / SIGINT (checkpointed): the sweep stops too."""
-
-
 @dataclass
 class Progress:
     done: int = 0
@@ -421,7 +417,7 @@ def _train_claimed(trial: Trial, results: Path, claim: Claim, bar) -> Path | Non
             done = train(trial.recipe, results, progress=False)
             status = done.meta.get("status") if done else None
             if status == "preempted":
-                raise Preempted(f"trial {trial.name} checkpointed in {done.path}")
+                raise Preempted(f"trial {trial.name} checkpointed in {done.path}", done.meta.get("stopped_by"))
             run = done.path if status in FINISHED else None
         return run
     finally:

@@ -1,5 +1,6 @@
 """Recipe loading, overrides, and every bad input: one sentence, exit 2, nothing written."""
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -266,3 +267,78 @@ def test_a_long_wrong_value_is_shown_by_its_type_and_a_short_start(tmp_path):
     message = str(caught.value)
     assert "key 'global_batch': input should be a valid integer (got a list starting [['x', 'x'" in message
     assert len(message) < 250 and message.endswith("...)")
+
+
+@pytest.mark.parametrize("name,sets,want", [
+    ("mnist-lars", ["optimizer.name=vrgd_lars"], "mnist-lars+optimizer.name=vrgd_lars"),
+    ("mnist-lars", ["optimizer.name=sgd", "optimizer.lr=0.5"], "mnist-lars"),  # the file's own optimizer
+    ("mnist-lars", ["global_batch=128", "model.name=hf-hub:timm/resnet18.a1_in1k", "epochs=2"],
+     "mnist-lars+global_batch=128+model.name=hf-hub_timm_resnet18.a1_in1k"),
+    ("mnist-lars-seed1", ["seed=6"], "mnist-lars-seed6"),
+    ("mnist-lars-seed1", ["seed=1"], "mnist-lars-seed1"),
+    ("mnist-lars", ["seed=6"], "mnist-lars"),  # seeds of one recipe share its name
+    ("a-best-seed1+optimizer.name=x", ["seed=2", "optimizer.name=lars"], "a-best-seed2+optimizer.name=lars"),
+    ("mnist-lars", ["name=mine", "global_batch=128"], "mine"),  # a name given is kept
+])
+def test_a_set_that_changes_what_is_compared_names_the_run_after_what_ran(tmp_path, tiny_dataset, name, sets, want):
+    path = write_recipe(tmp_path / "r.yaml", f"name: {name}\nseed: 1\n" + BASE.replace("DATA", str(tiny_dataset)))
+    notes = []
+    r = recipe.load(path, sets, models=False, notes=notes)
+    assert r.name == want
+    assert notes == ([] if want in (name, "mine") else [f"run name {want!r}: {path}'s name {name!r} with what --set "
+                                                          "changed"])
+
+
+def test_runs_made_with_set_are_filed_under_what_ran(tmp_path, tiny_dataset, capsys):
+    """A --set optimizer.name run gets its own folder and report row; its resolved recipe.yaml run again with
+    --set seed=6 is not filed under the first run's -seed1 name."""
+    out = tmp_path / "results"
+    path = write_recipe(tmp_path / "tiny-seed1.yaml", "seed: 1\n" + BASE.replace("DATA", str(tiny_dataset))
+                        .replace("global_batch: 64", "global_batch: 80").replace("micro_batch: 16", "micro_batch: 40"))
+    assert main(["run", str(path), "--out", str(out), "--no-progress", "--set", "optimizer.name=lars"]) == 0
+    assert "bench: run name 'tiny-seed1+optimizer.name=lars'" in capsys.readouterr().err
+    [first] = (out / "tiny-seed1+optimizer.name=lars").iterdir()
+    assert main(["run", str(first / "recipe.yaml"), "--out", str(out), "--no-progress", "--set", "seed=6"]) == 0
+    [again] = (out / "tiny-seed6+optimizer.name=lars").iterdir()
+    assert recipe.load(again / "recipe.yaml").seed == 6
+    assert sorted(p.name for p in out.iterdir()) == ["tiny-seed1+optimizer.name=lars", "tiny-seed6+optimizer.name=lars"]
+
+
+def test_validate_refuses_what_run_refuses_and_names_what_it_did_not_check(tmp_path, tiny_dataset, capsys):
+    """An unknown model (with --models: run's sentence), an empty class folder, a VRGD plan of one gradient group:
+    exit 2 from validate as from run. Without --models the ok line says the model name was not checked; with
+    micro_batch auto, that the group count is checked at run time."""
+    data = tmp_path / "data"
+    shutil.copytree(tiny_dataset, data)
+    path = write_recipe(tmp_path / "r.yaml", BASE.replace("DATA", str(data)))
+
+    def validate(*args):
+        code = main(["validate", str(path), *args])
+        return code, capsys.readouterr()
+
+    code, said = validate("--set", "model.name=resnet18x")
+    assert code == 0 and said.out.strip().endswith("; not checked: the timm model name and keywords (--models checks "
+                                                   "them)")
+    code, said = validate("--set", "model.name=resnet18x", "--models")
+    assert code == 2 and said.err.strip() == (f"bench: error: {path}: key 'model.name': unknown timm model "
+                                              "'resnet18x'; did you mean resnet18, resnet18d, skresnet18?")
+    code, said = validate("--models")
+    assert code == 0 and said.out.strip() == f"{path}: ok (r: resnet10t, sgd, global_batch 64)"  # nothing skipped
+
+    code, said = validate("--models", "--set", "optimizer.name=vrgd_sgd", "--set", "micro_batch=64")
+    assert code == 2 and f"{path}: optimizer 'vrgd_sgd' needs at least 2 gradient groups per step and the plan has 1" \
+        in said.err
+    code, said = validate("--models", "--set", "optimizer.name=vrgd_sgd", "--set", "micro_batch=auto")
+    assert code == 0 and said.out.strip().endswith("; not checked: the gradient groups of micro_batch auto (checked "
+                                                   "at run time)")
+    code, said = validate("--models", "--set", "optimizer.name=vrgd_sgd", "--set", "micro_batch=auto",
+                          "--set", "gsnr_groups=1")  # known without the device
+    assert code == 2 and "needs at least 2 gradient groups" in said.err
+
+    for image in (data / "train" / sorted(p.name for p in (data / "train").iterdir())[2]).iterdir():
+        image.unlink()
+    empty = sorted((data / "train").iterdir())[2]
+    for command in (["validate", str(path)], ["run", str(path), "--out", str(tmp_path / "out")]):
+        assert main(command) == 2, command
+        assert capsys.readouterr().err.strip().endswith(f"{empty}: empty class folder (no .JPEG/.jpg/.png files)")
+    assert not (tmp_path / "out").exists()

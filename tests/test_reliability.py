@@ -4,6 +4,7 @@ import fcntl
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -102,10 +103,30 @@ def test_sigterm_checkpoints_marks_preempted_and_resumes(recipe, reference, tmp_
     step = int(sorted(run.glob("ckpt-*.pt"))[-1].stem.split("-")[1])
     assert 5 <= step < 30
     assert f"(checkpoint at step {step})" in meta["reason"] and f"checkpoint at step {step} in" in out  # one count
+    assert meta["stopped_by"] == "SIGTERM"
     resumed = run_cli("run", str(recipe), "--out", str(tmp_path), "--no-progress")
     assert resumed.returncode == 0 and f"at step {step}" in resumed.stdout
     assert_same(outcome(run), reference)
     assert json.loads((run / "meta.json").read_text())["resumed"][0]["step"] == step
+    assert json.loads((run / "meta.json").read_text())["stopped_by"] is None  # a resumed run forgets the stop
+
+
+def test_ctrl_c_checkpoints_and_stops_the_shell_loop_that_started_the_run(recipe, tmp_path):
+    """`for s in 1 2; do bench run ... --set seed=$s; done` and Ctrl-C (SIGINT to the terminal's process group):
+    seed 1 checkpoints and ends by SIGINT itself (the shell's $? = 130), so the shell stops its loop and seed 2
+    never starts."""
+    bench = f"{shlex.quote(sys.executable)} -m bench run {shlex.quote(str(recipe))} --out {shlex.quote(str(tmp_path))}"
+    loop = subprocess.Popen(["bash", "-c", f"for s in 1 2; do {bench} --no-progress --set seed=$s; done; echo looped"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    _wait_for_events(tmp_path, 5, loop)
+    os.killpg(loop.pid, signal.SIGINT)
+    out, err = loop.communicate(timeout=120)
+    assert loop.returncode == -signal.SIGINT, err[-3000:]  # the shell itself stopped: its loop ended
+    assert "looped" not in out and "Traceback" not in err
+    run = only_run(tmp_path)  # no run of seed 2
+    meta = json.loads((run / "meta.json").read_text())
+    assert meta["status"] == "preempted" and meta["stopped_by"] == "SIGINT"
+    assert "preempted by SIGINT: checkpoint at step" in out and list(run.glob("ckpt-*.pt"))
 
 
 def test_restart_starts_a_new_run_and_a_running_run_is_locked(recipe, tmp_path):
@@ -337,7 +358,8 @@ def test_a_signal_to_the_launcher_of_two_workers_ends_preempted_and_resumes(reci
     else:
         os.killpg(proc.pid, signal.SIGINT)  # as a terminal sends it: launcher and workers at once
     out, err = proc.communicate(timeout=300)
-    assert proc.returncode == 0, err[-3000:]
+    # a scheduler's SIGTERM is a normal end; a Ctrl-C ends the launcher by SIGINT (a shell's $? is 130)
+    assert proc.returncode == (0 if how.startswith("SIGTERM") else -signal.SIGINT), err[-3000:]
     assert "Traceback" not in err and "SignalException" not in err
     run = only_run(tmp_path)
     assert f"checkpoint in {run}; run the same command to resume" in out
@@ -428,3 +450,44 @@ def test_every_readable_validation_image_is_counted_once(recipe, tiny_dataset, t
         assert "val_images" in done.stdout and re.search(r"\|\s+38 \|", done.stdout), done.stdout
         report = run_cli("report", str(tmp_path / "results"))
         assert f"{run}: val Top-1 over 38 of the 40 validation images" in report.stdout
+
+
+@pytest.mark.parametrize("change", ["one image fewer", "one image moved to another class"])
+def test_resuming_onto_a_changed_training_set_is_refused(recipe, tiny_dataset, tmp_path, change):
+    """A run stopped with a checkpoint, then the training folder changes (the image count, or only the file
+    list): the same command refuses in one sentence (exit 2) naming --restart, and the run is left as it was."""
+    data = tmp_path / "data"
+    shutil.copytree(tiny_dataset, data)
+    command = [sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path / "results"), "--no-progress",
+               "--set", f"data.path={data}"]
+    crashed = subprocess.run(command, env=dict(os.environ, BENCH_CRASH_AT="step:7"), capture_output=True)
+    assert crashed.returncode == -signal.SIGKILL
+    run = only_run(tmp_path / "results")
+    meta = json.loads((run / "meta.json").read_text())
+    assert meta["train_size"] == 160 and len(meta["train_digest"]) == 16
+    classes = sorted((data / "train").iterdir())
+    image = sorted(classes[0].iterdir())[0]
+    if change == "one image fewer":
+        image.unlink()
+    else:
+        image.rename(classes[1] / image.name)
+    resumed = subprocess.run(command, capture_output=True, text=True)
+    assert resumed.returncode == 2 and "Traceback" not in resumed.stderr, resumed.stderr
+    said = "160 images then, 159 now" if change == "one image fewer" else "the same 160 images count, another file list"
+    assert resumed.stderr.strip() == (f"bench: error: {run / 'ckpt-000000004.pt'}: the training set in {data} changed "
+                                      f"since this checkpoint ({said}); resume on the same images, or start a new run "
+                                      "with --restart")
+    assert json.loads((run / "meta.json").read_text()) == meta and only_run(tmp_path / "results") == run
+
+
+def test_strict_data_finds_an_unreadable_training_image_before_the_first_step(recipe, tiny_dataset, tmp_path):
+    data = tmp_path / "data"
+    shutil.copytree(tiny_dataset, data)
+    damaged = sorted((data / "train").rglob("*.*"))[-1]  # read late in an epoch, if ever
+    damaged.write_bytes(damaged.read_bytes()[:60])
+    done = run_cli("run", str(recipe), "--out", str(tmp_path / "results"), "--no-progress",
+                   "--set", f"data.path={data}", "--set", "data.strict=true")
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip() == (f"bench: error: {damaged}: unreadable image (not an image, truncated or corrupt); "
+                                   "remove it, or set data.strict: false to skip such files with a warning")
+    assert not (tmp_path / "results").exists()  # refused before any run directory

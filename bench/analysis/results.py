@@ -76,7 +76,7 @@ from bench.analysis.paper import data_label, model_label, model_shape, paper_set
 from bench.engine.rundir import FINISHED, METRIC_COLUMNS, held_by_a_process
 from bench.errors import UserError
 from bench.catalog import DATASETS, LOADER_ALIASES, reads_files
-from bench.recipe import Recipe
+from bench.recipe import Recipe, file_stem  # noqa: F401  (file_stem: plots use it from here)
 
 # Removed from the resolved recipe before comparing runs for seed aggregation:
 # the run's identity (name, seed) and fields that do not change the mathematics
@@ -290,11 +290,6 @@ def variant_names(variants: dict[str, dict]) -> dict[str, str]:
     shown = {k: (t if tails.count(t) == 1 else k) for k, t in zip(differ, tails)}
     names = {v: " ".join(f"{shown[k]}={_value_text(f.get(k))}" for k in differ) for v, f in flat.items()}
     return {v: (f"{n} [{v}]".strip() if list(names.values()).count(n) > 1 else n) for v, n in names.items()}
-
-
-def file_stem(name: str) -> str:
-    """A name made safe for a file name: runs of anything but letters, digits and . , = + - become one '_'."""
-    return re.sub(r"[^\w.,=+-]+", "_", name).strip("_")
 
 
 def _loader_class(recipe: dict) -> dict:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from bench.data.idx import NAMES
@@ -73,18 +72,9 @@ def cmd_idx(args) -> int:
     return 0
 
 
-def _unreadable(path: str) -> str | None:
-    from bench.data import images
-
-    try:
-        images.decode(path, draft=(64, 64))  # a reduced-scale JPEG decode still reads every byte
-    except images.UnreadableImage:
-        return path
-    return None
-
 
 def cmd_check(args) -> int:
-    from bench.data import folder
+    from bench.data import folder, images
 
     root = Path(args.dir)
     lists = (root / "train.txt").is_file() and not (root / "train").is_dir()
@@ -101,12 +91,7 @@ def cmd_check(args) -> int:
         ignored = sum(1 for p in root.glob("*/*/*") if p.is_file() and p.suffix.lower() not in folder.IMAGE_SUFFIXES)
         if ignored:
             print(f"  ignored: {ignored} files without an image suffix ({', '.join(folder.IMAGE_SUFFIXES)})")
-    workers = args.workers or os.cpu_count() or 1
-    if workers > 1:
-        with ProcessPoolExecutor(workers) as pool:
-            bad = [p for p in pool.map(_unreadable, files, chunksize=64) if p]
-    else:
-        bad = [p for p in map(_unreadable, files) if p]
+    bad = images.unreadable_files(files, args.workers or os.cpu_count() or 1)
     print(f"  unreadable: {len(bad)}")
     for path in bad:
         print(f"    {path}")

@@ -13,6 +13,8 @@ unreadable ones are found (and skipped) when read, or by `bench data check`.
 
 from __future__ import annotations
 
+import hashlib
+import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
@@ -39,6 +41,14 @@ class Folder:
     val: Split
     holdout: Split = Split((), ())  # training images held out of training (data.holdout), see hold_out()
 
+    def train_digest(self) -> str:
+        """A short hash of the training file list (paths relative to the root, and labels): a resumed run checks
+        that it trains on the images its checkpoint was trained on, wherever the folder now is."""
+        prefix = f"{self.root}/"
+        text = "\n".join(f"{f[len(prefix):] if f.startswith(prefix) else f}\t{label}"
+                         for f, label in zip(map(str, self.train.files), self.train.labels))
+        return hashlib.sha1(text.encode()).hexdigest()[:16]
+
     def hold_out(self, indices: Sequence[int]) -> "Folder":
         """This layout with the training images at `indices` moved from train to holdout."""
         held = set(indices)
@@ -63,6 +73,9 @@ def _classes(root: Path, split: str, classes: tuple[str, ...] | None) -> tuple[s
     return found
 
 
+_EMPTY = "{}: empty class folder (no .JPEG/.jpg/.png files)"
+
+
 def _scan_split(root: Path, split: str, classes: tuple[str, ...] | None) -> tuple[tuple[str, ...], Split]:
     base = root / split
     found = _classes(root, split, classes)
@@ -70,7 +83,7 @@ def _scan_split(root: Path, split: str, classes: tuple[str, ...] | None) -> tupl
     for label, name in enumerate(found):
         images = sorted(p for p in (base / name).iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
         if not images:
-            raise UserError(f"{base / name}: empty class folder (no .JPEG/.jpg/.png files)")
+            raise UserError(_EMPTY.format(base / name))
         files += [str(p) for p in images]
         labels += [label] * len(images)
     return found, Split(tuple(files), tuple(labels))
@@ -78,7 +91,7 @@ def _scan_split(root: Path, split: str, classes: tuple[str, ...] | None) -> tupl
 
 def check(root: str | Path, filelist: bool = False) -> None:
     """The layout's shape, without listing every image (`bench validate`): the folder, its split folders and
-    the same class folders in both, or its two file lists."""
+    the same class folders in both, each holding an image (the first one found), or its two file lists."""
     root = Path(root)
     if not root.is_dir():
         raise UserError(f"{root}: dataset directory does not exist")
@@ -87,7 +100,13 @@ def check(root: str | Path, filelist: bool = False) -> None:
             if not (root / f"{split}.txt").is_file():
                 raise UserError(f"{root}: missing file list '{split}.txt' (lines '<image path relative to {root}> <label>')")
         return
-    _classes(root, "val", _classes(root, "train", None))
+    classes = _classes(root, "train", None)
+    _classes(root, "val", classes)
+    for split in ("train", "val"):
+        for name in classes:
+            with os.scandir(root / split / name) as entries:
+                if not any(Path(e.name).suffix.lower() in IMAGE_SUFFIXES for e in entries):
+                    raise UserError(_EMPTY.format(root / split / name))
 
 
 def scan(root: str | Path) -> Folder:

@@ -59,6 +59,24 @@ def read_header(path: str) -> tuple[bytes, int, int]:
     return data, size[0], size[1]
 
 
+def _unreadable(path: str) -> str | None:
+    try:
+        decode(path, draft=(64, 64))  # a reduced-scale JPEG decode still reads every byte
+    except UnreadableImage:
+        return path
+    return None
+
+
+def unreadable_files(files: Iterable[str], workers: int = 1) -> list[str]:
+    """The files that do not decode (`bench data check`; a data.strict run before its first step), in order."""
+    if workers > 1:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(workers) as pool:
+            return [p for p in pool.map(_unreadable, files, chunksize=64) if p]
+    return [p for p in map(_unreadable, files) if p]
+
+
 def decode(path: str, draft: tuple[int, int] | None = None) -> Image.Image:
     """The whole image as RGB. `draft` lets JPEG decoding stop at a reduced scale (checks only)."""
     try:

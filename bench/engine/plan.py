@@ -73,17 +73,19 @@ def make_plan(batch: int, micro_batch: int | str, world_size: int, gsnr_groups: 
                      gsnr_groups if gsnr_groups is not None else world_size * accum_steps)
 
 
-def recipe_plan(recipe, world_size: int, memory_cap: int | None = None) -> BatchPlan:
-    """The checked plan of `recipe` on `world_size` ranks: the runner and the launchers (`bench run --nproc`,
-    `bench submit`) call this, so an impossible plan is refused before any worker starts or script is written.
-    `memory_cap`: the largest micro-batch the device holds (the runner's probe, engine/memory.py), for auto."""
-    from bench import optim
+def recipe_plan(recipe, world_size: int, memory_cap: int | None = None, groups: bool = True) -> BatchPlan:
+    """The checked plan of `recipe` on `world_size` ranks: the runner, the launchers (`bench run --nproc`,
+    `bench submit`) and `bench validate` call this, so an impossible plan is refused before any worker starts or
+    script is written. `memory_cap`: the largest micro-batch the device holds (the runner's probe,
+    engine/memory.py), for auto. groups=False leaves out the check that an optimizer which keeps the gradient
+    groups apart has two (validate, where micro_batch auto's group count is the device's to decide)."""
+    from bench import catalog  # torch-free: bench validate imports no torch
 
     key = "adaptive_batch.min_batch" if recipe.adaptive_batch else "global_batch"  # SimiGrad's chunk is the unit
     batch = recipe.adaptive_batch.min_batch if recipe.adaptive_batch else recipe.global_batch
     cap = min(recipe.engine.micro_batch_cap, memory_cap or recipe.engine.micro_batch_cap)
     plan = make_plan(batch, recipe.micro_batch, world_size, recipe.gsnr_groups, cap, key)
-    if optim.check(recipe.optimizer.name, {}).reduces_gradients and plan.gsnr_groups < 2:
+    if groups and catalog.OPTIMIZERS[recipe.optimizer.name].reduces_gradients and plan.gsnr_groups < 2:
         raise UserError(f"optimizer '{recipe.optimizer.name}' needs at least 2 gradient groups per step and the "
                         f"plan has 1 ({plan}); set gsnr_groups, or a smaller micro_batch")
     return plan

@@ -45,7 +45,7 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from bench import optim
-from bench.data import Data, build
+from bench.data import Data, build, images
 from bench.engine import checkpoint, distributed, tensorboard, threads, wandb_curves
 from bench.engine.faults import crash_point
 from bench.engine.pace import Pace
@@ -54,6 +54,9 @@ from bench.engine.rundir import (FINISHED, RESUMABLE, RunDir, git_commit, held_b
                                  prune_checkpoints, versions)
 from bench.errors import OutOfSpace, UserError
 from bench.recipe import Recipe, timm_models
+
+
+STRICT_CHECK_MAX = 50_000  # images a data.strict run decodes before its first step (seconds on a few cores)
 
 
 def create_model(recipe: Recipe, num_classes: int) -> torch.nn.Module:
@@ -120,6 +123,10 @@ class Trainer:
         self.plan = recipe_plan(recipe, dist.world, self._memory_cap() if recipe.micro_batch == "auto" else None)
         self.data: Data = build(recipe.data, self.plan.batch, self.plan.micro_batch, dist.rank, dist.world,
                                 recipe.seed, device=self.device, channels_last=recipe.engine.channels_last)
+        # what a resumed run checks it still trains on (saved in checkpoints, recorded in meta.json)
+        self.train_set = {"train_size": self.data.train_size, "train_digest": self.data.layout.train_digest()}
+        if recipe.data.strict:
+            self._check_readable()
         model = create_model(recipe, self.data.num_classes)
         if recipe.engine.sync_bn and dist.world > 1:
             model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)
@@ -136,6 +143,29 @@ class Trainer:
         self.pace = Pace(recipe, self.plan, self.data.train_size, self.opt.pace == "scale_invariant")
         self.group_images = self.plan.micro_per_group * self.plan.micro_batch
         self.slowdown = threads.Slowdown(torch.get_num_threads())
+
+    def _check_readable(self) -> None:
+        """data.strict: every image decoded before the first step (`bench data check`'s checker) where that takes
+        seconds (STRICT_CHECK_MAX images), so an unreadable one is the strict sentence before a run directory exists;
+        beyond that, files are checked as they are read."""
+        data = self.data
+        files = [*data.layout.train.files, *data.layout.holdout.files, *data.layout.val.files]
+        if not data.backend.READS_FILES or len(files) > STRICT_CHECK_MAX:
+            return
+        local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", 1))  # each rank checks every file: no rank waits
+        workers = 1 if len(files) < 5000 else max(1, threads.usable_cores() // local_ranks)
+        data.unreadable.report(images.unreadable_files(files, workers))
+
+    def check_train_set(self, state: dict, path: Path) -> None:
+        """A resumed run trains on the images its checkpoint was trained on (checkpoints from before this check
+        carry no train_set and pass)."""
+        saved = state.get("train_set")
+        if saved is None or saved == self.train_set:
+            return
+        was, now_ = saved["train_size"], self.train_set["train_size"]
+        what = (f"{was} images then, {now_} now" if was != now_ else f"the same {now_} images count, another file list")
+        raise UserError(f"{path}: the training set in {self.data.root} changed since this checkpoint ({what}); "
+                        "resume on the same images, or start a new run with --restart")
 
     def _memory_cap(self) -> int:
         """The largest micro-batch whose activations fit the device (engine/memory.py), from a probe model that
@@ -189,7 +219,7 @@ class Trainer:
         return total / accum
 
     def state(self, progress: "Progress") -> dict:
-        return {"recipe_yaml": self.recipe.to_yaml(), "model": self.model.state_dict(),
+        return {"recipe_yaml": self.recipe.to_yaml(), "train_set": self.train_set, "model": self.model.state_dict(),
                 "optimizer": self.opt.state_dict(), "progress": vars(progress).copy(), "rng": checkpoint.rng_state()}
 
     def load_state(self, state: dict) -> "Progress":
@@ -385,12 +415,14 @@ class PreemptionFlag:
 
     The signals are blocked in the main thread, and so in every thread and worker started
     during the run (DALI's, the loaders'), and a handler only sets a flag: a signal then
-    interrupts no image read or collective half-way. The flag is read after each step."""
+    interrupts no image read or collective half-way. The flag is read after each step;
+    `signal` is the first one seen (SIGINT, a person's Ctrl-C, ends the command with 130)."""
 
     SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
     def __enter__(self):
         self._seen = False
+        self.signal: signal.Signals | None = None
         self._main = threading.current_thread() is threading.main_thread()
         if self._main:
             self._handlers = {sig: signal.signal(sig, self._handle) for sig in self.SIGNALS}
@@ -399,11 +431,13 @@ class PreemptionFlag:
 
     def _handle(self, signum, frame):
         self._seen = True
+        self.signal = self.signal or signal.Signals(signum)
 
     @property
     def is_set(self) -> bool:
         if self._main and not self._seen:  # a signal sent while every thread that could take it blocks it
-            self._seen = signal.sigtimedwait(self.SIGNALS, 0) is not None
+            if (info := signal.sigtimedwait(self.SIGNALS, 0)) is not None:
+                self._handle(info.si_signo, None)
         return self._seen
 
     def __exit__(self, *exc):
@@ -493,10 +527,12 @@ def _train(recipe: Recipe, results: Path, dist: distributed.Dist, progress: bool
     if run:
         if status in FINISHED:  # nothing left to resume: the disk gets back all but the final one
             prune_checkpoints(run.path, int(recipe.checkpoint.keep_final))
-        run.write_meta(status=status, reason=reason, end_time=now(),
+        stopped_by = preempted.signal.name if status == "preempted" and preempted.signal else None
+        run.write_meta(status=status, reason=reason, end_time=now(), stopped_by=stopped_by,
                        unreadable_images=sorted(trainer.data.unreadable.files))
         if status == "preempted":
-            print(f"preempted: checkpoint at step {state.step} in {run.path}")
+            print(f"preempted{f' by {stopped_by}' if stopped_by else ''}: checkpoint at step {state.step} in "
+                  f"{run.path}")
     return run
 
 
@@ -510,14 +546,16 @@ def _open(trainer: Trainer, results: Path, restart: bool, run_dir: Path | None) 
         resume_from = Path(shared[0]) if shared[0] else None
     if resume_from is None:
         return run, Progress(), False
-    return run, trainer.load_state(checkpoint.load(resume_from, trainer.recipe)), True
+    state = checkpoint.load(resume_from, trainer.recipe)
+    trainer.check_train_set(state, resume_from)
+    return run, trainer.load_state(state), True
 
 
 def _start_records(run: RunDir, trainer: Trainer, state: Progress, resumed: bool) -> None:
     """meta.json (a new run's facts, or a resumption), the opening lines, the live curves."""
     recipe, data, pace = trainer.recipe, trainer.data, trainer.pace
     if resumed:
-        run.write_meta(status="running", reason=None, end_time=None,
+        run.write_meta(status="running", reason=None, end_time=None, stopped_by=None,
                        resumed=run.meta.get("resumed", []) + [{"time": now(), "step": state.step}])
         print(f"resuming {run.path} at step {state.step}")
     else:
@@ -527,7 +565,8 @@ def _start_records(run: RunDir, trainer: Trainer, state: Progress, resumed: bool
                 status="running", recipe=recipe.name, start_time=now(), end_time=None, git_commit=git_commit(),
                 versions=versions(), device=str(trainer.dist.device), world_size=trainer.dist.world,
                 **host_info(trainer.dist.device), plan=trainer.plan.as_dict(), data_root=str(data.root),
-                train_size=data.train_size, val_size=data.val_size, loader=data.loader,
+                train_size=data.train_size, train_digest=trainer.train_set["train_digest"], val_size=data.val_size,
+                loader=data.loader,
                 train_eval_size=len(data.train_eval_indices), holdout_size=data.holdout_size,
                 total_steps=pace.total_steps, train_time_s=0.0,
             )
