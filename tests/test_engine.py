@@ -329,3 +329,17 @@ def test_a_small_image_model_runs_without_the_warning(tmp_path):
         assert main_run(write_recipe(tmp_path / "cifar.yaml", text), tmp_path) == 0
     [run] = (tmp_path / "out" / "cifar").iterdir()
     assert json.loads((run / "meta.json").read_text())["dead_params"] == {"share": 0.0, "count": 0, "total": 269_722}
+
+
+def test_a_run_on_images_upscaled_far_beyond_the_dataset_s_warns():
+    import yaml
+
+    from bench.engine.distributed import Dist
+    from bench.errors import BenchWarning
+
+    text = DEAD_RECIPE.replace("resnet18, kwargs: {layers: [1, 1, 1, 1], channels: [32, 64, 128, 256], "
+                               "stem_width: 32}", "resnet20_cifar").replace("image_size: 28", "image_size: 64")
+    recipe = recipe_mod.Recipe.model_validate({"name": "up", **yaml.safe_load(text)})
+    with pytest.warns(BenchWarning, match=r"^data.image_size 64 is 2x the dataset's own 28 px images \(key "
+                                          r"'data.synth'\): .* train at data.image_size 28 with a small-image model"):
+        Trainer(recipe, Dist(0, 1, 0, torch.device("cpu")))

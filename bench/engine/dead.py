@@ -92,13 +92,35 @@ def probe(model, image_size: int) -> DeadParams:
     return DeadParams(total, sum(dead.values()), largest)
 
 
+def verdict(found: DeadParams, recipe) -> str | None:
+    """The warning for a recipe's probe above WARN_SHARE (None below it); with engine.dead_params: refuse, a
+    UserError saying the same instead."""
+    from bench.errors import UserError
+
+    if found.share <= WARN_SHARE:
+        return None
+    said = found.summary(recipe.model.name, recipe.data.image_size)
+    if recipe.engine.dead_params == "refuse":
+        raise UserError(f"key 'engine.dead_params' is refuse and {said} (warn runs it anyway)")
+    return said
+
+
+_probed: dict[tuple, DeadParams] = {}  # bench validate --models: recipes of one study share a few models
+
+
 def recipe_probe(recipe, num_classes: int) -> DeadParams:
-    """The probe of a recipe's model, built on the CPU with num_classes outputs (bench validate --models);
-    the model's initialisation draws nothing from the global random state."""
+    """The probe of a recipe's model, built on the CPU with num_classes outputs (bench validate --models), once
+    per model, keywords, image size and classes; the model's initialisation draws nothing from the global
+    random state."""
+    import json
+
     import torch
 
     from bench.engine.train import create_model
 
-    with torch.random.fork_rng(devices=[]):
-        model = create_model(recipe, num_classes)
-    return probe(model, recipe.data.image_size)
+    key = (recipe.model.name, json.dumps(recipe.model.kwargs, sort_keys=True), recipe.data.image_size, num_classes)
+    if key not in _probed:
+        with torch.random.fork_rng(devices=[]):
+            model = create_model(recipe, num_classes)
+        _probed[key] = probe(model, recipe.data.image_size)
+    return _probed[key]

@@ -46,7 +46,7 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from bench import optim
-from bench.data import Data, build
+from bench.data import Data, build, images
 from bench.engine import checkpoint, distributed, tensorboard, threads, wandb_curves
 from bench.engine.faults import crash_point
 from bench.engine.pace import Pace
@@ -121,6 +121,8 @@ class Trainer:
         self.plan = recipe_plan(recipe, dist.world, self._memory_cap() if recipe.micro_batch == "auto" else None)
         self.data: Data = build(recipe.data, self.plan.batch, self.plan.micro_batch, dist.rank, dist.world,
                                 recipe.seed, device=self.device, channels_last=recipe.engine.channels_last)
+        if dist.is_main and (said := images.upscale_warning(recipe.data)):
+            warnings.warn(said, BenchWarning)
         model = create_model(recipe, self.data.num_classes)
         if recipe.engine.sync_bn and dist.world > 1:
             model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)
@@ -168,14 +170,9 @@ class Trainer:
         probes (a copy of the same model): all refuse together, none waits for a rank that stopped."""
         from bench.engine import dead
 
-        recipe = self.recipe
-        found = dead.probe(self.model, recipe.data.image_size)
-        if found.share > dead.WARN_SHARE:
-            said = found.summary(recipe.model.name, recipe.data.image_size)
-            if recipe.engine.dead_params == "refuse":
-                raise UserError(f"key 'engine.dead_params' is refuse and {said} (warn runs it anyway)")
-            if self.dist.is_main:
-                warnings.warn(said, BenchWarning)
+        found = dead.probe(self.model, self.recipe.data.image_size)
+        if (said := dead.verdict(found, self.recipe)) and self.dist.is_main:
+            warnings.warn(said, BenchWarning)
         return found
 
     def _sync_context(self, micro: int, accum: int):
