@@ -283,8 +283,9 @@ def tuning(study: Study, baseline: str | None = None) -> Table:
         "steps to result: the fewest steps to the target over the trials (val set; Shallue et al. 2018); "
         "median over studies: each study's fewest, median over studies, a miss = ∞ (AlgoPerf); ∞: no trial reached it.",
         "reruns: the best trial with other seeds; mean ± sample std (n).",
-        "GSNR clipped: VRGD's share of coordinates whose GSNR factor was clipped to γ (percent, per step, averaged "
-        "over the reruns' steps); pure noise would clip a share set by the group count k (docs/algorithms.md).",
+        "GSNR clipped: VRGD's share of live coordinates (a non-zero gradient in some group) whose GSNR factor was "
+        "clipped to γ (percent, per step, averaged over the reruns' steps); pure noise would clip a share set by "
+        "the group count k (docs/algorithms.md).",
         *_selection_notes(table_cells),
     ]
     return table
