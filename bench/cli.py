@@ -21,9 +21,10 @@ import json
 import os
 import sys
 import time
+import warnings
 from pathlib import Path
 
-from bench.errors import ArgumentParser, OutOfSpace, UserError, count, one_line_warnings
+from bench.errors import ArgumentParser, BenchWarning, OutOfSpace, UserError, count, one_line_warnings
 
 DEFAULT_RESULTS = Path("results/runs")
 MAX_MESSAGE = 1000  # characters of an error message: a value echoed back is never a page
@@ -42,6 +43,8 @@ def cmd_validate(args) -> int:
     from bench import catalog, recipe
     from bench.engine.plan import recipe_plan
 
+    from bench.data import images
+
     for path in args.recipes:
         r = recipe.load(path, args.set, models=args.models)
         skipped = [] if args.models else ["the timm model name and keywords (--models checks them)"]
@@ -57,9 +60,32 @@ def cmd_validate(args) -> int:
             raise UserError(f"{path}: {e}") from None
         if auto_groups:
             skipped.append("the gradient groups of micro_batch auto (checked at run time)")
-        print(f"{path}: ok ({r.name}: {r.model.name}, {r.optimizer.name}, global_batch {r.global_batch})"
+        if said := images.upscale_warning(r.data):  # a folder's images only where it is there
+            warnings.warn(f"{path}: {said}", BenchWarning)
+        dead = _dead_params(path, r, args.schema_only) if args.models else ""
+        print(f"{path}: ok ({r.name}: {r.model.name}, {r.optimizer.name}, global_batch {r.global_batch}{dead})"
               + (f"; not checked: {', '.join(skipped)}" if skipped else ""))
     return 0
+
+
+def _dead_params(path: str, r, schema_only: bool) -> str:
+    """`bench run`'s dead-parameter probe of a recipe (bench/engine/dead.py), its warning or refusal, and the
+    share for the ok line; the classes are the dataset's where cheap to know, else timm's ImageNet 1000."""
+    from bench.data import folder
+    from bench.engine import dead
+
+    spec = r.data
+    classes = (r.model.kwargs.get("num_classes")
+               or {"synthetic": spec.synth.classes, "digits": 10}.get(spec.dataset)
+               or (None if schema_only else folder.class_count(spec.path, spec.dataset == "filelist")) or 1000)
+    found = dead.recipe_probe(r, classes)
+    try:
+        said = dead.verdict(found, r)
+    except UserError as e:
+        raise UserError(f"{path}: {e}") from None
+    if said:
+        warnings.warn(f"{path}: {said}", BenchWarning)
+    return f", dead parameters {found.share:.1%} ({found.dead:,} of {found.total:,}) at {spec.image_size} px"
 
 
 def check_data(path: str, recipe) -> None:
@@ -302,8 +328,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--schema-only", action="store_true", help="check the recipes only, not their data.path "
                    "(recipes written for another machine)")
     s.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="override a recipe key")
-    s.add_argument("--models", action="store_true", help="also build each timm model on the meta device, checking "
-                   "its name and keywords (imports torch and timm: seconds; `bench run` always does)")
+    s.add_argument("--models", action="store_true", help="also build each timm model, checking its name and "
+                   "keywords, and probe it for parameters no image reaches (imports torch and timm: seconds; "
+                   "`bench run` always does)")
     s.set_defaults(func=cmd_validate)
 
     s = sub.add_parser("recipe", help="explain recipes").add_subparsers(dest="what", required=True, metavar="WHAT")

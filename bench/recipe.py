@@ -189,6 +189,10 @@ class EngineSpec(_Strict):
         "CPU threads for the math of each process; auto = the cores it may use (affinity, cgroup quota) over the "
         "local workers, capped by OMP_NUM_THREADS (changes float rounding: pin N for bitwise repeats)"))
     micro_batch_cap: PositiveInt = Field(256, description="largest micro-batch `micro_batch: auto` may pick")
+    dead_params: Literal["warn", "refuse"] = Field("warn", description=(
+        "parameters that get exactly zero gradient whatever the images (feature maps smaller than the kernel: "
+        "a stem built for larger images), found by a probe before training: above 1% of them, warn, or refuse "
+        "to run (bench/engine/dead.py)"))
 
 
 class WandbSpec(_Strict):
@@ -303,11 +307,14 @@ class Recipe(_Strict):
 
     def same_as(self, saved_yaml: str) -> bool:
         """Whether a resolved recipe saved by a run is this one, read with today's schema: a key
-        added to the schema since, at its default, is no change, and neither are `logging` and `engine.threads`."""
+        added to the schema since, at its default, is no change, and neither are `logging`, `engine.threads`
+        and `engine.dead_params`."""
         try:
             saved = Recipe.model_validate(yaml.safe_load(saved_yaml))
             # logging changes no number; the thread count only float rounding, as another machine would
-            neutral = {"logging": self.logging, "engine": saved.engine.model_copy(update={"threads": self.engine.threads})}
+            engine = saved.engine.model_copy(update={"threads": self.engine.threads,
+                                                     "dead_params": self.engine.dead_params})  # a check only
+            neutral = {"logging": self.logging, "engine": engine}
             return saved.model_copy(update=neutral) == self
         except (ValidationError, yaml.YAMLError, TypeError):
             return False

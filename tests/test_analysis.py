@@ -366,6 +366,19 @@ def test_the_fused_kernels_option_does_not_split_seeds(tmp_path):
     assert results.load([tmp_path])["group"].nunique() == 1
 
 
+def test_the_dead_parameter_check_does_not_split_seeds(tmp_path):
+    """engine.dead_params only warns or refuses before training (SEED_NEUTRAL)."""
+    import yaml
+
+    for seed, check in enumerate(("warn", "refuse")):
+        run = make_run(tmp_path, f"lars-s{seed}", "lars", 100, seed, [50, 62, 70])
+        recipe = yaml.safe_load((run / "recipe.yaml").read_text())
+        recipe.setdefault("engine", {})["dead_params"] = check
+        (run / "recipe.yaml").write_text(yaml.safe_dump(recipe))
+    runs = results.load([tmp_path])
+    assert runs["group"].nunique() == 1 and results.aggregate(runs)["n"].tolist() == [2]
+
+
 # Results others can load: `bench report --format parquet|json`.
 
 @pytest.mark.parametrize("per_run", [False, True])

@@ -144,3 +144,45 @@ def test_help_version_validate_and_column_definitions_import_no_torch(args):
 
     done = subprocess.run([sys.executable, "-c", LIGHT, *args], capture_output=True, text=True)
     assert done.stdout.strip().splitlines()[-1] == "HEAVY []", done.stdout[-500:] + done.stderr[-500:]
+
+
+def test_validate_warns_of_dead_parameters_and_upscaled_images(tmp_path):
+    """The Fashion-MNIST study's first model on its 28 px images (bench data idx): --models prints the share of
+    parameters no image reaches, and a warning; a recipe that upscales those images to 224 px gets one too."""
+    import os
+    import sys
+
+    from tests.test_idx import family
+
+    data = tmp_path / "fashion"
+    assert main(["data", "idx", str(family(tmp_path / "idx")), "--out", str(data)]) == 0
+    base = f"""
+data: {{dataset: folder, path: {data}, image_size: 28, augment: pad_crop}}
+global_batch: 64
+micro_batch: 8
+optimizer: {{name: lars, lr: 1.0}}
+epochs: 1
+target_top1: 80
+"""
+    small = tmp_path / "small.yaml"
+    small.write_text("model: {name: resnet18, kwargs: {layers: [1, 1, 1, 1], channels: [32, 64, 128, 256], "
+                     "stem_width: 32}}" + base)
+    big = tmp_path / "big.yaml"
+    big.write_text("model: {name: resnet20_cifar}" + base.replace("image_size: 28", "image_size: 224"))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
+    done = subprocess.run([sys.executable, "-m", "bench", "validate", "--models", str(small), str(big)],
+                          capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        f"{small}: ok (small: resnet18, lars, global_batch 64, dead parameters 55.1% (688,128 of 1,248,906) at 28 px)",
+        f"{big}: ok (big: resnet20_cifar, lars, global_batch 64, dead parameters 0.0% (0 of 269,722) at 224 px)"]
+    first, second = done.stderr.splitlines()
+    assert first.startswith(f"bench: warning: {small}: 55% of resnet18's parameters (688,128 of 1,248,906) get "
+                            "exactly zero gradient at 28 px") and "resnet20_cifar" in first
+    assert second.startswith(f"bench: warning: {big}: data.image_size 224 is 8x the dataset's own 28 px images "
+                             f"({data / 'train'}")
+    refused = subprocess.run([sys.executable, "-m", "bench", "validate", "--models", str(small),
+                              "--set", "engine.dead_params=refuse"], capture_output=True, text=True, env=env)
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert refused.stderr.startswith(f"bench: error: {small}: key 'engine.dead_params' is refuse and 55% of ")
+    assert refused.stderr.count("\n") == 1

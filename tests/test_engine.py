@@ -251,3 +251,95 @@ def main_run(path, tmp_path) -> int:
     from bench.cli import main
 
     return main(["run", str(path), "--out", str(tmp_path / "out"), "--no-progress"])
+
+
+# The Fashion-MNIST study's model (recipes/sweeps/base/fashion-mnist.yaml): timm's ImageNet stem on 28 px images.
+FASHION_MODEL = dict(layers=[1, 1, 1, 1], channels=[32, 64, 128, 256], stem_width=32)
+
+
+def test_the_probe_counts_taps_that_see_only_padding_and_not_a_silenced_branch():
+    """At 28 px layer4 sees 2x2 and 1x1 maps: conv2 keeps its centre tap (8/9 of 589,824 dead), the stride-2
+    conv1 its 4 lower-right taps (5/9 of 294,912). At step 0 timm's zero-initialised last BatchNorms silence
+    almost everything else too, which the probe does not count; the CIFAR ResNet has no dead parameter."""
+    from bench.engine import dead
+    from bench.recipe import timm_models
+
+    timm = timm_models()
+    model = timm.create_model("resnet18", num_classes=10, **FASHION_MODEL)
+    images = torch.randn(2, 3, 28, 28, generator=torch.Generator().manual_seed(1))
+    model(images).sum().backward()
+    silenced = sum(int((p.grad == 0).sum()) for p in model.parameters())
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    state = torch.get_rng_state()
+    found = dead.probe(model, 28)
+    assert torch.equal(torch.get_rng_state(), state)
+    assert all(torch.equal(p, before[name]) for name, p in model.named_parameters())  # a copy was probed
+    assert (found.total, found.dead) == (1_248_906, 688_128) and found.share == pytest.approx(0.551, abs=0.001)
+    assert found.largest == (("layer4.0.conv2.weight", 524_288), ("layer4.0.conv1.weight", 163_840))
+    assert silenced > 0.9 * found.total  # what a step-0 count of zero gradients would have said
+    cifar = dead.probe(timm.create_model("resnet20_cifar", num_classes=10), 28)
+    assert (cifar.total, cifar.dead, cifar.largest) == (269_722, 0, ())
+    model.fc.weight.requires_grad_(False)
+    assert dead.probe(model, 28).total == 1_248_906 - 2560  # frozen parameters are not counted
+
+
+DEAD_RECIPE = """
+model: {name: resnet18, kwargs: {layers: [1, 1, 1, 1], channels: [32, 64, 128, 256], stem_width: 32}}
+data: {dataset: synthetic, loader: random, image_size: 28, workers: 0,
+       synth: {classes: 10, train_per_class: 2, val_per_class: 1, size: 28}}
+global_batch: 10
+micro_batch: 5
+optimizer: {name: sgd, lr: 0.1}
+epochs: 1
+target_top1: 50
+"""
+
+
+def test_a_run_with_dead_parameters_warns_and_records_them_or_refuses(tmp_path, capsys):
+    from bench.errors import BenchWarning
+
+    path = write_recipe(tmp_path / "fashion.yaml", DEAD_RECIPE)
+    with pytest.warns(BenchWarning) as said:
+        assert main_run(path, tmp_path) == 0
+    [line] = [str(w.message) for w in said if "gradient" in str(w.message)]
+    assert line.startswith("55% of resnet18's parameters (688,128 of 1,248,906) get exactly zero gradient at 28 px")
+    assert "layer4.0.conv2.weight 524,288, layer4.0.conv1.weight 163,840" in line and "resnet20_cifar" in line
+    [run] = (tmp_path / "out" / "fashion").iterdir()
+    meta = json.loads((run / "meta.json").read_text())
+    assert meta["dead_params"] == {"share": pytest.approx(0.551, abs=0.001), "count": 688_128, "total": 1_248_906}
+
+    refusing = write_recipe(tmp_path / "refusing.yaml", DEAD_RECIPE + "engine: {dead_params: refuse}\n")
+    capsys.readouterr()
+    assert main_run(refusing, tmp_path) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("bench: error: key 'engine.dead_params' is refuse and 55% of resnet18's") and \
+        err.count("\n") == 1
+    assert not (tmp_path / "out" / "refusing").exists()  # refused before any run directory
+
+
+def test_a_small_image_model_runs_without_the_warning(tmp_path):
+    import warnings
+
+    from bench.errors import BenchWarning
+
+    text = DEAD_RECIPE.replace("resnet18, kwargs: {layers: [1, 1, 1, 1], channels: [32, 64, 128, 256], "
+                               "stem_width: 32}", "resnet20_cifar")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", BenchWarning)
+        assert main_run(write_recipe(tmp_path / "cifar.yaml", text), tmp_path) == 0
+    [run] = (tmp_path / "out" / "cifar").iterdir()
+    assert json.loads((run / "meta.json").read_text())["dead_params"] == {"share": 0.0, "count": 0, "total": 269_722}
+
+
+def test_a_run_on_images_upscaled_far_beyond_the_dataset_s_warns():
+    import yaml
+
+    from bench.engine.distributed import Dist
+    from bench.errors import BenchWarning
+
+    text = DEAD_RECIPE.replace("resnet18, kwargs: {layers: [1, 1, 1, 1], channels: [32, 64, 128, 256], "
+                               "stem_width: 32}", "resnet20_cifar").replace("image_size: 28", "image_size: 64")
+    recipe = recipe_mod.Recipe.model_validate({"name": "up", **yaml.safe_load(text)})
+    with pytest.warns(BenchWarning, match=r"^data.image_size 64 is 2x the dataset's own 28 px images \(key "
+                                          r"'data.synth'\): .* train at data.image_size 28 with a small-image model"):
+        Trainer(recipe, Dist(0, 1, 0, torch.device("cpu")))

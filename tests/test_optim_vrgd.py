@@ -23,7 +23,7 @@ class RefVRGD:
         self.base, self.gamma, self.eps, self.beta3, self.bias_correction = base, gamma, eps, beta3, bias_correction
         self.segments = segments or list(range(len(SHAPES)))
         self.trust_grad, self.t, self.p = trust_grad, 0, [torch.zeros(s, dtype=torch.float64) for s in SHAPES]
-        self.clip_frac, self.r_mean = [], []
+        self.clip_frac, self.r_mean, self.dead_frac = [], [], []
 
     def run(self, steps, lrs):
         history = []
@@ -34,7 +34,7 @@ class RefVRGD:
 
     def step(self, groups, lr):
         self.t += 1
-        means, rs, vrs, clipped = [], [], [], 0
+        means, rs, vrs, clipped, dead = [], [], [], 0, 0
         for grads in zip(*groups):
             g = torch.stack(grads)
             means.append(g.mean(0))
@@ -46,14 +46,16 @@ class RefVRGD:
             for i in members:
                 rs[i] = rs[i] / r_mean if r_mean > 0 else rs[i]
         for i, (mean, r) in enumerate(zip(means, rs)):
-            clipped += (r < self.gamma).sum().item()
+            clipped += ((r < self.gamma) & (r > 0)).sum().item()  # live coordinates only
+            dead += (r == 0).sum().item()  # a gradient of 0 in every group
             r = r.clamp(self.gamma, 1.0)
             if self.beta3:
                 self.p[i] = self.beta3 * self.p[i] + (1 - self.beta3) * r
                 r = self.p[i] / (1 - self.beta3**self.t) if self.bias_correction else self.p[i]
             vrs.append(r * mean)
         numel = sum(m.numel() for m in means)
-        self.clip_frac.append(clipped / numel)
+        self.clip_frac.append(clipped / (numel - dead))
+        self.dead_frac.append(dead / numel)
         self.r_mean.append(r_sum / numel)
         if self.trust_grad == "mean":
             self.base.step(vrs, lr, trust_grads=means)
@@ -107,6 +109,7 @@ def test_gsnr_norm_matches_float64_reference(gsnr_norm, name, hparams, make_ref)
     ref.segments = NORMS[gsnr_norm] or ref.segments
     assert_history(ours, ref.run(steps, LRS), **TIGHT)
     assert opt.diagnostics()["gsnr_clip_frac"] == pytest.approx(ref.clip_frac[-1], abs=1e-6)
+    assert opt.diagnostics()["gsnr_dead_frac"] == pytest.approx(ref.dead_frac[-1]) == pytest.approx(10 / 165)  # tensor 3
 
 
 def test_gsnr_norm_variants_differ_and_layer_needs_names():
@@ -253,3 +256,28 @@ def test_pure_noise_clips_the_share_docs_algorithms_states(k):
     limit = math.sqrt(0.1 * (k - 1) / (k - 3))
     expected = stats.t.cdf(limit, k - 1) - stats.t.cdf(-limit, k - 1)
     assert opt.diagnostics()["gsnr_clip_frac"] == pytest.approx(expected, abs=0.01)
+
+
+@pytest.mark.parametrize("fused", [None, False])
+def test_the_clipped_share_is_of_the_live_coordinates(fused):
+    """Pure noise (k = 8) in a tensor of which 3/4 of the coordinates get a gradient of 0 in every group, as
+    taps that see only padding do: those are the dead share, not clipped ones (counted as clipped, they made the
+    share 79% here); the clipped share is over the live quarter, as counted from the groups in float64."""
+    gen = torch.Generator().manual_seed(8)
+    p = nn.Parameter(torch.zeros(4, 2 ** 15))
+    opt = optim.create([p], "vrgd_lars", lr=0.1, gamma=0.1, fused=fused)
+    groups = []
+    for _ in range(8):
+        groups.append(torch.zeros(p.shape))
+        groups[-1][0] = torch.randn(2 ** 15, generator=gen)
+        p.grad = groups[-1].clone()
+        opt.observe()
+    opt.step()
+    stacked = torch.stack(groups).double()
+    r = stacked.mean(0) ** 2 / (stacked.var(0, unbiased=False) + 1e-12)
+    r = r / r.mean()  # the tensor's mean, dead coordinates included (VRGD's normalisation)
+    clipped_live = int(((r < 0.1) & (r > 0)).sum())
+    diag = opt.diagnostics()
+    assert diag["gsnr_dead_frac"] == 0.75
+    assert diag["gsnr_clip_frac"] == pytest.approx(clipped_live / 2 ** 15, abs=1e-6)
+    assert 0.1 < diag["gsnr_clip_frac"] < 0.2 and (clipped_live + 3 * 2 ** 15) / r.numel() > 0.75

@@ -172,6 +172,8 @@ def test_a_saved_recipe_is_compared_under_todays_schema(tmp_path):
     saved = yaml.safe_load(r.to_yaml())
     del saved["adaptive_batch"]
     assert r.same_as(yaml.safe_dump(saved))
+    saved["engine"]["dead_params"] = "refuse"  # a check before training: the run it refused never started
+    assert r.same_as(yaml.safe_dump(saved))
     saved["optimizer"]["lr"] = 0.2
     assert not r.same_as(yaml.safe_dump(saved))
     assert not r.same_as("not: [a recipe")

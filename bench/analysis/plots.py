@@ -59,7 +59,8 @@ COLORS = catalog.COLORS
 SPARE = ["#bcbd22", "#17becf", "#7f7f7f", "#aec7e8", "#ffbb78", "#98df8a"]
 # key -> (panel title, y-axis label with the unit)
 DIAGNOSTICS = {
-    "gsnr_clip_frac": ("GSNR factors clipped at γ", "fraction of coordinates"),
+    "gsnr_clip_frac": ("GSNR factors clipped at γ", "fraction of live coordinates"),
+    "gsnr_dead_frac": ("dead coordinates (0 in every group)", "fraction of coordinates"),
     "gsnr_r_mean": ("mean GSNR r (raw)", "r = mean² / var (ratio)"),
     "trust": ("trust ratio (LARS, LAMB)", "lr multiplier"), "gain": ("AdaScale gain", "lr multiplier (1 to S)"),
     "noise_scale": ("noise scale B_simple", "images"), "similarity": ("half-batch cosine similarity", "cosine"),

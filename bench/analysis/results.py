@@ -81,7 +81,8 @@ from bench.recipe import Recipe, file_stem  # noqa: F401  (file_stem: plots use 
 # Removed from the resolved recipe before comparing runs for seed aggregation:
 # the run's identity (name, seed) and fields that do not change the mathematics
 # of training (loader threads, eval batch, how unreadable files are reported,
-# checkpoint cadence, compile/memory format, CPU threads: these change float rounding at most). data.loader is reduced to whether
+# checkpoint cadence, compile/memory format, CPU threads: these change float rounding at most; the dead-parameter
+# check, which only warns or refuses). data.loader is reduced to whether
 # it reads the images (auto, dali and torchvision give the same crops) or
 # feeds random tensors. micro_batch and gsnr_groups are replaced by the batch
 # plan that ran (meta.json), since `auto` resolves per machine and both change
@@ -89,7 +90,8 @@ from bench.recipe import Recipe, file_stem  # noqa: F401  (file_stem: plots use 
 SEED_NEUTRAL = (
     ("name",), ("seed",), ("micro_batch",), ("gsnr_groups",), ("checkpoint",),
     ("data", "workers"), ("data", "eval_batch"), ("data", "strict"),
-    ("engine", "compile"), ("engine", "channels_last"), ("engine", "threads"), ("engine", "micro_batch_cap"), ("optimizer", "fused"),
+    ("engine", "compile"), ("engine", "channels_last"), ("engine", "threads"), ("engine", "micro_batch_cap"),
+    ("engine", "dead_params"), ("optimizer", "fused"),
     ("logging",),
 )
 # What makes two groups comparable ("the same problem"): model, dataset, image size, target.

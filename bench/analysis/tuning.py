@@ -480,8 +480,9 @@ def tuning(study: Study, baseline: str | None = None) -> Table:
         "and the one before it (the target was crossed somewhere in those G steps; for reruns, the largest over "
         "seeds); two steps figures closer than their grids are not resolved (eval.every_epochs, "
         "eval.near_target_every_epochs refine it).",
-        "GSNR clipped: VRGD's share of coordinates whose GSNR factor was clipped to γ (percent, per step, averaged "
-        "over the reruns' steps); pure noise would clip a share set by the group count k (docs/algorithms.md).",
+        "GSNR clipped: VRGD's share of live coordinates (a non-zero gradient in some group) whose GSNR factor was "
+        "clipped to γ (percent, per step, averaged over the reruns' steps); pure noise would clip a share set by "
+        "the group count k (docs/algorithms.md).",
         *_selection_notes(table_cells),
     ]
     return table

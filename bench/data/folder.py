@@ -109,6 +109,33 @@ def check(root: str | Path, filelist: bool = False) -> None:
                     raise UserError(_EMPTY.format(root / split / name))
 
 
+def first_image(root: str | Path, filelist: bool = False) -> str | None:
+    """One training image without listing them all (the first of the first class folder, or train.txt's first
+    line); None where the layout has none."""
+    root = Path(root)
+    try:
+        if filelist:
+            with open(root / "train.txt") as lines:
+                name = next((line.strip().rpartition(" ")[0] for line in lines if line.strip()), "")
+            return str(root / name.strip()) if name.strip() else None
+        for folder in sorted(d for d in (root / "train").iterdir() if d.is_dir()):
+            images = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+            if images:
+                return str(images[0])
+    except OSError:
+        return None
+    return None
+
+
+def class_count(root: str | Path, filelist: bool = False) -> int | None:
+    """The number of classes where cheap to know: the class folders of train/ (None for file lists, whose
+    labels are known only after reading every line, and for a layout that is not there)."""
+    try:
+        return None if filelist else len(_classes(Path(root), "train", None))
+    except (OSError, UserError):
+        return None
+
+
 def scan(root: str | Path) -> Folder:
     root = Path(root)
     if not root.is_dir():

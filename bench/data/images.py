@@ -111,3 +111,36 @@ class Unreadable:
         if batch_size == 0:
             raise UserError(f"every image of a micro-batch is unreadable ({', '.join(paths)}); "
                             "run `bench data check` on the dataset and remove them")
+
+
+UPSCALE_WARN = 2  # data.image_size above this many times the dataset's own images: a warning
+
+
+def native_size(spec) -> tuple[int, str] | None:
+    """The longer side of a dataset's own images and what says so, where that is cheap to know: a generated
+    dataset's recipe section (digits: the size it is exported at), else one training image's header. None
+    where it is not (a folder that is not there, an unreadable image)."""
+    from bench.data import folder
+
+    if spec.dataset == "synthetic":
+        s = spec.synth
+        return max(s.width or s.size, s.height or s.size), "key 'data.synth'"
+    if spec.dataset == "digits":
+        return spec.digits.size, "key 'data.digits.size'"
+    path = folder.first_image(spec.path, spec.dataset == "filelist")
+    try:
+        _, width, height = read_header(path) if path else (None, 0, 0)
+    except (UnreadableImage, OSError):
+        return None
+    return (max(width, height), path) if path else None
+
+
+def upscale_warning(spec) -> str | None:
+    """One sentence when data.image_size is more than UPSCALE_WARN times the dataset's own images, else None."""
+    found = native_size(spec)
+    if found is None or spec.image_size <= UPSCALE_WARN * found[0]:
+        return None
+    size, source = found
+    return (f"data.image_size {spec.image_size} is {spec.image_size / size:.0f}x the dataset's own {size} px images "
+            f"({source}): the model sees upscaled pixels and no more detail, at {(spec.image_size / size) ** 2:.0f}x "
+            f"the compute; train at data.image_size {size} with a small-image model such as resnet20_cifar")

@@ -36,6 +36,7 @@ import signal
 import sys
 import threading
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,7 +53,7 @@ from bench.engine.pace import Pace
 from bench.engine.plan import recipe_plan
 from bench.engine.rundir import (FINISHED, RESUMABLE, RunDir, git_commit, held_by_a_process, host_info, now,
                                  prune_checkpoints, versions)
-from bench.errors import OutOfSpace, UserError
+from bench.errors import BenchWarning, OutOfSpace, UserError
 from bench.recipe import Recipe, timm_models
 
 
@@ -127,11 +128,14 @@ class Trainer:
         self.train_set = {"train_size": self.data.train_size, "train_digest": self.data.layout.train_digest()}
         if recipe.data.strict:
             self._check_readable()
+        if dist.is_main and (said := images.upscale_warning(recipe.data)):
+            warnings.warn(said, BenchWarning)
         model = create_model(recipe, self.data.num_classes)
         if recipe.engine.sync_bn and dist.world > 1:
             model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)
         fmt = torch.channels_last if recipe.engine.channels_last else torch.contiguous_format
         self.model = model.to(self.device, dtype=param_dtype(recipe), memory_format=fmt)
+        self.dead = self._dead_params()
         self.opt = optim.create(self.model, recipe.optimizer.name, lr=recipe.optimizer.lr,
                                 weight_decay=recipe.weight_decay, **recipe.optimizer.hparams)
         self.ddp = None
@@ -189,6 +193,17 @@ class Trainer:
                                 f"activations an image, {memory.FRACTION:.0%} of the {free / 2**30:.1f} GB free on "
                                 f"{device})")
         return cap
+
+    def _dead_params(self):
+        """The share of parameters no image reaches (engine/dead.py); above dead.WARN_SHARE one warning line on
+        rank 0, or, with engine.dead_params: refuse, one sentence before the run directory exists. Every rank
+        probes (a copy of the same model): all refuse together, none waits for a rank that stopped."""
+        from bench.engine import dead
+
+        found = dead.probe(self.model, self.recipe.data.image_size)
+        if (said := dead.verdict(found, self.recipe)) and self.dist.is_main:
+            warnings.warn(said, BenchWarning)
+        return found
 
     def _sync_context(self, micro: int, accum: int):
         """DDP all-reduces only on the step's last micro-batch, and never for self-reducing optimizers."""
@@ -568,7 +583,7 @@ def _start_records(run: RunDir, trainer: Trainer, state: Progress, resumed: bool
                 train_size=data.train_size, train_digest=trainer.train_set["train_digest"], val_size=data.val_size,
                 loader=data.loader,
                 train_eval_size=len(data.train_eval_indices), holdout_size=data.holdout_size,
-                total_steps=pace.total_steps, train_time_s=0.0,
+                total_steps=pace.total_steps, train_time_s=0.0, dead_params=trainer.dead.as_dict(),
             )
         except OutOfSpace:  # not even meta.json fits: leave no empty run directory
             run.discard()

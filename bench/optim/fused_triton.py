@@ -4,7 +4,7 @@ Every kernel runs over one table of chunks of BLOCK elements covering all parame
 index, start), so a VRGD-LARS step is three launches whatever the number of tensors:
     A: per chunk, the sums of r / k, mean^2, s2 and w^2       (per-tensor totals: index_add_)
     B: per chunk, ||g_vr||^2 (only for trust_grad "vr")
-    C: the LARS update on g_vr with each tensor's lr x trust, s1 = mean, the clipped count
+    C: the LARS update on g_vr with each tensor's lr x trust, s1 = mean, the clipped and dead counts
 and the factors of the other variants two (A without w, then the factors into s2).
 The trust ratios stay on the device: no host synchronisation in the step.
 
@@ -39,6 +39,14 @@ def _ratio(s1, s2, inv_k, k, k_eps):
     """(r / k, mean) per coordinate, as ratio() in vrgd_cpu.cpp."""
     mean = s1 * inv_k
     return mean * mean / (tl.maximum(s2 - k * mean * mean, 0.0) + k_eps), mean
+
+
+@triton.jit
+def _store_counts(partial, c, r_k, r, mask, gamma):
+    """The chunk's live coordinates clipped at gamma (r after normalising) and its dead ones (r_k == 0, before),
+    as factor() in the .cpp."""
+    tl.store(partial + 2 * c, tl.sum(tl.where(mask & (r < gamma) & (r_k > 0), 1.0, 0.0), axis=0))
+    tl.store(partial + 2 * c + 1, tl.sum(tl.where(mask & (r_k == 0), 1.0, 0.0), axis=0))
 
 
 @triton.jit
@@ -77,13 +85,13 @@ def _pass_factors(stats, n, chunk_tensor, chunk_start, numels, offsets, scales, 
     c, t, idx, mask, at = _chunk(chunk_tensor, chunk_start, numels, offsets, BLOCK)
     r, mean = _ratio(tl.load(stats + at, mask=mask, other=0.0), tl.load(stats + n + at, mask=mask, other=0.0),
                      inv_k, k, k_eps)
-    r = r * tl.load(scales + t)
+    r_k, r = r, r * tl.load(scales + t)
     factor = tl.minimum(tl.maximum(r, gamma), 1.0)
     if TIMES_MEAN:
         factor = factor * mean
     tl.store(stats + at, mean, mask=mask)
     tl.store(stats + n + at, factor, mask=mask)
-    tl.store(partial + c, tl.sum(tl.where(mask & (r < gamma), 1.0, 0.0), axis=0))
+    _store_counts(partial, c, r_k, r, mask, gamma)
 
 
 @triton.jit
@@ -102,7 +110,7 @@ def _pass_c(stats, n, weights, buffers, chunk_tensor, chunk_start, numels, offse
     c, t, idx, mask, at = _chunk(chunk_tensor, chunk_start, numels, offsets, BLOCK)
     r, mean = _ratio(tl.load(stats + at, mask=mask, other=0.0), tl.load(stats + n + at, mask=mask, other=0.0),
                      inv_k, k, k_eps)
-    r = r * tl.load(scales + t)
+    r_k, r = r, r * tl.load(scales + t)
     g = tl.minimum(tl.maximum(r, gamma), 1.0) * mean
     w_at = tl.load(weights + t).to(tl.pointer_type(tl.float32)) + idx
     v_at = tl.load(buffers + t).to(tl.pointer_type(tl.float32)) + idx
@@ -111,7 +119,7 @@ def _pass_c(stats, n, weights, buffers, chunk_tensor, chunk_start, numels, offse
     tl.store(v_at, v, mask=mask)
     tl.store(w_at, w - v, mask=mask)
     tl.store(stats + at, mean, mask=mask)
-    tl.store(partial + c, tl.sum(tl.where(mask & (r < gamma), 1.0, 0.0), axis=0))
+    _store_counts(partial, c, r_k, r, mask, gamma)
 
 
 @functools.lru_cache(maxsize=8)
@@ -176,20 +184,21 @@ def vrgd_lars_step(stats, params, bufs, hyper, k: int, eps: float, gamma: float,
     clip = bool(hyper[0, 5])  # LARC or LARS: one optimizer, one rule
     lr, wd, eta, trust_eps, adapt, _, momentum = hyper.to(at.device).unbind(1)
     trust = torch.where(adapt > 0, trust_ratio(sums[:, 3].sqrt(), vr_sq.sqrt(), lr, wd, eta, trust_eps, clip), 1.0)
-    clipped = at.partial(1)
+    counts = at.partial(2)
     _pass_c[at.grid](stats, at.n, weights, buffers, *at.chunks, scales, (lr * trust).float(), wd.float(),
-                     momentum.float(), clipped, **at.gsnr, gamma=gamma, BLOCK=BLOCK)
-    return torch.cat([sums[:, :3], at.per_tensor(clipped), sums[:, 3:], vr_sq[:, None], trust[:, None]], dim=1)
+                     momentum.float(), counts, **at.gsnr, gamma=gamma, BLOCK=BLOCK)
+    counts = at.per_tensor(counts)
+    return torch.cat([sums[:, :3], counts[:, :1], sums[:, 3:], vr_sq[:, None], trust[:, None], counts[:, 1:]], dim=1)
 
 
 def vrgd_factors(stats, counts, k: int, eps: float, gamma: float, times_mean: bool):
     """As vrgd_factors() in vrgd_cpu.cpp: s1 = mean, s2 = the factors (x mean when `times_mean`); returns
-    per tensor (sum of r / k, ||mean||^2, sum of s2, clipped), on the device."""
+    per tensor (sum of r / k, ||mean||^2, sum of s2, live coordinates clipped, dead ones), on the device."""
     at = _Layout(stats, tuple(counts.tolist()), k, eps)
     partial = at.partial(4)
     _pass_a[at.grid](stats, at.n, stats, *at.chunks, partial, **at.gsnr, WEIGHTS=False, BLOCK=BLOCK)
     sums = at.per_tensor(partial)
-    clipped = at.partial(1)
-    _pass_factors[at.grid](stats, at.n, *at.chunks, at.inverse_means(sums[:, 0]), clipped, **at.gsnr, gamma=gamma,
+    counts = at.partial(2)
+    _pass_factors[at.grid](stats, at.n, *at.chunks, at.inverse_means(sums[:, 0]), counts, **at.gsnr, gamma=gamma,
                            TIMES_MEAN=times_mean, BLOCK=BLOCK)
-    return torch.cat([sums[:, :3], at.per_tensor(clipped)], dim=1)
+    return torch.cat([sums[:, :3], at.per_tensor(counts)], dim=1)

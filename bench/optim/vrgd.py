@@ -84,7 +84,7 @@ class VRGD(GroupGradients):
         if fused and gsnr_norm != "tensor":
             fused_kernels.refuse(f"gsnr_norm={gsnr_norm!r} (the fused kernels normalise per tensor)")
         self.gsnr_step = 0
-        self._gsnr = None  # (clip fraction, mean r) of the last step
+        self._gsnr = None  # (clip fraction of the live coordinates, mean r, dead fraction) of the last step
         self.fused = fused
         self._refuse_foreign_hooks(VRGD, "_combine")
         self._kernels = self._pick_kernels()  # again when the statistics are allocated: the model may have moved
@@ -164,11 +164,13 @@ class VRGD(GroupGradients):
                                  f"path of {home.__name__} does not call")
 
     def _kernel_statistics(self, out, k: int) -> None:
-        """The statistics a fused kernel returned (per tensor: sum of r / k, ||g_bar||^2, sum of s2, clipped):
-        noise, GSNR diagnostics, and p.grad = g_bar (which the kernel left in the sums)."""
+        """The statistics a fused kernel returned (per tensor: sum of r / k, ||g_bar||^2, sum of s2, live
+        coordinates clipped, ..., dead coordinates last): noise, GSNR diagnostics, and p.grad = g_bar (which the
+        kernel left in the sums)."""
         r_sum, mean_sq, squares, clipped = out[:, :4].unbind(1)
+        dead = out[:, -1].sum()
         self._noise = noise(squares.sum(), mean_sq.sum(), k)
-        self._gsnr = clipped.sum() / self._n, r_sum.sum() * (k / self._n)
+        self._gsnr = clipped.sum() / (self._n - dead), r_sum.sum() * (k / self._n), dead / self._n
         self._mean_to_grads()
 
     def _combine(self, k: int, mean, total) -> dict:
@@ -193,11 +195,13 @@ class VRGD(GroupGradients):
         """The GSNR core, in place on the flat buffers (every parameter tensor, one after another).
 
         mean: g_bar; sumsq: sum_d g_d^2, overwritten with the factors r. A tensor whose r is 0
-        everywhere (g_bar == 0) keeps r = 0 before clipping. Returns (fraction of coordinates
-        clipped at gamma, mean of r over all coordinates before normalising), 0-d tensors. The
-        fraction is counted on every s-th run of 16 coordinates, about 2^20 coordinates (exact
-        for smaller models; ResNet-50: every 24th run, standard error about 0.001): counting all
-        of them was the most expensive pass of the step on a CPU.
+        everywhere (g_bar == 0) keeps r = 0 before clipping. Returns (fraction of the live coordinates
+        clipped at gamma, mean of r over all coordinates before normalising, fraction of dead coordinates:
+        r = 0, a gradient of 0 in every group), 0-d tensors; a dead coordinate is clipped to gamma * 0 = 0
+        whatever gamma, so counting it as clipped would say nothing about the noise. The fractions are
+        counted on every s-th run of 16 coordinates, about 2^20 coordinates (exact for smaller models;
+        ResNet-50: every 24th run, standard error about 0.001): counting all of them was the most
+        expensive pass of the step on a CPU.
         """
         r = sumsq.addcmul_(mean, mean, value=-k)  # k * var = sum_d g_d^2 - k * g_bar^2
         r.clamp_(min=0).add_(k * self.gsnr_eps)  # k * (var + eps); rounding can make var slightly negative
@@ -207,21 +211,24 @@ class VRGD(GroupGradients):
         segment_sums = sums.new_zeros(len(self._segment_numels)).index_add_(0, self._segment_of, sums)
         r_mean = (segment_sums / self._segment_numels)[self._segment_of]  # per tensor: its segment's mean of r
         scale = torch.where(r_mean > 0, 1 / r_mean, 0.0).clamp(max=torch.finfo(r.dtype).max)  # 0 * inf: NaN
-        torch._foreach_mul_(tensors, scale.unbind(0))  # r / mean(r)
         stride = r.numel() >> 20  # about 2^20 coordinates counted: all of them below that
         # every stride-th run of 16 (a 64-byte cache line of fp32): a strided single read would touch every line
         sample = r if stride <= 1 else r[: r.numel() // 16 * 16].view(-1, 16)[::stride]
-        clipped = torch.count_nonzero(sample < self.gamma) / sample.numel()
+        dead = torch.count_nonzero(sample == 0)  # before normalising: a tiny r may round to 0 there
+        torch._foreach_mul_(tensors, scale.unbind(0))  # r / mean(r)
+        clipped = torch.count_nonzero(sample < self.gamma) - dead  # r >= 0: the dead are below gamma too
         r.clamp_(self.gamma, 1.0)
-        return clipped, sums.sum() * (k / r.numel())
+        return clipped / (sample.numel() - dead), sums.sum() * (k / r.numel()), dead / sample.numel()
 
     def diagnostics(self):
-        """Base diagnostics plus gsnr_clip_frac (fraction of coordinates clipped at gamma: counted exactly by
-        the fused step, on about 2^20 coordinates by the eager code, see _factors) and gsnr_r_mean (mean
-        GSNR r over all coordinates, before normalising and clipping)."""
+        """Base diagnostics plus gsnr_clip_frac (fraction of the live coordinates clipped at gamma: counted
+        exactly by the fused step, on about 2^20 coordinates by the eager code, see _factors; NaN when none
+        is live), gsnr_r_mean (mean GSNR r over all coordinates, before normalising and clipping) and
+        gsnr_dead_frac (fraction of coordinates whose gradient was 0 in every group, r = 0)."""
         out = super().diagnostics()
         if self._gsnr is not None:
-            out.update(gsnr_clip_frac=float(self._gsnr[0]), gsnr_r_mean=float(self._gsnr[1]))
+            out.update(gsnr_clip_frac=float(self._gsnr[0]), gsnr_r_mean=float(self._gsnr[1]),
+                       gsnr_dead_frac=float(self._gsnr[2]))
         return out
 
     def state_dict(self):

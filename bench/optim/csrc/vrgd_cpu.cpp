@@ -11,7 +11,7 @@
 //      mean^2, s2 and w^2
 //   B: ||g_vr||^2 with g_vr = clip(r / mean(r), gamma, 1) * mean (skipped for trust_grad "mean")
 //   C: the LARS update on g_vr (trust ratio from A and B), s1 = mean (p.grad after the step), and the
-//      count of coordinates clipped at gamma.
+//      counts of live coordinates clipped at gamma and of dead ones (r == 0: zero gradient in every group).
 // vrgd_factors does passes A and C's GSNR part alone for the other variants (their base update stays eager).
 // Loops are written for the vectoriser: `omp simd` reductions, no branches (-fno-trapping-math lets
 // the compiler turn the comparisons into selects), and an AVX2 clone picked at load time.
@@ -61,11 +61,14 @@ inline void layer_sums(const float* __restrict s1, const float* __restrict s2, c
   out[0] = r_sum, out[1] = mean_sq, out[2] = s2_sum, out[3] = w_sq;
 }
 
-// clip(r / mean(r), gamma, 1) for one coordinate (scale = 1 / mean(r / k)); `mean` receives s1 / k, and
-// `clipped` counts the coordinates below gamma.
-inline float factor(const Gsnr& q, float s1, float s2, float scale, float gamma, float& mean, float& clipped) {
-  const float r = ratio(q, s1, s2, mean) * scale;
-  clipped += r < gamma ? 1.0f : 0.0f;
+// clip(r / mean(r), gamma, 1) for one coordinate (scale = 1 / mean(r / k)); `mean` receives s1 / k, `clipped`
+// counts the live coordinates below gamma and `dead` those with r == 0 before normalising (vrgd.py's
+// gsnr_dead_frac: a zero gradient in every group).
+inline float factor(const Gsnr& q, float s1, float s2, float scale, float gamma, float& mean, float& clipped,
+                    float& dead) {
+  const float r_k = ratio(q, s1, s2, mean), r = r_k * scale;
+  clipped += r < gamma && r_k > 0 ? 1.0f : 0.0f;
+  dead += r_k == 0 ? 1.0f : 0.0f;
   return std::min(std::max(r, gamma), 1.0f);
 }
 
@@ -101,39 +104,40 @@ VECTOR_CLONES void pass_b(const float* __restrict s1, const float* __restrict s2
 VECTOR_CLONES void pass_c(float* __restrict s1, const float* __restrict s2, float* __restrict w, float* __restrict v,
                           int64_t begin, int64_t end, Gsnr q, float scale, float gamma, float step, float wd,
                           float momentum, double* out) {
-  float clipped = 0;
-#pragma omp simd reduction(+ : clipped)
+  float clipped = 0, dead = 0;
+#pragma omp simd reduction(+ : clipped, dead)
   for (int64_t i = begin; i < end; ++i) {
     float mean;
-    const float g = factor(q, s1[i], s2[i], scale, gamma, mean, clipped) * mean;
+    const float g = factor(q, s1[i], s2[i], scale, gamma, mean, clipped, dead) * mean;
     const float update = momentum * v[i] + step * (g + wd * w[i]);  // v = m v + lr trust (g + wd w)
     v[i] = update;
     w[i] -= update;
     s1[i] = mean;
   }
-  out[0] = clipped;
+  out[0] = clipped, out[1] = dead;
 }
 
-// The factors of one chunk into s2 (times the mean: kTimesMean), the mean into s1; returns the clipped count.
+// The factors of one chunk into s2 (times the mean: kTimesMean), the mean into s1; the clipped and dead counts
+// into out.
 template <bool kTimesMean>
-inline float factors(float* __restrict s1, float* __restrict s2, int64_t begin, int64_t end, Gsnr q, float scale,
-                     float gamma) {
-  float clipped = 0;
-#pragma omp simd reduction(+ : clipped)
+inline void factors(float* __restrict s1, float* __restrict s2, int64_t begin, int64_t end, Gsnr q, float scale,
+                    float gamma, double* out) {
+  float clipped = 0, dead = 0;
+#pragma omp simd reduction(+ : clipped, dead)
   for (int64_t i = begin; i < end; ++i) {
     float mean;
-    const float f = factor(q, s1[i], s2[i], scale, gamma, mean, clipped);
+    const float f = factor(q, s1[i], s2[i], scale, gamma, mean, clipped, dead);
     s1[i] = mean;
     s2[i] = kTimesMean ? f * mean : f;
   }
-  return clipped;
+  out[0] = clipped, out[1] = dead;
 }
 
 // A run-time flag inside the loop kept gcc from vectorising it (5x slower): one loop per case.
 VECTOR_CLONES void pass_factors(float* __restrict s1, float* __restrict s2, int64_t begin, int64_t end, Gsnr q,
                                 float scale, float gamma, bool times_mean, double* out) {
-  out[0] = times_mean ? factors<true>(s1, s2, begin, end, q, scale, gamma)
-                      : factors<false>(s1, s2, begin, end, q, scale, gamma);
+  if (times_mean) factors<true>(s1, s2, begin, end, q, scale, gamma, out);
+  else factors<false>(s1, s2, begin, end, q, scale, gamma, out);
 }
 
 VECTOR_CLONES void accumulate(float* __restrict s1, float* __restrict s2, const float* __restrict g,
@@ -195,7 +199,7 @@ void observe(torch::Tensor stats, const std::vector<torch::Tensor>& grads, torch
 
 // The VRGD-LARS step over all parameters (in the statistics' order). hyper[t] = (lr, weight_decay, eta,
 // eps, adapt, clip, momentum) of tensor t's param group. Returns per tensor (sum of r / k, ||mean||^2, sum of s2,
-// coordinates clipped, ||w||^2, ||g_vr||^2 or ||mean||^2, trust ratio), float64.
+// live coordinates clipped, ||w||^2, ||g_vr||^2 or ||mean||^2, trust ratio, dead coordinates), float64.
 torch::Tensor vrgd_lars_step(torch::Tensor stats, const std::vector<torch::Tensor>& params,
                              const std::vector<torch::Tensor>& bufs, torch::Tensor hyper, double k, double eps,
                              double gamma, bool trust_vr) {
@@ -206,7 +210,7 @@ torch::Tensor vrgd_lars_step(torch::Tensor stats, const std::vector<torch::Tenso
   int64_t total = 0;
   for (const auto& p : params) total += p.numel();
   TORCH_CHECK(2 * total + 2 == stats.numel(), "the statistics must hold 2 floats per parameter element, plus 2");
-  auto result = torch::zeros({count, 7}, torch::kFloat64);
+  auto result = torch::zeros({count, 8}, torch::kFloat64);
   double* out = result.data_ptr<double>();
   const auto h = hyper.contiguous().to(torch::kFloat64);
   const double* hp = h.data_ptr<double>();
@@ -236,19 +240,19 @@ torch::Tensor vrgd_lars_step(torch::Tensor stats, const std::vector<torch::Tenso
       if (w_norm > 0 && g_norm > 0) trust = x[2] * w_norm / (g_norm + wd * w_norm + x[3]);
       if (x[5] != 0) trust = std::min(trust / lr, 1.0);
     }
-    const double clipped = chunked(numel, 1, [&](int64_t i, int64_t j, double* o) {
+    const auto counts = chunked(numel, 2, [&](int64_t i, int64_t j, double* o) {
       pass_c(a, b, w, v, i, j, q, scale, gamma, lr * trust, wd, x[6], o);
-    })[0];
-    double* row = out + 7 * t;
-    row[0] = sums[0], row[1] = sums[1], row[2] = sums[2], row[3] = clipped, row[4] = sums[3], row[5] = vr_sq;
-    row[6] = trust;
+    });
+    double* row = out + 8 * t;
+    row[0] = sums[0], row[1] = sums[1], row[2] = sums[2], row[3] = counts[0], row[4] = sums[3], row[5] = vr_sq;
+    row[6] = trust, row[7] = counts[1];
   }
   return result;
 }
 
 // The GSNR factors alone, for VRGD over any base update (vrgd.py applies it): per tensor, pass A's sums, then
 // s1 = mean and s2 = clip(r / mean(r), gamma, 1), times the mean when `times_mean` (g_vr). Returns per tensor
-// (sum of r / k, ||mean||^2, sum of s2, coordinates clipped), float64.
+// (sum of r / k, ||mean||^2, sum of s2, live coordinates clipped, dead coordinates), float64.
 torch::Tensor vrgd_factors(torch::Tensor stats, torch::Tensor numels, double k, double eps, double gamma,
                            bool times_mean) {
   check_fp32_cpu(stats, "the statistics");
@@ -256,7 +260,7 @@ torch::Tensor vrgd_factors(torch::Tensor stats, torch::Tensor numels, double k, 
   const int64_t count = numels.numel(), n = (stats.numel() - 2) / 2;
   const int64_t* sizes = numels.data_ptr<int64_t>();
   TORCH_CHECK(std::accumulate(sizes, sizes + count, int64_t(0)) == n, "the sizes must add up to the statistics");
-  auto result = torch::zeros({count, 4}, torch::kFloat64);
+  auto result = torch::zeros({count, 5}, torch::kFloat64);
   double* out = result.data_ptr<double>();
   const Gsnr q{float(1.0 / k), float(k), float(k * eps)};
   float* s1 = stats.data_ptr<float>();
@@ -264,11 +268,11 @@ torch::Tensor vrgd_factors(torch::Tensor stats, torch::Tensor numels, double k, 
     float *a = s1 + offset, *b = s1 + n + offset;
     const auto sums = chunked(sizes[t], 4, [&](int64_t i, int64_t j, double* o) { pass_a_sums(a, b, i, j, q, o); });
     const float scale = inverse_mean(sums[0], sizes[t]);
-    const double clipped = chunked(sizes[t], 1, [&](int64_t i, int64_t j, double* o) {
+    const auto counts = chunked(sizes[t], 2, [&](int64_t i, int64_t j, double* o) {
       pass_factors(a, b, i, j, q, scale, gamma, times_mean, o);
-    })[0];
-    double* row = out + 4 * t;
-    row[0] = sums[0], row[1] = sums[1], row[2] = sums[2], row[3] = clipped;
+    });
+    double* row = out + 5 * t;
+    row[0] = sums[0], row[1] = sums[1], row[2] = sums[2], row[3] = counts[0], row[4] = counts[1];
   }
   return result;
 }
