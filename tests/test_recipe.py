@@ -325,7 +325,8 @@ def test_validate_refuses_what_run_refuses_and_names_what_it_did_not_check(tmp_p
     assert code == 2 and said.err.strip() == (f"bench: error: {path}: key 'model.name': unknown timm model "
                                               "'resnet18x'; did you mean resnet18, resnet18d, skresnet18?")
     code, said = validate("--models")
-    assert code == 0 and said.out.strip() == f"{path}: ok (r: resnet10t, sgd, global_batch 64)"  # nothing skipped
+    assert code == 0 and said.out.strip() == (f"{path}: ok (r: resnet10t, sgd, global_batch 64, dead parameters 55.9% "
+                                              "(2,752,512 of 4,924,540) at 32 px)")  # nothing skipped
 
     code, said = validate("--models", "--set", "optimizer.name=vrgd_sgd", "--set", "micro_batch=64")
     assert code == 2 and f"{path}: optimizer 'vrgd_sgd' needs at least 2 gradient groups per step and the plan has 1" \
