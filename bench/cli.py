@@ -41,13 +41,19 @@ def cmd_validate(args) -> int:
 
 
 def check_data(path: str, recipe) -> None:
-    """A recipe's dataset folder exists and has the layout, said with the recipe file and key."""
+    """A recipe's dataset has a record whose root function resolves, and a given folder exists and has the record's
+    layout, said with the recipe file and key."""
     from bench import catalog
     from bench.data import folder
 
-    if catalog.DATASETS[recipe.data.dataset].user_path:
+    try:
+        record = catalog.dataset(recipe.data.dataset)
+        record.load("root")
+    except UserError as e:
+        raise UserError(f"{path}: {e}") from None
+    if record.user_path:
         try:
-            folder.check(recipe.data.path, recipe.data.dataset == "filelist")
+            folder.check(recipe.data.path, record.layout == "filelist")
         except UserError as e:
             raise UserError(f"{path}: key 'data.path': {e}") from None
 

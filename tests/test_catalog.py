@@ -82,9 +82,21 @@ def test_every_dataset_record_is_in_the_recipe_and_the_analysis():
 
     assert set(typing.get_args(DataSpec.model_fields["dataset"].annotation)) == set(catalog.DATASETS)
     for record in catalog.DATASETS.values():
-        if record.section:
-            assert record.section in DataSpec.model_fields, record.name
+        assert record.reads in DataSpec.model_fields, record.name
         assert set(record.setting_keys) <= set(SETTING_KEYS), f"{record.name}'s runs would merge with others'"
+
+
+@pytest.mark.parametrize("name", sorted(catalog.DATASETS))
+def test_every_dataset_record_resolves_to_its_functions(name):
+    from bench.recipe import DataSpec
+
+    record = catalog.DATASETS[name]
+    assert record.name == name and record.layout in typing.get_args(typing.get_type_hints(catalog.Dataset)["layout"])
+    assert len(inspect.signature(record.load("root")).parameters) == 1  # it takes the recipe's data.<reads>
+    if record.virtual:  # its layout without files has the shape of the dataset its section describes
+        section = DataSpec.model_fields[record.reads].default
+        layout = record.load("virtual")(section)
+        assert len(layout.train) == section.classes * section.train_per_class == len(layout.train.labels)
 
 
 def test_every_table_record_resolves_and_the_cli_offers_each():

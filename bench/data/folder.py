@@ -90,6 +90,16 @@ def check(root: str | Path, filelist: bool = False) -> None:
     _classes(root, "val", _classes(root, "train", None))
 
 
+def given(path: str | Path) -> Path:
+    """The folder of a dataset the recipe names by its data.path (the root function of folder and filelist)."""
+    return Path(path)
+
+
+def read(root: str | Path, layout: str) -> Folder:
+    """The dataset at `root` in its layout ("folder" or "filelist": its catalog record's)."""
+    return scan_lists(root) if layout == "filelist" else scan(root)
+
+
 def scan(root: str | Path) -> Folder:
     root = Path(root)
     if not root.is_dir():

@@ -28,6 +28,7 @@ from typing import Callable
 import numpy as np
 from PIL import Image
 
+from bench.data import folder
 from bench.engine.rundir import current_umask
 from bench.recipe import SynthData as SynthSpec
 
@@ -177,3 +178,8 @@ def cached_dataset(key: str, write: Callable[[Path], Path]) -> Path:
 def cached(spec: SynthSpec) -> Path:
     """The dataset for `spec`, generated on first use and reused after."""
     return cached_dataset(cache_key(spec), lambda path: write_dataset(path, spec))
+
+
+def virtual(spec: SynthSpec) -> folder.Folder:
+    """The layout of the dataset for `spec` without its files (for a loader that reads none)."""
+    return folder.virtual([wnid(c) for c in range(spec.classes)], spec.train_per_class, spec.val_per_class)
