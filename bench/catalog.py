@@ -9,7 +9,8 @@ Adding an optimizer: its module in bench/optim/, its record in OPTIMIZERS, its s
 HPARAMS (the float64 reference tests are its own). A loader: its module in bench/data/ (what
 bench.data.loaders.Loader lists) and its record in LOADERS. A dataset: its record in DATASETS (the function that
 yields its folder), its recipe section (if it has one) in recipe.py, its preparation in bench/data/. A table: its
-function and its record in TABLES.
+function and its record in TABLES. A `bench data` converter: its function in its module in bench/data/ and its
+record in CONVERTERS (its arguments; the command line is built from them).
 """
 
 from __future__ import annotations
@@ -235,8 +236,7 @@ class Dataset:
     root: str  # "module:function" (the recipe's data.<reads>) -> the dataset folder (generated on first use, or given)
     reads: str  # the key of the recipe's data section its functions take: its own section (generated sets) or "path"
     layout: Literal["folder", "filelist"]  # how the folder holds the images (bench/data/folder.py)
-    label: str  # how tables and figures name it
-    converter: str | None = None  # the `bench data` command that writes it, or a layout bench converts into
+    label: str  # how tables and figures name it (the `bench data` commands that write it: CONVERTERS)
     virtual: str | None = None  # "module:function" (data.<reads>) -> its layout without files, for a loader that
     # reads none (random); None: such a loader still reads its folder's layout
 
@@ -261,11 +261,10 @@ class Dataset:
 
 
 DATASETS = {r.name: r for r in (
-    Dataset("synthetic", "bench.data.synthetic:cached", "synth", "folder", "synthetic data", "bench data synth",
+    Dataset("synthetic", "bench.data.synthetic:cached", "synth", "folder", "synthetic data",
             virtual="bench.data.synthetic:virtual"),
-    Dataset("digits", "bench.data.digits:cached", "digits", "folder", "sklearn digits", "bench data digits"),
-    Dataset("folder", "bench.data.folder:given", "path", "folder", "folder",
-            "bench data idx | cifar (into this layout)"),
+    Dataset("digits", "bench.data.digits:cached", "digits", "folder", "sklearn digits"),
+    Dataset("folder", "bench.data.folder:given", "path", "folder", "folder"),
     Dataset("filelist", "bench.data.folder:given", "path", "filelist", "file lists"),
 )}
 
@@ -276,6 +275,77 @@ def dataset(name: str) -> Dataset:
         raise UserError(f"key 'data.dataset' is {name!r}{did_you_mean(str(name), DATASETS)}: no dataset record has "
                         f"that name; valid names are: {', '.join(DATASETS)}.")
     return DATASETS[name]
+
+
+# --- converters -------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Argument:
+    flag: str  # "--per-class", or a positional argument's name (its keyword: "archive")
+    help: str | None = None  # argparse's (%(default)s names the default)
+    type: Literal["str", "int", "count", "list"] = "str"  # count: a whole number >= 1; list: comma-separated names
+    default: object = None
+    required: bool = False
+    metavar: str | None = None
+    choices: str | None = None  # "module:NAME" of the allowed values (imported when the parser is built)
+
+    @property
+    def keyword(self) -> str:
+        """The converter function's keyword argument it is passed as."""
+        return self.flag.lstrip("-").replace("-", "_")
+
+
+@dataclass(frozen=True)
+class Converter:
+    name: str  # `bench data <name>`
+    target: str  # "module:function": takes the arguments as keywords, writes the dataset to `out` (a new folder)
+    help: str
+    arguments: tuple[Argument, ...]
+    writes: str  # the dataset record a recipe reads what it writes with (data.dataset; its --out as data.path)
+    generates: str | None = None  # the generated dataset whose images it writes (the same files as that dataset's
+    # recipe section with the same settings), or None: a converter of someone else's data
+
+    def load(self):
+        return resolve(self.target, f"converter {self.name!r}'s function")
+
+
+_OUT = Argument("--out", required=True)
+CONVERTERS = {r.name: r for r in (
+    Converter("synth", "bench.data.synthetic:write", "write the generated ImageNet-layout dataset", (
+        _OUT,
+        Argument("--classes", type="int", default=10),
+        Argument("--train-per-class", type="int", default=100),
+        Argument("--val-per-class", type="int", default=30),
+        Argument("--size", "square images of this side (default: %(default)s)", "int", 72),
+        Argument("--width", "image width instead of --size (ImageNet-like: 500)", "int"),
+        Argument("--height", "image height instead of --size (ImageNet-like: 375)", "int"),
+        Argument("--quality", "JPEG quality (default: %(default)s)", "int", 90),
+        Argument("--seed", type="int", default=0),
+        Argument("--workers", "processes (default: all cores from 1000 images on)", "int", 0),
+    ), "folder", generates="synthetic"),
+    Converter("digits", "bench.data.digits:write",
+              "export scikit-learn's handwritten digits (1,797 images, 10 classes)", (
+                  _OUT,
+                  Argument("--size", "upscaled image side (default: %(default)s)", "int", 32),
+              ), "folder", generates="digits"),
+    Converter("cifar", "bench.data.cifar:convert",
+              "convert cifar-10-python.tar.gz or cifar-100-python.tar.gz to the layout", (
+                  Argument("archive", metavar="ARCHIVE"),
+                  _OUT,
+              ), "folder"),
+    Converter("idx", "bench.data.idx:convert", "convert the MNIST family's idx files (MNIST, Fashion-MNIST, KMNIST, "
+              "EMNIST) to the layout, the test set as val/", (
+                  Argument("root", "the folder holding train-images-idx3-ubyte[.gz] and the other three "
+                           "(Debian's dataset-fashion-mnist: /usr/share/datasets/fashion-mnist)", metavar="DIR"),
+                  _OUT,
+                  Argument("--per-class", "training images per class, drawn with --seed (default: all)", "count"),
+                  Argument("--val-per-class", "validation images per class (default: all)", "count"),
+                  Argument("--classes", "comma-separated class names or labels to keep (default: all)", "list"),
+                  Argument("--names", "class folder names: the dataset's, or the labels (default: guessed from "
+                           "DIR's path)", default="auto", choices="bench.data.idx:NAME_CHOICES"),
+                  Argument("--seed", "seed of the subset draw (default: %(default)s)", "int", 0),
+              ), "folder"),
+)}
 
 
 # --- tables -----------------------------------------------------------------------------------------------------

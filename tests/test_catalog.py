@@ -99,6 +99,35 @@ def test_every_dataset_record_resolves_to_its_functions(name):
         assert len(layout.train) == section.classes * section.train_per_class == len(layout.train.labels)
 
 
+@pytest.mark.parametrize("name", sorted(catalog.CONVERTERS))
+def test_every_converter_record_resolves_and_declares_its_function_s_arguments(name):
+    from bench.recipe import DataSpec
+
+    record = catalog.CONVERTERS[name]
+    signature = inspect.signature(record.load()).parameters
+    assert [a.keyword for a in record.arguments] == list(signature)[:len(record.arguments)]
+    assert all(p.default is not p.empty for p in list(signature.values())[len(record.arguments):])
+    for argument in record.arguments:
+        default = signature[argument.keyword].default
+        assert argument.required or argument.default == (None if default is inspect.Parameter.empty else default)
+        assert argument.choices is None or argument.default is None or argument.default in catalog.resolve(
+            argument.choices)
+    assert catalog.DATASETS[record.writes].user_path  # a recipe reads what it writes from its data.path
+    if record.generates:  # the same images as the generated dataset's recipe section, with the same defaults
+        section = DataSpec.model_fields[catalog.DATASETS[record.generates].reads].default.model_dump()
+        assert {a.keyword: a.default for a in record.arguments if a.keyword in section} == \
+            {k: v for k, v in section.items() if k in signature}
+
+
+def test_every_dataset_writer_has_a_converter_record_and_bench_data_offers_each():
+    from bench.cli import parser
+
+    writers = {f"bench.data.{p.stem}" for p in (ROOT / "data").glob("*.py") if "write_atomically(" in p.read_text()}
+    assert writers == {r.target.partition(":")[0] for r in catalog.CONVERTERS.values()}
+    data = next(a for a in parser()._subparsers._group_actions[0].choices["data"]._actions if a.dest == "data_command")
+    assert list(data.choices) == [*catalog.CONVERTERS, "check"]
+
+
 def test_every_table_record_resolves_and_the_cli_offers_each():
     from bench.analysis import commands, paper
 

@@ -33,6 +33,7 @@ NAMES = {
 }
 SPLITS = {"train": "train", "val": "t10k"}  # bench's split: the files' prefix
 UBYTE = 0x08
+NAME_CHOICES = ("auto", "labels", *sorted(NAMES))  # `bench data idx --names`
 
 
 def find(root: Path, split: str, kind: str) -> Path:

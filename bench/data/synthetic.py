@@ -30,6 +30,7 @@ from PIL import Image
 
 from bench.data import folder
 from bench.engine.rundir import current_umask
+from bench.errors import UserError
 from bench.recipe import SynthData as SynthSpec
 
 SHAPES = ("disc", "square", "ring", "diamond")
@@ -155,6 +156,27 @@ def write_dataset(out: Path, spec: SynthSpec, workers: int = 1) -> Path:
                 done.result()
 
     return write_atomically(out, fill)
+
+
+def write(out: str | Path, classes: int = 10, train_per_class: int = 100, val_per_class: int = 30, size: int = 72,
+          width: int | None = None, height: int | None = None, quality: int = 90, seed: int = 0,
+          workers: int = 0) -> Path:
+    """`bench data synth`: write the dataset of these settings (SynthSpec's) to the new folder `out`, rendering
+    in `workers` processes (0: all cores from 1000 images on)."""
+    from pydantic import ValidationError
+
+    from bench.recipe import describe_error
+
+    try:
+        spec = SynthSpec(classes=classes, train_per_class=train_per_class, val_per_class=val_per_class, size=size,
+                         width=width, height=height, quality=quality, seed=seed)
+    except ValidationError as e:
+        raise UserError(f"bench data synth: {describe_error(e)}") from None
+    out = Path(out)
+    if out.exists():
+        raise UserError(f"{out}: already exists; choose a new --out directory")
+    images = spec.classes * (spec.train_per_class + spec.val_per_class)
+    return write_dataset(out, spec, workers=workers or (os.cpu_count() or 1 if images >= 1000 else 1))
 
 
 def cache_root() -> Path:
