@@ -31,6 +31,7 @@ MAX_MESSAGE = 1000  # characters of an error message: a value echoed back is nev
 
 def cmd_validate(args) -> int:
     from bench import recipe
+    from bench.data.check import check_data
 
     for path in args.recipes:
         r = recipe.load(path, args.set, models=args.models)
@@ -38,24 +39,6 @@ def cmd_validate(args) -> int:
             check_data(path, r)
         print(f"{path}: ok ({r.name}: {r.model.name}, {r.optimizer.name}, global_batch {r.global_batch})")
     return 0
-
-
-def check_data(path: str, recipe) -> None:
-    """A recipe's dataset has a record whose root function resolves, and a given folder exists and has the record's
-    layout, said with the recipe file and key."""
-    from bench import catalog
-    from bench.data import folder
-
-    try:
-        record = catalog.dataset(recipe.data.dataset)
-        record.load("root")
-    except UserError as e:
-        raise UserError(f"{path}: {e}") from None
-    if record.user_path:
-        try:
-            folder.check(recipe.data.path, record.layout == "filelist")
-        except UserError as e:
-            raise UserError(f"{path}: key 'data.path': {e}") from None
 
 
 def cmd_recipe_keys(args) -> int:
@@ -105,6 +88,8 @@ def _worker_args(args) -> list[str]:
 
 
 def cmd_run(args) -> int:
+    from bench.data.check import check_data
+
     r = _recipe(args)  # bad input stops here, before any worker starts
     check_data(args.recipe, r)
     if args.nproc > 1:
