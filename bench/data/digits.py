@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from bench import files
 from bench.data import synthetic
 from bench.errors import UserError
 from bench.recipe import DigitsData
@@ -51,7 +52,7 @@ def write_dataset(out, spec: DigitsData):
             big = Image.fromarray(image, mode="L").resize((spec.size, spec.size), Image.BICUBIC)
             big.save(folder / f"{label}_{index:04d}.png")
 
-    return synthetic.write_atomically(out, fill)
+    return files.write_atomically(out, fill)
 
 
 def write(out, size: int = 32):

@@ -19,8 +19,6 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-import shutil
-import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Callable
@@ -28,8 +26,8 @@ from typing import Callable
 import numpy as np
 from PIL import Image
 
+from bench import files
 from bench.data import folder
-from bench.engine.rundir import current_umask
 from bench.errors import UserError
 from bench.recipe import SynthData as SynthSpec
 
@@ -117,23 +115,6 @@ def render(spec: SynthSpec, c: int, split: str, i: int) -> bytes:
     return buf.getvalue()
 
 
-def write_atomically(out: Path, fill: Callable[[Path], None]) -> Path:
-    """Run `fill(tmp)` on a fresh temporary folder, then rename it to `out`: a crash leaves nothing half-written."""
-    out = Path(out)
-    if out.exists():
-        raise FileExistsError(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
-        os.chmod(tmp, 0o777 & ~current_umask())  # as mkdir would (mkdtemp's 0700 would hide the data from a lab group)
-        fill(tmp)
-        os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return out
-
-
 def _write_class(tmp: Path, spec: SynthSpec, split: str, c: int, count: int) -> None:
     folder = tmp / split / wnid(c)
     folder.mkdir(parents=True)
@@ -155,7 +136,7 @@ def write_dataset(out: Path, spec: SynthSpec, workers: int = 1) -> Path:
             for done in [pool.submit(_write_class, tmp, spec, *job) for job in jobs]:
                 done.result()
 
-    return write_atomically(out, fill)
+    return files.write_atomically(out, fill)
 
 
 def write(out: str | Path, classes: int = 10, train_per_class: int = 100, val_per_class: int = 30, size: int = 72,
