@@ -41,7 +41,7 @@ def recipe(spec: dict, sets: list[str] = ()) -> Recipe:
 
 def run(recipe: Recipe, out: str | Path = DEFAULT_OUT, progress: bool = False, restart: bool = False) -> Path:
     """Train `recipe` in this process (resuming its unfinished run unless `restart`); its run directory."""
-    from bench.cli import check_data
+    from bench.data.check import check_data
     from bench.engine.train import train
 
     check_data(recipe.name, recipe)

@@ -41,9 +41,9 @@ def cmd_validate(args) -> int:
     """What `bench run` checks before it starts, but the device's: the model name only with --models (timm imports
     torch), micro_batch auto's group count at run time; the ok line names what was not checked."""
     from bench import catalog, recipe
-    from bench.engine.plan import recipe_plan
-
     from bench.data import images
+    from bench.data.check import check_data
+    from bench.engine.plan import recipe_plan
 
     for path in args.recipes:
         r = recipe.load(path, args.set, models=args.models)
@@ -86,18 +86,6 @@ def _dead_params(path: str, r, schema_only: bool) -> str:
     if said:
         warnings.warn(f"{path}: {said}", BenchWarning)
     return f", dead parameters {found.share:.1%} ({found.dead:,} of {found.total:,}) at {spec.image_size} px"
-
-
-def check_data(path: str, recipe) -> None:
-    """A recipe's dataset folder exists and has the layout, said with the recipe file and key."""
-    from bench import catalog
-    from bench.data import folder
-
-    if catalog.DATASETS[recipe.data.dataset].user_path:
-        try:
-            folder.check(recipe.data.path, recipe.data.dataset == "filelist")
-        except UserError as e:
-            raise UserError(f"{path}: key 'data.path': {e}") from None
 
 
 def cmd_recipe_keys(args) -> int:
@@ -152,6 +140,8 @@ def _worker_args(args) -> list[str]:
 
 
 def cmd_run(args) -> int:
+    from bench.data.check import check_data
+
     r = _recipe(args)  # bad input stops here, before any worker starts
     check_data(args.recipe, r)
     if args.nproc > 1:

@@ -36,6 +36,20 @@ def test_a_recipe_from_a_dict_and_bad_input_is_a_user_error(tmp_path):
         api.run(api.recipe({**spec, "data": {"dataset": "folder", "path": str(tmp_path / "none")}}), out=tmp_path)
 
 
+def test_the_library_checks_data_without_the_command_line(tmp_path):
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom bench import api\nfrom bench.errors import UserError\n"
+            "r = api.recipe({'name': 'd', 'model': {'name': 'resnet10t'}, 'global_batch': 20, 'optimizer': {'name': "
+            f"'sgd', 'lr': 0.1}}, 'epochs': 1, 'target_top1': 50, 'data': {{'dataset': 'folder', 'path': "
+            f"{str(tmp_path / 'none')!r}}}}})\n"
+            "try:\n    api.run(r)\nexcept UserError as e:\n    print(e)\n"
+            "print(sorted(m for m in sys.modules if m.startswith('bench.') and m.split('.')[1] in ('cli', 'analysis')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path).stdout
+    assert out.splitlines() == [f"d: key 'data.path': {tmp_path / 'none'}: dataset directory does not exist", "[]"]
+
+
 def test_a_sweep_from_python(tmp_path, tiny_dataset):
     write_recipe(tmp_path / "base.yaml", BASE.replace("DATA", str(tiny_dataset)))
     path = write_recipe(tmp_path / "tiny.yaml", SWEEP)

@@ -82,9 +82,50 @@ def test_every_dataset_record_is_in_the_recipe_and_the_analysis():
 
     assert set(typing.get_args(DataSpec.model_fields["dataset"].annotation)) == set(catalog.DATASETS)
     for record in catalog.DATASETS.values():
-        if record.section:
-            assert record.section in DataSpec.model_fields, record.name
+        assert record.reads in DataSpec.model_fields, record.name
         assert set(record.setting_keys) <= set(SETTING_KEYS), f"{record.name}'s runs would merge with others'"
+
+
+@pytest.mark.parametrize("name", sorted(catalog.DATASETS))
+def test_every_dataset_record_resolves_to_its_functions(name):
+    from bench.recipe import DataSpec
+
+    record = catalog.DATASETS[name]
+    assert record.name == name and record.layout in typing.get_args(typing.get_type_hints(catalog.Dataset)["layout"])
+    assert len(inspect.signature(record.load("root")).parameters) == 1  # it takes the recipe's data.<reads>
+    if record.virtual:  # its layout without files has the shape of the dataset its section describes
+        section = DataSpec.model_fields[record.reads].default
+        layout = record.load("virtual")(section)
+        assert len(layout.train) == section.classes * section.train_per_class == len(layout.train.labels)
+
+
+@pytest.mark.parametrize("name", sorted(catalog.CONVERTERS))
+def test_every_converter_record_resolves_and_declares_its_function_s_arguments(name):
+    from bench.recipe import DataSpec
+
+    record = catalog.CONVERTERS[name]
+    signature = inspect.signature(record.load()).parameters
+    assert [a.keyword for a in record.arguments] == list(signature)[:len(record.arguments)]
+    assert all(p.default is not p.empty for p in list(signature.values())[len(record.arguments):])
+    for argument in record.arguments:
+        default = signature[argument.keyword].default
+        assert argument.required or argument.default == (None if default is inspect.Parameter.empty else default)
+        assert argument.choices is None or argument.default is None or argument.default in catalog.resolve(
+            argument.choices)
+    assert catalog.DATASETS[record.writes].user_path  # a recipe reads what it writes from its data.path
+    if record.generates:  # the same images as the generated dataset's recipe section, with the same defaults
+        section = DataSpec.model_fields[catalog.DATASETS[record.generates].reads].default.model_dump()
+        assert {a.keyword: a.default for a in record.arguments if a.keyword in section} == \
+            {k: v for k, v in section.items() if k in signature}
+
+
+def test_every_dataset_writer_has_a_converter_record_and_bench_data_offers_each():
+    from bench.cli import parser
+
+    writers = {f"bench.data.{p.stem}" for p in (ROOT / "data").glob("*.py") if "write_atomically(" in p.read_text()}
+    assert writers == {r.target.partition(":")[0] for r in catalog.CONVERTERS.values()}
+    data = next(a for a in parser()._subparsers._group_actions[0].choices["data"]._actions if a.dest == "data_command")
+    assert list(data.choices) == [*catalog.CONVERTERS, "check"]
 
 
 def test_every_table_record_resolves_and_the_cli_offers_each():

@@ -51,6 +51,51 @@ def test_recipe_dataset_digits_is_generated_into_the_cache(tmp_path):
     assert images.shape == (32, 3, 8, 8) and labels.max() < 10
 
 
+HANDMADE = {"root": None, "calls": []}
+
+
+def handmade_root(section):
+    """The root function of the throwaway dataset record below: says it ran, with what."""
+    HANDMADE["calls"].append(section)
+    return HANDMADE["root"]
+
+
+@pytest.mark.parametrize("loader", ["torchvision", "random"])
+def test_a_new_dataset_record_runs_its_own_root_function_not_the_synthetic_set(tiny_dataset, tmp_path, monkeypatch,
+                                                                               loader):
+    from bench import catalog
+
+    monkeypatch.setitem(catalog.DATASETS, "handmade", catalog.Dataset(
+        "handmade", "tests.test_datasets:handmade_root", "digits", "folder", "handmade"))
+    monkeypatch.setitem(HANDMADE, "root", tiny_dataset)
+    monkeypatch.setitem(HANDMADE, "calls", [])
+    spec = DataSpec(dataset="digits", digits={"size": 9}, image_size=8, loader=loader, workers=0)
+    data = build(spec.model_copy(update={"dataset": "handmade"}), 16, 16, 0, 1, seed=0)
+    assert HANDMADE["calls"] == [spec.digits]  # its function, given its recipe key
+    assert data.root == tiny_dataset and (data.num_classes, data.train_size, data.val_size) == (4, 160, 40)
+    assert not (tmp_path / "cache").exists()  # nothing generated: no synthetic (nor digits) set behind it
+
+
+def test_an_unknown_or_unresolvable_dataset_record_is_one_sentence(tmp_path, monkeypatch, capsys):
+    from bench import catalog
+
+    spec = DataSpec(image_size=8, loader="torchvision", workers=0)
+    with pytest.raises(UserError, match="key 'data.dataset' is 'nowhere': no dataset record has that name; valid"):
+        build(spec.model_copy(update={"dataset": "nowhere"}), 16, 16, 0, 1, seed=0)
+    for target in ("tests.test_datasets:no_such_function", "tests.no_such_module:root", "tests.test_datasets:HANDMADE"):
+        monkeypatch.setitem(catalog.DATASETS, "synthetic", catalog.Dataset(
+            "synthetic", target, "synth", "folder", "synthetic data"))
+        with pytest.raises(UserError, match=f"dataset 'synthetic''s root function '{target}' does not resolve"):
+            build(spec, 16, 16, 0, 1, seed=0)
+        recipe = tmp_path / "r.yaml"
+        recipe.write_text("model: {name: resnet18}\nglobal_batch: 64\noptimizer: {name: sgd, lr: 0.1}\nepochs: 1\n"
+                          "target_top1: 50\n")
+        assert main(["validate", str(recipe)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"bench: error: {recipe}: dataset 'synthetic''s root function") and err.count("\n") == 1
+    assert not (tmp_path / "cache").exists()
+
+
 def _pickle(obj) -> bytes:
     return pickle.dumps(obj, protocol=2)
 

@@ -3,7 +3,6 @@
 import json
 import os
 
-import pytest
 
 from bench.cli import main
 from bench.engine import threads

@@ -16,8 +16,9 @@ from pathlib import Path
 
 from bench import catalog
 from bench.analysis.render import FORMATS
-from bench.engine.rundir import FINISHED, atomic_write, checkpoints, prune_checkpoints
+from bench.engine.rundir import FINISHED, checkpoints, prune_checkpoints
 from bench.errors import UserError
+from bench.files import atomic_write
 
 EXPORTS = ("parquet", "json")  # bench.analysis.export.FORMATS, without importing pandas for every command
 TABLE_NAMES = tuple(catalog.TABLES)

@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # pandas is imported by the callers that hold frames; `bench report --columns` needs none
     import pandas as pd
 
-from bench.engine.rundir import atomic_write, versions
+from bench.engine.rundir import versions
 from bench.errors import UserError
+from bench.files import atomic_write
 
 FORMATS = ("parquet", "json")
 

@@ -44,7 +44,7 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: 
 from bench import catalog  # noqa: E402
 from bench.analysis import paper  # noqa: E402
 from bench.analysis.paper import MLPERF_TARGET, display  # noqa: E402
-from bench.engine.rundir import atomic_write  # noqa: E402
+from bench.files import atomic_write  # noqa: E402
 from bench.analysis.results import (Study, best_groups, file_stem, numbers, read_events, step_batches,  # noqa: E402
                                     variant_names)
 

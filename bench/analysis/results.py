@@ -47,8 +47,8 @@ whose metrics.csv cannot be parsed, is left out and named in a warning (strict: 
 whose last line is cut off loses that line, with a warning. A run left "running" by a killed process (no
 process holds its lock) has status "stopped" and is never aggregated.
 
-Seeds (`Study.groups`): runs whose resolved recipes are equal once the fields in
-SEED_NEUTRAL are removed form one group (`group`, a hash of what is left). A seed counts once per group
+Seeds (`Study.groups`): runs whose resolved recipes are equal once the fields in SEED_NEUTRAL (bench/identity.py)
+are removed form one group (`group`, a hash of what is left). A seed counts once per group
 (once_per_seed: the finished run that ended last, by meta.json's end_time, the others named in a warning;
 the loader that ran is part of the recipe here: DALI's and torchvision's runs are not seeds of one recipe). They are aggregated as mean,
 `<metric>_std` (sample std, NaN for one run) and `n`, over
@@ -59,11 +59,9 @@ when any seed missed the target (`n_reached` says how many reached it).
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import math
-import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,25 +73,10 @@ import yaml
 from bench.analysis.paper import data_label, model_label, model_shape, paper_setting, setting_label
 from bench.engine.rundir import FINISHED, METRIC_COLUMNS, held_by_a_process
 from bench.errors import UserError
-from bench.catalog import DATASETS, LOADER_ALIASES, reads_files
+from bench.catalog import DATASETS, reads_files
+from bench.identity import digest, loader_ran, seed_key
 from bench.recipe import Recipe, file_stem  # noqa: F401  (file_stem: plots use it from here)
 
-# Removed from the resolved recipe before comparing runs for seed aggregation:
-# the run's identity (name, seed) and fields that do not change the mathematics
-# of training (loader threads, eval batch, how unreadable files are reported,
-# checkpoint cadence, compile/memory format, CPU threads: these change float rounding at most; the dead-parameter
-# check, which only warns or refuses). data.loader is reduced to whether
-# it reads the images (auto, dali and torchvision give the same crops) or
-# feeds random tensors. micro_batch and gsnr_groups are replaced by the batch
-# plan that ran (meta.json), since `auto` resolves per machine and both change
-# the maths (BatchNorm statistics, the VRGD group count k).
-SEED_NEUTRAL = (
-    ("name",), ("seed",), ("micro_batch",), ("gsnr_groups",), ("checkpoint",),
-    ("data", "workers"), ("data", "eval_batch"), ("data", "strict"),
-    ("engine", "compile"), ("engine", "channels_last"), ("engine", "threads"), ("engine", "micro_batch_cap"),
-    ("engine", "dead_params"), ("optimizer", "fused"),
-    ("logging",),
-)
 # What makes two groups comparable ("the same problem"): model, dataset, image size, target.
 # Each dataset's own keys come from its catalog record (a new dataset is never merged with another's runs).
 SETTING_KEYS = (("model",), ("data", "dataset"), *dict.fromkeys(k for d in DATASETS.values() for k in d.setting_keys),
@@ -240,17 +223,6 @@ def step_stats(events: pd.DataFrame, metrics: pd.DataFrame, plan_batch: float) -
     return out
 
 
-def _drop(tree: dict, paths) -> dict:
-    out = json.loads(json.dumps(tree))  # a deep copy
-    for path in paths:
-        node = out
-        for part in path[:-1]:
-            node = node.get(part) if isinstance(node, dict) else None
-        if isinstance(node, dict):
-            node.pop(path[-1], None)
-    return out
-
-
 def _pick(tree: dict, paths) -> dict:
     out = {}
     for path in paths:
@@ -259,10 +231,6 @@ def _pick(tree: dict, paths) -> dict:
             node = node.get(part) if isinstance(node, dict) else None
         out[".".join(path)] = node
     return out
-
-
-def digest(obj) -> str:
-    return hashlib.sha1(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:8]
 
 
 def leaves(tree, prefix: str = "") -> dict:
@@ -301,26 +269,10 @@ def _loader_class(recipe: dict) -> dict:
     return {**recipe, "data": data}
 
 
-def loader_ran(recipe: dict, meta: dict) -> str:
-    """The loader a run used: meta.json's (auto resolved where it ran), else the recipe's (old aliases mapped)."""
-    loader = meta.get("loader") or (recipe.get("data") or {}).get("loader") or "auto"
-    return LOADER_ALIASES.get(loader, loader)
-
-
 def plan_batch_of(meta: dict) -> int | None:
     """The plan's batch from meta.json (`plan.batch`; runs before 2026-11-24 wrote it as `plan.global_batch`)."""
     plan = meta.get("plan") or {}
     return plan.get("batch", plan.get("global_batch"))
-
-
-def seed_key(recipe: dict, meta: dict) -> dict:
-    """What must be equal for two runs to count as seeds of one recipe (see SEED_NEUTRAL); the loader that ran
-    counts (DALI's and torchvision's decoders and resizers round differently, so their numbers differ)."""
-    plan = meta.get("plan") or {}
-    key = _drop({**recipe, "data": {**(recipe.get("data") or {}), "loader": loader_ran(recipe, meta)}}, SEED_NEUTRAL)
-    key["plan"] = {"micro_batch": plan.get("micro_batch", recipe.get("micro_batch")),
-                   "gsnr_groups": plan.get("gsnr_groups", recipe.get("gsnr_groups"))}
-    return key
 
 
 def first_at_or_above(curve: pd.DataFrame, threshold: float) -> pd.Series | None:

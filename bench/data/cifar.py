@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from bench.data import synthetic
+from bench import files
 from bench.errors import UserError
 
 LAYOUTS = {  # top folder: (train members, val member, meta member, label names key, labels key)
@@ -88,5 +88,5 @@ def convert(archive: str | Path, out: str | Path) -> dict[str, int]:
                         index += 1
                 counts[split] = index
 
-        synthetic.write_atomically(out, fill)
+        files.write_atomically(out, fill)
     return counts

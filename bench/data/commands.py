@@ -1,20 +1,15 @@
-"""`bench data ...`: dataset commands (generate, convert, check)."""
+"""`bench data ...`: dataset commands: the converters (generate, convert; each built from its record in
+catalog.CONVERTERS) and check."""
 
 from __future__ import annotations
 
+import functools
 import os
 from collections import Counter
 from pathlib import Path
 
-from bench.data.idx import NAMES
-from bench.errors import UserError, count
-
-
-def _new_out(path: str) -> Path:
-    out = Path(path)
-    if out.exists():
-        raise UserError(f"{out}: already exists; choose a new --out directory")
-    return out
+from bench import catalog
+from bench.errors import count
 
 
 def _summary(out: Path) -> str:
@@ -24,52 +19,28 @@ def _summary(out: Path) -> str:
     return f"wrote {len(layout.train)} train and {len(layout.val)} val images in {len(layout.classes)} classes to {out}"
 
 
-def cmd_synth(args) -> int:
-    from pydantic import ValidationError
-
-    from bench.data import synthetic
-    from bench.recipe import describe_error
-
-    try:
-        spec = synthetic.SynthSpec(classes=args.classes, train_per_class=args.train_per_class,
-                                   val_per_class=args.val_per_class, size=args.size, width=args.width,
-                                   height=args.height, quality=args.quality, seed=args.seed)
-    except ValidationError as e:
-        raise UserError(f"bench data synth: {describe_error(e)}") from None
-    out = _new_out(args.out)
-    images = spec.classes * (spec.train_per_class + spec.val_per_class)
-    synthetic.write_dataset(out, spec, workers=args.workers or (os.cpu_count() or 1 if images >= 1000 else 1))
-    print(_summary(out))
-    return 0
-
-
-def cmd_digits(args) -> int:
-    from bench.data import digits
-    from bench.recipe import DigitsData
-
-    if args.size < 8:
-        raise UserError(f"bench data digits: --size must be at least 8 (got {args.size})")
-    out = _new_out(args.out)
-    digits.write_dataset(out, DigitsData(size=args.size))
-    print(_summary(out))
-    return 0
-
-
-def cmd_cifar(args) -> int:
-    from bench.data import cifar
-
-    counts = cifar.convert(args.archive, args.out)
-    print(f"wrote {counts['train']} train and {counts['val']} val images to {args.out}")
-    return 0
-
-
-def cmd_idx(args) -> int:
-    from bench.data import idx
-
-    idx.convert(args.dir, args.out, per_class=args.per_class, val_per_class=args.val_per_class,
-                         classes=args.classes.split(",") if args.classes else None, names=args.names, seed=args.seed)
+def cmd_convert(record: catalog.Converter, args) -> int:
+    """`bench data <converter>`: its function with the arguments its record declares, then what it wrote."""
+    record.load()(**{a.keyword: getattr(args, a.keyword) for a in record.arguments})
     print(_summary(Path(args.out)))
     return 0
+
+
+TYPES = {"str": str, "int": int, "count": count(1), "list": lambda text: text.split(",") if text else None}
+
+
+def add_converter(data, record: catalog.Converter) -> None:
+    """The subcommand of a converter record: its arguments, as the record declares them."""
+    s = data.add_parser(record.name, help=record.help)
+    for a in record.arguments:
+        options = {"type": TYPES[a.type]} if a.type != "str" else {}
+        if a.flag.startswith("-"):
+            options |= {"default": a.default} | ({"required": True} if a.required else {})
+        options |= {k: v for k, v in (("help", a.help), ("metavar", a.metavar)) if v is not None}
+        if a.choices:
+            options["choices"] = list(catalog.resolve(a.choices))
+        s.add_argument(a.flag, **options)
+    s.set_defaults(func=functools.partial(cmd_convert, record))
 
 
 
@@ -100,41 +71,8 @@ def cmd_check(args) -> int:
 
 def add_parser(sub) -> None:
     data = sub.add_parser("data", help="datasets").add_subparsers(dest="data_command", required=True, metavar="COMMAND")
-    s = data.add_parser("synth", help="write the generated ImageNet-layout dataset")
-    s.add_argument("--out", required=True)
-    s.add_argument("--classes", type=int, default=10)
-    s.add_argument("--train-per-class", type=int, default=100)
-    s.add_argument("--val-per-class", type=int, default=30)
-    s.add_argument("--size", type=int, default=72, help="square images of this side (default: %(default)s)")
-    s.add_argument("--width", type=int, help="image width instead of --size (ImageNet-like: 500)")
-    s.add_argument("--height", type=int, help="image height instead of --size (ImageNet-like: 375)")
-    s.add_argument("--quality", type=int, default=90, help="JPEG quality (default: %(default)s)")
-    s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--workers", type=int, default=0, help="processes (default: all cores from 1000 images on)")
-    s.set_defaults(func=cmd_synth)
-
-    s = data.add_parser("digits", help="export scikit-learn's handwritten digits (1,797 images, 10 classes)")
-    s.add_argument("--out", required=True)
-    s.add_argument("--size", type=int, default=32, help="upscaled image side (default: %(default)s)")
-    s.set_defaults(func=cmd_digits)
-
-    s = data.add_parser("cifar", help="convert cifar-10-python.tar.gz or cifar-100-python.tar.gz to the layout")
-    s.add_argument("archive", metavar="ARCHIVE")
-    s.add_argument("--out", required=True)
-    s.set_defaults(func=cmd_cifar)
-
-    s = data.add_parser("idx", help="convert the MNIST family's idx files (MNIST, Fashion-MNIST, KMNIST, EMNIST) "
-                                     "to the layout, the test set as val/")
-    s.add_argument("dir", metavar="DIR", help="the folder holding train-images-idx3-ubyte[.gz] and the other three "
-                                              "(Debian's dataset-fashion-mnist: /usr/share/datasets/fashion-mnist)")
-    s.add_argument("--out", required=True)
-    s.add_argument("--per-class", type=count(1), help="training images per class, drawn with --seed (default: all)")
-    s.add_argument("--val-per-class", type=count(1), help="validation images per class (default: all)")
-    s.add_argument("--classes", help="comma-separated class names or labels to keep (default: all)")
-    s.add_argument("--names", choices=["auto", "labels", *sorted(NAMES)], default="auto",
-                   help="class folder names: the dataset's, or the labels (default: guessed from DIR's path)")
-    s.add_argument("--seed", type=int, default=0, help="seed of the subset draw (default: %(default)s)")
-    s.set_defaults(func=cmd_idx)
+    for record in catalog.CONVERTERS.values():
+        add_converter(data, record)
 
     s = data.add_parser("check", help="classes, images per split and unreadable files of a dataset "
                                       "(exit 1 when some are unreadable)")

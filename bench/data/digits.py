@@ -11,10 +11,12 @@ each class, in scikit-learn's order, every fifth image (positions 4, 9, 14,
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 
 import numpy as np
 from PIL import Image
 
+from bench import files
 from bench.data import synthetic
 from bench.errors import UserError
 from bench.recipe import DigitsData
@@ -50,7 +52,16 @@ def write_dataset(out, spec: DigitsData):
             big = Image.fromarray(image, mode="L").resize((spec.size, spec.size), Image.BICUBIC)
             big.save(folder / f"{label}_{index:04d}.png")
 
-    return synthetic.write_atomically(out, fill)
+    return files.write_atomically(out, fill)
+
+
+def write(out, size: int = 32):
+    """`bench data digits`: write the dataset with images of side `size` to the new folder `out`."""
+    if size < 8:
+        raise UserError(f"bench data digits: --size must be at least 8 (got {size})")
+    if Path(out).exists():
+        raise UserError(f"{out}: already exists; choose a new --out directory")
+    return write_dataset(Path(out), DigitsData(size=size))
 
 
 def cache_key(spec: DigitsData) -> str:

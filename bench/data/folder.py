@@ -136,6 +136,16 @@ def class_count(root: str | Path, filelist: bool = False) -> int | None:
         return None
 
 
+def given(path: str | Path) -> Path:
+    """The folder of a dataset the recipe names by its data.path (the root function of folder and filelist)."""
+    return Path(path)
+
+
+def read(root: str | Path, layout: str) -> Folder:
+    """The dataset at `root` in its layout ("folder" or "filelist": its catalog record's)."""
+    return scan_lists(root) if layout == "filelist" else scan(root)
+
+
 def scan(root: str | Path) -> Folder:
     root = Path(root)
     if not root.is_dir():

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from bench.data import synthetic
+from bench import files
 from bench.errors import UserError
 
 # Class names in label order, by dataset (what --names accepts besides "labels").
@@ -33,6 +33,7 @@ NAMES = {
 }
 SPLITS = {"train": "train", "val": "t10k"}  # bench's split: the files' prefix
 UBYTE = 0x08
+NAME_CHOICES = ("auto", "labels", *sorted(NAMES))  # `bench data idx --names`
 
 
 def find(root: Path, split: str, kind: str) -> Path:
@@ -142,5 +143,5 @@ def convert(root: str | Path, out: str | Path, per_class: int | None = None, val
             for i in chosen[split]:
                 Image.fromarray(images[i]).save(tmp / split / folders[int(labels[i])] / f"{i:05d}.png")
 
-    synthetic.write_atomically(out, fill)
+    files.write_atomically(out, fill)
     return {split: len(index) for split, index in chosen.items()}

@@ -25,7 +25,7 @@ from typing import Iterable, Iterator
 import torch
 
 from bench.data import folder as folder_layout
-from bench.data import images, loaders, sampling, synthetic
+from bench.data import images, loaders, sampling
 from bench.data.output import Options
 from bench.errors import UserError
 from bench import catalog
@@ -120,23 +120,18 @@ class Data:
 
 
 def resolve_root(spec: DataSpec) -> Path:
-    """The dataset folder: the given path, or the cached generated dataset."""
-    if spec.dataset in ("folder", "filelist"):
-        return Path(spec.path)
-    if spec.dataset == "digits":
-        from bench.data import digits
-
-        return digits.cached(spec.digits)
-    return synthetic.cached(spec.synth)
+    """The dataset folder: what its catalog record's root function makes of the recipe's data.<reads> (the given
+    path, or the cached generated dataset)."""
+    record = catalog.dataset(spec.dataset)
+    return Path(record.load("root")(getattr(spec, record.reads)))
 
 
 def scan(spec: DataSpec, loader: str) -> folder_layout.Folder:
-    """The dataset's layout; a loader that reads no files (random) on the synthetic dataset needs none."""
-    if not loaders.get(loader).READS_FILES and spec.dataset == "synthetic":
-        s = spec.synth
-        return folder_layout.virtual([synthetic.wnid(c) for c in range(s.classes)], s.train_per_class, s.val_per_class)
-    root = resolve_root(spec)
-    return folder_layout.scan_lists(root) if spec.dataset == "filelist" else folder_layout.scan(root)
+    """The dataset's layout; a loader that reads no files (random) on a dataset with a virtual layout needs none."""
+    record = catalog.dataset(spec.dataset)
+    if not loaders.get(loader).READS_FILES and record.virtual:
+        return record.load("virtual")(getattr(spec, record.reads))
+    return folder_layout.read(resolve_root(spec), record.layout)
 
 
 def default_device() -> torch.device:

@@ -19,8 +19,6 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-import shutil
-import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Callable
@@ -28,7 +26,9 @@ from typing import Callable
 import numpy as np
 from PIL import Image
 
-from bench.engine.rundir import current_umask
+from bench import files
+from bench.data import folder
+from bench.errors import UserError
 from bench.recipe import SynthData as SynthSpec
 
 SHAPES = ("disc", "square", "ring", "diamond")
@@ -115,23 +115,6 @@ def render(spec: SynthSpec, c: int, split: str, i: int) -> bytes:
     return buf.getvalue()
 
 
-def write_atomically(out: Path, fill: Callable[[Path], None]) -> Path:
-    """Run `fill(tmp)` on a fresh temporary folder, then rename it to `out`: a crash leaves nothing half-written."""
-    out = Path(out)
-    if out.exists():
-        raise FileExistsError(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
-        os.chmod(tmp, 0o777 & ~current_umask())  # as mkdir would (mkdtemp's 0700 would hide the data from a lab group)
-        fill(tmp)
-        os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return out
-
-
 def _write_class(tmp: Path, spec: SynthSpec, split: str, c: int, count: int) -> None:
     folder = tmp / split / wnid(c)
     folder.mkdir(parents=True)
@@ -153,7 +136,28 @@ def write_dataset(out: Path, spec: SynthSpec, workers: int = 1) -> Path:
             for done in [pool.submit(_write_class, tmp, spec, *job) for job in jobs]:
                 done.result()
 
-    return write_atomically(out, fill)
+    return files.write_atomically(out, fill)
+
+
+def write(out: str | Path, classes: int = 10, train_per_class: int = 100, val_per_class: int = 30, size: int = 72,
+          width: int | None = None, height: int | None = None, quality: int = 90, seed: int = 0,
+          workers: int = 0) -> Path:
+    """`bench data synth`: write the dataset of these settings (SynthSpec's) to the new folder `out`, rendering
+    in `workers` processes (0: all cores from 1000 images on)."""
+    from pydantic import ValidationError
+
+    from bench.recipe import describe_error
+
+    try:
+        spec = SynthSpec(classes=classes, train_per_class=train_per_class, val_per_class=val_per_class, size=size,
+                         width=width, height=height, quality=quality, seed=seed)
+    except ValidationError as e:
+        raise UserError(f"bench data synth: {describe_error(e)}") from None
+    out = Path(out)
+    if out.exists():
+        raise UserError(f"{out}: already exists; choose a new --out directory")
+    images = spec.classes * (spec.train_per_class + spec.val_per_class)
+    return write_dataset(out, spec, workers=workers or (os.cpu_count() or 1 if images >= 1000 else 1))
 
 
 def cache_root() -> Path:
@@ -177,3 +181,8 @@ def cached_dataset(key: str, write: Callable[[Path], Path]) -> Path:
 def cached(spec: SynthSpec) -> Path:
     """The dataset for `spec`, generated on first use and reused after."""
     return cached_dataset(cache_key(spec), lambda path: write_dataset(path, spec))
+
+
+def virtual(spec: SynthSpec) -> folder.Folder:
+    """The layout of the dataset for `spec` without its files (for a loader that reads none)."""
+    return folder.virtual([wnid(c) for c in range(spec.classes)], spec.train_per_class, spec.val_per_class)

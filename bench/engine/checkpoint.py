@@ -23,8 +23,9 @@ import numpy as np
 import torch
 
 from bench.engine.faults import crash_point
-from bench.engine.rundir import atomic_write, checkpoints as existing, prune_checkpoints
+from bench.engine.rundir import prune_checkpoints
 from bench.errors import UserError
+from bench.files import atomic_write
 
 FORMAT = "bench-checkpoint-1"
 

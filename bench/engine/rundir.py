@@ -12,9 +12,7 @@ temporary file, then rename), so a crash never leaves a half-written file.
 
 from __future__ import annotations
 
-import contextlib
 import csv
-import errno
 import functools
 import fcntl
 import io
@@ -25,13 +23,13 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
-from bench.errors import OutOfSpace, UserError
+from bench.errors import UserError
+from bench.files import atomic_write, writing
 
 METRIC_COLUMNS = (
     "epoch", "schedule_epoch", "step", "images_seen", "batch", "train_time_s", "lr", "train_loss",
@@ -40,42 +38,6 @@ METRIC_COLUMNS = (
 )
 PACKAGES = ("bench", "torch", "torchvision", "timm", "nvidia-dali-cuda130", "pandas", "numpy", "tensorboard", "wandb")
 
-
-@contextlib.contextmanager
-def writing(path: Path):
-    """Turn a full disk or quota while writing `path` into OutOfSpace, naming the file."""
-    try:
-        yield
-    except OSError as e:
-        if e.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise OutOfSpace(f"{path}: {e.strerror.lower()} while writing it") from None
-        raise
-
-
-@functools.cache
-def current_umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def atomic_write(path: Path, data: bytes | str, before_rename=lambda: None) -> None:
-    """Write `data` to a temporary file beside `path`, then rename it over `path`. The file gets the mode
-    open() would give (0666 less the umask; mkstemp's 0600 would hide results from a lab group)."""
-    path = Path(path)
-    with writing(path):
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            os.fchmod(fd, 0o666 & ~current_umask())
-            with os.fdopen(fd, "wb") as f:
-                f.write(data.encode() if isinstance(data, str) else data)
-                f.flush()
-                os.fsync(f.fileno())
-            before_rename()
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
 
 def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")

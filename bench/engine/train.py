@@ -506,7 +506,7 @@ def _curves(recipe: Recipe, run: RunDir, state) -> list:
     if recipe.logging.tensorboard:
         out.append(tensorboard.Curves(run.path / tensorboard.FOLDER, recipe.to_yaml(), replay=run.path))
     if recipe.logging.wandb:
-        from bench.analysis.results import digest, seed_key
+        from bench.identity import digest, seed_key
 
         saved = recipe.model_dump(mode="json")
         tags = [recipe.optimizer.name, f"b{recipe.global_batch}", f"seed{recipe.seed}"]
