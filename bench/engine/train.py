@@ -51,7 +51,7 @@ from bench.engine import checkpoint, distributed, tensorboard, threads, wandb_cu
 from bench.engine.faults import crash_point
 from bench.engine.pace import Pace
 from bench.engine.plan import recipe_plan
-from bench.engine.rundir import (FINISHED, RESUMABLE, RunDir, git_commit, held_by_a_process, host_info, now,
+from bench.engine.rundir import (FINISHED, RESUMABLE, RunDir, checkpoints, git_commit, held_by_a_process, host_info, now,
                                  prune_checkpoints, versions)
 from bench.errors import BenchWarning, OutOfSpace, UserError
 from bench.recipe import Recipe, timm_models
@@ -485,7 +485,7 @@ def open_run(results: Path, recipe: Recipe, restart: bool, run_dir: Path | None)
             raise UserError(f"{path}: this run was made by a different recipe; pass that recipe, or drop --run-dir")
         if run_dir and status not in RESUMABLE:
             raise UserError(f"{path}: the run is {status}; nothing to resume")
-        saved = checkpoint.existing(path)
+        saved = checkpoints(path)
         if same and status in RESUMABLE and saved:
             state_step = int(saved[-1].stem.split("-")[1])
             return RunDir.reopen(path, state_step), saved[-1]
