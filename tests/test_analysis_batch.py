@@ -36,6 +36,19 @@ def test_noise_scale_is_the_ratio_of_sums_over_steps_with_both_parts(tmp_path):
     assert row["noise_scale_steps"] == 3
 
 
+def test_the_report_and_the_figure_count_the_same_steps_after_the_warm_up(tmp_path):
+    """One estimator: B_simple over the steps after the warm-up, in the report and in the diagnostics figure's
+    curve. Batch 100 of 1,000 images, warm-up 0.2 epochs = 200 images: steps 0 and 1 are left out of both."""
+    make_run(tmp_path, "r", "sgd", 100, 0, [50, 60], events=NOISY, schedule={"warmup_epochs": 0.2})
+    study = results.load_study([tmp_path])
+    row = study.runs.iloc[0]
+    assert row["noise_scale"] == pytest.approx(20 / 2) and row["noise_scale_steps"] == 1
+    events = plots.run_events(study, study.groups.iloc[0])
+    assert list(events["after_warmup"]) == [False, False, True, True]
+    curve = plots.line(events, "noise_scale")
+    assert list(curve["noise_scale"].dropna()) == pytest.approx([row["noise_scale"]])
+
+
 @pytest.mark.parametrize("events", [
     [step(0, noise_trace=None, grad_sqnorm=None, noise_scale=None), step(1, noise_trace=None, grad_sqnorm=None)],
     [step(0, noise_trace=5.0, grad_sqnorm=-1.0), step(1, noise_trace=5.0, grad_sqnorm=0.5)],  # Σ|G|² <= 0

@@ -45,7 +45,7 @@ from bench import catalog  # noqa: E402
 from bench.analysis import paper  # noqa: E402
 from bench.analysis.paper import MLPERF_TARGET, display  # noqa: E402
 from bench.files import atomic_write  # noqa: E402
-from bench.analysis.results import (Study, best_groups, file_stem, numbers, read_events, step_batches,  # noqa: E402
+from bench.analysis.results import (Study, after_warmup, best_groups, file_stem, numbers, read_events, step_batches,  # noqa: E402
                                     variant_names)
 
 STYLE = {
@@ -339,6 +339,8 @@ def line(events: pd.DataFrame, key: str) -> pd.DataFrame:
     """The smoothed curve of `key` (columns epoch, key): the noise scale as a ratio of sums in slices of at least
     RATIO_STEPS steps where its parts were logged, anything else binned()."""
     if key == "noise_scale" and {"noise_trace", "grad_sqnorm"} <= set(events.columns):
+        if "after_warmup" in events:  # results.after_warmup: the report's B_simple counts the same steps
+            events = events[events["after_warmup"]]
         n = int((numbers(events, "noise_trace").notna() & numbers(events, "grad_sqnorm").notna()).sum())
         ratio = binned_ratio(events, key, "noise_trace", "grad_sqnorm", max(min(BINS, n // RATIO_STEPS), min(n, 5)))
         if ratio[key].notna().any():
@@ -374,7 +376,9 @@ def run_events(study: Study, group: pd.Series) -> pd.DataFrame:
             images = per_step.cumsum()
         else:  # steps missing from the log: count them at the plan's batch
             images = (e["step"] + 1) * plan_batch
-        frames.append(e.assign(epoch=images / train_size, run=run))
+        warmup = 0.0 if pd.isna(plan.loc[run, "warmup_epochs"]) else float(plan.loc[run, "warmup_epochs"])
+        frames.append(e.assign(epoch=images / train_size, run=run,
+                               after_warmup=after_warmup(images.diff().fillna(images.iloc[0]), warmup * train_size)))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 

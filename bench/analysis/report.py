@@ -27,8 +27,9 @@ DEFINITIONS = [
 RUN_DEFINITIONS = DEFINITIONS[:4]  # all but the seeds' rule: what a table of single runs needs
 STEP_DEFINITIONS = {
     "noise scale (B_simple)": "noise scale (B_simple): the simple gradient noise scale tr(Σ)/|G|² of McCandlish et "
-    "al. 2018 (images), a critical-batch estimate: Σ(noise_trace) / Σ(grad_sqnorm) over the run's steps that logged "
-    "both (a ratio of sums, not a mean of per-step ratios); — = not logged, or the summed |G|² was not positive.",
+    "al. 2018 (images), a critical-batch estimate: Σ(noise_trace) / Σ(grad_sqnorm) over the run's steps after the "
+    "warm-up that logged both (a ratio of sums, not a mean of per-step ratios; the diagnostics figure's curve "
+    "counts the same steps); — = not logged, or the summed |G|² was not positive.",
     "mean gain": "mean gain: AdaScale's gain ratio averaged over the run's steps (1 = no gain, S = perfect "
     "scaling at S times the base batch); — = not logged.",
     "mean batch": "mean batch / final batch: the global batch averaged over the run's steps (images seen / steps) "

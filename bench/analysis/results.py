@@ -12,8 +12,8 @@ Per run (`Study.runs`, `load()`):
   never reached it; NaN while an unfinished run has not reached it yet.
 - noise_scale: the run's simple gradient noise scale B_simple = tr(Sigma) / |G|^2
   (McCandlish et al. 2018, "An Empirical Model of Large-Batch Training") as
-  sum(noise_trace) / sum(grad_sqnorm) over the steps of events.jsonl that logged
-  both: a ratio of sums, numerator and denominator averaged separately as the
+  sum(noise_trace) / sum(grad_sqnorm) over the steps of events.jsonl after the warm-up (after_warmup) that
+  logged both: a ratio of sums, numerator and denominator averaged separately as the
   paper advises for its unbiased estimators, since the per-step |G|^2 estimate is
   noisy and may be negative (a mean of per-step ratios would be dominated by the
   steps where it is near 0). NaN when no step logged both or the summed |G|^2 is
@@ -203,14 +203,23 @@ def ratio_of_sums(numerator: pd.Series, denominator: pd.Series) -> tuple[float, 
     return float(numerator[both].sum()) / total, int(both.sum())
 
 
-def step_stats(events: pd.DataFrame, metrics: pd.DataFrame, plan_batch: float) -> dict[str, float]:
+def after_warmup(batches: pd.Series, warmup_images: float) -> pd.Series:
+    """Which steps start after the warm-up (the images seen before them reach warmup_images): the steps whose
+    noise scale counts. In the warm-up the lr is far from its peak and the first steps' |G|^2 estimates are
+    noisy, often negative; both the report's B_simple and the figure's curve leave those steps out."""
+    return (batches.cumsum() - batches) >= warmup_images
+
+
+def step_stats(events: pd.DataFrame, metrics: pd.DataFrame, plan_batch: float,
+               warmup_images: float = 0.0) -> dict[str, float]:
     """A run's STEP_STATS from its events (see the module docstring); metrics and the plan when it logged no steps."""
     out = dict.fromkeys(STEP_STATS, math.nan)
     out["batch_varies"] = False
     if not events.empty and "step" in events:
         events = events.drop_duplicates("step", keep="last").sort_values("step")  # a rolled-back resume, if any
-        out["noise_scale"], out["noise_scale_steps"] = ratio_of_sums(numbers(events, "noise_trace"),
-                                                                     numbers(events, "grad_sqnorm"))
+        counted = after_warmup(step_batches(events, plan_batch), warmup_images)
+        out["noise_scale"], out["noise_scale_steps"] = ratio_of_sums(numbers(events, "noise_trace")[counted],
+                                                                     numbers(events, "grad_sqnorm")[counted])
         gain = numbers(events, "gain").dropna()
         out["mean_gain"] = gain.mean() if len(gain) else math.nan
         batches = step_batches(events, plan_batch)
@@ -386,7 +395,9 @@ def summarize(run: Path) -> tuple[dict, pd.DataFrame]:
         "evaluations": len(metrics), "epochs": math.nan, "steps": math.nan, "images": math.nan,
         **{name: math.nan for name in FINAL}, "best_val_top1": math.nan, "best_val_top5": math.nan,
         "gap_top1": math.nan, "gap_loss": math.nan,
-        **to_target(metrics, target, finished), **step_stats(events, metrics, plan_batch), **course,
+        **to_target(metrics, target, finished), **course,
+        **step_stats(events, metrics, plan_batch, warmup_images=float(
+            (recipe.get("schedule") or {}).get("warmup_epochs") or 0) * float(meta.get("train_size") or 0)),
     }
     if len(metrics):
         last = metrics.iloc[-1]
