@@ -115,9 +115,9 @@ def test_the_same_sweep_file_gives_the_same_trials_in_their_ranges(sweep_file):
     assert len({t.recipe.optimizer.lr for t in lars}) == 2  # two different points
     # the same unit points for every arm: the first coordinate maps to each arm's own log range
     sgd = [t for t in first if t.arm == "sgd"]
-    for s, l in zip(sgd, lars):
+    for s, la in zip(sgd, lars):
         u_s = math.log(s.recipe.optimizer.lr / 0.01) / math.log(0.5 / 0.01)
-        u_l = math.log(l.recipe.optimizer.lr / 0.5) / math.log(5.0 / 0.5)
+        u_l = math.log(la.recipe.optimizer.lr / 0.5) / math.log(5.0 / 0.5)
         assert u_s == pytest.approx(u_l, abs=1e-5)
     t = lars[0]
     assert t.recipe.tags == {"sweep": "tiny", "arm": "lars", "trial": 0, "study": 0, "role": "trial"}
@@ -580,3 +580,23 @@ def test_the_matched_table_pairs_both_arms_at_each_ones_point(tmp_path):
         "VRGD-LARS better")
     assert rows["LARS"]["Δ val Top-1 (X − Y)"].value == pytest.approx(0.05 - 0.02 * 2.5 - 0.05 * 2.5)
     assert rows["LARS"]["p Holm"].value >= rows["LARS"]["p"].value
+
+
+def test_the_sweep_figures_say_what_their_bars_are_and_draw_no_value_above_one(tmp_path):
+    """The performance profile draws fractions (no offsets that read as values above 1); the tuned Top-1 figure says
+    its bars are sample sds over n reruns that the verdict pairs; the steps figure draws the reruns' medians."""
+    from bench.analysis import tuning_plots
+
+    for arm in ("lars", "vrgd_lars"):
+        sweep_run(tmp_path, arm, 100, "trial", 0, [50, 61, 62])
+        for seed in (1, 2, 3):
+            sweep_run(tmp_path, arm, 100, "rerun", seed, [50, 61, 62])
+    study = results.load_study([tmp_path])
+    table_cells, order = tuning.cells(study), tuning.arms(tuning.sweep_runs(study))
+    profile = tuning_plots.plot_performance_profile(table_cells, order)
+    assert max(max(line.get_ydata()) for line in profile.axes[0].get_lines()) == 1.0
+    top1 = tuning_plots.plot_reruns_vs_batch(table_cells, order, "val_top1", "val", "Top-1")
+    [note] = [t for t in top1.axes[0].texts if t.get_gid() == "error-bar-note"]
+    assert note.get_text() == "mean ± sample sd over n = 3 reruns; the verdict pairs them by seed"
+    steps = tuning_plots.plot_steps_to_result(table_cells, order)
+    assert "reruns' median (selected point)" in [t.get_text() for t in steps.axes[0].get_legend().get_texts()]

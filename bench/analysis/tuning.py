@@ -126,6 +126,7 @@ def cells(study: Study) -> pd.DataFrame:
             "images": float(members.loc[members["finished"], "images"].max()) if members["finished"].any() else math.nan,
             "target_top1": members["target_top1"].iloc[0], "planned_epochs": members["planned_epochs"].iloc[0],
             "problem_label": members["problem_label"].iloc[0], "model_label": members["model_label"].iloc[0],
+            "model_shape": members["model_shape"].iloc[0],
         })
     return pd.DataFrame(rows).sort_values(["global_batch", "arm"], key=_arm_order(runs), ignore_index=True)
 
@@ -507,8 +508,8 @@ def describe(table_cells: pd.DataFrame) -> str:
     seeds = sorted(set(table_cells["n_reruns"]))
     show = lambda xs: "/".join(map(str, xs))  # noqa: E731
     epochs = sorted(set(table_cells["planned_epochs"]))
-    budget = f"{epochs[0]:g} epochs" if len(epochs) == 1 else f"{epochs[0]:.3g}-{epochs[-1]:.3g} epochs (one image budget)"
-    return (f"{first['problem_label']}, {first['model_label']}, {budget} per run, "
+    budget = f"{epochs[0]:.3g} epochs" if len(epochs) == 1 else f"{epochs[0]:.3g}-{epochs[-1]:.3g} epochs (one image budget)"
+    return (f"{first['problem_label']}, {first['model_shape']}, {budget} per run, "
             f"{show(trials)} trials per cell, {show(seeds)} seeds per rerun")
 
 

@@ -1,7 +1,8 @@
 """The figures of a tuned comparison (`bench sweep`), PNG and SVG; definitions in tuning.py.
 
 - steps_to_result:     fewest steps to the target over the trials against global batch, log-log, with the
-                       perfect-scaling line (Shallue et al. 2018, their Figure 1); misses in a band above
+                       perfect-scaling line (Shallue et al. 2018, their Figure 1); misses in a band above;
+                       hollow markers: the reruns' median steps at the selected point (what the reruns did)
 - tuned_top1_vs_batch: the reruns' final val Top-1 (mean ± std) against global batch
 - tuned_gap_vs_batch:  the reruns' generalization gap against global batch
 - lr_sensitivity:      each trial's final Top-1 on the selection split against its peak lr, a panel per arm,
@@ -28,6 +29,9 @@ from bench.analysis.plots import (BAND_PAD, MARKERS, MISSED, STYLE, WIDTH, color
 from bench.analysis.results import Study
 
 
+LINESTYLES = ("-", "--", "-.", ":")
+
+
 def _title(ax, what: str, table_cells: pd.DataFrame) -> None:
     ax.set_title(f"{what}\n" + "\n".join(textwrap.wrap(tuning.describe(table_cells), 62)), fontsize=7, pad=BAND_PAD)
 
@@ -44,6 +48,13 @@ def plot_steps_to_result(table_cells: pd.DataFrame, order: list[str]) -> plt.Fig
         miss_band(ax, misses * dx, look["color"], top=True)
         missed |= bool(len(misses))
         handles.append(Line2D([], [], label=display(arm), **look))
+        medians = c["rerun_steps"].map(lambda s: float(np.median(s)) if len(s) else np.nan)  # a miss is inf
+        shown = np.isfinite(medians)
+        ax.plot(c.loc[shown, "global_batch"] * dx, medians[shown], linestyle="", marker=look["marker"],
+                markerfacecolor="none", markeredgecolor=look["color"], markersize=8)
+    if table_cells["rerun_steps"].map(len).any():
+        handles.append(Line2D([], [], color="k", marker="o", markerfacecolor="none", linestyle="",
+                              label="reruns' median (selected point)"))
     finite = table_cells[np.isfinite(table_cells["steps_to_result"])]
     batches = sorted(set(table_cells["global_batch"]))
     handles += perfect_scaling(ax, finite, "steps_to_result", max(batches))
@@ -72,6 +83,9 @@ def plot_reruns_vs_batch(table_cells: pd.DataFrame, order: list[str], metric: st
         handles.append(Line2D([], [], label=display(arm), **look))
     log2_batch_axis(ax, batches)
     ax.set_ylabel(ylabel)
+    seeds = "/".join(map(str, sorted(set(table_cells["n_reruns"]))))
+    ax.text(0.01, 0.01, f"mean ± sample sd over n = {seeds} reruns; the verdict pairs them by seed", fontsize=6,
+            transform=ax.transAxes, gid="error-bar-note")
     _title(ax, what, table_cells)
     ax.legend(handles=handles, loc="best", fontsize=7)
     return fig
@@ -88,6 +102,9 @@ def plot_lr_sensitivity(runs: pd.DataFrame, table_cells: pd.DataFrame, order: li
             t = trials[(trials["arm"] == arm) & (trials["global_batch"] == batch)].sort_values("lr")
             ok = t[t[column].notna()]
             ax.plot(ok["lr"], ok[column], marker="o", color=shade, markersize=3)
+            for _, t_ in ok.iterrows():  # each point's warm-up, the other searched key
+                ax.annotate(f"{t_['warmup_epochs']:.2g}", (t_["lr"], t_[column]), fontsize=4, color=shade,
+                            xytext=(2, 2), textcoords="offset points")
             miss_band(ax, list(t.loc[t[column].isna() & t["finished"], "lr"]), shade, top=False)
             spiked = ok[ok["unstable"]]
             ax.plot(spiked["lr"], spiked[column], linestyle="", marker="o", markersize=7, markerfacecolor="none",
@@ -104,7 +121,8 @@ def plot_lr_sensitivity(runs: pd.DataFrame, table_cells: pd.DataFrame, order: li
         handles.append(Line2D([], [], color="red", marker="o", markerfacecolor="none", linestyle="",
                               label="loss spiked and came back"))
     fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), fontsize=7)
-    fig.suptitle(f"Learning-rate sensitivity of the trials (each point one trial)\n{tuning.describe(table_cells)}",
+    fig.suptitle(f"Learning-rate sensitivity of the trials (each point one trial, labelled with its warm-up in "
+                 f"epochs)\n{tuning.describe(table_cells)}",
                  fontsize=7)
     return fig
 
@@ -114,7 +132,8 @@ def plot_performance_profile(table_cells: pd.DataFrame, order: list[str]) -> plt
     profile = tuning.performance_profile(table_cells, taus)
     fig, ax = plt.subplots(figsize=(WIDTH / 2, 3.0), layout="constrained")
     for i, arm in enumerate(order):
-        ax.step(taus, profile[arm] + 0.01 * i, where="post", color=color(arm, order), label=display(arm))
+        ax.step(taus, profile[arm], where="post", color=color(arm, order), label=display(arm),
+                linestyle=LINESTYLES[i % len(LINESTYLES)], linewidth=2.4 - 0.5 * (i % 4))  # equal curves stay visible
     ax.set_xlabel("τ (steps to result ≤ τ × the best arm's at that batch)")
     ax.set_ylabel("fraction of batch sizes")
     ax.set_ylim(-0.05, 1.08)
