@@ -63,8 +63,9 @@ def curves(*paths: str | Path, strict: bool = False) -> pd.DataFrame:
     return analysis.load_study(list(paths) or [DEFAULT_OUT], strict).curves
 
 
-def sweep(path: str | Path, out: str | Path | None = None, only: str | None = None,
-          allow_dirty: bool = False) -> pd.DataFrame:
+def sweep(
+    path: str | Path, out: str | Path | None = None, only: str | None = None, allow_dirty: bool = False
+) -> pd.DataFrame:
     """Run a sweep file (its trials, then each cell's best trial over the rerun seeds); its runs, one row each.
     `allow_dirty`: run from a tree with uncommitted changes to bench (bench sweep --allow-dirty)."""
     from bench import sweep as sweeps

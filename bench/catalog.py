@@ -40,12 +40,14 @@ def resolve(target: str, what: str | None = None):
         imported = None
     found = getattr(imported, name, None) if name else None
     if not callable(found):
-        raise UserError(f"{what} {target!r} does not resolve: it must name a function as 'module:function' "
-                        "(bench/catalog.py)")
+        raise UserError(
+            f"{what} {target!r} does not resolve: it must name a function as 'module:function' (bench/catalog.py)"
+        )
     return found
 
 
 # --- optimizers -----------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Optimizer:
@@ -73,38 +75,102 @@ _ADAM = ("betas", "eps")
 _VRGD = ("gamma", "gsnr_eps", "beta3", "gsnr_bias_correction", "gsnr_norm", "fused")
 _ADASCALE = ("smoothing", "gain_scope")
 
-OPTIMIZERS = {r.name: r for r in (
-    Optimizer("sgd", "bench.optim.sgd:SGD", "SGD", "#555555", _MOMENTUM, "sgd"),
-    Optimizer("lars", "bench.optim.lars:LARS", "LARS", "#1f77b4", _LARS, "lars"),
-    Optimizer("larc", "bench.optim.lars:LARC", "LARC", "#17becf", _LARS, "larc"),
-    Optimizer("lamb", "bench.optim.lamb:LAMB", "LAMB", "#2ca02c", _ADAM, "lamb"),
-    Optimizer("adamw", "bench.optim.adamw:AdamW", "AdamW", "#8c564b", _ADAM, "adamw"),
-    Optimizer("vrgd_sgd", "bench.optim.vrgd:VRGDSGD", "VRGD-SGD", "#ff7f0e", _MOMENTUM + _VRGD, "sgd",
-              groups="squares"),
-    Optimizer("vrgd_lars", "bench.optim.vrgd:VRGDLARS", "VRGD-LARS", "#d62728", _LARS + _VRGD + ("trust_grad",),
-              "lars", groups="squares"),
-    Optimizer("vrgd_adam", "bench.optim.vrgd:VRGDAdam", "VRGD-Adam", "#e377c2", _ADAM + _VRGD, "adamw",
-              groups="squares"),
-    Optimizer("vrgd_lamb", "bench.optim.vrgd:VRGDLAMB", "VRGD-LAMB", "#9467bd", _ADAM + _VRGD, "lamb",
-              groups="squares"),
-    Optimizer("adascale_sgd", "bench.optim.groups:AdaScaleSGD", "AdaScale-SGD", "#bcbd22", _MOMENTUM + _ADASCALE,
-              "sgd", pace="scale_invariant", groups="sums"),
-    Optimizer("adascale_lars", "bench.optim.groups:AdaScaleLARS", "AdaScale-LARS", "#393b79", _LARS + _ADASCALE,
-              "lars", pace="scale_invariant", groups="sums"),
-    Optimizer("simigrad_sgd", "bench.optim.groups:SimiGradSGD", "SimiGrad-SGD", "#ad494a", _MOMENTUM, "sgd",
-              pace="adaptive", groups="halves"),
-    Optimizer("simigrad_lars", "bench.optim.groups:SimiGradLARS", "SimiGrad-LARS", "#637939", _LARS, "lars",
-              pace="adaptive", groups="halves"),
-    Optimizer("simigrad_lamb", "bench.optim.groups:SimiGradLAMB", "SimiGrad-LAMB", "#7b4173", _ADAM, "lamb",
-              pace="adaptive", groups="halves"),
-    Optimizer("merit", "bench.optim.merit:MERIT", "MERIT", "#e7969c", _ADAM + ("bias_correction",), "merit"),
-    Optimizer("vrgd_merit", "bench.optim.vrgd:VRGDMERIT", "VRGD-MERIT", "#843c39",
-              _ADAM + ("bias_correction",) + _VRGD, "merit", groups="squares"),
-)}
+OPTIMIZERS = {
+    r.name: r
+    for r in (
+        Optimizer("sgd", "bench.optim.sgd:SGD", "SGD", "#555555", _MOMENTUM, "sgd"),
+        Optimizer("lars", "bench.optim.lars:LARS", "LARS", "#1f77b4", _LARS, "lars"),
+        Optimizer("larc", "bench.optim.lars:LARC", "LARC", "#17becf", _LARS, "larc"),
+        Optimizer("lamb", "bench.optim.lamb:LAMB", "LAMB", "#2ca02c", _ADAM, "lamb"),
+        Optimizer("adamw", "bench.optim.adamw:AdamW", "AdamW", "#8c564b", _ADAM, "adamw"),
+        Optimizer(
+            "vrgd_sgd", "bench.optim.vrgd:VRGDSGD", "VRGD-SGD", "#ff7f0e", _MOMENTUM + _VRGD, "sgd", groups="squares"
+        ),
+        Optimizer(
+            "vrgd_lars",
+            "bench.optim.vrgd:VRGDLARS",
+            "VRGD-LARS",
+            "#d62728",
+            _LARS + _VRGD + ("trust_grad",),
+            "lars",
+            groups="squares",
+        ),
+        Optimizer(
+            "vrgd_adam", "bench.optim.vrgd:VRGDAdam", "VRGD-Adam", "#e377c2", _ADAM + _VRGD, "adamw", groups="squares"
+        ),
+        Optimizer(
+            "vrgd_lamb", "bench.optim.vrgd:VRGDLAMB", "VRGD-LAMB", "#9467bd", _ADAM + _VRGD, "lamb", groups="squares"
+        ),
+        Optimizer(
+            "adascale_sgd",
+            "bench.optim.groups:AdaScaleSGD",
+            "AdaScale-SGD",
+            "#bcbd22",
+            _MOMENTUM + _ADASCALE,
+            "sgd",
+            pace="scale_invariant",
+            groups="sums",
+        ),
+        Optimizer(
+            "adascale_lars",
+            "bench.optim.groups:AdaScaleLARS",
+            "AdaScale-LARS",
+            "#393b79",
+            _LARS + _ADASCALE,
+            "lars",
+            pace="scale_invariant",
+            groups="sums",
+        ),
+        Optimizer(
+            "simigrad_sgd",
+            "bench.optim.groups:SimiGradSGD",
+            "SimiGrad-SGD",
+            "#ad494a",
+            _MOMENTUM,
+            "sgd",
+            pace="adaptive",
+            groups="halves",
+        ),
+        Optimizer(
+            "simigrad_lars",
+            "bench.optim.groups:SimiGradLARS",
+            "SimiGrad-LARS",
+            "#637939",
+            _LARS,
+            "lars",
+            pace="adaptive",
+            groups="halves",
+        ),
+        Optimizer(
+            "simigrad_lamb",
+            "bench.optim.groups:SimiGradLAMB",
+            "SimiGrad-LAMB",
+            "#7b4173",
+            _ADAM,
+            "lamb",
+            pace="adaptive",
+            groups="halves",
+        ),
+        Optimizer("merit", "bench.optim.merit:MERIT", "MERIT", "#e7969c", _ADAM + ("bias_correction",), "merit"),
+        Optimizer(
+            "vrgd_merit",
+            "bench.optim.vrgd:VRGDMERIT",
+            "VRGD-MERIT",
+            "#843c39",
+            _ADAM + ("bias_correction",) + _VRGD,
+            "merit",
+            groups="squares",
+        ),
+    )
+}
 # The names sweeps conventionally give their arms (an arm is an optimizer with settings): display and colour
 # (None: a spare colour of the figure's).
-ARMS = {"nesterov": ("Nesterov SGD", "#2ca02c"), "momentum": ("Momentum", None), "adam": ("Adam", "#8c564b"),
-        "vrgd_momentum": ("VRGD-Momentum", None)}
+ARMS = {
+    "nesterov": ("Nesterov SGD", "#2ca02c"),
+    "momentum": ("Momentum", None),
+    "adam": ("Adam", "#8c564b"),
+    "vrgd_momentum": ("VRGD-Momentum", None),
+}
 BASELINES = ("lars", "sgd")  # the reference optimizers a comparison falls back to, in order of preference
 DISPLAY = {**{name: r.display for name, r in OPTIMIZERS.items()}, **{name: d for name, (d, _) in ARMS.items()}}
 COLORS = {**{name: r.color for name, r in OPTIMIZERS.items()}, **{name: c for name, (_, c) in ARMS.items() if c}}
@@ -163,8 +229,11 @@ def current_options(hparams: dict) -> dict:
     out = {}
     for key, value in hparams.items():
         if key in OPTION_ALIASES:
-            warnings.warn(f"optimizer option '{key}' is deprecated, use '{OPTION_ALIASES[key]}' (the same choice; "
-                          f"'{key}' also named AdaScale's gain itself)", BenchDeprecation)
+            warnings.warn(
+                f"optimizer option '{key}' is deprecated, use '{OPTION_ALIASES[key]}' (the same choice; "
+                f"'{key}' also named AdaScale's gain itself)",
+                BenchDeprecation,
+            )
             key = OPTION_ALIASES[key]
         out[key] = value
     return out
@@ -181,19 +250,24 @@ def validate_options(hparams: dict) -> None:
 def check_optimizer(name: str, hparams: dict) -> Optimizer:
     """A recipe's optimizer name and options (lr, weight_decay and the record's), checked without importing it."""
     if name not in OPTIMIZERS:
-        raise UserError(f"unknown optimizer {name!r}{did_you_mean(str(name), OPTIMIZERS)}; "
-                        f"valid names are: {', '.join(OPTIMIZERS)}.")
+        raise UserError(
+            f"unknown optimizer {name!r}{did_you_mean(str(name), OPTIMIZERS)}; "
+            f"valid names are: {', '.join(OPTIMIZERS)}."
+        )
     record = OPTIMIZERS[name]
     valid = ("lr", "weight_decay", *record.options)
     for key in hparams:
         if key not in valid:
-            raise UserError(f"unknown hyperparameter {key!r} for optimizer {name!r}{did_you_mean(str(key), valid)}; "
-                            f"valid ones are: {', '.join(sorted(valid))}.")
+            raise UserError(
+                f"unknown hyperparameter {key!r} for optimizer {name!r}{did_you_mean(str(key), valid)}; "
+                f"valid ones are: {', '.join(sorted(valid))}."
+            )
     validate_options(hparams)
     return record
 
 
 # --- loaders ----------------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Loader:
@@ -213,11 +287,14 @@ class Loader:
         return True
 
 
-LOADERS = {r.name: r for r in (
-    Loader("dali", "bench.data.dali", True, requires="nvidia.dali", install="nvidia-dali-cuda130"),
-    Loader("torchvision", "bench.data.torchvision", True),
-    Loader("random", "bench.data.random_tensors", False),
-)}
+LOADERS = {
+    r.name: r
+    for r in (
+        Loader("dali", "bench.data.dali", True, requires="nvidia.dali", install="nvidia-dali-cuda130"),
+        Loader("torchvision", "bench.data.torchvision", True),
+        Loader("random", "bench.data.random_tensors", False),
+    )
+}
 AUTO_LOADERS = ("dali", "torchvision")  # `data.loader: auto`: the first of these that is available
 LOADER_ALIASES = {"synthetic": "random"}  # deprecated data.loader names
 
@@ -229,6 +306,7 @@ def reads_files(loader: str | None) -> bool:
 
 
 # --- datasets ---------------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Dataset:
@@ -260,24 +338,36 @@ class Dataset:
         return resolve(getattr(self, function), f"dataset {self.name!r}'s {function} function")
 
 
-DATASETS = {r.name: r for r in (
-    Dataset("synthetic", "bench.data.synthetic:cached", "synth", "folder", "synthetic data",
-            virtual="bench.data.synthetic:virtual"),
-    Dataset("digits", "bench.data.digits:cached", "digits", "folder", "sklearn digits"),
-    Dataset("folder", "bench.data.folder:given", "path", "folder", "folder"),
-    Dataset("filelist", "bench.data.folder:given", "path", "filelist", "file lists"),
-)}
+DATASETS = {
+    r.name: r
+    for r in (
+        Dataset(
+            "synthetic",
+            "bench.data.synthetic:cached",
+            "synth",
+            "folder",
+            "synthetic data",
+            virtual="bench.data.synthetic:virtual",
+        ),
+        Dataset("digits", "bench.data.digits:cached", "digits", "folder", "sklearn digits"),
+        Dataset("folder", "bench.data.folder:given", "path", "folder", "folder"),
+        Dataset("filelist", "bench.data.folder:given", "path", "filelist", "file lists"),
+    )
+}
 
 
 def dataset(name: str) -> Dataset:
     """The record of a recipe's data.dataset; an unknown name is one sentence (UserError)."""
     if name not in DATASETS:
-        raise UserError(f"key 'data.dataset' is {name!r}{did_you_mean(str(name), DATASETS)}: no dataset record has "
-                        f"that name; valid names are: {', '.join(DATASETS)}.")
+        raise UserError(
+            f"key 'data.dataset' is {name!r}{did_you_mean(str(name), DATASETS)}: no dataset record has "
+            f"that name; valid names are: {', '.join(DATASETS)}."
+        )
     return DATASETS[name]
 
 
 # --- converters -------------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Argument:
@@ -310,45 +400,81 @@ class Converter:
 
 
 _OUT = Argument("--out", required=True)
-CONVERTERS = {r.name: r for r in (
-    Converter("synth", "bench.data.synthetic:write", "write the generated ImageNet-layout dataset", (
-        _OUT,
-        Argument("--classes", type="int", default=10),
-        Argument("--train-per-class", type="int", default=100),
-        Argument("--val-per-class", type="int", default=30),
-        Argument("--size", "square images of this side (default: %(default)s)", "int", 72),
-        Argument("--width", "image width instead of --size (ImageNet-like: 500)", "int"),
-        Argument("--height", "image height instead of --size (ImageNet-like: 375)", "int"),
-        Argument("--quality", "JPEG quality (default: %(default)s)", "int", 90),
-        Argument("--seed", type="int", default=0),
-        Argument("--workers", "processes (default: all cores from 1000 images on)", "int", 0),
-    ), "folder", generates="synthetic"),
-    Converter("digits", "bench.data.digits:write",
-              "export scikit-learn's handwritten digits (1,797 images, 10 classes)", (
-                  _OUT,
-                  Argument("--size", "upscaled image side (default: %(default)s)", "int", 32),
-              ), "folder", generates="digits"),
-    Converter("cifar", "bench.data.cifar:convert",
-              "convert cifar-10-python.tar.gz or cifar-100-python.tar.gz to the layout", (
-                  Argument("archive", metavar="ARCHIVE"),
-                  _OUT,
-              ), "folder"),
-    Converter("idx", "bench.data.idx:convert", "convert the MNIST family's idx files (MNIST, Fashion-MNIST, KMNIST, "
-              "EMNIST) to the layout, the test set as val/", (
-                  Argument("root", "the folder holding train-images-idx3-ubyte[.gz] and the other three "
-                           "(Debian's dataset-fashion-mnist: /usr/share/datasets/fashion-mnist)", metavar="DIR"),
-                  _OUT,
-                  Argument("--per-class", "training images per class, drawn with --seed (default: all)", "count"),
-                  Argument("--val-per-class", "validation images per class (default: all)", "count"),
-                  Argument("--classes", "comma-separated class names or labels to keep (default: all)", "list"),
-                  Argument("--names", "class folder names: the dataset's, or the labels (default: guessed from "
-                           "DIR's path)", default="auto", choices="bench.data.idx:NAME_CHOICES"),
-                  Argument("--seed", "seed of the subset draw (default: %(default)s)", "int", 0),
-              ), "folder"),
-)}
+CONVERTERS = {
+    r.name: r
+    for r in (
+        Converter(
+            "synth",
+            "bench.data.synthetic:write",
+            "write the generated ImageNet-layout dataset",
+            (
+                _OUT,
+                Argument("--classes", type="int", default=10),
+                Argument("--train-per-class", type="int", default=100),
+                Argument("--val-per-class", type="int", default=30),
+                Argument("--size", "square images of this side (default: %(default)s)", "int", 72),
+                Argument("--width", "image width instead of --size (ImageNet-like: 500)", "int"),
+                Argument("--height", "image height instead of --size (ImageNet-like: 375)", "int"),
+                Argument("--quality", "JPEG quality (default: %(default)s)", "int", 90),
+                Argument("--seed", type="int", default=0),
+                Argument("--workers", "processes (default: all cores from 1000 images on)", "int", 0),
+            ),
+            "folder",
+            generates="synthetic",
+        ),
+        Converter(
+            "digits",
+            "bench.data.digits:write",
+            "export scikit-learn's handwritten digits (1,797 images, 10 classes)",
+            (
+                _OUT,
+                Argument("--size", "upscaled image side (default: %(default)s)", "int", 32),
+            ),
+            "folder",
+            generates="digits",
+        ),
+        Converter(
+            "cifar",
+            "bench.data.cifar:convert",
+            "convert cifar-10-python.tar.gz or cifar-100-python.tar.gz to the layout",
+            (
+                Argument("archive", metavar="ARCHIVE"),
+                _OUT,
+            ),
+            "folder",
+        ),
+        Converter(
+            "idx",
+            "bench.data.idx:convert",
+            "convert the MNIST family's idx files (MNIST, Fashion-MNIST, KMNIST, "
+            "EMNIST) to the layout, the test set as val/",
+            (
+                Argument(
+                    "root",
+                    "the folder holding train-images-idx3-ubyte[.gz] and the other three "
+                    "(Debian's dataset-fashion-mnist: /usr/share/datasets/fashion-mnist)",
+                    metavar="DIR",
+                ),
+                _OUT,
+                Argument("--per-class", "training images per class, drawn with --seed (default: all)", "count"),
+                Argument("--val-per-class", "validation images per class (default: all)", "count"),
+                Argument("--classes", "comma-separated class names or labels to keep (default: all)", "list"),
+                Argument(
+                    "--names",
+                    "class folder names: the dataset's, or the labels (default: guessed from DIR's path)",
+                    default="auto",
+                    choices="bench.data.idx:NAME_CHOICES",
+                ),
+                Argument("--seed", "seed of the subset draw (default: %(default)s)", "int", 0),
+            ),
+            "folder",
+        ),
+    )
+}
 
 
 # --- tables -----------------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class TableRecord:
@@ -361,14 +487,17 @@ class TableRecord:
         return resolve(self.function)
 
 
-TABLES = {r.name: r for r in (
-    TableRecord("vrgd-imagenet", "bench.analysis.tables:vrgd_imagenet", needs="imagenet"),
-    TableRecord("vrgd-gap", "bench.analysis.tables:vrgd_gap", needs="imagenet"),
-    TableRecord("vrgd-cifar10", "bench.analysis.tables:vrgd_cifar10", needs="cifar10"),
-    TableRecord("mlperf-epochs", "bench.analysis.tables:mlperf_epochs", needs="imagenet"),
-    TableRecord("compare", "bench.analysis.tables:compare"),
-    TableRecord("verdict", "bench.analysis.tuning:verdict", sweep=True),
-    TableRecord("tuning", "bench.analysis.tuning:tuning", sweep=True),
-    TableRecord("plan", "bench.analysis.tuning:plan", sweep=True),
-    TableRecord("matched", "bench.analysis.tuning:matched", sweep=True),
-)}
+TABLES = {
+    r.name: r
+    for r in (
+        TableRecord("vrgd-imagenet", "bench.analysis.tables:vrgd_imagenet", needs="imagenet"),
+        TableRecord("vrgd-gap", "bench.analysis.tables:vrgd_gap", needs="imagenet"),
+        TableRecord("vrgd-cifar10", "bench.analysis.tables:vrgd_cifar10", needs="cifar10"),
+        TableRecord("mlperf-epochs", "bench.analysis.tables:mlperf_epochs", needs="imagenet"),
+        TableRecord("compare", "bench.analysis.tables:compare"),
+        TableRecord("verdict", "bench.analysis.tuning:verdict", sweep=True),
+        TableRecord("tuning", "bench.analysis.tuning:tuning", sweep=True),
+        TableRecord("plan", "bench.analysis.tuning:plan", sweep=True),
+        TableRecord("matched", "bench.analysis.tuning:matched", sweep=True),
+    )
+}

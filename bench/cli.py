@@ -52,8 +52,9 @@ def cmd_validate(args) -> int:
             check_data(path, r)
         elif catalog.DATASETS[r.data.dataset].user_path:
             skipped.append("data.path (--schema-only)")
-        auto_groups = r.micro_batch == "auto" and r.gsnr_groups is None and \
-            catalog.OPTIMIZERS[r.optimizer.name].reduces_gradients
+        auto_groups = (
+            r.micro_batch == "auto" and r.gsnr_groups is None and catalog.OPTIMIZERS[r.optimizer.name].reduces_gradients
+        )
         try:  # one rank: a plan that fails there fails on any number (--nproc and submit check theirs)
             recipe_plan(r, 1, groups=not auto_groups)
         except UserError as e:
@@ -63,8 +64,10 @@ def cmd_validate(args) -> int:
         if said := images.upscale_warning(r.data):  # a folder's images only where it is there
             warnings.warn(f"{path}: {said}", BenchWarning)
         dead = _dead_params(path, r, args.schema_only) if args.models else ""
-        print(f"{path}: ok ({r.name}: {r.model.name}, {r.optimizer.name}, global_batch {r.global_batch}{dead})"
-              + (f"; not checked: {', '.join(skipped)}" if skipped else ""))
+        print(
+            f"{path}: ok ({r.name}: {r.model.name}, {r.optimizer.name}, global_batch {r.global_batch}{dead})"
+            + (f"; not checked: {', '.join(skipped)}" if skipped else "")
+        )
     return 0
 
 
@@ -75,9 +78,12 @@ def _dead_params(path: str, r, schema_only: bool) -> str:
     from bench.engine import dead
 
     spec = r.data
-    classes = (r.model.kwargs.get("num_classes")
-               or {"synthetic": spec.synth.classes, "digits": 10}.get(spec.dataset)
-               or (None if schema_only else folder.class_count(spec.path, spec.dataset == "filelist")) or 1000)
+    classes = (
+        r.model.kwargs.get("num_classes")
+        or {"synthetic": spec.synth.classes, "digits": 10}.get(spec.dataset)
+        or (None if schema_only else folder.class_count(spec.path, spec.dataset == "filelist"))
+        or 1000
+    )
     found = dead.recipe_probe(r, classes)
     try:
         said = dead.verdict(found, r)
@@ -97,11 +103,14 @@ def cmd_recipe_keys(args) -> int:
     print(f"{'key':<{width[0]}}  {'type':<{width[1]}}  {'default':<{width[2]}}  meaning")
     for key, kind, default, meaning in rows:
         print(f"{key:<{width[0]}}  {kind:<{width[1]}}  {default:<{width[2]}}  {meaning}")
-    print("\noptimizer.name and its own keys (beside name and lr; defaults in parentheses; "
-          "docs/algorithms.md has the equations):")
+    print(
+        "\noptimizer.name and its own keys (beside name and lr; defaults in parentheses; "
+        "docs/algorithms.md has the equations):"
+    )
     for name in optim.NAMES:
-        own = {k: v for k, v in optim.hyperparameters(optim.REGISTRY[name]).items()
-               if k not in ("lr", "weight_decay")}  # weight_decay is a top-level recipe key
+        own = {
+            k: v for k, v in optim.hyperparameters(optim.REGISTRY[name]).items() if k not in ("lr", "weight_decay")
+        }  # weight_decay is a top-level recipe key
         print(f"  {name}: " + ", ".join(f"{k} ({v})" for k, v in own.items()))
     return 0
 
@@ -110,9 +119,11 @@ def _recipe(args):
     """The recipe of `bench run` and `bench submit`, with --set, --tensorboard and --threads."""
     from bench import recipe
 
-    flags = (["logging.tensorboard=true"] if args.tensorboard else []) + \
-        ([f"engine.threads={args.threads}"] if args.threads else []) + \
-        ([f"logging.wandb.project={args.wandb}"] if args.wandb else [])
+    flags = (
+        (["logging.tensorboard=true"] if args.tensorboard else [])
+        + ([f"engine.threads={args.threads}"] if args.threads else [])
+        + ([f"logging.wandb.project={args.wandb}"] if args.wandb else [])
+    )
     notes = []
     r = recipe.load(args.recipe, args.set + flags, notes=notes)
     if "LOCAL_RANK" not in os.environ:  # said once, by the command a person typed, not by each torchrun worker
@@ -158,8 +169,13 @@ def cmd_run(args) -> int:
     from bench.analysis import report, results
     from bench.engine.train import train
 
-    run = train(r, Path(args.out), progress=not args.no_progress, restart=args.restart,
-                run_dir=Path(args.run_dir) if args.run_dir else None)
+    run = train(
+        r,
+        Path(args.out),
+        progress=not args.no_progress,
+        restart=args.restart,
+        run_dir=Path(args.run_dir) if args.run_dir else None,
+    )
     if run:  # rank 0
         print()
         print(report.summary(results.load([run.path])))
@@ -175,11 +191,17 @@ def _after_stop(signal_name: str, recipe_name: str, args, since: float) -> int:
 
     for path in [Path(args.run_dir)] if args.run_dir else RunDir.runs_of(Path(args.out), recipe_name)[::-1]:
         meta = path / "meta.json"
-        if meta.is_file() and meta.stat().st_mtime >= since and json.loads(meta.read_text()).get("status") == "preempted":
+        if (
+            meta.is_file()
+            and meta.stat().st_mtime >= since
+            and json.loads(meta.read_text()).get("status") == "preempted"
+        ):
             print(f"preempted by {signal_name}: checkpoint in {path}; run the same command to resume")
             return stop_code(signal_name)
-    return fail(f"stopped by {signal_name} before the workers wrote a checkpoint; the same command resumes from "
-                "the last one", stop_code(signal_name) or 1)
+    return fail(
+        f"stopped by {signal_name} before the workers wrote a checkpoint; the same command resumes from the last one",
+        stop_code(signal_name) or 1,
+    )
 
 
 def cmd_suite(args) -> int:
@@ -234,24 +256,40 @@ def _submit_sweep(args) -> tuple[str, str]:
 
     spec = sweep.load(args.recipe)
     trials = sweep.expand(args.recipe, spec)  # bad input stops here, before anything is written
-    if args.nodes != 1 or args.gpus_per_node > 1 or (args.workers_per_node or 1) != 1 or args.set or args.tensorboard \
-            or args.wandb or args.threads:
-        raise UserError(f"{args.recipe}: a sweep is submitted as a job array of one-GPU workers; use --nodes 1 "
-                        "--gpus-per-node 1 (or 0 on CPU nodes; no --workers-per-node, and no --set, --tensorboard, "
-                        "--wandb or --threads: "
-                        "put overrides in the sweep file's set)")
+    if (
+        args.nodes != 1
+        or args.gpus_per_node > 1
+        or (args.workers_per_node or 1) != 1
+        or args.set
+        or args.tensorboard
+        or args.wandb
+        or args.threads
+    ):
+        raise UserError(
+            f"{args.recipe}: a sweep is submitted as a job array of one-GPU workers; use --nodes 1 "
+            "--gpus-per-node 1 (or 0 on CPU nodes; no --workers-per-node, and no --set, --tensorboard, "
+            "--wandb or --threads: "
+            "put overrides in the sweep file's set)"
+        )
     out = args.out if args.out != str(DEFAULT_RESULTS) else str(Path("results") / spec.name)
     tasks = args.array or min(len(trials), 64)
-    return spec.name, launch.sbatch_array_script(["sweep", args.recipe, "--out", out], tasks, _slurm(args),
-                                                 f"bench-sweep-{spec.name}", Path.cwd(), args.gpus_per_node,
-                                                 args.cpus_per_worker)
+    return spec.name, launch.sbatch_array_script(
+        ["sweep", args.recipe, "--out", out],
+        tasks,
+        _slurm(args),
+        f"bench-sweep-{spec.name}",
+        Path.cwd(),
+        args.gpus_per_node,
+        args.cpus_per_worker,
+    )
 
 
 def _slurm(args):
     from bench.engine.launch import Slurm
 
-    return Slurm(args.partition, args.time, args.account, args.qos, args.mem, args.constraint, args.exclusive,
-                 tuple(args.sbatch))
+    return Slurm(
+        args.partition, args.time, args.account, args.qos, args.mem, args.constraint, args.exclusive, tuple(args.sbatch)
+    )
 
 
 def cmd_submit(args) -> int:
@@ -267,8 +305,19 @@ def cmd_submit(args) -> int:
         r = _recipe(args)
         workers = args.workers_per_node or args.gpus_per_node or 1
         recipe_plan(r, args.nodes * workers)  # an impossible plan is refused before the queue
-        name, script = r.name, launch.sbatch_script(_worker_args(args), args.nodes, args.gpus_per_node, _slurm(args),
-                                                    f"bench-{r.name}", Path.cwd(), workers, args.cpus_per_worker)
+        name, script = (
+            r.name,
+            launch.sbatch_script(
+                _worker_args(args),
+                args.nodes,
+                args.gpus_per_node,
+                _slurm(args),
+                f"bench-{r.name}",
+                Path.cwd(),
+                workers,
+                args.cpus_per_worker,
+            ),
+        )
     if args.dry_run:
         print(script, end="")
         return 0
@@ -315,29 +364,46 @@ def parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("validate", help="load and check recipe files and their dataset folders")
     s.add_argument("recipes", nargs="+", metavar="RECIPE")
-    s.add_argument("--schema-only", action="store_true", help="check the recipes only, not their data.path "
-                   "(recipes written for another machine)")
+    s.add_argument(
+        "--schema-only",
+        action="store_true",
+        help="check the recipes only, not their data.path (recipes written for another machine)",
+    )
     s.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="override a recipe key")
-    s.add_argument("--models", action="store_true", help="also build each timm model, checking its name and "
-                   "keywords, and probe it for parameters no image reaches (imports torch and timm: seconds; "
-                   "`bench run` always does)")
+    s.add_argument(
+        "--models",
+        action="store_true",
+        help="also build each timm model, checking its name and "
+        "keywords, and probe it for parameters no image reaches (imports torch and timm: seconds; "
+        "`bench run` always does)",
+    )
     s.set_defaults(func=cmd_validate)
 
     s = sub.add_parser("recipe", help="explain recipes").add_subparsers(dest="what", required=True, metavar="WHAT")
     s.add_parser("keys", help="every recipe key: type, default, meaning (from the schema)").set_defaults(
-        func=cmd_recipe_keys)
+        func=cmd_recipe_keys
+    )
 
     def run_arguments(s):
         s.add_argument("recipe", metavar="RECIPE")
         s.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="override a recipe key")
         s.add_argument("--out", default=str(DEFAULT_RESULTS), help="results directory (default: %(default)s)")
-        s.add_argument("--restart", action="store_true", help="start a new run even if an unfinished one can be resumed")
+        s.add_argument(
+            "--restart", action="store_true", help="start a new run even if an unfinished one can be resumed"
+        )
         s.add_argument("--run-dir", help="resume this run directory")
-        s.add_argument("--tensorboard", action="store_true", help="live TensorBoard curves in <run>/tensorboard "
-                       "(recipe key logging.tensorboard)")
+        s.add_argument(
+            "--tensorboard",
+            action="store_true",
+            help="live TensorBoard curves in <run>/tensorboard (recipe key logging.tensorboard)",
+        )
         s.add_argument("--threads", metavar="N|auto", help="CPU threads per process (recipe key engine.threads)")
-        s.add_argument("--wandb", metavar="PROJECT", help="Weights & Biases curves to PROJECT, offline unless the "
-                       "recipe says online (recipe key logging.wandb.project; timm's --log-wandb)")
+        s.add_argument(
+            "--wandb",
+            metavar="PROJECT",
+            help="Weights & Biases curves to PROJECT, offline unless the "
+            "recipe says online (recipe key logging.wandb.project; timm's --log-wandb)",
+        )
 
     s = sub.add_parser("run", help="train one recipe (resuming its unfinished run, if any)")
     run_arguments(s)
@@ -351,32 +417,52 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--out", help="results directory (default: results/<DIR name>)")
     s.add_argument("--plots", help="plots directory (default: plots/<DIR name>)")
     s.add_argument("--baseline", help="optimizer the compare table's speedups are relative to")
-    s.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="override a key in every recipe")
+    s.add_argument(
+        "--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="override a key in every recipe"
+    )
     s.set_defaults(func=cmd_suite)
 
-    s = sub.add_parser("sweep", help="tune optimizers at each batch with one budget, rerun the best over seeds, "
-                       "then report the verdict (bench/sweep.py documents the sweep file)")
+    s = sub.add_parser(
+        "sweep",
+        help="tune optimizers at each batch with one budget, rerun the best over seeds, "
+        "then report the verdict (bench/sweep.py documents the sweep file)",
+    )
     s.add_argument("sweep", metavar="SWEEP")
     s.add_argument("--list", action="store_true", help="print the trials (a markdown table) without running")
     s.add_argument("--only", metavar="TEXT", help="run only the trials whose names contain TEXT (no reruns, no report)")
     s.add_argument("--out", help="results directory (default: results/<sweep name>)")
     s.add_argument("--plots", help="plots directory (default: plots/<sweep name>)")
     s.add_argument("--baseline", metavar="ARM", help="the arm the verdict compares the others with")
-    s.add_argument("--allow-dirty", action="store_true", help="run from a tree with uncommitted changes to bench "
-                   "(refused by default: a study's runs come from one clean commit)")
-    s.add_argument("--allow-mixed-kernels", action="store_true", help="resume a study on another kernel platform "
-                   "(CPU capability, GPU or torch build) than its finished runs' (refused by default)")
+    s.add_argument(
+        "--allow-dirty",
+        action="store_true",
+        help="run from a tree with uncommitted changes to bench "
+        "(refused by default: a study's runs come from one clean commit)",
+    )
+    s.add_argument(
+        "--allow-mixed-kernels",
+        action="store_true",
+        help="resume a study on another kernel platform "
+        "(CPU capability, GPU or torch build) than its finished runs' (refused by default)",
+    )
     s.set_defaults(func=cmd_sweep)
 
-    s = sub.add_parser("submit", help="submit a recipe as a SLURM job (sbatch + torchrun), or a sweep file as a "
-                       "job array of one-GPU workers")
+    s = sub.add_parser(
+        "submit",
+        help="submit a recipe as a SLURM job (sbatch + torchrun), or a sweep file as a job array of one-GPU workers",
+    )
     run_arguments(s)
-    s.add_argument("--array", type=count(1), metavar="N", help="sweep files: workers in the job array "
-                   "(default: one per trial, at most 64)")
+    s.add_argument(
+        "--array",
+        type=count(1),
+        metavar="N",
+        help="sweep files: workers in the job array (default: one per trial, at most 64)",
+    )
     s.add_argument("--nodes", type=count(1), required=True)
     s.add_argument("--gpus-per-node", type=count(0), required=True, help="GPUs per node (0: CPU nodes, gloo)")
-    s.add_argument("--workers-per-node", type=count(1), help="torchrun workers per node (default: one per GPU; "
-                   "1 on CPU nodes)")
+    s.add_argument(
+        "--workers-per-node", type=count(1), help="torchrun workers per node (default: one per GPU; 1 on CPU nodes)"
+    )
     s.add_argument("--cpus-per-worker", type=count(1), default=8, help="CPU cores per worker (default 8)")
     s.add_argument("--partition")
     s.add_argument("--time", help="SLURM time limit, e.g. 12:00:00")
@@ -385,8 +471,13 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--mem", help="memory per node, e.g. 200G (#SBATCH --mem)")
     s.add_argument("--constraint", help="node features, e.g. 'h100&ib' (#SBATCH --constraint)")
     s.add_argument("--exclusive", action="store_true", help="whole nodes (#SBATCH --exclusive)")
-    s.add_argument("--sbatch", action="append", default=[], metavar="OPTION", help="any other #SBATCH option, as "
-                   "sbatch takes it, e.g. --sbatch=--mail-type=END (repeatable)")
+    s.add_argument(
+        "--sbatch",
+        action="append",
+        default=[],
+        metavar="OPTION",
+        help="any other #SBATCH option, as sbatch takes it, e.g. --sbatch=--mail-type=END (repeatable)",
+    )
     s.add_argument("--dry-run", action="store_true", help="print the batch script instead of submitting it")
     s.set_defaults(func=cmd_submit, no_progress=True)
 
@@ -398,7 +489,9 @@ def parser() -> argparse.ArgumentParser:
 
     data_commands.add_parser(sub)
 
-    perf = sub.add_parser("perf", help="micro-benchmarks").add_subparsers(dest="benchmark", required=True, metavar="BENCHMARK")
+    perf = sub.add_parser("perf", help="micro-benchmarks").add_subparsers(
+        dest="benchmark", required=True, metavar="BENCHMARK"
+    )
     for name, help in perf_benchmarks().items():
         s = perf.add_parser(name, help=help, add_help=False)  # its own options go to its main()
         s.set_defaults(func=cmd_perf)
@@ -440,8 +533,9 @@ def _main(argv: list[str] | None) -> int:
     except UserError as e:
         return fail(str(e), 2)
     except OutOfSpace as e:
-        return fail(f"{e}; the last checkpoint is intact: free space, then run the same command to resume",
-                    OutOfSpace.exit_code)
+        return fail(
+            f"{e}; the last checkpoint is intact: free space, then run the same command to resume", OutOfSpace.exit_code
+        )
     except KeyboardInterrupt:
         return INTERRUPTED
     except BrokenPipeError:  # `bench report ... | head`: the reader stopped; stop as quietly as cat does

@@ -7,8 +7,8 @@ code 2 and no traceback. It subclasses ValueError so library users (who call
 
 import argparse
 import difflib
-import re
 import importlib.util
+import re
 
 
 class UserError(ValueError):
@@ -47,8 +47,10 @@ class OutOfSpace(Exception):
 def require_extra(package: str, key: str) -> None:
     """One sentence when recipe key `key` needs the optional `package` (an extra of the same name)."""
     if importlib.util.find_spec(package) is None:
-        raise UserError(f"key '{key}' asks for the {package} package, which is not installed; "
-                        f"pip install -e '.[{package}]' (./setup.sh installs it)")
+        raise UserError(
+            f"key '{key}' asks for the {package} package, which is not installed; "
+            f"pip install -e '.[{package}]' (./setup.sh installs it)"
+        )
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -69,13 +71,14 @@ class ArgumentParser(argparse.ArgumentParser):
 
 
 def did_you_mean(word: str, choices) -> str:
-    """" (did you mean 'x'?)" for the closest of choices, or ""."""
+    """ " (did you mean 'x'?)" for the closest of choices, or ""."""
     close = difflib.get_close_matches(word, list(choices), n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def count(minimum: int):
     """An argparse type: an integer of at least `minimum`."""
+
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -84,4 +87,5 @@ def count(minimum: int):
         if value is None or value < minimum:
             raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text!r}")
         return value
+
     return parse

@@ -21,10 +21,20 @@ from bench.catalog import LOADER_ALIASES
 # plan that ran (meta.json), since `auto` resolves per machine and both change
 # the maths (BatchNorm statistics, the VRGD group count k).
 SEED_NEUTRAL = (
-    ("name",), ("seed",), ("micro_batch",), ("gsnr_groups",), ("checkpoint",),
-    ("data", "workers"), ("data", "eval_batch"), ("data", "strict"),
-    ("engine", "compile"), ("engine", "channels_last"), ("engine", "threads"), ("engine", "micro_batch_cap"),
-    ("engine", "dead_params"), ("optimizer", "fused"),
+    ("name",),
+    ("seed",),
+    ("micro_batch",),
+    ("gsnr_groups",),
+    ("checkpoint",),
+    ("data", "workers"),
+    ("data", "eval_batch"),
+    ("data", "strict"),
+    ("engine", "compile"),
+    ("engine", "channels_last"),
+    ("engine", "threads"),
+    ("engine", "micro_batch_cap"),
+    ("engine", "dead_params"),
+    ("optimizer", "fused"),
     ("logging",),
 )
 
@@ -55,6 +65,8 @@ def seed_key(recipe: dict, meta: dict) -> dict:
     counts (DALI's and torchvision's decoders and resizers round differently, so their numbers differ)."""
     plan = meta.get("plan") or {}
     key = _drop({**recipe, "data": {**(recipe.get("data") or {}), "loader": loader_ran(recipe, meta)}}, SEED_NEUTRAL)
-    key["plan"] = {"micro_batch": plan.get("micro_batch", recipe.get("micro_batch")),
-                   "gsnr_groups": plan.get("gsnr_groups", recipe.get("gsnr_groups"))}
+    key["plan"] = {
+        "micro_batch": plan.get("micro_batch", recipe.get("micro_batch")),
+        "gsnr_groups": plan.get("gsnr_groups", recipe.get("gsnr_groups")),
+    }
     return key

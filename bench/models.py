@@ -45,7 +45,7 @@ class _Block(nn.Module):
         if self.project is not None:
             x = self.project(x)
         elif self.pad:
-            x = F.pad(x[:, :, ::self.stride, ::self.stride], (0, 0, 0, 0, self.pad, self.pad))
+            x = F.pad(x[:, :, :: self.stride, :: self.stride], (0, 0, 0, 0, self.pad, self.pad))
         return F.relu(out + x)
 
 
@@ -62,8 +62,11 @@ class CifarResNet(nn.Module):
         stages, cin = [], WIDTHS[0]
         for i, cout in enumerate(WIDTHS):
             stride = 1 if i == 0 else 2
-            stages.append(nn.Sequential(*(_Block(cin if j == 0 else cout, cout, stride if j == 0 else 1, shortcut)
-                                          for j in range(blocks))))
+            stages.append(
+                nn.Sequential(
+                    *(_Block(cin if j == 0 else cout, cout, stride if j == 0 else 1, shortcut) for j in range(blocks))
+                )
+            )
             cin = cout
         self.stages = nn.Sequential(*stages)
         self.fc = nn.Linear(WIDTHS[-1], num_classes)

@@ -17,12 +17,19 @@ from pathlib import Path
 from typing import Any, Literal, Union
 
 import yaml
-from pydantic import (BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError, field_validator,
-                      model_validator)
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveFloat,
+    PositiveInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from bench import catalog
 from bench.errors import BenchDeprecation, UserError, require_extra
-
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 LOADER_ALIASES = catalog.LOADER_ALIASES  # deprecated data.loader names
@@ -36,8 +43,9 @@ def check_path_component(name: str, key: str) -> None:
     inside --out: not empty, no '/' or '\\', not '.' or '..' or any leading '.', no control characters (spaces
     and unicode letters are fine). Raises ValueError naming `key`."""
     if not name or "/" in name or "\\" in name or name.startswith(".") or _CONTROL.search(name):
-        raise ValueError(f"{key} {name!r} must be one folder name: no '/' or '\\', no leading '.', "
-                         "no control characters")
+        raise ValueError(
+            f"{key} {name!r} must be one folder name: no '/' or '\\', no leading '.', no control characters"
+        )
 
 
 def file_stem(name: str) -> str:
@@ -75,36 +83,53 @@ class DigitsData(_Strict):
 
 class DataSpec(_Strict):
     dataset: Literal[DATASET_CHOICES] = Field(
-        "synthetic", description="synthetic/digits: generated into the cache; folder: <path>/{train,val}/<class>/<image>; "
-        "filelist: <path>/{train,val}.txt with lines '<file relative to path> <label>'")
+        "synthetic",
+        description="synthetic/digits: generated into the cache; folder: <path>/{train,val}/<class>/<image>; "
+        "filelist: <path>/{train,val}.txt with lines '<file relative to path> <label>'",
+    )
     path: Path | None = Field(None, description="dataset root (dataset: folder or filelist)")
     synth: SynthData = Field(SynthData(), description="the generated dataset (dataset: synthetic)")
     digits: DigitsData = Field(DigitsData(), description="the handwritten digits (dataset: digits)")
     image_size: int = Field(224, ge=8, description="side of the square images the model sees, train and val")
-    augment: Literal["resized_crop", "pad_crop"] = Field("resized_crop", description=(
-        "training crop: resized_crop = ImageNet's random-resized crop (evaluation: resize, centre crop 87.5%); "
-        "pad_crop = CIFAR's: pad by `pad` black pixels, a random window of the image's size (evaluation: the "
-        "whole image)"))
+    augment: Literal["resized_crop", "pad_crop"] = Field(
+        "resized_crop",
+        description=(
+            "training crop: resized_crop = ImageNet's random-resized crop (evaluation: resize, centre crop 87.5%); "
+            "pad_crop = CIFAR's: pad by `pad` black pixels, a random window of the image's size (evaluation: the "
+            "whole image)"
+        ),
+    )
     pad: int = Field(4, ge=0, description="pixels of padding a side (augment: pad_crop)")
     crop_scale_min: float = Field(0.08, gt=0, le=1, description="random-resized-crop area lower bound")
     random_flip: bool = Field(True, description="random horizontal flip in training")
     loader: Literal[LOADER_CHOICES] = Field(
-        "auto", description="auto = dali when nvidia.dali imports, else torchvision; random = random tensors, no I/O "
-        "(synthetic: its deprecated name)")
+        "auto",
+        description="auto = dali when nvidia.dali imports, else torchvision; random = random tensors, no I/O "
+        "(synthetic: its deprecated name)",
+    )
     workers: int = Field(2, ge=0, description="torchvision DataLoader workers, or DALI CPU threads (at least 1)")
     strict: bool = Field(False, description="an unreadable image is an error (false: skipped with a warning)")
     eval_batch: PositiveInt = Field(256, description="images per evaluation batch per rank (does not change results)")
     train_eval_size: PositiveInt | None = Field(None, description="images in the train-eval subset; null = size of val")
-    holdout: float = Field(0, ge=0, allow_inf_nan=False, description=(
-        "training images held out of training, for selecting hyperparameters without touching val: a fraction "
-        "below 1, else a count; the same images for every run (evaluated as holdout_top1)"))
+    holdout: float = Field(
+        0,
+        ge=0,
+        allow_inf_nan=False,
+        description=(
+            "training images held out of training, for selecting hyperparameters without touching val: a fraction "
+            "below 1, else a count; the same images for every run (evaluated as holdout_top1)"
+        ),
+    )
 
     @field_validator("loader")
     @classmethod
     def _old_loader_names(cls, loader: str) -> str:
         if loader in LOADER_ALIASES:
-            warnings.warn(f"key 'data.loader': '{loader}' is deprecated, use '{LOADER_ALIASES[loader]}' (the same "
-                          f"random tensors; the dataset 'synthetic' is generated images)", BenchDeprecation)
+            warnings.warn(
+                f"key 'data.loader': '{loader}' is deprecated, use '{LOADER_ALIASES[loader]}' (the same "
+                f"random tensors; the dataset 'synthetic' is generated images)",
+                BenchDeprecation,
+            )
         return LOADER_ALIASES.get(loader, loader)
 
     @model_validator(mode="after")
@@ -124,8 +149,10 @@ class OptimizerSpec(BaseModel):
     """`name` and `lr` plus the optimizer's own hyperparameters (checked by bench.optim)."""
 
     model_config = ConfigDict(extra="allow", frozen=True, allow_inf_nan=False)
-    name: str = Field(description="a registered optimizer (bench.optim.NAMES); its own hyperparameters are keys "
-                      "beside name and lr, e.g. momentum, eta, trust_clip")
+    name: str = Field(
+        description="a registered optimizer (bench.optim.NAMES); its own hyperparameters are keys "
+        "beside name and lr, e.g. momentum, eta, trust_clip"
+    )
     lr: PositiveFloat = Field(description="peak learning rate, reached at the end of warm-up")
 
     @model_validator(mode="before")
@@ -150,20 +177,29 @@ class ScheduleSpec(_Strict):
 class EvalSpec(_Strict):
     every_epochs: PositiveFloat = Field(1.0, description="epochs between evaluations (and one at the end)")
     stop_at_chance: int = Field(
-        3, ge=0, description="stop as diverged after this many consecutive evaluations after warm-up with "
-        "val_top1 at most 1.5x chance (0 = never)")
+        3,
+        ge=0,
+        description="stop as diverged after this many consecutive evaluations after warm-up with "
+        "val_top1 at most 1.5x chance (0 = never)",
+    )
     near_target_every_epochs: PositiveFloat | None = Field(
-        None, description="a finer grid near the target: while the last evaluation's val_top1 is within "
-        "near_target_margin points below target_top1, evaluate every this many epochs (null: every_epochs always)")
+        None,
+        description="a finer grid near the target: while the last evaluation's val_top1 is within "
+        "near_target_margin points below target_top1, evaluate every this many epochs (null: every_epochs always)",
+    )
     near_target_margin: PositiveFloat = Field(5.0, description="points below target_top1 where the finer grid starts")
     curve_images: PositiveInt | None = Field(
-        None, description="evaluations before the last measure val Top-1 on this many validation images (a fixed, "
+        None,
+        description="evaluations before the last measure val Top-1 on this many validation images (a fixed, "
         "evenly spread subset) and skip train-eval and holdout; the last evaluation, and the first one whose subset "
-        "reaches target_top1, use every image (null: every evaluation uses every image)")
+        "reaches target_top1, use every image (null: every evaluation uses every image)",
+    )
     stop_at_target: bool = Field(
-        False, description="end the run (completed) at the first evaluation whose val_top1 on every validation "
+        False,
+        description="end the run (completed) at the first evaluation whose val_top1 on every validation "
         "image reaches target_top1: a steps-to-result trial pays only for the steps it measures (meta.json: "
-        "stopped_at_target)")
+        "stopped_at_target)",
+    )
 
 
 class CheckpointSpec(_Strict):
@@ -172,27 +208,40 @@ class CheckpointSpec(_Strict):
     every_steps: PositiveInt | None = Field(None, description="optimizer steps between checkpoints")
     every_epochs: PositiveFloat | None = Field(None, description="epochs between checkpoints")
     keep: PositiveInt = Field(2, description="newest checkpoints kept while the run goes on")
-    keep_final: bool = Field(True, description="a finished run (completed or diverged) keeps its final checkpoint "
-                             "(false: none; the analysis needs none)")
+    keep_final: bool = Field(
+        True,
+        description="a finished run (completed or diverged) keeps its final checkpoint "
+        "(false: none; the analysis needs none)",
+    )
 
 
 class EngineSpec(_Strict):
     """How the step is computed; none of these change the mathematics except sync_bn."""
 
     precision: Literal["fp32", "bf16", "fp64"] = Field(
-        "fp32", description="bf16 = autocast forward/backward, fp32 weights; fp64 = float64 weights and inputs, "
-        "for checking that two batch plans compute the same steps (rounding differences near 1e-16), not for speed")
+        "fp32",
+        description="bf16 = autocast forward/backward, fp32 weights; fp64 = float64 weights and inputs, "
+        "for checking that two batch plans compute the same steps (rounding differences near 1e-16), not for speed",
+    )
     channels_last: bool = Field(False, description="NHWC memory format (faster convolutions on GPUs)")
     compile: bool = Field(False, description="torch.compile the model")
     sync_bn: bool = Field(False, description="BatchNorm statistics over all ranks' micro-batches (SyncBatchNorm)")
-    threads: Union[PositiveInt, Literal["auto"]] = Field("auto", description=(
-        "CPU threads for the math of each process; auto = the cores it may use (affinity, cgroup quota) over the "
-        "local workers, capped by OMP_NUM_THREADS (changes float rounding: pin N for bitwise repeats)"))
+    threads: Union[PositiveInt, Literal["auto"]] = Field(
+        "auto",
+        description=(
+            "CPU threads for the math of each process; auto = the cores it may use (affinity, cgroup quota) over the "
+            "local workers, capped by OMP_NUM_THREADS (changes float rounding: pin N for bitwise repeats)"
+        ),
+    )
     micro_batch_cap: PositiveInt = Field(256, description="largest micro-batch `micro_batch: auto` may pick")
-    dead_params: Literal["warn", "refuse"] = Field("warn", description=(
-        "parameters that get exactly zero gradient whatever the images (feature maps smaller than the kernel: "
-        "a stem built for larger images), found by a probe before training: above 1% of them, warn, or refuse "
-        "to run (bench/engine/dead.py)"))
+    dead_params: Literal["warn", "refuse"] = Field(
+        "warn",
+        description=(
+            "parameters that get exactly zero gradient whatever the images (feature maps smaller than the kernel: "
+            "a stem built for larger images), found by a probe before training: above 1% of them, warn, or refuse "
+            "to run (bench/engine/dead.py)"
+        ),
+    )
 
 
 class WandbSpec(_Strict):
@@ -201,14 +250,18 @@ class WandbSpec(_Strict):
     project: str = Field(min_length=1, description="W&B project")
     entity: str | None = Field(None, description="W&B team or user (default: the logged-in user's)")
     mode: Literal["offline", "online"] = Field(
-        "offline", description="offline: <run>/wandb/offline-run-* for `wandb sync`; online: sent as it goes")
+        "offline", description="offline: <run>/wandb/offline-run-* for `wandb sync`; online: sent as it goes"
+    )
 
 
 class LoggingSpec(_Strict):
     """Where a run's curves go besides metrics.csv and events.jsonl; none of it changes a number."""
 
-    tensorboard: bool = Field(False, description="TensorBoard event files in <run>/tensorboard as the run goes "
-                              "(the tensorboard package: pip install -e '.[tensorboard]')")
+    tensorboard: bool = Field(
+        False,
+        description="TensorBoard event files in <run>/tensorboard as the run goes "
+        "(the tensorboard package: pip install -e '.[tensorboard]')",
+    )
     wandb: WandbSpec | None = Field(None, description="Weights & Biases curves, sent as checkpoints keep them")
 
 
@@ -225,24 +278,37 @@ class AdaptiveBatchSpec(_Strict):
     max_batch: PositiveInt = Field(description="largest batch")
     adjust: float = Field(0.1, gt=0, le=1, description="relative change per adjustment (at least one chunk)")
     every_steps: PositiveInt = Field(1, description="steps between adjustments (their similarities averaged)")
-    rule: Literal["proportional", "authors"] = Field("proportional", description=(
-        "proportional: x (1 + adjust) up, / (1 + adjust) down, rounded, at least one chunk; authors: SimiGrad's "
-        "code, x (1 + adjust) up floored and at least one chunk, one chunk down (bench/engine/pace.py)"))
+    rule: Literal["proportional", "authors"] = Field(
+        "proportional",
+        description=(
+            "proportional: x (1 + adjust) up, / (1 + adjust) down, rounded, at least one chunk; authors: SimiGrad's "
+            "code, x (1 + adjust) up floored and at least one chunk, one chunk down (bench/engine/pace.py)"
+        ),
+    )
 
 
 class Recipe(_Strict):
     name: str = Field(description="the run directory's folder name (default: the recipe file's name)")
     model: ModelSpec = Field(description="the network")
     data: DataSpec = Field(DataSpec(), description="the dataset, its transforms and its loader")
-    global_batch: PositiveInt = Field(description="images per optimizer step over all ranks and micro-batches "
-                                      "(with adaptive_batch: the first step's, and the lr's reference)")
-    micro_batch: Union[PositiveInt, Literal["auto"]] = Field("auto", description=(
-        "images per forward/backward on one rank; accumulation covers the rest of the batch (auto: the largest "
-        "divisor not above engine.micro_batch_cap)"))
-    gsnr_groups: PositiveInt | None = Field(None, description="gradient groups k per step (per min_batch chunk "
-                                            "with adaptive_batch); null = one per micro-batch")
-    adaptive_batch: AdaptiveBatchSpec | None = Field(None, description="SimiGrad-style adaptive batch; "
-                                                     "global_batch is then the first step's batch")
+    global_batch: PositiveInt = Field(
+        description="images per optimizer step over all ranks and micro-batches "
+        "(with adaptive_batch: the first step's, and the lr's reference)"
+    )
+    micro_batch: Union[PositiveInt, Literal["auto"]] = Field(
+        "auto",
+        description=(
+            "images per forward/backward on one rank; accumulation covers the rest of the batch (auto: the largest "
+            "divisor not above engine.micro_batch_cap)"
+        ),
+    )
+    gsnr_groups: PositiveInt | None = Field(
+        None,
+        description="gradient groups k per step (per min_batch chunk with adaptive_batch); null = one per micro-batch",
+    )
+    adaptive_batch: AdaptiveBatchSpec | None = Field(
+        None, description="SimiGrad-style adaptive batch; global_batch is then the first step's batch"
+    )
     optimizer: OptimizerSpec = Field(description="the optimizer and its hyperparameters")
     schedule: ScheduleSpec = Field(ScheduleSpec(), description="the learning-rate schedule")
     epochs: PositiveFloat = Field(description="training length in epochs (passes over the training images)")
@@ -254,9 +320,13 @@ class Recipe(_Strict):
     checkpoint: CheckpointSpec = Field(CheckpointSpec(), description="when to checkpoint")
     logging: LoggingSpec = Field(LoggingSpec(), description="live curves (TensorBoard, Weights & Biases)")
     target_top1: float = Field(gt=0, le=100, description="percent; epochs-to-target uses the first eval at or above it")
-    tags: dict[str, Union[str, int, float, bool]] = Field(default_factory=dict, description=(
-        "labels that do not change training (bench sweep writes sweep, arm, trial, study, role); "
-        "runs with different tags are different recipes in the analysis"))
+    tags: dict[str, Union[str, int, float, bool]] = Field(
+        default_factory=dict,
+        description=(
+            "labels that do not change training (bench sweep writes sweep, arm, trial, study, role); "
+            "runs with different tags are different recipes in the analysis"
+        ),
+    )
 
     @model_validator(mode="after")
     def _name_is_a_folder_name(self):
@@ -266,8 +336,10 @@ class Recipe(_Strict):
     @model_validator(mode="after")
     def _warmup_within_training(self):
         if self.schedule.warmup_epochs > self.epochs:
-            raise ValueError(f"schedule.warmup_epochs {self.schedule.warmup_epochs:g} is longer than training "
-                             f"(epochs {self.epochs:g})")
+            raise ValueError(
+                f"schedule.warmup_epochs {self.schedule.warmup_epochs:g} is longer than training "
+                f"(epochs {self.epochs:g})"
+            )
         return self
 
     @model_validator(mode="after")
@@ -277,16 +349,20 @@ class Recipe(_Strict):
             a = self.adaptive_batch
             unit, unit_key = a.min_batch, "adaptive_batch.min_batch"
             if not a.min_batch <= self.global_batch <= a.max_batch:
-                raise ValueError(f"global_batch {self.global_batch} must lie in [adaptive_batch.min_batch "
-                                 f"{a.min_batch}, adaptive_batch.max_batch {a.max_batch}]")
+                raise ValueError(
+                    f"global_batch {self.global_batch} must lie in [adaptive_batch.min_batch "
+                    f"{a.min_batch}, adaptive_batch.max_batch {a.max_batch}]"
+                )
             for key, value in (("global_batch", self.global_batch), ("adaptive_batch.max_batch", a.max_batch)):
                 if value % a.min_batch:
                     raise ValueError(f"{key} {value} is not a multiple of adaptive_batch.min_batch {a.min_batch}")
             record = catalog.OPTIMIZERS.get(self.optimizer.name)  # an unknown name is reported by _check_names
             if record is not None and record.pace != "adaptive":
                 adaptive = ", ".join(name for name, r in catalog.OPTIMIZERS.items() if r.pace == "adaptive")
-                raise ValueError(f"adaptive_batch needs an optimizer that measures the halves' similarity "
-                                 f"({adaptive}), not '{self.optimizer.name}'")
+                raise ValueError(
+                    f"adaptive_batch needs an optimizer that measures the halves' similarity "
+                    f"({adaptive}), not '{self.optimizer.name}'"
+                )
         for key in ("micro_batch", "gsnr_groups"):
             value = getattr(self, key)
             if isinstance(value, int) and unit % value:
@@ -312,8 +388,9 @@ class Recipe(_Strict):
         try:
             saved = Recipe.model_validate(yaml.safe_load(saved_yaml))
             # logging changes no number; the thread count only float rounding, as another machine would
-            engine = saved.engine.model_copy(update={"threads": self.engine.threads,
-                                                     "dead_params": self.engine.dead_params})  # a check only
+            engine = saved.engine.model_copy(
+                update={"threads": self.engine.threads, "dead_params": self.engine.dead_params}
+            )  # a check only
             neutral = {"logging": self.logging, "engine": engine}
             return saved.model_copy(update=neutral) == self
         except (ValidationError, yaml.YAMLError, TypeError):
@@ -355,6 +432,7 @@ def timm_models():
     import timm
 
     import bench.models  # noqa: F401  (registering is importing)
+
     return timm
 
 
@@ -457,11 +535,16 @@ def _check_pretrained(name: str) -> None:
         cached.append(str(Path(torch.hub.get_dir()) / "checkpoints" / cfg.url.rsplit("/", 1)[-1]))
     if any(path and Path(path).is_file() for path in cached) or _hub_reachable():
         return
-    where = (f"the Hugging Face cache ({constants.HF_HUB_CACHE}, repository {cfg.hf_hub_id})"
-             if cfg.hf_hub_id else f"{Path(torch.hub.get_dir()) / 'checkpoints'}")
-    raise UserError(f"key 'model.kwargs.pretrained': the weights of timm model '{name}' are not cached here and the "
-                    f"Hugging Face Hub cannot be reached; download them where there is internet (timm.create_model("
-                    f"'{name}', pretrained=True)) and copy them into {where}, or set pretrained: false")
+    where = (
+        f"the Hugging Face cache ({constants.HF_HUB_CACHE}, repository {cfg.hf_hub_id})"
+        if cfg.hf_hub_id
+        else f"{Path(torch.hub.get_dir()) / 'checkpoints'}"
+    )
+    raise UserError(
+        f"key 'model.kwargs.pretrained': the weights of timm model '{name}' are not cached here and the "
+        f"Hugging Face Hub cannot be reached; download them where there is internet (timm.create_model("
+        f"'{name}', pretrained=True)) and copy them into {where}, or set pretrained: false"
+    )
 
 
 def _hub_reachable() -> bool:
@@ -511,19 +594,29 @@ def keys() -> list[tuple[str, str, str, str]]:
         for name, field in model.model_fields.items():
             section = _schema_class(field.annotation)
             value = None if field.is_required() else field.get_default(call_default_factory=True)
-            default = "required" if field.is_required() else "" if value is not None and section else json.dumps(
-                value, default=str)
+            default = (
+                "required"
+                if field.is_required()
+                else ""
+                if value is not None and section
+                else json.dumps(value, default=str)
+            )
             kind = "section" if section else f"{_type_name(field.annotation)} {_bounds(field.metadata)}".strip()
             rows.append((prefix + name, kind, default, field.description or ""))
             if section:
                 walk(section, f"{prefix}{name}.")
+
     walk(Recipe, "")
     return rows
 
 
 def _bounds(metadata) -> str:
-    return " ".join(f"{op} {getattr(m, name)}" for m in metadata for name, op in
-                    (("gt", ">"), ("ge", ">="), ("lt", "<"), ("le", "<=")) if getattr(m, name, None) is not None)
+    return " ".join(
+        f"{op} {getattr(m, name)}"
+        for m in metadata
+        for name, op in (("gt", ">"), ("ge", ">="), ("lt", "<"), ("le", "<="))
+        if getattr(m, name, None) is not None
+    )
 
 
 def _type_name(ann) -> str:
@@ -559,8 +652,11 @@ def _unknown_key_message(assignment: str, path: list[str]) -> str:
     known = [p for p in (_section(tuple(path[:i])) for i in range(len(path))) if p][-1:]
     fields = list(known[0].model_fields) if known else []
     close = difflib.get_close_matches(path[-1], fields, n=1)
-    return (f"--set '{assignment}': '{'.'.join(path)}' is not a recipe key"
-            + (f" (did you mean '{'.'.join(path[:-1] + [close[0]])}'?)" if close else "") + "; `bench recipe keys` lists them")
+    return (
+        f"--set '{assignment}': '{'.'.join(path)}' is not a recipe key"
+        + (f" (did you mean '{'.'.join(path[:-1] + [close[0]])}'?)" if close else "")
+        + "; `bench recipe keys` lists them"
+    )
 
 
 def apply_sets(raw: dict, assignments: list[str]) -> dict:

@@ -59,12 +59,21 @@ from typing import Any, Literal
 
 import numpy as np
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    ValidationError,
+    model_validator,
+)
 
 from bench import recipe as recipe_mod
 from bench.engine.rundir import FINISHED, prune_checkpoints
-from bench.suite import Preempted, finished_run
 from bench.errors import UserError
+from bench.suite import Preempted, finished_run
 
 
 class _Strict(BaseModel):
@@ -130,16 +139,22 @@ class Budget(_Strict):
 
 class Select(_Strict):
     split: Literal["holdout", "validation"] = Field(
-        "holdout", description="holdout: a part of the training set (recipe data.holdout) kept out of training")
+        "holdout", description="holdout: a part of the training set (recipe data.holdout) kept out of training"
+    )
     metric: Literal["top1", "steps_to_target"] = "top1"
 
 
 class Reruns(_Strict):
     seeds: list[NonNegativeInt] = Field(min_length=1)
-    top: PositiveInt = Field(1, description="rerun the best `top` trials of each cell (the runner-up's reruns show "
-                             "whether a near-tie selection mattered)")
-    matched: list[tuple[str, str]] = Field(default_factory=list, description="pairs of arms each rerun at the "
-                                           "other's selected point too (a 2 x 2 of arm x point per batch)")
+    top: PositiveInt = Field(
+        1,
+        description="rerun the best `top` trials of each cell (the runner-up's reruns show "
+        "whether a near-tie selection mattered)",
+    )
+    matched: list[tuple[str, str]] = Field(
+        default_factory=list,
+        description="pairs of arms each rerun at the other's selected point too (a 2 x 2 of arm x point per batch)",
+    )
 
 
 class SweepSpec(_Strict):
@@ -156,8 +171,10 @@ class SweepSpec(_Strict):
     budget: Budget
     select: Select = Select()
     reruns: Reruns
-    keep_checkpoints: bool = Field(False, description="trials keep their final checkpoint (reruns always do, as "
-                                   "recipe key checkpoint.keep_final says)")
+    keep_checkpoints: bool = Field(
+        False,
+        description="trials keep their final checkpoint (reruns always do, as recipe key checkpoint.keep_final says)",
+    )
 
     @model_validator(mode="after")
     def _consistent(self):
@@ -166,8 +183,10 @@ class SweepSpec(_Strict):
         for label, arm in self.arms.items():
             recipe_mod.check_path_component(label, f"arms.{label}")
             if not arm.space:
-                raise ValueError(f"arms.{label}.space is empty: name at least one searched key (an arm with "
-                                 "nothing to search is one recipe: bench run it)")
+                raise ValueError(
+                    f"arms.{label}.space is empty: name at least one searched key (an arm with "
+                    "nothing to search is one recipe: bench run it)"
+                )
         if self.search == "quasirandom" and self.trials is None:
             raise ValueError("trials: required for search: quasirandom")
         if self.search == "grid":
@@ -180,11 +199,15 @@ class SweepSpec(_Strict):
                 if arm not in self.arms:
                     raise ValueError(f"reruns.matched: '{arm}' is not an arm; the arms are {', '.join(self.arms)}")
             if set(self.arms[x].space) != set(self.arms[y].space):
-                raise ValueError(f"reruns.matched: arms {x} and {y} search different keys ({', '.join(self.arms[x].space)}"
-                                 f" against {', '.join(self.arms[y].space)}); a matched point needs the same keys")
+                raise ValueError(
+                    f"reruns.matched: arms {x} and {y} search different keys ({', '.join(self.arms[x].space)}"
+                    f" against {', '.join(self.arms[y].space)}); a matched point needs the same keys"
+                )
         if self.trial_seed in self.reruns.seeds:
-            raise ValueError(f"reruns.seeds: {self.trial_seed} is the trials' seed (trial_seed); reruns use others, "
-                             "so their figures carry no selection luck")
+            raise ValueError(
+                f"reruns.seeds: {self.trial_seed} is the trials' seed (trial_seed); reruns use others, "
+                "so their figures carry no selection luck"
+            )
         return self
 
 
@@ -193,10 +216,10 @@ class Trial:
     name: str
     arm: str
     batch: int
-    role: str          # "trial" or "rerun"
-    index: int         # trial number (reruns: the best trial's)
+    role: str  # "trial" or "rerun"
+    index: int  # trial number (reruns: the best trial's)
     study: int
-    point: dict        # the searched keys' values
+    point: dict  # the searched keys' values
     recipe: recipe_mod.Recipe = field(compare=False, repr=False)
 
 
@@ -241,8 +264,10 @@ def points(spec: SweepSpec, arm: Arm, study: int) -> list[dict]:
     keys = list(arm.space)
     if spec.search == "grid":
         return [dict(zip(keys, combo)) for combo in itertools.product(*(arm.space[k].values for k in keys))]
-    return [{k: arm.space[k].at(u) for k, u in zip(keys, us)} for us in unit_points(len(keys), spec.trials,
-                                                                                         spec.seed, study)]
+    return [
+        {k: arm.space[k].at(u) for k, u in zip(keys, us)}
+        for us in unit_points(len(keys), spec.trials, spec.seed, study)
+    ]
 
 
 def _round(value):
@@ -250,10 +275,18 @@ def _round(value):
     return float(f"{value:.6g}") if isinstance(value, float) else value
 
 
-def _recipe(spec: SweepSpec, arm_label: str, batch: int, point: dict, epochs: float, seed: int,
-            name: str, tags: dict) -> recipe_mod.Recipe:
-    sets = {**spec.set, **spec.arms[arm_label].set, "global_batch": batch, "epochs": epochs, "seed": seed,
-            "name": name, **{k: _round(v) for k, v in point.items()}}
+def _recipe(
+    spec: SweepSpec, arm_label: str, batch: int, point: dict, epochs: float, seed: int, name: str, tags: dict
+) -> recipe_mod.Recipe:
+    sets = {
+        **spec.set,
+        **spec.arms[arm_label].set,
+        "global_batch": batch,
+        "epochs": epochs,
+        "seed": seed,
+        "name": name,
+        **{k: _round(v) for k, v in point.items()},
+    }
     assignments = [f"{k}={json.dumps(v)}" for k, v in sets.items()]
     recipe = recipe_mod.load(spec.base, assignments)
     return recipe.model_copy(update={"tags": {**recipe.tags, **tags}})
@@ -282,15 +315,18 @@ def expand(path: str | Path, spec: SweepSpec) -> list[Trial]:
         name = f"{spec.name}-{label}-b{batch}-t{index:02d}{suffix}"
         tags = {"sweep": spec.name, "arm": label, "trial": index, "study": study, "role": "trial"}
         try:
-            recipe = _recipe(spec, label, batch, point, spec.budget.epochs_at(batch, train_size or 1),
-                             spec.trial_seed, name, tags)
+            recipe = _recipe(
+                spec, label, batch, point, spec.budget.epochs_at(batch, train_size or 1), spec.trial_seed, name, tags
+            )
         except UserError as e:
             raise UserError(f"{path}: trial {name}: {e}") from None
         trials.append(Trial(name, label, batch, "trial", index, study, point, recipe))
     needs_holdout = spec.select.split == "holdout"
     if needs_holdout and trials and not trials[0].recipe.data.holdout:
-        raise UserError(f"{path}: key 'select.split' is holdout but the recipes hold nothing out; set data.holdout "
-                        "(a fraction or count of training images) in the base or in set, or select on validation")
+        raise UserError(
+            f"{path}: key 'select.split' is holdout but the recipes hold nothing out; set data.holdout "
+            "(a fraction or count of training images) in the base or in set, or select on validation"
+        )
     return trials
 
 
@@ -313,8 +349,14 @@ def matched_trials(spec: SweepSpec, arm: str, at: Trial) -> list[Trial]:
     out = []
     for seed in spec.reruns.seeds:
         name = f"{spec.name}-{arm}-b{at.batch}-at-{at.arm}-seed{seed}"
-        tags = {"sweep": spec.name, "arm": arm, "trial": at.index, "study": at.study, "role": "matched",
-                "point_of": at.arm}
+        tags = {
+            "sweep": spec.name,
+            "arm": arm,
+            "trial": at.index,
+            "study": at.study,
+            "role": "matched",
+            "point_of": at.arm,
+        }
         recipe = _recipe(spec, arm, at.batch, at.point, at.recipe.epochs, seed, name, tags)
         out.append(Trial(name, arm, at.batch, "matched", at.index, at.study, at.point, recipe))
     return out
@@ -323,8 +365,12 @@ def matched_trials(spec: SweepSpec, arm: str, at: Trial) -> list[Trial]:
 def all_reruns(spec: SweepSpec, ranked: dict[tuple, list[Trial]]) -> list[Trial]:
     """The reruns of the top trials of every finished cell, then the matched points of reruns.matched (none where
     both arms selected the same point: their reruns already compare them there)."""
-    out = [r for cell in ranked.values() for rank, t in enumerate(cell[:spec.reruns.top], 1)
-           for r in rerun_trials(spec, t, rank)]
+    out = [
+        r
+        for cell in ranked.values()
+        for rank, t in enumerate(cell[: spec.reruns.top], 1)
+        for r in rerun_trials(spec, t, rank)
+    ]
     batches = sorted({batch for _, batch in ranked})
     for x, y in spec.reruns.matched:
         for batch in batches:
@@ -446,8 +492,9 @@ def _best_so_far(progress: Progress) -> str:
     return f"best {name} ({score[-1]:.1f}%)" if math.isfinite(score[-1]) else ""
 
 
-def ranked_trials(trials: list[Trial], finished: dict[str, Path],
-                  spec: SweepSpec) -> tuple[dict[tuple, list[Trial]], list[str]]:
+def ranked_trials(
+    trials: list[Trial], finished: dict[str, Path], spec: SweepSpec
+) -> tuple[dict[tuple, list[Trial]], list[str]]:
     """(arm, batch) -> the cell's trials that trained, best first, for each cell whose trials have all finished;
     and the cells waiting."""
     by_cell: dict[tuple, list[Trial]] = {}
@@ -474,8 +521,14 @@ def this_platform() -> str:
     from bench.engine.rundir import versions
 
     cuda = torch.cuda.is_available()
-    return kernels({"device": "cuda" if cuda else "cpu", "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-                    "gpu": torch.cuda.get_device_name() if cuda else None, "versions": versions()})
+    return kernels(
+        {
+            "device": "cuda" if cuda else "cpu",
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "gpu": torch.cuda.get_device_name() if cuda else None,
+            "versions": versions(),
+        }
+    )
 
 
 def check_provenance(spec: SweepSpec, results: Path, allow_dirty: bool, allow_mixed_kernels: bool) -> None:
@@ -487,9 +540,11 @@ def check_provenance(spec: SweepSpec, results: Path, allow_dirty: bool, allow_mi
 
     commit = git_commit()
     if commit and commit.endswith("+dirty") and not allow_dirty:
-        raise UserError(f"sweep {spec.name}: bench's code has uncommitted changes (git status in "
-                        f"{Path(__file__).parent}); a study's runs come from one clean commit: commit them, or pass "
-                        "--allow-dirty (the verdict then warns)")
+        raise UserError(
+            f"sweep {spec.name}: bench's code has uncommitted changes (git status in "
+            f"{Path(__file__).parent}); a study's runs come from one clean commit: commit them, or pass "
+            "--allow-dirty (the verdict then warns)"
+        )
     done = [json.loads(m.read_text()) for m in sorted(Path(results).glob("*/*/meta.json"))]
     done = [m for m in done if m.get("status") in FINISHED]
     theirs = sorted({kernels(m) for m in done})
@@ -497,13 +552,18 @@ def check_provenance(spec: SweepSpec, results: Path, allow_dirty: bool, allow_mi
     if theirs and theirs != [here] and not allow_mixed_kernels:
         pin = sorted({m.get("cpu_capability") for m in done if m.get("cpu_capability")})
         hint = f"ATEN_CPU_CAPABILITY={pin[0].lower()} where this CPU has it, or " if len(pin) == 1 else ""
-        raise UserError(f"{results}: the study's finished runs used {'; '.join(theirs)} and this process would use "
-                        f"{here}; a study's pairs come from one kernel platform: resume it on theirs ({hint}the "
-                        "same machine type), or pass --allow-mixed-kernels (the verdict then warns)")
+        raise UserError(
+            f"{results}: the study's finished runs used {'; '.join(theirs)} and this process would use "
+            f"{here}; a study's pairs come from one kernel platform: resume it on theirs ({hint}the "
+            "same machine type), or pass --allow-mixed-kernels (the verdict then warns)"
+        )
     commits = sorted({m.get("git_commit") for m in done if m.get("git_commit")} - {commit})
     if commits:
-        print(f"bench: warning: {results}: the study's finished runs came from {', '.join(c[:12] for c in commits)}; "
-              f"this process runs {commit or 'an unknown commit'} (the verdict lists both)", file=sys.stderr)
+        print(
+            f"bench: warning: {results}: the study's finished runs came from {', '.join(c[:12] for c in commits)}; "
+            f"this process runs {commit or 'an unknown commit'} (the verdict lists both)",
+            file=sys.stderr,
+        )
 
 
 def search_warnings(spec: SweepSpec) -> list[str]:
@@ -515,16 +575,25 @@ def search_warnings(spec: SweepSpec) -> list[str]:
         for label, arm in spec.arms.items():
             wanted = 2 ** (len(arm.space) + 1)
             if spec.trials < wanted:
-                out.append(f"arms.{label}: {spec.trials} trials for {len(arm.space)} searched keys; a quasi-random "
-                           f"search resolves them from about {wanted} (2^(d+1)) trials a study")
+                out.append(
+                    f"arms.{label}: {spec.trials} trials for {len(arm.space)} searched keys; a quasi-random "
+                    f"search resolves them from about {wanted} (2^(d+1)) trials a study"
+                )
     if spec.studies == 1:
-        out.append("studies: 1; headline sweeps use at least 2 (AlgoPerf: 3 studies x 5 trials), each its own "
-                   "scramble, so the best point's luck is seen")
+        out.append(
+            "studies: 1; headline sweeps use at least 2 (AlgoPerf: 3 studies x 5 trials), each its own "
+            "scramble, so the best point's luck is seen"
+        )
     return out
 
 
-def run_sweep(path: str | Path, results: Path, only: str | None = None, allow_dirty: bool = False,
-              allow_mixed_kernels: bool = False) -> tuple[list[Trial], list[str]]:
+def run_sweep(
+    path: str | Path,
+    results: Path,
+    only: str | None = None,
+    allow_dirty: bool = False,
+    allow_mixed_kernels: bool = False,
+) -> tuple[list[Trial], list[str]]:
     """Run the trials, then the reruns of each cell's best trial; returns (all trials and reruns, waiting
     cells). `only`: run just the trials whose names contain it (no reruns). Refuses an uncommitted tree or a
     kernel platform other than the study's (check_provenance)."""
@@ -554,8 +623,16 @@ def trial_table(trials: list[Trial]) -> str:
     """The trials as a markdown table (bench sweep --list)."""
     keys = list(dict.fromkeys(k for t in trials for k in t.point))
     head = ["name", "arm", "batch", "epochs", *keys]
-    rows = [[t.name, t.arm, str(t.batch), f"{t.recipe.epochs:g}", *(_show(t.point[k]) if k in t.point else "—"
-                                                                    for k in keys)] for t in trials]
+    rows = [
+        [
+            t.name,
+            t.arm,
+            str(t.batch),
+            f"{t.recipe.epochs:g}",
+            *(_show(t.point[k]) if k in t.point else "—" for k in keys),
+        ]
+        for t in trials
+    ]
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows]) + "\n"
 

@@ -31,8 +31,27 @@ def _isolated_cache(tmp_path, monkeypatch):
 def tiny_dataset(tmp_path_factory) -> Path:
     """A small generated ImageNet-layout folder: 4 classes, 40 train / 10 val images each."""
     root = tmp_path_factory.mktemp("data") / "tiny"
-    assert main(["data", "synth", "--out", str(root), "--classes", "4", "--train-per-class", "40",
-                 "--val-per-class", "10", "--size", "40", "--seed", "3"]) == 0
+    assert (
+        main(
+            [
+                "data",
+                "synth",
+                "--out",
+                str(root),
+                "--classes",
+                "4",
+                "--train-per-class",
+                "40",
+                "--val-per-class",
+                "10",
+                "--size",
+                "40",
+                "--seed",
+                "3",
+            ]
+        )
+        == 0
+    )
     return root
 
 

@@ -116,8 +116,16 @@ def test_speedups_of_a_over_b(tmp_path):
     assert back["speedup_steps"] == pytest.approx(0.5) and back["speedup_to_b_final"] == 0.0
 
 
-@pytest.mark.parametrize("b, a, expected", [(30, 15, 2.0), (math.inf, 15, math.inf), (30, math.inf, 0.0),
-                                            (math.inf, math.inf, math.nan), (math.nan, 3, math.nan)])
+@pytest.mark.parametrize(
+    "b, a, expected",
+    [
+        (30, 15, 2.0),
+        (math.inf, 15, math.inf),
+        (30, math.inf, 0.0),
+        (math.inf, math.inf, math.nan),
+        (math.nan, 3, math.nan),
+    ],
+)
 def test_speedup_ratio_with_misses(b, a, expected):
     got = tables._ratio(b, a)
     assert got == expected or (math.isnan(got) and math.isnan(expected))
@@ -142,10 +150,30 @@ def test_compare_table_lists_every_recipe_with_speedups(tmp_path):
 
 
 def imagenet_runs(root):
-    make_run(root, "in-lars-4k", "lars", 4096, 0, [70.0, 76.0, 76.8], target=75.9, data=IMAGENET, model="resnet50",
-             **IMAGENET_SIZES)
-    make_run(root, "in-lars-4k", "lars", 4096, 1, [70.0, 75.0, 76.4], target=75.9, data=IMAGENET, model="resnet50",
-             **IMAGENET_SIZES)
+    make_run(
+        root,
+        "in-lars-4k",
+        "lars",
+        4096,
+        0,
+        [70.0, 76.0, 76.8],
+        target=75.9,
+        data=IMAGENET,
+        model="resnet50",
+        **IMAGENET_SIZES,
+    )
+    make_run(
+        root,
+        "in-lars-4k",
+        "lars",
+        4096,
+        1,
+        [70.0, 75.0, 76.4],
+        target=75.9,
+        data=IMAGENET,
+        model="resnet50",
+        **IMAGENET_SIZES,
+    )
     # Not the paper's setting: a toy dataset run of the same optimizer and batch.
     make_run(root, "toy-vrgd", "vrgd_lars", 4096, 0, [80, 90], train_size=1_000_000)
 
@@ -170,8 +198,18 @@ def test_each_paper_table_judges_with_its_papers_target(tmp_path):
     """Table 2 of the VRGD paper judges at 74.9% (MLPerf v0.5): runs ending at 75.2 and 75.5 reach it there, while
     `mlperf-epochs` keeps today's 75.9% and finds no epoch at which they reached that."""
     for seed, final in ((0, 75.2), (1, 75.5)):
-        make_run(tmp_path, "in-lars-64k", "lars", 65536, seed, [60.0, 70.0, final], target=75.9, data=IMAGENET,
-                 model="resnet50", **IMAGENET_SIZES)
+        make_run(
+            tmp_path,
+            "in-lars-64k",
+            "lars",
+            65536,
+            seed,
+            [60.0, 70.0, final],
+            target=75.9,
+            data=IMAGENET,
+            model="resnet50",
+            **IMAGENET_SIZES,
+        )
     study = results.load_study([tmp_path])
     table = tables.build("vrgd-imagenet", study)
     row = {r[0]: r for r in table.rows}[65536]
@@ -223,8 +261,16 @@ def test_cifar10_table_has_all_optimizers(tmp_path):
     kw = dict(model="resnet56_cifar", train_size=50_000, val_size=10_000, data=data, target=93.03)
     make_run(tmp_path, "c-adamw", "adamw", 512, 0, [80, 92.5], **kw)
     table = tables.build("vrgd-cifar10", results.load_study([tmp_path]))
-    assert [r[0] for r in table.rows] == ["Momentum", "VRGD-Momentum", "Adam", "VRGD-Adam", "LAMB", "VRGD-LAMB",
-                                          "LARS", "VRGD-LARS"]
+    assert [r[0] for r in table.rows] == [
+        "Momentum",
+        "VRGD-Momentum",
+        "Adam",
+        "VRGD-Adam",
+        "LAMB",
+        "VRGD-LAMB",
+        "LARS",
+        "VRGD-LARS",
+    ]
     adam = table.rows[2]
     assert adam[table.columns.index("512 published")].text() == "92.24 (below target)"
     assert adam[table.columns.index("512 measured")].text() == "92.50 (n=1; 0/1 ≥ 93.03)"
@@ -241,6 +287,7 @@ def test_report_one_row_per_recipe_and_per_run(tmp_path):
 
 # Bad input: one sentence naming the path or what is allowed, exit code 2.
 
+
 def test_no_runs_and_missing_path_are_user_errors(tmp_path, capsys):
     assert main(["report", str(tmp_path)]) == 2
     assert f"{tmp_path}: no run directories" in capsys.readouterr().err
@@ -256,11 +303,14 @@ def test_unknown_table_and_baseline(tmp_path, capsys):
     assert "no run uses that optimizer; the runs use lars" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("content, message", [
-    ("epoch,step\n1,2\n", "missing column(s) images_seen"),
-    ("not,a,csv\n\"unclosed\n", "not a readable metrics file"),
-    (None, "is not a number"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("epoch,step\n1,2\n", "missing column(s) images_seen"),
+        ('not,a,csv\n"unclosed\n', "not a readable metrics file"),
+        (None, "is not a number"),
+    ],
+)
 def test_corrupt_metrics_is_a_user_error_under_strict(tmp_path, capsys, content, message):
     run = make_run(tmp_path, "r", "lars", 100, 0, [50, 60])
     make_run(tmp_path, "ok", "lars", 100, 0, [50, 61])
@@ -304,8 +354,11 @@ def test_one_damaged_run_leaves_the_report_of_the_others_and_strict_refuses_it(t
     broken = make_run(tmp_path, "b", "lars", 100, 0, [50, 60])
     (broken / "recipe.yaml").unlink()
     for command in (["report"], ["table", "compare"], ["plot", "--out", str(tmp_path / "plots")]):
-        done = run_cli(*command[:2], str(tmp_path), *command[2:]) if command[0] == "table" else run_cli(
-            command[0], str(tmp_path), *command[1:])
+        done = (
+            run_cli(*command[:2], str(tmp_path), *command[2:])
+            if command[0] == "table"
+            else run_cli(command[0], str(tmp_path), *command[1:])
+        )
         assert done.returncode == 0, done.stderr
         assert f"bench: warning: {broken}" in done.stderr and "left out" in done.stderr
     strict = run_cli("report", str(tmp_path), "--strict")
@@ -327,15 +380,19 @@ def test_a_seed_run_twice_counts_once_and_a_killed_run_never(tmp_path, capsys):
 def test_the_kept_run_of_a_seed_is_the_one_that_ended_last_and_loaders_are_not_seeds(tmp_path, capsys):
     """A DALI and a torchvision run of one recipe and seed are two recipes (their numbers differ); of two runs of
     one loader, the one that finished last is kept, wherever its folder sorts."""
-    when = lambda start, end: {"start_time": f"2026-11-24T12:{start:02d}:00+00:00",
-                               "end_time": f"2026-11-24T12:{end:02d}:00+00:00"}
+    when = lambda start, end: {
+        "start_time": f"2026-11-24T12:{start:02d}:00+00:00",
+        "end_time": f"2026-11-24T12:{end:02d}:00+00:00",
+    }
     tv = make_run(tmp_path / "tv", "r", "lars", 100, 0, [50, 80.0], meta_extra={"loader": "torchvision", **when(0, 21)})
     make_run(tmp_path / "dali", "r", "lars", 100, 0, [50, 80.8], meta_extra={"loader": "dali", **when(1, 24)})
     study = results.load_study([tmp_path])
     assert sorted(study.groups["val_top1"]) == [80.0, 80.8] and list(study.groups["n"]) == [1, 1]
     assert "counted once" not in capsys.readouterr().err
     # the same loader twice: the run in "a-..." ended last, though "z-..." sorts last
-    make_run(tmp_path / "a-again", "r", "lars", 100, 0, [50, 79.0], meta_extra={"loader": "torchvision", **when(30, 40)})
+    make_run(
+        tmp_path / "a-again", "r", "lars", 100, 0, [50, 79.0], meta_extra={"loader": "torchvision", **when(30, 40)}
+    )
     make_run(tmp_path / "z-first", "r", "lars", 100, 0, [50, 77.0], meta_extra={"loader": "torchvision", **when(5, 9)})
     study = results.load_study([tmp_path])
     row = study.groups[study.groups["runs"].astype(str).str.contains("tv|a-again|z-first")]
@@ -381,6 +438,7 @@ def test_the_dead_parameter_check_does_not_split_seeds(tmp_path):
 
 # Results others can load: `bench report --format parquet|json`.
 
+
 @pytest.mark.parametrize("per_run", [False, True])
 def test_parquet_and_json_exports_load_in_pandas_with_every_value_and_definition(tmp_path, per_run):
     import io
@@ -405,8 +463,9 @@ def test_parquet_and_json_exports_load_in_pandas_with_every_value_and_definition
     from_json = pd.read_json(io.StringIO(text), orient="table")
     for frame in (loaded, from_json):
         for column in ("val_top1", "steps_to_target", "gap_top1"):
-            pd.testing.assert_series_equal(frame[column].astype(float), expected[column].astype(float),
-                                           check_names=False)
+            pd.testing.assert_series_equal(
+                frame[column].astype(float), expected[column].astype(float), check_names=False
+            )
     assert math.isinf(from_json["steps_to_target"].max())  # a miss stays infinite, not null
     assert all(f["description"] for f in json.loads(text)["schema"]["fields"])
 
@@ -471,8 +530,18 @@ def test_a_random_tensor_run_in_imagenets_shape_is_never_a_paper_measurement(tmp
     from tests.test_analysis_helpers import IMAGENET, IMAGENET_SIZES
 
     make_run(tmp_path / "real", "r50", "lars", 32768, 0, [70, 76], model="resnet50", data=IMAGENET, **IMAGENET_SIZES)
-    make_run(tmp_path / "fake", "r50-random", "lars", 32768, 0, [70, 76], model="resnet50",
-             data={**IMAGENET, "loader": loader}, **IMAGENET_SIZES, meta_extra={"loader": "random"})
+    make_run(
+        tmp_path / "fake",
+        "r50-random",
+        "lars",
+        32768,
+        0,
+        [70, 76],
+        model="resnet50",
+        data={**IMAGENET, "loader": loader},
+        **IMAGENET_SIZES,
+        meta_extra={"loader": "random"},
+    )
     runs = results.load([tmp_path]).set_index("recipe")
     assert runs.loc["r50", "paper"] == "imagenet" and runs.loc["r50-random", "paper"] == ""
 

@@ -18,10 +18,12 @@ def step(s, **kw):
     return {"step": s, "lr": 0.1, "loss": 2.0, **kw}
 
 
-NOISY = [step(0, noise_trace=10.0, grad_sqnorm=1.0, noise_scale=10.0),
-         step(1, noise_trace=30.0, grad_sqnorm=-0.5, noise_scale=None),  # an unbiased |G|^2 estimate below 0
-         step(2, noise_trace=20.0, grad_sqnorm=2.0, noise_scale=10.0),
-         step(3, noise_trace=None, grad_sqnorm=3.0, noise_scale=None)]  # one part missing: not used
+NOISY = [
+    step(0, noise_trace=10.0, grad_sqnorm=1.0, noise_scale=10.0),
+    step(1, noise_trace=30.0, grad_sqnorm=-0.5, noise_scale=None),  # an unbiased |G|^2 estimate below 0
+    step(2, noise_trace=20.0, grad_sqnorm=2.0, noise_scale=10.0),
+    step(3, noise_trace=None, grad_sqnorm=3.0, noise_scale=None),
+]  # one part missing: not used
 
 
 def row_of(root):
@@ -49,11 +51,14 @@ def test_the_report_and_the_figure_count_the_same_steps_after_the_warm_up(tmp_pa
     assert list(curve["noise_scale"].dropna()) == pytest.approx([row["noise_scale"]])
 
 
-@pytest.mark.parametrize("events", [
-    [step(0, noise_trace=None, grad_sqnorm=None, noise_scale=None), step(1, noise_trace=None, grad_sqnorm=None)],
-    [step(0, noise_trace=5.0, grad_sqnorm=-1.0), step(1, noise_trace=5.0, grad_sqnorm=0.5)],  # Σ|G|² <= 0
-    [step(0), step(1)],  # never logged
-])
+@pytest.mark.parametrize(
+    "events",
+    [
+        [step(0, noise_trace=None, grad_sqnorm=None, noise_scale=None), step(1, noise_trace=None, grad_sqnorm=None)],
+        [step(0, noise_trace=5.0, grad_sqnorm=-1.0), step(1, noise_trace=5.0, grad_sqnorm=0.5)],  # Σ|G|² <= 0
+        [step(0), step(1)],  # never logged
+    ],
+)
 def test_no_noise_scale_without_data(tmp_path, events):
     make_run(tmp_path, "r", "sgd", 100, 0, [50, 60], events=events)
     assert math.isnan(row_of(tmp_path)["noise_scale"])
@@ -85,11 +90,23 @@ def test_new_metric_columns_are_read(tmp_path):
 
 def adaptive(root, seed, noise=(10.0, 30.0)):
     """SimiGrad-LARS starting at batch 100: 100, 100, 200, 400; noise scale (Σ trace / Σ |G|²) per seed given."""
-    events = [step(0, batch=100, similarity=0.9, noise_trace=noise[0], grad_sqnorm=1.0),
-              step(1, batch=100, similarity=0.8, noise_trace=noise[1], grad_sqnorm=1.0),
-              step(2, batch=200, similarity=0.5), step(3, batch=400, similarity=0.2)]
-    return make_run(root, f"simi-s{seed}", "simigrad_lars", 100, seed, [50, 62], events=events, data_workers=seed,
-                    adaptive_batch={"target_similarity": 0.5, "min_batch": 100, "max_batch": 800})
+    events = [
+        step(0, batch=100, similarity=0.9, noise_trace=noise[0], grad_sqnorm=1.0),
+        step(1, batch=100, similarity=0.8, noise_trace=noise[1], grad_sqnorm=1.0),
+        step(2, batch=200, similarity=0.5),
+        step(3, batch=400, similarity=0.2),
+    ]
+    return make_run(
+        root,
+        f"simi-s{seed}",
+        "simigrad_lars",
+        100,
+        seed,
+        [50, 62],
+        events=events,
+        data_workers=seed,
+        adaptive_batch={"target_similarity": 0.5, "min_batch": 100, "max_batch": 800},
+    )
 
 
 def test_adaptive_runs_report_mean_and_final_batch_and_aggregate_under_the_start(tmp_path):
@@ -135,6 +152,7 @@ def test_mean_gain_per_run(tmp_path):
 
 # compare: any optimizers, one batch.
 
+
 def three_optimizers(root):
     for seed in (0, 1):
         make_run(root, f"ada-100-s{seed}", "adascale_lars", 100, seed, [50, 63, 70], data_workers=seed)
@@ -170,6 +188,7 @@ def test_batch_option_errors(tmp_path, capsys):
 
 # Per-step figure data.
 
+
 def test_run_events_count_images_from_each_steps_batch(tmp_path):
     adaptive(tmp_path, 0)
     make_run(tmp_path, "old", "lars", 250, 0, [50, 60], events=[step(s) for s in range(4)])
@@ -183,8 +202,14 @@ def test_run_events_count_images_from_each_steps_batch(tmp_path):
 
 
 def test_smoothed_noise_scale_is_a_ratio_of_sums_per_slice():
-    e = pd.DataFrame({"epoch": [0.1, 0.2, 0.3, 0.4], "noise_trace": [10.0, 30.0, 8.0, 4.0],
-                      "grad_sqnorm": [1.0, 1.0, -1.0, 0.5], "noise_scale": [10.0, 30.0, None, 8.0]})
+    e = pd.DataFrame(
+        {
+            "epoch": [0.1, 0.2, 0.3, 0.4],
+            "noise_trace": [10.0, 30.0, 8.0, 4.0],
+            "grad_sqnorm": [1.0, 1.0, -1.0, 0.5],
+            "noise_scale": [10.0, 30.0, None, 8.0],
+        }
+    )
     two = plots.binned_ratio(e, "noise_scale", "noise_trace", "grad_sqnorm", bins=2)
     assert two["noise_scale"].iloc[0] == pytest.approx(20.0)  # (10 + 30) / (1 + 1)
     assert math.isnan(two["noise_scale"].iloc[1])  # (8 + 4) / (-1 + 0.5): not positive
@@ -257,8 +282,16 @@ def test_by_model_lines_per_optimizer_and_name_prefix(tmp_path):
 
 def test_mean_curve_of_adaptive_seeds_pairs_their_evaluations(tmp_path):
     for seed in (0, 1):
-        run = make_run(tmp_path, f"simi-s{seed}", "simigrad_lars", 100, seed, [50 + seed * 10, 60 + seed * 10],
-                       data_workers=seed, adaptive_batch={"target_similarity": 0.5})
+        run = make_run(
+            tmp_path,
+            f"simi-s{seed}",
+            "simigrad_lars",
+            100,
+            seed,
+            [50 + seed * 10, 60 + seed * 10],
+            data_workers=seed,
+            adaptive_batch={"target_similarity": 0.5},
+        )
         if seed:  # the second seed grew its batch sooner: fewer steps to the same epochs
             metrics = pd.read_csv(run / "metrics.csv").assign(step=[8, 15], batch=[100, 200])
             metrics.to_csv(run / "metrics.csv", index=False)

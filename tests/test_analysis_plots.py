@@ -17,10 +17,14 @@ def small_study(root):
     """LARS and VRGD-LARS at two batches, two seeds; VRGD logs GSNR statistics, LARS trust ratios."""
     for batch in (100, 500):
         for seed in (0, 1):
-            gsnr = [{"step": s, "lr": 0.1, "loss": 2.0, "gsnr_clip_frac": 0.2 + s / 100, "gsnr_r_mean": 1.5}
-                    for s in range(10_000 // batch)]
-            trust = [{"step": s, "lr": 0.1, "loss": 2.0, "trust_min": 1e-4, "trust_median": 1e-3, "trust_max": 0.02}
-                     for s in range(10_000 // batch)]
+            gsnr = [
+                {"step": s, "lr": 0.1, "loss": 2.0, "gsnr_clip_frac": 0.2 + s / 100, "gsnr_r_mean": 1.5}
+                for s in range(10_000 // batch)
+            ]
+            trust = [
+                {"step": s, "lr": 0.1, "loss": 2.0, "trust_min": 1e-4, "trust_median": 1e-3, "trust_max": 0.02}
+                for s in range(10_000 // batch)
+            ]
             make_run(root, f"vrgd-{batch}", "vrgd_lars", batch, seed, [40, 62 + seed, 70], events=gsnr)
             make_run(root, f"lars-{batch}", "lars", batch, seed, [30, 50, 61 - 5 * seed], events=trust)
     make_run(root, "lars-diverged", "lars", 1000, 0, [20, 10], status="diverged")
@@ -42,8 +46,10 @@ def test_plots_are_written_and_not_empty(regenerated):
         by_stem.setdefault(p.stem, set()).add(p.suffix)
         assert p.stat().st_size > 2000, p
         assert p.read_bytes().startswith(PNG) if p.suffix == ".png" else b"<svg" in p.read_bytes()
-    assert by_stem == {s: {".png", ".svg"} for s in
-                       ("curves", "top1_vs_batch", "gap_vs_batch", "steps_to_target", "gsnr", "diagnostics")}
+    assert by_stem == {
+        s: {".png", ".svg"}
+        for s in ("curves", "top1_vs_batch", "gap_vs_batch", "steps_to_target", "gsnr", "diagnostics")
+    }
 
 
 def test_regenerate_writes_report_and_tables(regenerated):
@@ -60,8 +66,9 @@ def test_regenerate_writes_report_and_tables(regenerated):
 
 def test_a_study_with_two_settings_gets_prefixed_figures(tmp_path):
     make_run(tmp_path, "toy", "lars", 100, 0, [50, 70])
-    make_run(tmp_path, "in-lars", "lars", 4096, 0, [70, 76.2], target=75.9, data=IMAGENET, model="resnet50",
-             **IMAGENET_SIZES)
+    make_run(
+        tmp_path, "in-lars", "lars", 4096, 0, [70, 76.2], target=75.9, data=IMAGENET, model="resnet50", **IMAGENET_SIZES
+    )
     study = results.load_study([tmp_path])
     prefixes = plots.prefixes(study)
     assert sorted(prefixes.values()) == ["imagenet-", "setting-"]  # a paper's setting by its name
@@ -71,11 +78,15 @@ def test_a_study_with_two_settings_gets_prefixed_figures(tmp_path):
 def test_variant_names_are_the_keys_that_differ():
     deep = {"model": {"name": "resnet18", "kwargs": {"channels": [20, 40], "layers": [4, 4]}}, "target_top1": 55}
     wide = {"model": {"name": "resnet18", "kwargs": {"channels": [44, 88], "layers": [1, 1]}}, "target_top1": 55}
-    assert results.variant_names({"a": deep, "b": wide}) == {"a": "channels=20,40 layers=4,4",
-                                                            "b": "channels=44,88 layers=1,1"}
+    assert results.variant_names({"a": deep, "b": wide}) == {
+        "a": "channels=20,40 layers=4,4",
+        "b": "channels=44,88 layers=1,1",
+    }
     lars = {"optimizer": {"name": "lars", "lr": 2.0}, "schedule": {"warmup_epochs": 1}, "seed": 0}
     assert results.variant_names({"x": lars, "y": {**lars, "optimizer": {"name": "lars", "lr": 0.5}}}) == {
-        "x": "lr=2", "y": "lr=0.5"}
+        "x": "lr=2",
+        "y": "lr=0.5",
+    }
     # two variants equal in every key: only their ids tell them apart
     assert results.variant_names({"x": lars, "y": lars}) == {"x": "[x]", "y": "[y]"}
     # two differing keys with the same last part are named by their whole path
@@ -84,8 +95,10 @@ def test_variant_names_are_the_keys_that_differ():
 
 
 def test_model_shapes_name_their_figures_by_the_keys_that_differ(tmp_path):
-    for name, kwargs in (("deep", {"channels": [20, 40, 80, 160], "layers": [4, 4, 4, 4]}),
-                         ("wide", {"channels": [44, 88, 176, 352], "layers": [1, 1, 1, 1]})):
+    for name, kwargs in (
+        ("deep", {"channels": [20, 40, 80, 160], "layers": [4, 4, 4, 4]}),
+        ("wide", {"channels": [44, 88, 176, 352], "layers": [1, 1, 1, 1]}),
+    ):
         make_run(tmp_path, f"{name}-b128", "lars", 128, 0, [50, 70], model="resnet18", model_kwargs=kwargs)
     written = commands.regenerate(tmp_path, tmp_path / "plots")
     stems = {p.name for p in written}
@@ -119,21 +132,38 @@ def test_misses_are_drawn_in_a_band_outside_the_axis(tmp_path):
     assert plots.MISSED in labels and "(measured)" not in " ".join(labels)
     # LARS and SGD reached the target at batch 100 in the same steps: their points are offset, not on top
     xs = [c.lines[0].get_xdata()[0] for c in ax.containers if len(c.lines[0].get_xdata())]
-    assert len(xs) == 2 and xs[0] != xs[1] and xs[0] == pytest.approx(100, rel=0.1) and xs[1] == pytest.approx(100, rel=0.1)
+    assert (
+        len(xs) == 2
+        and xs[0] != xs[1]
+        and xs[0] == pytest.approx(100, rel=0.1)
+        and xs[1] == pytest.approx(100, rel=0.1)
+    )
     plots.plt.close(fig)
     data = next(iter(plots.by_model(study).values()), None)
     assert data is None  # one model: no by-model figure
 
 
 def test_diagnostics_panels_have_units_and_none_is_empty(tmp_path):
-    events = [{"step": s, "lr": 0.1, "loss": 2.0, "gain": 1.0 + s / 10, "grad_var": 1e-2 * (1 + s),
-               "grad_sqnorm": 1e-3, "batch": 100} for s in range(10)]
+    events = [
+        {
+            "step": s,
+            "lr": 0.1,
+            "loss": 2.0,
+            "gain": 1.0 + s / 10,
+            "grad_var": 1e-2 * (1 + s),
+            "grad_sqnorm": 1e-3,
+            "batch": 100,
+        }
+        for s in range(10)
+    ]
     ada_run = make_run(tmp_path, "ada", "adascale_sgd", 100, 0, [50, 70], events=events)
     meta = json.loads((ada_run / "meta.json").read_text())
     meta["plan"]["gsnr_groups"] = 4  # S = 4: AdaScale's base batch is 25 images
     (ada_run / "meta.json").write_text(json.dumps(meta))
-    lars = [{"step": s, "lr": 0.1, "loss": 2.0, "trust_min": 1e-4, "trust_median": 1e-3, "trust_max": 0.02}
-            for s in range(10)]
+    lars = [
+        {"step": s, "lr": 0.1, "loss": 2.0, "trust_min": 1e-4, "trust_median": 1e-3, "trust_max": 0.02}
+        for s in range(10)
+    ]
     make_run(tmp_path, "lars", "lars", 100, 0, [50, 70], events=lars)
     study = results.load_study([tmp_path])
     setting = study.runs["setting"].iloc[0]
@@ -163,8 +193,15 @@ print(json.dumps(sorted(m for m in sys.modules if m == "torch" or m.startswith("
 
 
 def test_analysis_imports_no_torch(tmp_path):
-    make_run(tmp_path / "runs", "toy", "vrgd_lars", 100, 0, [50, 70],
-             events=[{"step": 0, "lr": 0.1, "loss": 2.0, "gsnr_clip_frac": 0.3}])
+    make_run(
+        tmp_path / "runs",
+        "toy",
+        "vrgd_lars",
+        100,
+        0,
+        [50, 70],
+        events=[{"step": 0, "lr": 0.1, "loss": 2.0, "gsnr_clip_frac": 0.3}],
+    )
     done = subprocess.run([sys.executable, "-c", NO_TORCH, str(tmp_path / "runs")], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.splitlines()[-1]) == []
@@ -187,8 +224,18 @@ def _overlaps(fig, artist_a, artist_b) -> bool:
 def test_real_run_figures_read_clearly(tmp_path):
     """The legend never covers an x label; |G|² shows its zero line where the estimate dips below 0; every
     point against batch says its n, with error bars only where n > 1; a profile with no result says so."""
-    dips = [{"step": s, "lr": 0.1, "loss": 2.0, "grad_var": 1e-2, "grad_sqnorm": 1e-3 * (s % 3 - 0.5),
-             "noise_trace": 1.0, "gsnr_clip_frac": 0.3} for s in range(30)]
+    dips = [
+        {
+            "step": s,
+            "lr": 0.1,
+            "loss": 2.0,
+            "grad_var": 1e-2,
+            "grad_sqnorm": 1e-3 * (s % 3 - 0.5),
+            "noise_trace": 1.0,
+            "gsnr_clip_frac": 0.3,
+        }
+        for s in range(30)
+    ]
     make_run(tmp_path, "vrgd-64", "vrgd_lars", 64, 0, [70, 80.5], events=dips)
     make_run(tmp_path, "lars-64", "lars", 64, 0, [70, 79.9], events=dips)
     make_run(tmp_path, "lars-512", "lars", 512, 0, [70, 78.0], events=dips)
@@ -226,10 +273,18 @@ def test_real_run_figures_read_clearly(tmp_path):
 def test_a_performance_profile_with_no_result_says_so():
     from bench.analysis import tuning_plots
 
-    cells = pd.DataFrame({"arm": ["lars", "vrgd_lars"] * 2, "global_batch": [64, 64, 512, 512],
-                          "steps_to_result": [float("inf")] * 4, "n_trials": [4] * 4, "n_reruns": [5] * 4,
-                          "problem_label": ["Fashion-MNIST"] * 4, "model_label": ["resnet10t"] * 4,
-                          "planned_epochs": [2.0] * 4})
+    cells = pd.DataFrame(
+        {
+            "arm": ["lars", "vrgd_lars"] * 2,
+            "global_batch": [64, 64, 512, 512],
+            "steps_to_result": [float("inf")] * 4,
+            "n_trials": [4] * 4,
+            "n_reruns": [5] * 4,
+            "problem_label": ["Fashion-MNIST"] * 4,
+            "model_label": ["resnet10t"] * 4,
+            "planned_epochs": [2.0] * 4,
+        }
+    )
     with plots.plt.rc_context(plots.STYLE):
         fig = tuning_plots.plot_performance_profile(cells, ["lars", "vrgd_lars"])
     assert [t for t in fig.axes[0].texts if t.get_gid() == "no-result-note"]

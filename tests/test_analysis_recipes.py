@@ -12,8 +12,10 @@ from bench import recipe
 from bench.analysis import paper
 
 PAPER = Path(__file__).resolve().parents[1] / "recipes" / "paper"
-SIZES = {"imagenet": {"train_size": paper.IMAGENET_TRAIN, "val_size": paper.IMAGENET_VAL},
-         "cifar10": {"train_size": paper.CIFAR10_TRAIN, "val_size": paper.CIFAR10_VAL}}
+SIZES = {
+    "imagenet": {"train_size": paper.IMAGENET_TRAIN, "val_size": paper.IMAGENET_VAL},
+    "cifar10": {"train_size": paper.CIFAR10_TRAIN, "val_size": paper.CIFAR10_VAL},
+}
 NUMBER = re.compile(r"^\s*[a-z_0-9]+:\s*(\[[-0-9., e]+\]|[-0-9.e]+)\s*(#.*)?$")
 SELF_EVIDENT = ("global_batch:", "seed:")
 
@@ -24,10 +26,12 @@ def recipes(folder):
 
 def test_the_paper_grids_are_complete():
     assert {p.stem for p in recipes("imagenet")} == {
-        f"{o}-{b}" for o in ("lars", "vrgd_lars") for b in ("2k", "4k", "8k", "16k", "32k", "64k", "96k")}
+        f"{o}-{b}" for o in ("lars", "vrgd_lars") for b in ("2k", "4k", "8k", "16k", "32k", "64k", "96k")
+    }
     optimizers = ("sgd", "vrgd_sgd", "adamw", "vrgd_adam", "lamb", "vrgd_lamb", "lars", "vrgd_lars")
     assert {p.stem for p in recipes("cifar10")} == {
-        f"{o}-{b}" for o in optimizers for b in ("256", "512", "1k", "2k", "4k", "8k")}
+        f"{o}-{b}" for o in optimizers for b in ("256", "512", "1k", "2k", "4k", "8k")
+    }
 
 
 @pytest.mark.parametrize("folder", ["imagenet", "cifar10"])
@@ -69,8 +73,9 @@ def test_width_depth_pairs_differ_only_in_the_model():
     for b in batches:
         wide, deep = loaded[f"wide-b{b}"], loaded[f"deep-b{b}"]
         assert wide["global_batch"] == b and wide["optimizer"]["lr"] == pytest.approx(5 * (b / 512) ** 0.5, abs=1e-3)
-        assert {k: v for k, v in wide.items() if k not in ("name", "model")} == \
-            {k: v for k, v in deep.items() if k not in ("name", "model")}
+        assert {k: v for k, v in wide.items() if k not in ("name", "model")} == {
+            k: v for k, v in deep.items() if k not in ("name", "model")
+        }
     assert {r["model"]["name"] for r in loaded.values()} == {"resnet18"}
     assert len({json.dumps(r["model"], sort_keys=True) for r in loaded.values()}) == 2
 
@@ -97,14 +102,17 @@ def test_width_depth_runs_make_one_problem_with_two_models(tmp_path):
         run.mkdir(parents=True)
         (run / "recipe.yaml").write_text(r.to_yaml())
         plan = {"global_batch": r.global_batch, "micro_batch": 16, "gsnr_groups": r.global_batch // 16}
-        (run / "meta.json").write_text(json.dumps({"status": "running", "plan": plan, "train_size": 2000,
-                                                   "val_size": 500}))
+        (run / "meta.json").write_text(
+            json.dumps({"status": "running", "plan": plan, "train_size": 2000, "val_size": 500})
+        )
         locks.append(open(run / ".lock", "w"))
         fcntl.flock(locks[-1], fcntl.LOCK_EX)
     [data] = plots.by_model(results.load_study([tmp_path])).values()
     for lock in locks:
         lock.close()
-    assert sorted(set(data["line"])) == ["deep: resnet18 4x4x4x4 ch20-40-80-160",
-                                         "wide: resnet18 1x1x1x1 ch44-88-176-352"]
+    assert sorted(set(data["line"])) == [
+        "deep: resnet18 4x4x4x4 ch20-40-80-160",
+        "wide: resnet18 1x1x1x1 ch44-88-176-352",
+    ]
     assert sorted(data["global_batch"]) == sorted([128, 256, 512, 1024, 2000] * 2)
     assert data["steps_to_target"].isna().all()  # running, no evaluation yet: not (yet) a miss

@@ -6,7 +6,7 @@ import pytest
 from bench import api
 from bench.errors import UserError
 from tests.conftest import RECIPES, write_recipe
-from tests.test_sweep import SWEEP, BASE
+from tests.test_sweep import BASE, SWEEP
 
 TINY = ["epochs=1", "data.synth.train_per_class=10", "data.synth.val_per_class=5", "schedule.warmup_epochs=0"]
 
@@ -25,9 +25,15 @@ def test_load_run_and_read_back(tmp_path):
 
 
 def test_a_recipe_from_a_dict_and_bad_input_is_a_user_error(tmp_path):
-    spec = {"name": "d", "model": {"name": "resnet10t"}, "global_batch": 20, "optimizer": {"name": "sgd", "lr": 0.1},
-            "epochs": 1, "target_top1": 50, "data": {"synth": {"classes": 2, "train_per_class": 10,
-                                                              "val_per_class": 5}, "image_size": 32}}
+    spec = {
+        "name": "d",
+        "model": {"name": "resnet10t"},
+        "global_batch": 20,
+        "optimizer": {"name": "sgd", "lr": 0.1},
+        "epochs": 1,
+        "target_top1": 50,
+        "data": {"synth": {"classes": 2, "train_per_class": 10, "val_per_class": 5}, "image_size": 32},
+    }
     r = api.recipe(spec, ["optimizer.lr=0.2"])
     assert r.optimizer.lr == 0.2 and r.name == "d"
     with pytest.raises(UserError, match="unknown key 'epoch'"):
@@ -40,12 +46,14 @@ def test_the_library_checks_data_without_the_command_line(tmp_path):
     import subprocess
     import sys
 
-    code = ("import sys\nfrom bench import api\nfrom bench.errors import UserError\n"
-            "r = api.recipe({'name': 'd', 'model': {'name': 'resnet10t'}, 'global_batch': 20, 'optimizer': {'name': "
-            f"'sgd', 'lr': 0.1}}, 'epochs': 1, 'target_top1': 50, 'data': {{'dataset': 'folder', 'path': "
-            f"{str(tmp_path / 'none')!r}}}}})\n"
-            "try:\n    api.run(r)\nexcept UserError as e:\n    print(e)\n"
-            "print(sorted(m for m in sys.modules if m.startswith('bench.') and m.split('.')[1] in ('cli', 'analysis')))")
+    code = (
+        "import sys\nfrom bench import api\nfrom bench.errors import UserError\n"
+        "r = api.recipe({'name': 'd', 'model': {'name': 'resnet10t'}, 'global_batch': 20, 'optimizer': {'name': "
+        f"'sgd', 'lr': 0.1}}, 'epochs': 1, 'target_top1': 50, 'data': {{'dataset': 'folder', 'path': "
+        f"{str(tmp_path / 'none')!r}}}}})\n"
+        "try:\n    api.run(r)\nexcept UserError as e:\n    print(e)\n"
+        "print(sorted(m for m in sys.modules if m.startswith('bench.') and m.split('.')[1] in ('cli', 'analysis')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path).stdout
     assert out.splitlines() == [f"d: key 'data.path': {tmp_path / 'none'}: dataset directory does not exist", "[]"]
 

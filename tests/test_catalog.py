@@ -39,9 +39,11 @@ def test_every_optimizer_class_has_a_record():
     classes = set()
     for info in pkgutil.iter_modules([str(ROOT / "optim")]):
         module = importlib.import_module(f"bench.optim.{info.name}")
-        classes |= {f"{cls.__module__}:{cls.__name__}" for _, cls in inspect.getmembers(module, inspect.isclass)
-                    if issubclass(cls, GroupOptimizer) and cls.__module__ == module.__name__
-                    and cls.__name__ not in MIXINS}
+        classes |= {
+            f"{cls.__module__}:{cls.__name__}"
+            for _, cls in inspect.getmembers(module, inspect.isclass)
+            if issubclass(cls, GroupOptimizer) and cls.__module__ == module.__name__ and cls.__name__ not in MIXINS
+        }
     assert classes == {r.target for r in catalog.OPTIMIZERS.values()}
 
 
@@ -62,7 +64,9 @@ def test_every_loader_record_declares_what_its_module_does(name):
 
 
 def test_every_loader_module_has_a_record_and_the_recipe_offers_each():
-    with_protocol = {f"bench.data.{p.stem}" for p in (ROOT / "data").glob("*.py") if "\nREADS_FILES = " in p.read_text()}
+    with_protocol = {
+        f"bench.data.{p.stem}" for p in (ROOT / "data").glob("*.py") if "\nREADS_FILES = " in p.read_text()
+    }
     assert with_protocol == {r.module for r in catalog.LOADERS.values()}
     offered = set(typing.get_args(DataSpec.model_fields["loader"].annotation))
     assert offered == {"auto", *catalog.LOADERS, *catalog.LOADER_ALIASES}
@@ -105,18 +109,22 @@ def test_every_converter_record_resolves_and_declares_its_function_s_arguments(n
 
     record = catalog.CONVERTERS[name]
     signature = inspect.signature(record.load()).parameters
-    assert [a.keyword for a in record.arguments] == list(signature)[:len(record.arguments)]
-    assert all(p.default is not p.empty for p in list(signature.values())[len(record.arguments):])
+    assert [a.keyword for a in record.arguments] == list(signature)[: len(record.arguments)]
+    assert all(p.default is not p.empty for p in list(signature.values())[len(record.arguments) :])
     for argument in record.arguments:
         default = signature[argument.keyword].default
         assert argument.required or argument.default == (None if default is inspect.Parameter.empty else default)
-        assert argument.choices is None or argument.default is None or argument.default in catalog.resolve(
-            argument.choices)
+        assert (
+            argument.choices is None
+            or argument.default is None
+            or argument.default in catalog.resolve(argument.choices)
+        )
     assert catalog.DATASETS[record.writes].user_path  # a recipe reads what it writes from its data.path
     if record.generates:  # the same images as the generated dataset's recipe section, with the same defaults
         section = DataSpec.model_fields[catalog.DATASETS[record.generates].reads].default.model_dump()
-        assert {a.keyword: a.default for a in record.arguments if a.keyword in section} == \
-            {k: v for k, v in section.items() if k in signature}
+        assert {a.keyword: a.default for a in record.arguments if a.keyword in section} == {
+            k: v for k, v in section.items() if k in signature
+        }
 
 
 def test_every_dataset_writer_has_a_converter_record_and_bench_data_offers_each():
@@ -140,8 +148,18 @@ def test_every_table_record_resolves_and_the_cli_offers_each():
 def test_the_analysis_reads_facts_not_names():
     """No optimizer family, baseline order, loader or dataset name is guessed in bench/analysis/ (the paper's own
     methods, LARS and VRGD-LARS, are the tables' subject and stay named)."""
-    guesses = ('"simigrad_', '"adascale_', 'startswith("vrgd', '("lars", "sgd")', '("sgd", "lars")', '"random"',
-               '"dali"', '"torchvision"', 'dataset == "', '("folder", "filelist")')
+    guesses = (
+        '"simigrad_',
+        '"adascale_',
+        'startswith("vrgd',
+        '("lars", "sgd")',
+        '("sgd", "lars")',
+        '"random"',
+        '"dali"',
+        '"torchvision"',
+        'dataset == "',
+        '("folder", "filelist")',
+    )
     for path in sorted((ROOT / "analysis").glob("*.py")):
         source = path.read_text()
         for guess in guesses:
@@ -150,11 +168,15 @@ def test_the_analysis_reads_facts_not_names():
 
 def test_the_catalog_and_bench_validate_load_without_torch(tmp_path):
     recipe = tmp_path / "r.yaml"
-    recipe.write_text("model: {name: resnet18}\nglobal_batch: 64\noptimizer: {name: vrgd_lars, lr: 0.1, gamma: 0.1}\n"
-                      "epochs: 1\ntarget_top1: 50\n")
-    code = ("import sys\nfrom bench import catalog\nfrom bench.cli import main\n"
-            f"assert main(['validate', {str(recipe)!r}]) == 0\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'timm', 'nvidia')))")
+    recipe.write_text(
+        "model: {name: resnet18}\nglobal_batch: 64\noptimizer: {name: vrgd_lars, lr: 0.1, gamma: 0.1}\n"
+        "epochs: 1\ntarget_top1: 50\n"
+    )
+    code = (
+        "import sys\nfrom bench import catalog\nfrom bench.cli import main\n"
+        f"assert main(['validate', {str(recipe)!r}]) == 0\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'timm', 'nvidia')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().endswith("[]")
 

@@ -8,22 +8,49 @@ from pathlib import Path
 import pytest
 
 from bench.cli import main
-from tests.conftest import RECIPES
 from bench.engine.rundir import versions
+from tests.conftest import RECIPES
 
 
-@pytest.mark.parametrize("args", [
-    ["frobnicate"], ["run"], ["run", "r.yaml", "--nproc", "0"], ["run", "r.yaml", "--bogus"], ["validate"],
-    ["suite"], ["sweep"], ["submit", "r.yaml"], ["submit", "r.yaml", "--nodes", "two", "--gpus-per-node", "1"],
-    ["report", "--format", "pdf"], ["table"], ["table", "no-such-table", "."], ["plot", "--bogus"],
-    ["data"], ["data", "synth"], ["data", "synth", "--out", "x", "--classes", "zero"], ["data", "check"],
-    ["perf"], ["perf", "nope"], ["perf", "memory", "--bogus"], ["perf", "memory", "--micro-batch", "0"],
-    ["perf", "memory", "--small", "1000", "--micro-batch", "256"], ["perf", "memory", "--model", "typo"],
-    ["perf", "optim", "--model", "typo"], ["perf", "optim", "--groups", "1"], ["perf", "optim", "--repeats", "x"],
-    ["perf", "data"], ["perf", "data", "--root", "x", "--batch", "0"], ["perf", "sweep", "--trials", "1"],
-    ["perf", "sweep", "--recipe", "nowhere.yaml"], ["perf", "train", "--steps", "0"], ["perf", "train", "nowhere.yaml"],
-    ["perf", "train", "--model", "typo"],
-], ids=lambda args: " ".join(args))
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["frobnicate"],
+        ["run"],
+        ["run", "r.yaml", "--nproc", "0"],
+        ["run", "r.yaml", "--bogus"],
+        ["validate"],
+        ["suite"],
+        ["sweep"],
+        ["submit", "r.yaml"],
+        ["submit", "r.yaml", "--nodes", "two", "--gpus-per-node", "1"],
+        ["report", "--format", "pdf"],
+        ["table"],
+        ["table", "no-such-table", "."],
+        ["plot", "--bogus"],
+        ["data"],
+        ["data", "synth"],
+        ["data", "synth", "--out", "x", "--classes", "zero"],
+        ["data", "check"],
+        ["perf"],
+        ["perf", "nope"],
+        ["perf", "memory", "--bogus"],
+        ["perf", "memory", "--micro-batch", "0"],
+        ["perf", "memory", "--small", "1000", "--micro-batch", "256"],
+        ["perf", "memory", "--model", "typo"],
+        ["perf", "optim", "--model", "typo"],
+        ["perf", "optim", "--groups", "1"],
+        ["perf", "optim", "--repeats", "x"],
+        ["perf", "data"],
+        ["perf", "data", "--root", "x", "--batch", "0"],
+        ["perf", "sweep", "--trials", "1"],
+        ["perf", "sweep", "--recipe", "nowhere.yaml"],
+        ["perf", "train", "--steps", "0"],
+        ["perf", "train", "nowhere.yaml"],
+        ["perf", "train", "--model", "typo"],
+    ],
+    ids=lambda args: " ".join(args),
+)
 def test_every_subcommand_answers_bad_arguments_in_one_sentence(args, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert main(args) == 2
@@ -57,16 +84,22 @@ def _flat(d: dict, prefix: str = "") -> set[str]:
 def test_recipe_keys_lists_every_schema_key_with_a_meaning(capsys):
     from bench.recipe import Recipe
 
-    full = Recipe.model_validate({
-        "name": "x", "model": {"name": "resnet50"}, "global_batch": 64, "epochs": 1, "target_top1": 50,
-        "optimizer": {"name": "simigrad_sgd", "lr": 0.1},
-        "adaptive_batch": {"target_similarity": 0.5, "min_batch": 32, "max_batch": 128},
-        "logging": {"wandb": {"project": "p"}},  # the optional sections set, so their keys appear
-    }).model_dump(mode="json")
+    full = Recipe.model_validate(
+        {
+            "name": "x",
+            "model": {"name": "resnet50"},
+            "global_batch": 64,
+            "epochs": 1,
+            "target_top1": 50,
+            "optimizer": {"name": "simigrad_sgd", "lr": 0.1},
+            "adaptive_batch": {"target_similarity": 0.5, "min_batch": 32, "max_batch": 128},
+            "logging": {"wandb": {"project": "p"}},  # the optional sections set, so their keys appear
+        }
+    ).model_dump(mode="json")
     assert main(["recipe", "keys"]) == 0
     header, *lines = capsys.readouterr().out.splitlines()
-    schema = lines[:lines.index("")]  # then the optimizers' own keys
-    meanings = {line.split()[0]: line[header.index("meaning"):].strip() for line in schema}
+    schema = lines[: lines.index("")]  # then the optimizers' own keys
+    meanings = {line.split()[0]: line[header.index("meaning") :].strip() for line in schema}
     assert set(meanings) == _flat(full)
     assert all(meanings.values()), [key for key, meaning in meanings.items() if not meaning]
     assert any(line.startswith("  vrgd_lars: ") and "gamma (0.1)" in line for line in lines)
@@ -103,10 +136,12 @@ def test_the_readme_lists_every_open_choice_of_the_algorithms_page():
 
 
 def test_a_mistyped_command_or_choice_gets_a_suggestion_and_one_prefix(capsys):
-    for args, said in ((["rnu"], "bench: error: unknown command 'rnu' (did you mean 'run'?) (see bench --help)\n"),
-                       (["data", "idxx"], "bench: error: bench data: unknown command 'idxx' (did you mean 'idx'?)"),
-                       (["perf", "trian"], "bench: error: bench perf: unknown command 'trian' (did you mean 'train'?)"),
-                       (["report", "--format", "parqet"], "unknown value 'parqet' for --format (did you mean 'parquet'?)")):
+    for args, said in (
+        (["rnu"], "bench: error: unknown command 'rnu' (did you mean 'run'?) (see bench --help)\n"),
+        (["data", "idxx"], "bench: error: bench data: unknown command 'idxx' (did you mean 'idx'?)"),
+        (["perf", "trian"], "bench: error: bench perf: unknown command 'trian' (did you mean 'train'?)"),
+        (["report", "--format", "parqet"], "unknown value 'parqet' for --format (did you mean 'parquet'?)"),
+    ):
         assert main(args) == 2
         assert said in capsys.readouterr().err
 
@@ -117,11 +152,26 @@ def test_a_warning_is_one_line_of_bench_s_own(tmp_path):
     import sys
 
     env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
-    done = subprocess.run([sys.executable, "-m", "bench", "validate", "--schema-only", str(RECIPES / "demo.yaml"),
-                           "--set", "data.loader=synthetic"], capture_output=True, text=True, env=env)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench",
+            "validate",
+            "--schema-only",
+            str(RECIPES / "demo.yaml"),
+            "--set",
+            "data.loader=synthetic",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert done.returncode == 0
-    assert done.stderr == ("bench: warning: key 'data.loader': 'synthetic' is deprecated, use 'random' (the same "
-                           "random tensors; the dataset 'synthetic' is generated images)\n")
+    assert done.stderr == (
+        "bench: warning: key 'data.loader': 'synthetic' is deprecated, use 'random' (the same "
+        "random tensors; the dataset 'synthetic' is generated images)\n"
+    )
 
 
 LIGHT = """
@@ -136,8 +186,9 @@ print("HEAVY", heavy)
 """
 
 
-@pytest.mark.parametrize("args", [["--version"], ["--help"], ["report", "--columns"],
-                                  ["validate", str(RECIPES / "demo.yaml")]])
+@pytest.mark.parametrize(
+    "args", [["--version"], ["--help"], ["report", "--columns"], ["validate", str(RECIPES / "demo.yaml")]]
+)
 def test_help_version_validate_and_column_definitions_import_no_torch(args):
     """They answer in a second or two: torch, timm, DALI and pandas are imported only where a command needs them."""
     import sys
@@ -165,24 +216,40 @@ epochs: 1
 target_top1: 80
 """
     small = tmp_path / "small.yaml"
-    small.write_text("model: {name: resnet18, kwargs: {layers: [1, 1, 1, 1], channels: [32, 64, 128, 256], "
-                     "stem_width: 32}}" + base)
+    small.write_text(
+        "model: {name: resnet18, kwargs: {layers: [1, 1, 1, 1], channels: [32, 64, 128, 256], stem_width: 32}}" + base
+    )
     big = tmp_path / "big.yaml"
     big.write_text("model: {name: resnet20_cifar}" + base.replace("image_size: 28", "image_size: 224"))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
-    done = subprocess.run([sys.executable, "-m", "bench", "validate", "--models", str(small), str(big)],
-                          capture_output=True, text=True, env=env)
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "validate", "--models", str(small), str(big)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [
         f"{small}: ok (small: resnet18, lars, global_batch 64, dead parameters 55.1% (688,128 of 1,248,906) at 28 px)",
-        f"{big}: ok (big: resnet20_cifar, lars, global_batch 64, dead parameters 0.0% (0 of 269,722) at 224 px)"]
+        f"{big}: ok (big: resnet20_cifar, lars, global_batch 64, dead parameters 0.0% (0 of 269,722) at 224 px)",
+    ]
     first, second = done.stderr.splitlines()
-    assert first.startswith(f"bench: warning: {small}: 55% of resnet18's parameters (688,128 of 1,248,906) get "
-                            "exactly zero gradient at 28 px") and "resnet20_cifar" in first
-    assert second.startswith(f"bench: warning: {big}: data.image_size 224 is 8x the dataset's own 28 px images "
-                             f"({data / 'train'}")
-    refused = subprocess.run([sys.executable, "-m", "bench", "validate", "--models", str(small),
-                              "--set", "engine.dead_params=refuse"], capture_output=True, text=True, env=env)
+    assert (
+        first.startswith(
+            f"bench: warning: {small}: 55% of resnet18's parameters (688,128 of 1,248,906) get "
+            "exactly zero gradient at 28 px"
+        )
+        and "resnet20_cifar" in first
+    )
+    assert second.startswith(
+        f"bench: warning: {big}: data.image_size 224 is 8x the dataset's own 28 px images ({data / 'train'}"
+    )
+    refused = subprocess.run(
+        [sys.executable, "-m", "bench", "validate", "--models", str(small), "--set", "engine.dead_params=refuse"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert refused.returncode == 2 and refused.stdout == ""
     assert refused.stderr.startswith(f"bench: error: {small}: key 'engine.dead_params' is refuse and 55% of ")
     assert refused.stderr.count("\n") == 1

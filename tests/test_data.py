@@ -60,7 +60,7 @@ def test_each_epoch_sees_every_image_once_even_when_the_batch_spans_epochs():
         stream = sampling.StepStream(n, B, 8, 0, 1, seed=0)
         samples = [s for mb in stream.iterate(0, 5) for s in mb]
         for e in range(len(samples) // n):
-            epoch = [i for i, _ in samples[e * n:(e + 1) * n]]
+            epoch = [i for i, _ in samples[e * n : (e + 1) * n]]
             assert sorted(epoch) == list(range(n))
         seeds = [s for _, s in samples]
         assert len(set(seeds)) == len(seeds)
@@ -99,4 +99,5 @@ def test_training_batches_do_not_depend_on_worker_count(tiny_dataset, loader):
     def first_batch(workers):
         spec = DataSpec(dataset="folder", path=tiny_dataset, image_size=32, workers=workers, loader=loader)
         return next(build(spec, 16, 8, 0, 1, seed=0).train(3, 4))[0]
+
     assert torch.equal(first_batch(0), first_batch(2))

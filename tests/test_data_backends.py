@@ -34,7 +34,9 @@ def indexed(tmp_path_factory) -> Path:
             for k in range(per_class):
                 index = c * per_class + k  # the folder order: index in the split == position in layout
                 pixel = np.array([index * 4, 200 - 50 * c, 90], np.uint8)
-                Image.fromarray(np.broadcast_to(pixel, (40, 48, 3)).copy()).save(root / split / f"class{c}" / f"{k:02d}.png")
+                Image.fromarray(np.broadcast_to(pixel, (40, 48, 3)).copy()).save(
+                    root / split / f"class{c}" / f"{k:02d}.png"
+                )
     return root
 
 
@@ -57,7 +59,7 @@ def test_training_follows_the_step_stream_and_sharding_covers_each_image_once_pe
     accum = ranks[0].stream.accum_steps
     for step in range(steps):
         for r in range(2):
-            for images, labels in per_rank[r][step * accum:(step + 1) * accum]:
+            for images, labels in per_rank[r][step * accum : (step + 1) * accum]:
                 assert images.shape == (2, 3, 16, 16) and images.dtype == torch.float32
                 ids = indices(images)
                 assert labels.tolist() == [i // TRAIN_PER_CLASS for i in ids]  # labels = folder classes
@@ -65,7 +67,7 @@ def test_training_follows_the_step_stream_and_sharding_covers_each_image_once_pe
     reference = sampling.StepStream(n, B, B, 0, 1, seed=4)
     assert got == [i for s in range(steps) for i, _ in reference.micro_batch_samples(s, 0)]
     for epoch in range(2):
-        assert sorted(got[epoch * n:(epoch + 1) * n]) == list(range(n))
+        assert sorted(got[epoch * n : (epoch + 1) * n]) == list(range(n))
 
 
 @pytest.mark.parametrize("loader", BACKENDS)
@@ -90,8 +92,14 @@ def test_dali_and_torchvision_agree_on_the_same_images(tiny_dataset):
     """Same images, same crops: the outputs differ only by the decoders' and resize kernels' rounding."""
     out = {}
     for loader in BACKENDS:
-        data = build(DataSpec(dataset="folder", path=tiny_dataset, image_size=32, loader=loader, workers=1,
-                              eval_batch=16), 16, 8, 0, 1, seed=0)
+        data = build(
+            DataSpec(dataset="folder", path=tiny_dataset, image_size=32, loader=loader, workers=1, eval_batch=16),
+            16,
+            8,
+            0,
+            1,
+            seed=0,
+        )
         train = torch.cat([x for x, _ in data.train(2, 4)])
         val = torch.cat([x for x, _ in data.val()])
         out[loader] = train, val
@@ -195,20 +203,30 @@ def test_crop_geometry_matches_torchvision():
         resized = v2.functional.resize(image, round(32 / 0.875))
         assert resized.shape[1:] == (g.resize_height, g.resize_width)
         want = v2.CenterCrop(32)(resized)
-        assert torch.equal(resized[:, g.top:g.top + 32, g.left:g.left + 32], want)
+        assert torch.equal(resized[:, g.top : g.top + 32, g.left : g.left + 32], want)
         for seed in range(200):
             c = augment.train_crop(seed, w, h, 0.08)
             assert 0 <= c.top and c.top + c.height <= h and 0 <= c.left and c.left + c.width <= w
             assert c == augment.train_crop(seed, w, h, 0.08)  # a pure function of the seed
-    areas = [augment.train_crop(s, 500, 375, 0.25).width * augment.train_crop(s, 500, 375, 0.25).height / (500 * 375)
-             for s in range(500)]
+    areas = [
+        augment.train_crop(s, 500, 375, 0.25).width * augment.train_crop(s, 500, 375, 0.25).height / (500 * 375)
+        for s in range(500)
+    ]
     assert min(areas) > 0.2 and max(areas) <= 1 and 0.5 < np.mean(areas) < 0.7
     assert 0.4 < np.mean([augment.train_crop(s, 50, 50, 0.5).flip for s in range(400)]) < 0.6
     assert not any(augment.train_crop(s, 50, 50, 0.5, random_flip=False).flip for s in range(50))
 
 
-@pytest.mark.parametrize("options", [{}, {"progressive": True}, {"exif": b"Exif\x00\x00MM\x00*\x00\x00\x00\x08\x00\x00"},
-                                     {"quality": 50, "subsampling": 0}, {"format": "PNG"}])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"progressive": True},
+        {"exif": b"Exif\x00\x00MM\x00*\x00\x00\x00\x08\x00\x00"},
+        {"quality": 50, "subsampling": 0},
+        {"format": "PNG"},
+    ],
+)
 def test_header_size_matches_pillow(tmp_path, options):
     from bench.data import images
 
@@ -246,8 +264,23 @@ def test_pad_crop_windows_are_cifars_and_both_backends_cut_them_alike(tmp_path):
             Image.fromarray(pixels).save(tmp_path / split / "a" / f"{k}.png")
     out = {}
     for loader in BACKENDS:
-        data = build(DataSpec(dataset="folder", path=tmp_path, image_size=32, loader=loader, workers=1,
-                              augment="pad_crop", pad=4, eval_batch=4), 8, 8, 0, 1, seed=0)
+        data = build(
+            DataSpec(
+                dataset="folder",
+                path=tmp_path,
+                image_size=32,
+                loader=loader,
+                workers=1,
+                augment="pad_crop",
+                pad=4,
+                eval_batch=4,
+            ),
+            8,
+            8,
+            0,
+            1,
+            seed=0,
+        )
         out[loader] = torch.cat([x for x, _ in data.train(0, 1)]), torch.cat([x for x, _ in data.val()])
     for a, b in zip(out["dali"], out["torchvision"]):
         # PNG decodes exactly and 32 -> 32 px is no resize: the same pixels, up to the normalisation's rounding
@@ -256,7 +289,11 @@ def test_pad_crop_windows_are_cifars_and_both_backends_cut_them_alike(tmp_path):
     black = (torch.zeros(3) - torch.tensor(augment.MEAN)) / torch.tensor(augment.STD)
     border = (train == black[None, :, None, None]).all(dim=1)  # pixels of the padding
     assert border.any() and not (val == black[None, :, None, None]).all(dim=1).any()
-    original = torch.stack([torch.from_numpy(np.array(Image.open(tmp_path / "val" / "a" / f"{k}.png")))
-                            for k in range(4)]).permute(0, 3, 1, 2)
-    assert torch.allclose(val, (original / 255 - torch.tensor(augment.MEAN)[:, None, None])
-                          / torch.tensor(augment.STD)[:, None, None], atol=1e-5)
+    original = torch.stack(
+        [torch.from_numpy(np.array(Image.open(tmp_path / "val" / "a" / f"{k}.png"))) for k in range(4)]
+    ).permute(0, 3, 1, 2)
+    assert torch.allclose(
+        val,
+        (original / 255 - torch.tensor(augment.MEAN)[:, None, None]) / torch.tensor(augment.STD)[:, None, None],
+        atol=1e-5,
+    )

@@ -18,8 +18,29 @@ from bench.recipe import DataSpec
 
 def test_synth_writes_non_square_jpegs_of_the_given_quality(tmp_path):
     out = tmp_path / "inet"
-    assert main(["data", "synth", "--out", str(out), "--classes", "2", "--train-per-class", "2",
-                 "--val-per-class", "1", "--width", "50", "--height", "30", "--quality", "70"]) == 0
+    assert (
+        main(
+            [
+                "data",
+                "synth",
+                "--out",
+                str(out),
+                "--classes",
+                "2",
+                "--train-per-class",
+                "2",
+                "--val-per-class",
+                "1",
+                "--width",
+                "50",
+                "--height",
+                "30",
+                "--quality",
+                "70",
+            ]
+        )
+        == 0
+    )
     with Image.open(out / "train" / "n00000001" / "n00000001_1.JPEG") as image:
         assert image.size == (50, 30) and image.format == "JPEG"
     assert len(list(out.rglob("*.JPEG"))) == 6
@@ -43,8 +64,14 @@ def test_digits_export_has_the_fixed_split(tmp_path, capsys):
 
 
 def test_recipe_dataset_digits_is_generated_into_the_cache(tmp_path):
-    data = build(DataSpec(dataset="digits", digits={"size": 8}, image_size=8, loader="torchvision", workers=0),
-                 32, 32, 0, 1, seed=0)
+    data = build(
+        DataSpec(dataset="digits", digits={"size": 8}, image_size=8, loader="torchvision", workers=0),
+        32,
+        32,
+        0,
+        1,
+        seed=0,
+    )
     assert data.num_classes == 10 and data.train_size == 1442 and data.val_size == 355
     assert data.root.parent == tmp_path / "cache"
     images, labels = next(data.train(0, 1))
@@ -61,12 +88,16 @@ def handmade_root(section):
 
 
 @pytest.mark.parametrize("loader", ["torchvision", "random"])
-def test_a_new_dataset_record_runs_its_own_root_function_not_the_synthetic_set(tiny_dataset, tmp_path, monkeypatch,
-                                                                               loader):
+def test_a_new_dataset_record_runs_its_own_root_function_not_the_synthetic_set(
+    tiny_dataset, tmp_path, monkeypatch, loader
+):
     from bench import catalog
 
-    monkeypatch.setitem(catalog.DATASETS, "handmade", catalog.Dataset(
-        "handmade", "tests.test_datasets:handmade_root", "digits", "folder", "handmade"))
+    monkeypatch.setitem(
+        catalog.DATASETS,
+        "handmade",
+        catalog.Dataset("handmade", "tests.test_datasets:handmade_root", "digits", "folder", "handmade"),
+    )
     monkeypatch.setitem(HANDMADE, "root", tiny_dataset)
     monkeypatch.setitem(HANDMADE, "calls", [])
     spec = DataSpec(dataset="digits", digits={"size": 9}, image_size=8, loader=loader, workers=0)
@@ -83,13 +114,15 @@ def test_an_unknown_or_unresolvable_dataset_record_is_one_sentence(tmp_path, mon
     with pytest.raises(UserError, match="key 'data.dataset' is 'nowhere': no dataset record has that name; valid"):
         build(spec.model_copy(update={"dataset": "nowhere"}), 16, 16, 0, 1, seed=0)
     for target in ("tests.test_datasets:no_such_function", "tests.no_such_module:root", "tests.test_datasets:HANDMADE"):
-        monkeypatch.setitem(catalog.DATASETS, "synthetic", catalog.Dataset(
-            "synthetic", target, "synth", "folder", "synthetic data"))
+        monkeypatch.setitem(
+            catalog.DATASETS, "synthetic", catalog.Dataset("synthetic", target, "synth", "folder", "synthetic data")
+        )
         with pytest.raises(UserError, match=f"dataset 'synthetic''s root function '{target}' does not resolve"):
             build(spec, 16, 16, 0, 1, seed=0)
         recipe = tmp_path / "r.yaml"
-        recipe.write_text("model: {name: resnet18}\nglobal_batch: 64\noptimizer: {name: sgd, lr: 0.1}\nepochs: 1\n"
-                          "target_top1: 50\n")
+        recipe.write_text(
+            "model: {name: resnet18}\nglobal_batch: 64\noptimizer: {name: sgd, lr: 0.1}\nepochs: 1\ntarget_top1: 50\n"
+        )
         assert main(["validate", str(recipe)]) == 2
         err = capsys.readouterr().err
         assert err.startswith(f"bench: error: {recipe}: dataset 'synthetic''s root function") and err.count("\n") == 1
@@ -106,17 +139,27 @@ def _cifar_archive(path: Path, hundred: bool, rng) -> dict:
     names = ["apple", "bee", "cloud"] if hundred else ["airplane", "automobile", "bird"]
     labels_key = b"fine_labels" if hundred else b"labels"
     members, images = {}, {"train": [], "val": []}
-    batches = {"train": ["train"], "val": ["test"]} if hundred else {
-        "train": [f"data_batch_{i}" for i in range(1, 6)], "val": ["test_batch"]}
+    batches = (
+        {"train": ["train"], "val": ["test"]}
+        if hundred
+        else {"train": [f"data_batch_{i}" for i in range(1, 6)], "val": ["test_batch"]}
+    )
     for split, files in batches.items():
         for name in files:
             data = rng.integers(0, 256, (4, 3072), dtype=np.uint8)
             labels = [0, 1, 2, int(rng.integers(0, 3))]  # every class in every split
-            members[name] = {b"batch_label": name.encode(), labels_key: labels, b"data": data,
-                             b"filenames": [f"x_{i}.png".encode() for i in range(4)]}
+            members[name] = {
+                b"batch_label": name.encode(),
+                labels_key: labels,
+                b"data": data,
+                b"filenames": [f"x_{i}.png".encode() for i in range(4)],
+            }
             images[split] += list(zip(data, labels))
-    meta = {b"fine_label_names": [n.encode() for n in names], b"coarse_label_names": [b"all"]} if hundred else \
-        {b"label_names": [n.encode() for n in names], b"num_cases_per_batch": 4}
+    meta = (
+        {b"fine_label_names": [n.encode() for n in names], b"coarse_label_names": [b"all"]}
+        if hundred
+        else {b"label_names": [n.encode() for n in names], b"num_cases_per_batch": 4}
+    )
     members["meta" if hundred else "batches.meta"] = meta
     with tarfile.open(path, "w:gz") as tar:
         for name, obj in members.items():
@@ -147,6 +190,7 @@ def test_cifar_archive_that_would_run_code_is_refused(tmp_path):
     class Evil:
         def __reduce__(self):
             import os
+
             return os.system, ("echo owned",)
 
     archive = tmp_path / "cifar-10-python.tar.gz"
@@ -173,6 +217,7 @@ def test_check_reports_classes_counts_and_unreadable_files(tiny_dataset, tmp_pat
     assert "4 classes" in out and "train: 160 images, 40-40 per class" in out and "unreadable: 0" in out
 
     import shutil
+
     root = tmp_path / "copy"
     shutil.copytree(tiny_dataset, root)
     bad = root / "val" / "n00000002" / "n00000002_3.JPEG"
@@ -183,13 +228,17 @@ def test_check_reports_classes_counts_and_unreadable_files(tiny_dataset, tmp_pat
     assert "unreadable: 1" in out and str(bad) in out and "ignored: 1 files" in out
 
 
-@pytest.mark.parametrize("damage,message", [
-    (lambda root: __import__("shutil").rmtree(root / "val"), "missing split folder 'val/'"),
-    (lambda root: [p.unlink() for p in (root / "train" / "n00000001").iterdir()], "empty class folder"),
-    (lambda root: (root / "val" / "n00000001").rename(root / "val" / "n00000009"), "classes differ from train/"),
-])
+@pytest.mark.parametrize(
+    "damage,message",
+    [
+        (lambda root: __import__("shutil").rmtree(root / "val"), "missing split folder 'val/'"),
+        (lambda root: [p.unlink() for p in (root / "train" / "n00000001").iterdir()], "empty class folder"),
+        (lambda root: (root / "val" / "n00000001").rename(root / "val" / "n00000009"), "classes differ from train/"),
+    ],
+)
 def test_layout_problems_are_one_sentence_and_exit_2(tiny_dataset, tmp_path, capsys, damage, message):
     import shutil
+
     root = tmp_path / "copy"
     shutil.copytree(tiny_dataset, root)
     damage(root)
@@ -218,12 +267,48 @@ def test_file_lists_are_a_layout_too(tiny_dataset, tmp_path):
 def test_perf_data_reports_both_backends_and_their_ratio(tiny_dataset, capsys):
     from bench.perf import data as perf_data
 
-    assert perf_data.main(["--root", str(tiny_dataset), "--size", "32", "--batch", "8", "--threads", "1",
-                           "--rounds", "2", "--batches", "2"]) == 0
+    assert (
+        perf_data.main(
+            [
+                "--root",
+                str(tiny_dataset),
+                "--size",
+                "32",
+                "--batch",
+                "8",
+                "--threads",
+                "1",
+                "--rounds",
+                "2",
+                "--batches",
+                "2",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "round 2: torchvision" in out and "dali-cpu" in out and "ratio dali-cpu / torchvision: " in out
     assert "resized_crop, 32px" in out
-    assert perf_data.main(["--root", str(tiny_dataset), "--size", "32", "--batch", "8", "--threads", "1",
-                           "--rounds", "1", "--batches", "1", "--augment", "pad_crop"]) == 0
+    assert (
+        perf_data.main(
+            [
+                "--root",
+                str(tiny_dataset),
+                "--size",
+                "32",
+                "--batch",
+                "8",
+                "--threads",
+                "1",
+                "--rounds",
+                "1",
+                "--batches",
+                "1",
+                "--augment",
+                "pad_crop",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "pad_crop, 32px" in out and "ratio dali-cpu / torchvision: " in out

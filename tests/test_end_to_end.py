@@ -65,8 +65,10 @@ def test_a_finer_grid_near_the_target_a_cheap_curve_and_a_stop_at_the_target(tmp
     measures the curve on a fixed subset (train-eval and holdout skipped) and every image once the subset reaches
     the target; eval.stop_at_target ends the run there, completed, and says so in meta.json."""
     text = TINY.replace("DATA", str(tiny_dataset)).replace(
-        "eval: {every_epochs: 2}", "eval: {every_epochs: 2, near_target_every_epochs: 0.4, near_target_margin: 100, "
-        "curve_images: 8, stop_at_target: true}")
+        "eval: {every_epochs: 2}",
+        "eval: {every_epochs: 2, near_target_every_epochs: 0.4, near_target_margin: 100, "
+        "curve_images: 8, stop_at_target: true}",
+    )
     recipe = write_recipe(tmp_path / "tiny.yaml", text)
     results = tmp_path / "results"
     done = run_cli("run", str(recipe), "--out", str(results), "--no-progress")

@@ -27,9 +27,9 @@ PLANS = [
     ((98304, "auto", 1, None, 256), (384, 256, 384)),
     ((98304, "auto", 512, None, 256), (1, 192, 512)),
     ((98304, 64, 8, 32, 256), (192, 64, 32)),
-    ((2048, "auto", 1, 32, 256), (32, 64, 32)),   # 32 groups of 64 images: micro-batch capped by the group
-    ((2048, "auto", 8, 64, 100), (8, 32, 64)),    # 8 groups of 32 images per rank
-    ((2048, "auto", 8, 64, 16), (16, 16, 64)),    # ... each group 2 micro-batches under cap 16
+    ((2048, "auto", 1, 32, 256), (32, 64, 32)),  # 32 groups of 64 images: micro-batch capped by the group
+    ((2048, "auto", 8, 64, 100), (8, 32, 64)),  # 8 groups of 32 images per rank
+    ((2048, "auto", 8, 64, 16), (16, 16, 64)),  # ... each group 2 micro-batches under cap 16
     ((1000, "auto", 1, None, 256), (4, 250, 4)),  # largest divisor of 1000 not above 256
 ]
 
@@ -42,13 +42,16 @@ def test_plan(args, want):
     assert plan.gsnr_groups * plan.micro_per_group == plan.world_size * plan.accum_steps
 
 
-@pytest.mark.parametrize("args,words", [
-    ((100, "auto", 3, None, 256), ["global_batch 100", "3 ranks"]),
-    ((96, 20, 1, None, 256), ["micro_batch 20", "per-rank batch 96"]),
-    ((96, "auto", 4, 6, 256), ["gsnr_groups 6", "4 ranks"]),
-    ((96, "auto", 2, 64, 256), ["gsnr_groups 64", "equal groups"]),
-    ((96, 16, 1, 12, 256), ["micro_batch 16", "group of 8 images"]),
-])
+@pytest.mark.parametrize(
+    "args,words",
+    [
+        ((100, "auto", 3, None, 256), ["global_batch 100", "3 ranks"]),
+        ((96, 20, 1, None, 256), ["micro_batch 20", "per-rank batch 96"]),
+        ((96, "auto", 4, 6, 256), ["gsnr_groups 6", "4 ranks"]),
+        ((96, "auto", 2, 64, 256), ["gsnr_groups 64", "equal groups"]),
+        ((96, 16, 1, 12, 256), ["micro_batch 16", "group of 8 images"]),
+    ],
+)
 def test_impossible_plans_name_the_numbers(args, words):
     with pytest.raises(UserError) as e:
         make_plan(*args)
@@ -79,11 +82,13 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _train_steps(rank: int, world: int, port: int, recipe_paths: list[str], outs: list[str],
-                 steps: int = STEPS) -> None:
+def _train_steps(
+    rank: int, world: int, port: int, recipe_paths: list[str], outs: list[str], steps: int = STEPS
+) -> None:
     """Each recipe's parameters after `steps` steps, on `world` ranks of one process group."""
-    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
-                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    os.environ.update(
+        RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)
+    )
     torch.set_num_threads(1)
     dist = distributed.init()
     try:
@@ -136,8 +141,9 @@ def test_same_parameters_for_1x8_2x4_4x2_in_float64(tmp_path, tiny_dataset):
     for world in (2, 4):
         for (opt, _), got, want in zip(OPTIMIZERS, _params_after(tmp_path, paths, world), references):
             for name in want:
-                torch.testing.assert_close(got[name], want[name], rtol=1e-9, atol=1e-10,
-                                           msg=f"{opt}: {name} at world {world}")
+                torch.testing.assert_close(
+                    got[name], want[name], rtol=1e-9, atol=1e-10, msg=f"{opt}: {name} at world {world}"
+                )
 
 
 def test_float32_step_of_2x4_differs_from_1x8_by_less_than_float32_rounding(tmp_path, tiny_dataset):
@@ -157,39 +163,101 @@ def test_float32_step_of_2x4_differs_from_1x8_by_less_than_float32_rounding(tmp_
 
 
 def test_submit_dry_run_prints_an_sbatch_script_calling_torchrun(tmp_path):
-    done = run_cli("submit", "recipes/demo.yaml", "--nodes", "4", "--gpus-per-node", "8", "--partition", "gpu",
-                   "--set", "global_batch=32768", "--set", "micro_batch=auto", "--dry-run", cwd=RECIPES.parent)
+    done = run_cli(
+        "submit",
+        "recipes/demo.yaml",
+        "--nodes",
+        "4",
+        "--gpus-per-node",
+        "8",
+        "--partition",
+        "gpu",
+        "--set",
+        "global_batch=32768",
+        "--set",
+        "micro_batch=auto",
+        "--dry-run",
+        cwd=RECIPES.parent,
+    )
     assert done.returncode == 0, done.stderr
     script = done.stdout
-    for line in ("#SBATCH --nodes=4", "#SBATCH --gpus-per-node=8", "#SBATCH --partition=gpu",
-                 "--nnodes=4", "--nproc-per-node=8", "--rdzv-backend=c10d", "-m bench run recipes/demo.yaml",
-                 "--set global_batch=32768"):
+    for line in (
+        "#SBATCH --nodes=4",
+        "#SBATCH --gpus-per-node=8",
+        "#SBATCH --partition=gpu",
+        "--nnodes=4",
+        "--nproc-per-node=8",
+        "--rdzv-backend=c10d",
+        "-m bench run recipes/demo.yaml",
+        "--set global_batch=32768",
+    ):
         assert line in script
     assert script.startswith("#!/bin/bash") and "srun " in script
     assert "#SBATCH --cpus-per-task=64" in script and "--tensorboard" not in script
 
 
 def test_submit_takes_the_options_real_clusters_need_and_a_port_per_job(tmp_path):
-    options = ["--account", "proj42", "--qos", "high", "--mem", "200G", "--constraint", "h100&ib", "--exclusive",
-               "--sbatch=--mail-type=END", "--sbatch", "reservation=bench", "--time", "1:00:00", "--set", "micro_batch=25"]
-    done = run_cli("submit", "recipes/demo.yaml", "--nodes", "2", "--gpus-per-node", "2", *options, "--dry-run",
-                   cwd=RECIPES.parent)
+    options = [
+        "--account",
+        "proj42",
+        "--qos",
+        "high",
+        "--mem",
+        "200G",
+        "--constraint",
+        "h100&ib",
+        "--exclusive",
+        "--sbatch=--mail-type=END",
+        "--sbatch",
+        "reservation=bench",
+        "--time",
+        "1:00:00",
+        "--set",
+        "micro_batch=25",
+    ]
+    done = run_cli(
+        "submit", "recipes/demo.yaml", "--nodes", "2", "--gpus-per-node", "2", *options, "--dry-run", cwd=RECIPES.parent
+    )
     assert done.returncode == 0, done.stderr
     header = [line for line in done.stdout.splitlines() if line.startswith("#SBATCH")]
-    for line in ("#SBATCH --account=proj42", "#SBATCH --qos=high", "#SBATCH --mem=200G", "#SBATCH --constraint=h100&ib",
-                 "#SBATCH --exclusive", "#SBATCH --mail-type=END", "#SBATCH --reservation=bench",
-                 "#SBATCH --time=1:00:00", "#SBATCH --requeue"):
+    for line in (
+        "#SBATCH --account=proj42",
+        "#SBATCH --qos=high",
+        "#SBATCH --mem=200G",
+        "#SBATCH --constraint=h100&ib",
+        "#SBATCH --exclusive",
+        "#SBATCH --mail-type=END",
+        "#SBATCH --reservation=bench",
+        "#SBATCH --time=1:00:00",
+        "#SBATCH --requeue",
+    ):
         assert header.count(line) == 1, line
     assert "29500" not in done.stdout and "MASTER_PORT=$(( 10000 + SLURM_JOB_ID % 20000 ))" in done.stdout
     assert '--rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT"' in done.stdout
-    port = subprocess.run(["bash", "-c", "SLURM_JOB_ID=123456; MASTER_PORT=$(( 10000 + SLURM_JOB_ID % 20000 )); "
-                           "echo $MASTER_PORT"], capture_output=True, text=True).stdout.strip()
+    port = subprocess.run(
+        ["bash", "-c", "SLURM_JOB_ID=123456; MASTER_PORT=$(( 10000 + SLURM_JOB_ID % 20000 )); echo $MASTER_PORT"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     assert port == "13456"
 
 
 def test_submit_to_cpu_nodes_asks_for_no_gpus_and_starts_the_workers_asked_for():
-    done = run_cli("submit", "recipes/demo.yaml", "--nodes", "1", "--gpus-per-node", "0", "--workers-per-node", "2",
-                   "--cpus-per-worker", "3", "--tensorboard", "--dry-run", cwd=RECIPES.parent)
+    done = run_cli(
+        "submit",
+        "recipes/demo.yaml",
+        "--nodes",
+        "1",
+        "--gpus-per-node",
+        "0",
+        "--workers-per-node",
+        "2",
+        "--cpus-per-worker",
+        "3",
+        "--tensorboard",
+        "--dry-run",
+        cwd=RECIPES.parent,
+    )
     assert done.returncode == 0, done.stderr
     assert "--gpus-per-node" not in done.stdout
     for line in ("#SBATCH --nodes=1", "#SBATCH --cpus-per-task=6", "--nproc-per-node=2", "--tensorboard"):
@@ -228,8 +296,9 @@ def test_micro_batch_auto_fits_the_memory_and_leaves_the_random_state_alone(tmp_
     from bench.engine import memory
     from bench.engine.distributed import Dist
 
-    path = write_recipe(tmp_path / "r.yaml", (RECIPES / "demo.yaml").read_text().replace("micro_batch: 50",
-                                                                                         "micro_batch: auto"))
+    path = write_recipe(
+        tmp_path / "r.yaml", (RECIPES / "demo.yaml").read_text().replace("micro_batch: 50", "micro_batch: auto")
+    )
     dist = Dist(0, 1, 0, torch.device("cpu"))
     roomy = Trainer(recipe_mod.load(path), dist)
     assert roomy.plan.micro_batch == 100 and roomy.memory_note is None  # the whole batch fits: engine's cap rules
@@ -312,8 +381,10 @@ def test_a_run_with_dead_parameters_warns_and_records_them_or_refuses(tmp_path, 
     capsys.readouterr()
     assert main_run(refusing, tmp_path) == 2
     err = capsys.readouterr().err
-    assert err.startswith("bench: error: key 'engine.dead_params' is refuse and 55% of resnet18's") and \
-        err.count("\n") == 1
+    assert (
+        err.startswith("bench: error: key 'engine.dead_params' is refuse and 55% of resnet18's")
+        and err.count("\n") == 1
+    )
     assert not (tmp_path / "out" / "refusing").exists()  # refused before any run directory
 
 
@@ -322,8 +393,9 @@ def test_a_small_image_model_runs_without_the_warning(tmp_path):
 
     from bench.errors import BenchWarning
 
-    text = DEAD_RECIPE.replace("resnet18, kwargs: {layers: [1, 1, 1, 1], channels: [32, 64, 128, 256], "
-                               "stem_width: 32}", "resnet20_cifar")
+    text = DEAD_RECIPE.replace(
+        "resnet18, kwargs: {layers: [1, 1, 1, 1], channels: [32, 64, 128, 256], stem_width: 32}", "resnet20_cifar"
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("error", BenchWarning)
         assert main_run(write_recipe(tmp_path / "cifar.yaml", text), tmp_path) == 0
@@ -337,9 +409,13 @@ def test_a_run_on_images_upscaled_far_beyond_the_dataset_s_warns():
     from bench.engine.distributed import Dist
     from bench.errors import BenchWarning
 
-    text = DEAD_RECIPE.replace("resnet18, kwargs: {layers: [1, 1, 1, 1], channels: [32, 64, 128, 256], "
-                               "stem_width: 32}", "resnet20_cifar").replace("image_size: 28", "image_size: 64")
+    text = DEAD_RECIPE.replace(
+        "resnet18, kwargs: {layers: [1, 1, 1, 1], channels: [32, 64, 128, 256], stem_width: 32}", "resnet20_cifar"
+    ).replace("image_size: 28", "image_size: 64")
     recipe = recipe_mod.Recipe.model_validate({"name": "up", **yaml.safe_load(text)})
-    with pytest.warns(BenchWarning, match=r"^data.image_size 64 is 2x the dataset's own 28 px images \(key "
-                                          r"'data.synth'\): .* train at data.image_size 28 with a small-image model"):
+    with pytest.warns(
+        BenchWarning,
+        match=r"^data.image_size 64 is 2x the dataset's own 28 px images \(key "
+        r"'data.synth'\): .* train at data.image_size 28 with a small-image model",
+    ):
         Trainer(recipe, Dist(0, 1, 0, torch.device("cpu")))

@@ -72,12 +72,25 @@ def test_resnet50_trains_in_bf16_channels_last_with_cudnn_benchmark(compile):
     from bench.engine.distributed import Dist
     from bench.engine.train import Trainer
 
-    recipe = recipes.recipe_from_dict("test", {
-        "name": "r50", "model": {"name": "resnet50"},
-        "data": {"dataset": "synthetic", "loader": "random", "image_size": 224,
-                 "synth": {"classes": 10, "train_per_class": 4, "val_per_class": 1, "size": 32}},
-        "global_batch": 64, "micro_batch": 32, "optimizer": {"name": "lars", "lr": 1.0}, "epochs": 10,
-        "engine": {"precision": "bf16", "channels_last": True, "compile": compile}, "target_top1": 50})
+    recipe = recipes.recipe_from_dict(
+        "test",
+        {
+            "name": "r50",
+            "model": {"name": "resnet50"},
+            "data": {
+                "dataset": "synthetic",
+                "loader": "random",
+                "image_size": 224,
+                "synth": {"classes": 10, "train_per_class": 4, "val_per_class": 1, "size": 32},
+            },
+            "global_batch": 64,
+            "micro_batch": 32,
+            "optimizer": {"name": "lars", "lr": 1.0},
+            "epochs": 10,
+            "engine": {"precision": "bf16", "channels_last": True, "compile": compile},
+            "target_top1": 50,
+        },
+    )
     trainer = Trainer(recipe, Dist(0, 1, 0, torch.device("cuda", 0)))
     assert torch.backends.cudnn.benchmark
     conv = trainer.model.conv1.weight

@@ -16,7 +16,7 @@ def idx(path, array: np.ndarray, magic: bytes | None = None, gz: bool = False, c
     """An idx file of unsigned bytes as LeCun's format has it: magic, big-endian int32 dimensions, data."""
     head = magic or bytes([0, 0, 8, array.ndim])
     data = head + b"".join(int(n).to_bytes(4, "big") for n in array.shape) + array.astype(np.uint8).tobytes()
-    data = data[:len(data) - cut]
+    data = data[: len(data) - cut]
     path.write_bytes(gzip.compress(data) if gz else data)
 
 
@@ -47,12 +47,48 @@ def test_converts_every_image_to_its_class_folder(tmp_path, capsys, gz):
 
 def test_names_subsets_and_classes(tmp_path, capsys):
     root = family(tmp_path / "digits", train_per_class=20)
-    assert main(["data", "idx", str(root), "--out", str(tmp_path / "a"), "--names", "mnist", "--per-class", "5",
-                 "--val-per-class", "1", "--classes", "3,7"]) == 0
+    assert (
+        main(
+            [
+                "data",
+                "idx",
+                str(root),
+                "--out",
+                str(tmp_path / "a"),
+                "--names",
+                "mnist",
+                "--per-class",
+                "5",
+                "--val-per-class",
+                "1",
+                "--classes",
+                "3,7",
+            ]
+        )
+        == 0
+    )
     a = folder.scan(tmp_path / "a")
     assert a.classes == ("3", "7") and len(a.train) == 10 and len(a.val) == 2
-    assert main(["data", "idx", str(root), "--out", str(tmp_path / "b"), "--names", "mnist", "--per-class", "5",
-                 "--val-per-class", "1", "--classes", "3,7"]) == 0
+    assert (
+        main(
+            [
+                "data",
+                "idx",
+                str(root),
+                "--out",
+                str(tmp_path / "b"),
+                "--names",
+                "mnist",
+                "--per-class",
+                "5",
+                "--val-per-class",
+                "1",
+                "--classes",
+                "3,7",
+            ]
+        )
+        == 0
+    )
     b = folder.scan(tmp_path / "b")
     names = lambda layout: [os.path.relpath(f, layout.root) for f in layout.train.files]
     assert names(a) == names(b)  # the same seed draws the same images
@@ -74,11 +110,14 @@ def test_emnist_images_are_transposed_back(tmp_path):
     assert np.asarray(Image.open(path))[5, 0] == 200
 
 
-@pytest.mark.parametrize("damage, said", [
-    (dict(magic=bytes([0, 0, 8, 1])), "not an idx3 file of unsigned bytes (magic 00000801, expected 00000803)"),
-    (dict(magic=bytes([0, 0, 0x0D, 3])), "not an idx3 file of unsigned bytes (magic 00000d03"),
-    (dict(cut=5), "the file is cut off or damaged"),
-])
+@pytest.mark.parametrize(
+    "damage, said",
+    [
+        (dict(magic=bytes([0, 0, 8, 1])), "not an idx3 file of unsigned bytes (magic 00000801, expected 00000803)"),
+        (dict(magic=bytes([0, 0, 0x0D, 3])), "not an idx3 file of unsigned bytes (magic 00000d03"),
+        (dict(cut=5), "the file is cut off or damaged"),
+    ],
+)
 def test_a_damaged_file_is_one_sentence_and_writes_nothing(tmp_path, capsys, damage, said):
     root = family(tmp_path / "in")
     idx(root / "train-images-idx3-ubyte", np.zeros((60, 28, 28)), **damage)

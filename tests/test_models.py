@@ -6,8 +6,13 @@ import torch
 from bench.recipe import timm_models
 
 # He et al. 2016, Table 6: parameters of the CIFAR-10 ResNets (option A shortcuts, 10 classes)
-PAPER = {"resnet20_cifar": 0.27e6, "resnet32_cifar": 0.46e6, "resnet44_cifar": 0.66e6, "resnet56_cifar": 0.85e6,
-         "resnet110_cifar": 1.7e6}
+PAPER = {
+    "resnet20_cifar": 0.27e6,
+    "resnet32_cifar": 0.46e6,
+    "resnet44_cifar": 0.66e6,
+    "resnet56_cifar": 0.85e6,
+    "resnet110_cifar": 1.7e6,
+}
 
 
 @pytest.mark.parametrize("name", PAPER)
@@ -35,7 +40,9 @@ def test_resnet56_feature_maps_and_option_b():
     model(torch.randn(1, 3, 32, 32))
     assert sizes == [(16, 32, 32), (32, 16, 16), (64, 8, 8)]  # 32, 16 and 8 px maps of 16/32/64 channels
     b = timm.create_model("resnet56_cifar", shortcut="B")
-    extra = sum(p.numel() for p in b.parameters()) - sum(p.numel() for p in timm.create_model("resnet56_cifar").parameters())
+    extra = sum(p.numel() for p in b.parameters()) - sum(
+        p.numel() for p in timm.create_model("resnet56_cifar").parameters()
+    )
     assert extra == (16 * 32 + 2 * 32) + (32 * 64 + 2 * 64)  # two 1x1 projections with their BatchNorms
     with pytest.raises(ValueError, match="no pretrained weights"):
         timm.create_model("resnet56_cifar", pretrained=True)

@@ -11,6 +11,7 @@ from torch import nn
 from bench import optim
 from bench.errors import UserError
 
+
 @pytest.fixture(autouse=True)
 def one_thread():
     """Small tensors: one thread, as two OpenMP threads on a busy 2-core machine ran 20x slower."""
@@ -203,8 +204,10 @@ def test_the_larc_case_clips_some_trust_ratios_and_not_others():
 def test_fused_kernels_read_a_gradient_laid_out_unlike_its_weight(name, hparams, make_ref):
     """torch's fused kernels walk memory: a channels_last gradient of a contiguous weight is not misread."""
     ws, steps = weights(), gradients(2)
-    channels_last = [[[g.contiguous(memory_format=torch.channels_last) if g.ndim == 4 else g for g in grads]
-                      for grads in groups] for groups in steps]
+    channels_last = [
+        [[g.contiguous(memory_format=torch.channels_last) if g.ndim == 4 else g for g in grads] for grads in groups]
+        for groups in steps
+    ]
     assert not channels_last[0][0][0].is_contiguous()
     ours, _ = run(name, ws, channels_last, LRS[:2], **hparams)
     assert_history(ours, make_ref(ws).run(steps, LRS[:2]), rtol=1e-12, atol=1e-14)
@@ -223,8 +226,16 @@ def test_lars_equals_timm_lars_at_constant_lr(nesterov, clip):
     lrs = [0.3] * 4
     ours, _ = run("larc" if clip else "lars", ws, steps, lrs, weight_decay=0.1, eta=0.05, nesterov=nesterov)
     params = [nn.Parameter(w.clone()) for w in ws]
-    timm_opt = Lars(optim.param_groups(params), lr=0.3, momentum=0.9, weight_decay=0.1, trust_coeff=0.05,
-                    eps=0.0, trust_clip=clip, nesterov=nesterov)
+    timm_opt = Lars(
+        optim.param_groups(params),
+        lr=0.3,
+        momentum=0.9,
+        weight_decay=0.1,
+        trust_coeff=0.05,
+        eps=0.0,
+        trust_clip=clip,
+        nesterov=nesterov,
+    )
     for step, groups in enumerate(steps):
         backward(params, groups[0])
         timm_opt.step()
@@ -235,8 +246,9 @@ def test_lars_equals_timm_lars_at_constant_lr(nesterov, clip):
         group["lr"] = 0.1
     backward(params, steps[0][0])
     timm_opt.step()
-    ours, _ = run("larc" if clip else "lars", ws, steps + steps[:1], lrs + [0.1], weight_decay=0.1, eta=0.05,
-                  nesterov=nesterov)
+    ours, _ = run(
+        "larc" if clip else "lars", ws, steps + steps[:1], lrs + [0.1], weight_decay=0.1, eta=0.05, nesterov=nesterov
+    )
     assert not torch.allclose(ours[-1][0], params[0].detach())
 
 
@@ -280,8 +292,11 @@ def test_sgd_and_adamw_equal_torch(name):
     lrs = [0.1, 0.1, 0.05, 0.2]
     ours, _ = run(name, ws, steps, lrs, weight_decay=0.1, exclude=None)
     params = [nn.Parameter(w.clone()) for w in ws]
-    torch_opt = (torch.optim.SGD(params, lr=0.1, momentum=0.9, weight_decay=0.1) if name == "sgd"
-                 else torch.optim.AdamW(params, lr=0.1, weight_decay=0.1))
+    torch_opt = (
+        torch.optim.SGD(params, lr=0.1, momentum=0.9, weight_decay=0.1)
+        if name == "sgd"
+        else torch.optim.AdamW(params, lr=0.1, weight_decay=0.1)
+    )
     for lr, groups, ours_w in zip(lrs, steps, ours):
         torch_opt.param_groups[0]["lr"] = lr
         backward(params, groups[0])
@@ -382,15 +397,26 @@ def test_check_and_create_reject_bad_input_with_one_clear_sentence():
     unknown_name = r"unknown optimizer 'lasr' \(did you mean 'lars'\?\); valid names are: sgd, lars, larc, lamb"
     with pytest.raises(UserError, match=unknown_name):
         optim.check("lasr", {})
-    unknown_key = (r"unknown hyperparameter 'momentun' for optimizer 'lars' \(did you mean 'momentum'\?\); "
-                   r"valid ones are: eps, eta, lr, momentum, nesterov, weight_decay\.")
+    unknown_key = (
+        r"unknown hyperparameter 'momentun' for optimizer 'lars' \(did you mean 'momentum'\?\); "
+        r"valid ones are: eps, eta, lr, momentum, nesterov, weight_decay\."
+    )
     with pytest.raises(UserError, match=unknown_key):
         optim.check("lars", {"momentun": 0.9})
     with pytest.raises(UserError, match="valid ones are: .*beta3.*gamma.*gsnr_eps.*trust_grad"):
         optim.check("vrgd_lars", {"clip": True})
-    bad = [("sgd", {"lr": -1}), ("lars", {"momentum": 1.0}), ("lars", {"eta": 0}), ("lamb", {"betas": [0.9]}),
-           ("vrgd_sgd", {"gamma": 0.0}), ("vrgd_sgd", {"gamma": 1.5}), ("vrgd_lars", {"trust_grad": "both"}),
-           ("vrgd_adam", {"beta3": 1.0}), ("vrgd_adam", {"gsnr_eps": 0}), ("sgd", {"nesterov": "yes"})]
+    bad = [
+        ("sgd", {"lr": -1}),
+        ("lars", {"momentum": 1.0}),
+        ("lars", {"eta": 0}),
+        ("lamb", {"betas": [0.9]}),
+        ("vrgd_sgd", {"gamma": 0.0}),
+        ("vrgd_sgd", {"gamma": 1.5}),
+        ("vrgd_lars", {"trust_grad": "both"}),
+        ("vrgd_adam", {"beta3": 1.0}),
+        ("vrgd_adam", {"gsnr_eps": 0}),
+        ("sgd", {"nesterov": "yes"}),
+    ]
     for name, hparams in bad:
         key, value = next(iter(hparams.items()))
         with pytest.raises(UserError, match=rf"^optimizer hyperparameter {key}=.* is invalid: it must be "):
@@ -398,9 +424,24 @@ def test_check_and_create_reject_bad_input_with_one_clear_sentence():
     with pytest.raises(UserError, match="weight_decay"):
         optim.create(mlp(), "lars", lr=1.0, weight_decay=-1.0)
     assert optim.check("vrgd_lamb", {"lr": 0.1, "beta3": 0.0, "betas": [0.9, 0.99]}) is optim.VRGDLAMB
-    assert optim.NAMES == ("sgd", "lars", "larc", "lamb", "adamw", "vrgd_sgd", "vrgd_lars", "vrgd_adam", "vrgd_lamb",
-                           "adascale_sgd", "adascale_lars", "simigrad_sgd", "simigrad_lars", "simigrad_lamb", "merit",
-                           "vrgd_merit")
+    assert optim.NAMES == (
+        "sgd",
+        "lars",
+        "larc",
+        "lamb",
+        "adamw",
+        "vrgd_sgd",
+        "vrgd_lars",
+        "vrgd_adam",
+        "vrgd_lamb",
+        "adascale_sgd",
+        "adascale_lars",
+        "simigrad_sgd",
+        "simigrad_lars",
+        "simigrad_lamb",
+        "merit",
+        "vrgd_merit",
+    )
 
 
 def test_every_optimizer_declares_what_the_runner_reads_and_the_runner_guesses_nothing():
@@ -412,8 +453,13 @@ def test_every_optimizer_declares_what_the_runner_reads_and_the_runner_guesses_n
 
     paces = {name: cls.pace for name, cls in optim.REGISTRY.items()}
     assert set(paces.values()) == {"fixed", "scale_invariant", "adaptive"}
-    assert [n for n, p in paces.items() if p != "fixed"] == ["adascale_sgd", "adascale_lars", "simigrad_sgd",
-                                                             "simigrad_lars", "simigrad_lamb"]
+    assert [n for n, p in paces.items() if p != "fixed"] == [
+        "adascale_sgd",
+        "adascale_lars",
+        "simigrad_sgd",
+        "simigrad_lars",
+        "simigrad_lamb",
+    ]
     assert all(cls.reduces_gradients == issubclass(cls, optim.GroupGradients) for cls in optim.REGISTRY.values())
     assert all(cls.gain == 1.0 and cls.similarity is None for cls in (optim.SGD, optim.VRGDLARS))
     mixins = {optim.GroupOptimizer, optim.GroupGradients, optim.VRGD, optim.AdaScale, optim.SimiGrad}
@@ -423,8 +469,17 @@ def test_every_optimizer_declares_what_the_runner_reads_and_the_runner_guesses_n
     root = Path(bench.__file__).parent
     for path in [root / "recipe.py", *sorted((root / "engine").glob("*.py"))]:
         source = path.read_text()
-        for guess in ("isinstance(self.opt", "getattr(self.opt", "optimizer.name.startswith", "optim.AdaScale",
-                      "optim.SimiGrad", "optim.VRGD", "\"simigrad_", "\"adascale_", "\"vrgd_"):
+        for guess in (
+            "isinstance(self.opt",
+            "getattr(self.opt",
+            "optimizer.name.startswith",
+            "optim.AdaScale",
+            "optim.SimiGrad",
+            "optim.VRGD",
+            '"simigrad_',
+            '"adascale_',
+            '"vrgd_',
+        ):
             assert guess not in source, f"{path.name} guesses an optimizer fact: {guess}"
 
 
@@ -445,10 +500,16 @@ def test_perf_optim_runs_and_prints_the_table(capsys):
 
     assert main(["--repeats", "1", "--small", "--device", "cpu", "--family"]) == 0
     out = capsys.readouterr().out
-    for row in ("torch.optim.SGD(momentum, foreach=True) step", "bench LARS step", "timm Lars step",
-                "bench VRGD-LARS step (k = 4), fused ", "bench VRGD-LARS step (k = 4), fused=False",
-                "bench VRGD-LARS observe(), one group, fused", "bench VRGD-LAMB step (k = 4), fused=False",
-                "copy bandwidth"):
+    for row in (
+        "torch.optim.SGD(momentum, foreach=True) step",
+        "bench LARS step",
+        "timm Lars step",
+        "bench VRGD-LARS step (k = 4), fused ",
+        "bench VRGD-LARS step (k = 4), fused=False",
+        "bench VRGD-LARS observe(), one group, fused",
+        "bench VRGD-LAMB step (k = 4), fused=False",
+        "copy bandwidth",
+    ):
         assert row in out
     assert out.count("PASS") + out.count("MISS") == 4
     # every column is named and defined under the table; ratios carry three decimals (0.503 never reads 0.50)
@@ -464,6 +525,7 @@ def test_every_constructor_argument_of_every_optimizer_has_a_rule():
     """validate() skips a key without a RULES entry: a new option must bring its rule."""
     from bench.optim.base import RULES
 
-    missing = {name: [key for key in optim.hyperparameters(optim.check(name, {})) if key not in RULES]
-               for name in optim.NAMES}
+    missing = {
+        name: [key for key in optim.hyperparameters(optim.check(name, {})) if key not in RULES] for name in optim.NAMES
+    }
     assert {name: keys for name, keys in missing.items() if keys} == {}

@@ -15,8 +15,17 @@ from torch import nn
 from bench import optim
 from bench.errors import UserError
 from bench.optim import fused as fused_kernels
-from tests.test_optim import LRS, ZERO_G, RefLARS, assert_history, backward, gradients, run, weights
-from tests.test_optim import one_thread  # noqa: F401  (autouse fixture)
+from tests.test_optim import (
+    LRS,
+    ZERO_G,
+    RefLARS,
+    assert_history,
+    backward,
+    gradients,
+    one_thread,  # noqa: F401  (autouse fixture)
+    run,
+    weights,
+)
 from tests.test_optim_vrgd import RefVRGD
 
 # fp32 against the float64 reference. The variance from the sums, sum g^2 / k - mean^2, cancels where the
@@ -44,15 +53,21 @@ def test_fused_vrgd_lars_matches_float64_reference(k, hparams, ref_options):
     ws, steps = weights(), gradients(len(LRS), k=k)
     ours, opt = run("vrgd_lars", [w.float() for w in ws], fp32(steps), LRS, **hparams)
     assert uses_the_fused_step(opt)
-    base = RefLARS(ws, hparams["weight_decay"], momentum=hparams.get("momentum", 0.9), eta=hparams["eta"],
-                   eps=hparams.get("eps", 0.0))
+    base = RefLARS(
+        ws,
+        hparams["weight_decay"],
+        momentum=hparams.get("momentum", 0.9),
+        eta=hparams["eta"],
+        eps=hparams.get("eps", 0.0),
+    )
     ref = RefVRGD(base, **ref_options)
     assert_history(ours, [[w.float() for w in step] for step in ref.run(steps, LRS)], **FP32)
     diag = opt.diagnostics()
     assert diag["gsnr_clip_frac"] == pytest.approx(ref.clip_frac[-1], abs=1e-9)  # counted exactly
     assert diag["gsnr_r_mean"] == pytest.approx(ref.r_mean[-1], rel=1e-4)
-    assert [diag["trust_min"], diag["trust_max"]] == pytest.approx([min(base.trusts[-1]), max(base.trusts[-1])],
-                                                                    rel=1e-4)
+    assert [diag["trust_min"], diag["trust_max"]] == pytest.approx(
+        [min(base.trusts[-1]), max(base.trusts[-1])], rel=1e-4
+    )
 
 
 @pytest.mark.parametrize("name,hparams,kernel", [
@@ -182,10 +197,12 @@ def triton_in_the_interpreter(device="cpu"):
     for groups in steps:
         for grads in groups:
             grads.append(torch.randn(ws[-1].shape, generator=gen).to(device) + 0.2)
-    for name, hparams in [("vrgd_lars", dict(weight_decay=0.1, eta=0.05)),
-                          ("vrgd_lars", dict(weight_decay=0.1, eta=0.05, trust_grad="mean", momentum=0.8)),
-                          ("vrgd_sgd", dict(weight_decay=0.1)),  # vrgd_factors, g_vr written by the kernel
-                          ("vrgd_adam", dict(weight_decay=0.1))]:  # vrgd_factors, then GSNR momentum
+    for name, hparams in [
+        ("vrgd_lars", dict(weight_decay=0.1, eta=0.05)),
+        ("vrgd_lars", dict(weight_decay=0.1, eta=0.05, trust_grad="mean", momentum=0.8)),
+        ("vrgd_sgd", dict(weight_decay=0.1)),  # vrgd_factors, g_vr written by the kernel
+        ("vrgd_adam", dict(weight_decay=0.1)),
+    ]:  # vrgd_factors, then GSNR momentum
         results = []
         for kernels in (fused_triton, None):
             params = [nn.Parameter(w.clone()) for w in ws]
@@ -211,8 +228,14 @@ def test_triton_kernels_match_the_eager_code_in_the_interpreter():
     pytest.importorskip("triton")
     env = {**os.environ, "TRITON_INTERPRET": "1"}
     code = "from tests.test_optim_fused import triton_in_the_interpreter as check; check()"
-    done = subprocess.run([sys.executable, "-c", code], env=env, cwd=Path(__file__).parents[1], capture_output=True,
-                          text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        cwd=Path(__file__).parents[1],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "triton kernels agree" in done.stdout
 
@@ -300,9 +323,16 @@ def test_large_tensors_several_groups_of_settings_and_larc_on_two_threads():
         for fused in (None, False):
             for cls in (optim.VRGDLARS, VRGDLARC):
                 params = [nn.Parameter(w.clone()) for w in ws]
-                opt = cls([{"params": params[:2], "eta": 0.02, "momentum": 0.8},
-                           {"params": params[2:3], "lr": 0.3, "weight_decay": 0.0, "adapt": False},
-                           {"params": params[3:], "momentum": 0.5}], lr=0.7, weight_decay=0.01, fused=fused)
+                opt = cls(
+                    [
+                        {"params": params[:2], "eta": 0.02, "momentum": 0.8},
+                        {"params": params[2:3], "lr": 0.3, "weight_decay": 0.0, "adapt": False},
+                        {"params": params[3:], "momentum": 0.5},
+                    ],
+                    lr=0.7,
+                    weight_decay=0.01,
+                    fused=fused,
+                )
                 for step in range(3):
                     for grads in groups:
                         backward(params, [g * (step + 1) for g in grads])
@@ -371,8 +401,11 @@ def test_a_mixin_on_a_hook_the_fused_path_skips_gets_the_eager_code_or_a_refusal
             out.append([p.detach().clone() for p in params])
         return out, opt
 
-    with pytest.raises(UserError, match=r"fused=true cannot be honoured: Stacked overrides _combine, which the "
-                                        r"fused path of VRGD does not call"):
+    with pytest.raises(
+        UserError,
+        match=r"fused=true cannot be honoured: Stacked overrides _combine, which the "
+        r"fused path of VRGD does not call",
+    ):
         stacked(optim.param_groups([nn.Parameter(w.clone()) for w in ws]), lr=0.5, fused=True)
     ours, opt = history(stacked, None)
     assert opt._kernels is not None  # observe() stays fused: it is no hook of the step

@@ -9,8 +9,17 @@ import torch.multiprocessing as mp
 from torch import nn
 
 from bench import optim
-from tests.test_optim import LRS, RefLARS, RefSGD, assert_history, backward, gradients, run, weights
-from tests.test_optim import one_thread  # noqa: F401  (autouse fixture)
+from tests.test_optim import (
+    LRS,
+    RefLARS,
+    RefSGD,
+    assert_history,
+    backward,
+    gradients,
+    one_thread,  # noqa: F401  (autouse fixture)
+    run,
+    weights,
+)
 
 TIGHT = dict(rtol=1e-10, atol=1e-12)
 
@@ -99,8 +108,10 @@ class RefAdaScalePerGroup:
             k = len(groups)
             self.weight = self.theta * self.weight + (1 - self.theta)
             for j in (0, 1):
-                var, sqr = (max(x, 0.0) for x in ref_noise([[g for g, of in zip(grads, self.group_of) if of == j]
-                                                              for grads in groups]))
+                var, sqr = (
+                    max(x, 0.0)
+                    for x in ref_noise([[g for g, of in zip(grads, self.group_of) if of == j] for grads in groups])
+                )
                 self.var[j] = self.theta * self.var[j] + (1 - self.theta) * var
                 self.sqr[j] = self.theta * self.sqr[j] + (1 - self.theta) * sqr
 
@@ -110,8 +121,9 @@ class RefAdaScalePerGroup:
 
             self.group_gains.append([gain(self.var[j], self.sqr[j]) for j in (0, 1)])
             self.gains.append(gain(sum(self.var), sum(self.sqr)))
-            self.base.step([torch.stack(g).mean(0) for g in zip(*groups)],
-                           [lr * self.group_gains[-1][j] for j in self.group_of])
+            self.base.step(
+                [torch.stack(g).mean(0) for g in zip(*groups)], [lr * self.group_gains[-1][j] for j in self.group_of]
+            )
             history.append([w.clone() for w in self.base.w])
         return history
 
@@ -214,8 +226,10 @@ def test_measuring_the_halves_changes_no_bit_of_the_fp32_steps(name, base):
     """The update takes the whole sum, summed in the order every optimizer sums (the halves are extra
     buffers): in fp32 the steps equal the base optimizer's bit for bit, so adding SimiGrad's measurement
     (or making it exact) moves no committed figure."""
-    ws, steps = [w.float() for w in weights()], [[[g.float() for g in gs] for gs in groups]
-                                                 for groups in gradients(len(LRS), k=5)]
+    ws, steps = (
+        [w.float() for w in weights()],
+        [[[g.float() for g in gs] for gs in groups] for groups in gradients(len(LRS), k=5)],
+    )
     ours, _ = run(name, ws, steps, LRS, weight_decay=0.1)
     plain, _ = run(base, ws, steps, LRS, weight_decay=0.1)
     assert_history(ours, plain, rtol=0, atol=0)
@@ -301,14 +315,17 @@ def test_similarity_is_exact_when_one_half_is_much_smaller_than_the_other(ratio)
     params = [nn.Parameter(torch.zeros(s)) for s in shapes]
     opt = optim.create(params, "simigrad_sgd", lr=0.1, exclude=None)
     shared = [torch.randn(s, generator=gen) for s in shapes]  # the halves share a direction: cosine near 0.8
-    groups = [[(a + 0.5 * torch.randn(a.shape, generator=gen)) / (1.0 if i % 2 == 0 else ratio) for a in shared]
-              for i in range(6)]
+    groups = [
+        [(a + 0.5 * torch.randn(a.shape, generator=gen)) / (1.0 if i % 2 == 0 else ratio) for a in shared]
+        for i in range(6)
+    ]
     for i, grads in enumerate(groups):
         backward(params, grads)
         opt.observe(i)
     opt.step()
-    even, odd = (torch.stack([torch.cat([x.double().flatten() for x in grads]) for grads in groups[h::2]]).sum(0)
-                 for h in (0, 1))
+    even, odd = (
+        torch.stack([torch.cat([x.double().flatten() for x in grads]) for grads in groups[h::2]]).sum(0) for h in (0, 1)
+    )
     reference = float(even @ odd / (even.norm() * odd.norm()))
     assert 0.5 < reference < 0.95
     assert opt.similarity == pytest.approx(reference, abs=1e-6)

@@ -10,8 +10,14 @@ import pytest
 import torch
 
 from bench import optim
-from tests.test_optim import LRS, assert_history, gradients, run, weights
-from tests.test_optim import one_thread  # noqa: F401  (autouse fixture)
+from tests.test_optim import (
+    LRS,
+    assert_history,
+    gradients,
+    one_thread,  # noqa: F401  (autouse fixture)
+    run,
+    weights,
+)
 from tests.test_optim_vrgd import RefVRGD
 
 TIGHT = dict(rtol=1e-10, atol=1e-12)

@@ -11,8 +11,19 @@ from torch import nn
 
 from bench import optim
 from bench.errors import UserError
-from tests.test_optim import LRS, SHAPES, RefAdam, RefLARS, RefSGD, assert_history, backward, gradients, run, weights
-from tests.test_optim import one_thread  # noqa: F401  (autouse fixture)
+from tests.test_optim import (
+    LRS,
+    SHAPES,
+    RefAdam,
+    RefLARS,
+    RefSGD,
+    assert_history,
+    backward,
+    gradients,
+    one_thread,  # noqa: F401  (autouse fixture)
+    run,
+    weights,
+)
 
 
 class RefVRGD:
@@ -109,7 +120,9 @@ def test_gsnr_norm_matches_float64_reference(gsnr_norm, name, hparams, make_ref)
     ref.segments = NORMS[gsnr_norm] or ref.segments
     assert_history(ours, ref.run(steps, LRS), **TIGHT)
     assert opt.diagnostics()["gsnr_clip_frac"] == pytest.approx(ref.clip_frac[-1], abs=1e-6)
-    assert opt.diagnostics()["gsnr_dead_frac"] == pytest.approx(ref.dead_frac[-1]) == pytest.approx(10 / 165)  # tensor 3
+    assert (
+        opt.diagnostics()["gsnr_dead_frac"] == pytest.approx(ref.dead_frac[-1]) == pytest.approx(10 / 165)
+    )  # tensor 3
 
 
 def test_gsnr_norm_variants_differ_and_layer_needs_names():
@@ -129,7 +142,10 @@ def test_gsnr_norm_keeps_observe_fused_and_the_factors_eager(gsnr_norm):
     ws, steps = weights(dtype=torch.float32), gradients(3, k=4, dtype=torch.float32)
     fused, opt = run("vrgd_lars", ws, steps, LRS[:3], names=NAMES, gsnr_norm=gsnr_norm, weight_decay=0.1)
     eager, _ = run("vrgd_lars", ws, steps, LRS[:3], names=NAMES, gsnr_norm=gsnr_norm, weight_decay=0.1, fused=False)
-    assert opt._kernels is not None and opt._step_unfused() == f"gsnr_norm={gsnr_norm!r} (the fused step normalises per tensor)"
+    assert (
+        opt._kernels is not None
+        and opt._step_unfused() == f"gsnr_norm={gsnr_norm!r} (the fused step normalises per tensor)"
+    )
     assert_history(fused, eager, rtol=1e-5, atol=1e-6)
 
 
@@ -140,8 +156,9 @@ def test_vrgd_lars_matches_reference_for_k_groups(k):
     assert_history(ours, RefVRGD(RefLARS(ws, 0.1, eta=0.05)).run(steps, LRS[:3]), **TIGHT)
 
 
-@pytest.mark.parametrize("name,base", [("vrgd_sgd", "sgd"), ("vrgd_lars", "lars"), ("vrgd_adam", "adamw"),
-                                       ("vrgd_lamb", "lamb")])
+@pytest.mark.parametrize(
+    "name,base", [("vrgd_sgd", "sgd"), ("vrgd_lars", "lars"), ("vrgd_adam", "adamw"), ("vrgd_lamb", "lamb")]
+)
 def test_gamma_one_gives_back_the_base_optimizer(name, base):
     ws, steps = weights(dtype=torch.float32), gradients(4, k=4, dtype=torch.float32)
     ours, _ = run(name, ws, steps, LRS[:4], weight_decay=0.1, gamma=1.0)
@@ -247,7 +264,7 @@ def test_pure_noise_clips_the_share_docs_algorithms_states(k):
     from scipy import stats
 
     gen = torch.Generator().manual_seed(k)
-    p = nn.Parameter(torch.zeros(2 ** 17))
+    p = nn.Parameter(torch.zeros(2**17))
     opt = optim.create([p], "vrgd_sgd", lr=0.1, gamma=0.1)
     for _ in range(k):
         p.grad = torch.randn(p.shape, generator=gen)
@@ -264,12 +281,12 @@ def test_the_clipped_share_is_of_the_live_coordinates(fused):
     taps that see only padding do: those are the dead share, not clipped ones (counted as clipped, they made the
     share 79% here); the clipped share is over the live quarter, as counted from the groups in float64."""
     gen = torch.Generator().manual_seed(8)
-    p = nn.Parameter(torch.zeros(4, 2 ** 15))
+    p = nn.Parameter(torch.zeros(4, 2**15))
     opt = optim.create([p], "vrgd_lars", lr=0.1, gamma=0.1, fused=fused)
     groups = []
     for _ in range(8):
         groups.append(torch.zeros(p.shape))
-        groups[-1][0] = torch.randn(2 ** 15, generator=gen)
+        groups[-1][0] = torch.randn(2**15, generator=gen)
         p.grad = groups[-1].clone()
         opt.observe()
     opt.step()
@@ -279,5 +296,5 @@ def test_the_clipped_share_is_of_the_live_coordinates(fused):
     clipped_live = int(((r < 0.1) & (r > 0)).sum())
     diag = opt.diagnostics()
     assert diag["gsnr_dead_frac"] == 0.75
-    assert diag["gsnr_clip_frac"] == pytest.approx(clipped_live / 2 ** 15, abs=1e-6)
-    assert 0.1 < diag["gsnr_clip_frac"] < 0.2 and (clipped_live + 3 * 2 ** 15) / r.numel() > 0.75
+    assert diag["gsnr_clip_frac"] == pytest.approx(clipped_live / 2**15, abs=1e-6)
+    assert 0.1 < diag["gsnr_clip_frac"] < 0.2 and (clipped_live + 3 * 2**15) / r.numel() > 0.75

@@ -33,7 +33,9 @@ def test_finished_runs_keep_their_final_checkpoint_or_none_and_clean_frees_the_r
     assert f"tiny with seed 0 completed in {first}; this starts another run of the same seed" in said
     assert len(list((out / "tiny").iterdir())) == 2
     # keep_final: false leaves none
-    none = write_recipe(tmp_path / "none.yaml", RECIPE.format(data=tiny_dataset, keep="false").replace("name: tiny", "name: bare"))
+    none = write_recipe(
+        tmp_path / "none.yaml", RECIPE.format(data=tiny_dataset, keep="false").replace("name: tiny", "name: bare")
+    )
     assert main(["run", str(none), "--out", str(out), "--no-progress"]) == 0
     [bare] = (out / "bare").iterdir()
     assert not list(bare.glob("ckpt-*")) and json.loads((bare / "meta.json").read_text())["status"] == "completed"
@@ -44,15 +46,19 @@ def test_finished_runs_keep_their_final_checkpoint_or_none_and_clean_frees_the_r
     assert main(["clean", str(out)]) == 0
     said = capsys.readouterr().out
     assert "removed the checkpoints of 1 finished run:" in said and "MiB freed" in said
-    assert list(first.glob("ckpt-*.pt")) and not [p for run in (out / "tiny").iterdir() if run != first
-                                                  for p in run.glob("ckpt-*")]
+    assert list(first.glob("ckpt-*.pt")) and not [
+        p for run in (out / "tiny").iterdir() if run != first for p in run.glob("ckpt-*")
+    ]
     (first / "meta.json").write_text(json.dumps(meta))
     assert main(["clean", str(out), "--keep-final"]) == 0 and list(first.glob("ckpt-*.pt"))
     assert "0 finished runs" in capsys.readouterr().out
     # the analysis needs no checkpoint
     assert main(["clean", str(out)]) == 0 and not list(out.rglob("ckpt-*"))
-    for command in (["report", str(out)], ["table", "compare", str(out)], ["plot", str(out), "--out",
-                                                                          str(tmp_path / "plots")]):
+    for command in (
+        ["report", str(out)],
+        ["table", "compare", str(out)],
+        ["plot", str(out), "--out", str(tmp_path / "plots")],
+    ):
         assert main(command) == 0, command
     assert list((tmp_path / "plots").glob("*.png"))
     assert main(["clean", str(tmp_path / "nowhere")]) == 2

@@ -16,9 +16,16 @@ from tests.conftest import run_cli, write_recipe
 
 
 def recipe(**over) -> Recipe:
-    raw = dict(name="r", model={"name": "resnet10t"}, global_batch=512, micro_batch=64,
-               optimizer={"name": "sgd", "lr": 1.0}, schedule={"warmup_epochs": 1, "decay": "cosine"},
-               epochs=3, target_top1=50)
+    raw = dict(
+        name="r",
+        model={"name": "resnet10t"},
+        global_batch=512,
+        micro_batch=64,
+        optimizer={"name": "sgd", "lr": 1.0},
+        schedule={"warmup_epochs": 1, "decay": "cosine"},
+        epochs=3,
+        target_top1=50,
+    )
     return Recipe.model_validate({**raw, **over})
 
 
@@ -68,8 +75,13 @@ def test_adascale_advances_the_schedule_by_the_gain():
 
 def adaptive(**over):
     spec = {"target_similarity": 0.5, "min_batch": 128, "max_batch": 1024, "adjust": 0.5, **over}
-    return recipe(optimizer={"name": "simigrad_sgd", "lr": 1.0}, global_batch=256, adaptive_batch=spec,
-                  schedule={"decay": "constant"}, epochs=20)
+    return recipe(
+        optimizer={"name": "simigrad_sgd", "lr": 1.0},
+        global_batch=256,
+        adaptive_batch=spec,
+        schedule={"decay": "constant"},
+        epochs=20,
+    )
 
 
 def test_the_controller_grows_the_batch_under_noise_and_shrinks_it_under_clean_gradients():
@@ -85,10 +97,16 @@ def test_the_controller_grows_the_batch_under_noise_and_shrinks_it_under_clean_g
 def test_the_authors_rule_grows_and_shrinks_by_adjust_floored():
     """SimiGrad's running code: m -> max(m + 1, floor(1.1 m)) up, max(1, min(m - 1, floor(0.9 m))) down (m: chunks);
     not the older one-chunk-down variant max(1, m - 1, floor(0.9 m))."""
+
     def chunks(rule, first, similarity, n):
         spec = dict(target_similarity=0.5, min_batch=128, max_batch=128 * 40, adjust=0.1, rule=rule)
-        r = recipe(optimizer={"name": "simigrad_sgd", "lr": 1.0}, global_batch=128 * first, adaptive_batch=spec,
-                   schedule={"decay": "constant"}, epochs=200)
+        r = recipe(
+            optimizer={"name": "simigrad_sgd", "lr": 1.0},
+            global_batch=128 * first,
+            adaptive_batch=spec,
+            schedule={"decay": "constant"},
+            epochs=200,
+        )
         return [b // 128 for _, b in walk(pace_of(r), similarities=[similarity] * 10_000)[0][:n]]
 
     up = chunks("authors", 2, 0.1, 26)
@@ -123,8 +141,10 @@ def test_adaptive_batch_recipes_are_checked(tmp_path):
         "global_batch: 2048": "must lie in [adaptive_batch.min_batch",
         "global_batch: 192": "is not a multiple of adaptive_batch.min_batch",
     }
-    base = ("model: {name: resnet10t}\nglobal_batch: 256\noptimizer: {name: simigrad_sgd, lr: 0.1}\nepochs: 1\n"
-            "target_top1: 50\nadaptive_batch: {target_similarity: 0.3, min_batch: 128, max_batch: 1024}\n")
+    base = (
+        "model: {name: resnet10t}\nglobal_batch: 256\noptimizer: {name: simigrad_sgd, lr: 0.1}\nepochs: 1\n"
+        "target_top1: 50\nadaptive_batch: {target_similarity: 0.3, min_batch: 128, max_batch: 1024}\n"
+    )
     for line, message in bad.items():
         key = line.split(":")[0]
         text = "\n".join(line if row.startswith(key + ":") else row for row in base.splitlines())
@@ -162,8 +182,9 @@ def test_adascale_run_logs_gain_and_noise_scale_and_ends_on_its_schedule(tmp_pat
     gains = [e["gain"] for e in events]
     assert all(1.0 <= g <= 4.0 for g in gains) and len(set(gains)) > 1  # 4 groups of 8 images
     assert all(e["batch"] == 32 for e in events)
-    assert all(e["noise_scale"] == pytest.approx(e["noise_trace"] / e["grad_sqnorm"])
-               for e in events if e["grad_sqnorm"] > 0)
+    assert all(
+        e["noise_scale"] == pytest.approx(e["noise_trace"] / e["grad_sqnorm"]) for e in events if e["grad_sqnorm"] > 0
+    )
     assert all(e["noise_trace"] == pytest.approx(8 * e["grad_var"]) for e in events)
     last = metrics.iloc[-1]
     # 4 scale-invariant epochs of 160 images at the base batch 8: sum of gains * 8 >= 640, just
@@ -211,8 +232,11 @@ def test_a_killed_adaptive_run_resumes_to_the_same_results(tmp_path, tiny_datase
     for name, crash in (("ref", None), ("crashed", "step:5")):
         out = tmp_path / name
         if crash:
-            killed = subprocess.run([sys.executable, "-m", "bench", "run", str(path), "--out", str(out), "--no-progress"],
-                                    env=dict(os.environ, BENCH_CRASH_AT=crash), capture_output=True)
+            killed = subprocess.run(
+                [sys.executable, "-m", "bench", "run", str(path), "--out", str(out), "--no-progress"],
+                env=dict(os.environ, BENCH_CRASH_AT=crash),
+                capture_output=True,
+            )
             assert killed.returncode == -signal.SIGKILL
         done = run_cli("run", str(path), "--out", str(out), "--no-progress")
         assert done.returncode == 0, done.stderr

@@ -31,16 +31,32 @@ def tiny_recipe(tiny_dataset, tmp_path):
 
 def test_perf_train_prints_every_case_its_split_and_the_overhead(tiny_recipe, capsys):
     scratch = set(Path(tempfile.gettempdir()).glob("bench-perf-train-*"))
-    assert perf_train.main([str(tiny_recipe), "--device", "cpu", "--warmup", "1", "--steps", "2", "--repeats", "2"]) == 0
+    assert (
+        perf_train.main([str(tiny_recipe), "--device", "cpu", "--warmup", "1", "--steps", "2", "--repeats", "2"]) == 0
+    )
     out = capsys.readouterr().out
     lines = out.splitlines()
     assert lines[0].startswith("bench perf train: resnet10t at 32 px, global batch 8 = 2 x 4, fp32, optimizer lars")
     header = next(line for line in lines if line.startswith("case"))
-    assert header.split()[1:] == ["img/s", "x", "bare", "step", "ms", "data", "fwd+bwd", "optim", "other", "peak",
-                                  "GiB"]
+    assert header.split()[1:] == [
+        "img/s",
+        "x",
+        "bare",
+        "step",
+        "ms",
+        "data",
+        "fwd+bwd",
+        "optim",
+        "other",
+        "peak",
+        "GiB",
+    ]
     rows = {line[:38].strip(): line[38:].split() for line in lines if line.startswith(("bare loop", "bench runner"))}
-    assert set(rows) == {"bare loop (torch SGD, random tensors)", "bench runner, random loader",
-                         f"bench runner, {'dali' if perf_train_dali() else 'torchvision'} loader"}
+    assert set(rows) == {
+        "bare loop (torch SGD, random tensors)",
+        "bench runner, random loader",
+        f"bench runner, {'dali' if perf_train_dali() else 'torchvision'} loader",
+    }
     for name, cells in rows.items():
         rate, ratio, step, data, fwd_bwd, opt, other = map(float, cells)
         assert rate > 0 and fwd_bwd > 0 and opt > 0 and data >= 0 and other >= 0
@@ -99,9 +115,18 @@ def test_flops_of_resnet50_match_its_published_multiply_adds():
     convolution's input gradient (the image needs none): about 24.5 GFLOP per training image."""
     from bench import recipe as recipes
 
-    recipe = recipes.recipe_from_dict("test", {
-        "name": "r50", "model": {"name": "resnet50"}, "data": {"dataset": "synthetic", "image_size": 224},
-        "global_batch": 8, "optimizer": {"name": "sgd", "lr": 0.1}, "epochs": 1, "target_top1": 50})
+    recipe = recipes.recipe_from_dict(
+        "test",
+        {
+            "name": "r50",
+            "model": {"name": "resnet50"},
+            "data": {"dataset": "synthetic", "image_size": 224},
+            "global_batch": 8,
+            "optimizer": {"name": "sgd", "lr": 0.1},
+            "epochs": 1,
+            "target_top1": 50,
+        },
+    )
     flops = perf_train.flops_per_image(recipe, 1000, torch.device("cpu"))
     assert 23.5e9 < flops < 25.0e9
 
@@ -109,8 +134,25 @@ def test_flops_of_resnet50_match_its_published_multiply_adds():
 def test_the_documented_gpu_command_runs_on_the_cpu(capsys):
     """README's GPU command (bf16, channels_last, the built-in synthetic recipe), here with --device cpu and a
     small model so it runs in seconds: the same code path but for the device."""
-    args = ["--device", "cpu", "--model", "resnet10t", "--image-size", "32", "--batch", "8", "--precision", "bf16",
-            "--channels-last", "--warmup", "1", "--steps", "1", "--repeats", "1"]
+    args = [
+        "--device",
+        "cpu",
+        "--model",
+        "resnet10t",
+        "--image-size",
+        "32",
+        "--batch",
+        "8",
+        "--precision",
+        "bf16",
+        "--channels-last",
+        "--warmup",
+        "1",
+        "--steps",
+        "1",
+        "--repeats",
+        "1",
+    ]
     assert perf_train.main(args) == 0
     out = capsys.readouterr().out
     assert "resnet10t at 32 px, global batch 8 = 1 x 8, bf16, channels_last, optimizer sgd" in out
@@ -120,8 +162,20 @@ def test_the_documented_gpu_command_runs_on_the_cpu(capsys):
 def test_the_built_in_benchmark_fits_a_small_cpu_machine(capsys):
     """With no recipe and no --batch, the CPU benchmark takes batch 32, not 256 (which a 24 GB machine's kernel
     killed), and says so; here resnet10t at 32 px so it runs in seconds."""
-    args = ["--device", "cpu", "--model", "resnet10t", "--image-size", "32", "--warmup", "1", "--steps", "1",
-            "--repeats", "1"]
+    args = [
+        "--device",
+        "cpu",
+        "--model",
+        "resnet10t",
+        "--image-size",
+        "32",
+        "--warmup",
+        "1",
+        "--steps",
+        "1",
+        "--repeats",
+        "1",
+    ]
     assert perf_train.main(args) == 0
     assert "global batch 32 = 1 x 32 (the CPU default; --batch to change)" in capsys.readouterr().out
 
@@ -131,4 +185,6 @@ def test_cuda_without_a_gpu_is_one_sentence(capsys):
     from bench.cli import main
 
     assert main(["perf", "train", "--device", "cuda"]) == 2
-    assert capsys.readouterr().err == "bench: error: bench perf train --device cuda: no CUDA device is visible to torch\n"
+    assert (
+        capsys.readouterr().err == "bench: error: bench perf train --device cuda: no CUDA device is visible to torch\n"
+    )

@@ -103,7 +103,7 @@ def test_pooled_over_one_batch_is_the_paired_test_and_over_several_narrows_by_th
     assert (one.diff, one.se, one.df, one.p) == pytest.approx((cells[0].diff, cells[0].se, cells[0].df, cells[0].p))
     three = power.pooled(cells)
     sds = [c.se * math.sqrt(5) for c in cells]
-    s_p = math.sqrt(sum(s ** 2 for s in sds) / 3)  # equal seeds: the mean of the variances
+    s_p = math.sqrt(sum(s**2 for s in sds) / 3)  # equal seeds: the mean of the variances
     assert three.diff == pytest.approx(np.mean([c.diff for c in cells]))
     assert three.se == pytest.approx(s_p / math.sqrt(15)) and three.df == 12 and three.test == "paired, pooled over 3"
     assert power.pooled(cells + [power.compare([1.0, 2.0, 3.0], [1.5, 2.5, 2.0])]) is None  # a Welch cell: no pool

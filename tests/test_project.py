@@ -17,8 +17,9 @@ from bench.cli import main
 from bench.optim.factory import REGISTRY
 from tests.test_analysis_helpers import TOY, make_run
 
-CLUSTER = project.Cluster(accelerator="X", per_node=4, intra_GBps=100, inter_GBps=10, intra_latency_us=2,
-                          inter_latency_us=5, source="test")
+CLUSTER = project.Cluster(
+    accelerator="X", per_node=4, intra_GBps=100, inter_GBps=10, intra_latency_us=2, inter_latency_us=5, source="test"
+)
 DEVICE = project.Device(images_per_second=1000, overhead_s=0.004, memory_GBps=1000)
 
 
@@ -104,7 +105,7 @@ def _count_bytes(rank: int, folder: str, name: str, options: dict):
         if opt.reduces_gradients:
             for i in range(2):  # two groups per rank
                 with ddp.no_sync():
-                    nn.functional.cross_entropy(ddp(x[2 * i:2 * i + 2]), y[2 * i:2 * i + 2]).backward()
+                    nn.functional.cross_entropy(ddp(x[2 * i : 2 * i + 2]), y[2 * i : 2 * i + 2]).backward()
                 opt.observe(index=2 * rank + i)
         else:
             nn.functional.cross_entropy(ddp(x), y).backward()
@@ -117,8 +118,16 @@ def _count_bytes(rank: int, folder: str, name: str, options: dict):
         dist.destroy_process_group()
 
 
-@pytest.mark.parametrize("name,options", [("lars", {}), ("vrgd_lars", {}), ("adascale_lars", {}),
-                                          ("adascale_lars", {"gain_scope": "per_group"}), ("simigrad_lars", {})])
+@pytest.mark.parametrize(
+    "name,options",
+    [
+        ("lars", {}),
+        ("vrgd_lars", {}),
+        ("adascale_lars", {}),
+        ("adascale_lars", {"gain_scope": "per_group"}),
+        ("simigrad_lars", {}),
+    ],
+)
 def test_model_bytes_equal_a_real_two_process_all_reduce(tmp_path, name, options):
     try:
         mp.spawn(_count_bytes, args=(str(tmp_path), name, options), nprocs=2)
@@ -153,28 +162,39 @@ def test_latencies_barely_move_the_validation():
     """The presets' latencies are assumptions: halving or doubling them moves no validation row by 1%."""
     base = project.load_presets()
     for factor in (0.5, 2.0):
-        clusters = {k: c.model_copy(update={"intra_latency_us": c.intra_latency_us * factor,
-                                            "inter_latency_us": c.inter_latency_us * factor})
-                    for k, c in base.clusters.items()}
+        clusters = {
+            k: c.model_copy(
+                update={
+                    "intra_latency_us": c.intra_latency_us * factor,
+                    "inter_latency_us": c.inter_latency_us * factor,
+                }
+            )
+            for k, c in base.clusters.items()
+        }
         moved = project.validate(base.model_copy(update={"clusters": clusters}))
         assert (moved.projected_minutes / project.validate(base).projected_minutes - 1).abs().max() < 0.01
 
 
 def test_reference_projection_and_break_even(capsys, tmp_path):
-    assert main(["project", "--reference", "--cluster", "dgx-h100", "--accelerators", "8,512",
-                 "--plot", str(tmp_path)]) == 0
+    assert (
+        main(["project", "--reference", "--cluster", "dgx-h100", "--accelerators", "8,512", "--plot", str(tmp_path)])
+        == 0
+    )
     out = capsys.readouterr().out
     assert "Projection (bench project, not a measurement)" in out and "Break-even" in out
     assert (tmp_path / "time-to-train.png").exists()
 
 
-@pytest.mark.parametrize("args,said", [
-    (["--cluster", "dgx-h10", "--reference"], "unknown cluster preset 'dgx-h10' (did you mean 'dgx-h100'?)"),
-    (["--reference"], "give --cluster NAME"),
-    (["--cluster", "dgx-h100", "--accelerators", "0,8", "--reference"], "positive integers"),
-    (["--cluster", "dgx-h100", "--reference", "--compare", "vrgd_lars"], "is not two optimizer names SLOW,FAST"),
-    (["--cluster", "dgx-h100", "--reference", "--compare", "vrgd,lars"], "(vrgd unknown)"),
-])
+@pytest.mark.parametrize(
+    "args,said",
+    [
+        (["--cluster", "dgx-h10", "--reference"], "unknown cluster preset 'dgx-h10' (did you mean 'dgx-h100'?)"),
+        (["--reference"], "give --cluster NAME"),
+        (["--cluster", "dgx-h100", "--accelerators", "0,8", "--reference"], "positive integers"),
+        (["--cluster", "dgx-h100", "--reference", "--compare", "vrgd_lars"], "is not two optimizer names SLOW,FAST"),
+        (["--cluster", "dgx-h100", "--reference", "--compare", "vrgd,lars"], "(vrgd unknown)"),
+    ],
+)
 def test_bad_inputs_are_one_sentence(capsys, args, said):
     assert exit_code(["project", *args]) == 2
     assert said in capsys.readouterr().err
@@ -184,15 +204,31 @@ def _tree(root, reached: bool, model="resnet10t", image_size=64):
     data = dict(TOY, image_size=image_size)
     for opt in ("lars", "vrgd_lars"):
         for seed in (1, 2, 3):
-            make_run(root, f"{opt}-s{seed}", opt, 100, seed, [40.0, 70.0 if reached else 50.0], model=model,
-                     data=data)
+            make_run(root, f"{opt}-s{seed}", opt, 100, seed, [40.0, 70.0 if reached else 50.0], model=model, data=data)
     return root
 
 
 def test_a_results_tree_is_projected_with_a_given_throughput(capsys, tmp_path):
     tree = _tree(tmp_path / "r", reached=True)
-    assert main(["project", str(tree), "--cluster", "dgx-h100", "--throughput", "5000", "--parameters", "1000000",
-                 "--accelerators", "1,4", "--format", "csv"]) == 0
+    assert (
+        main(
+            [
+                "project",
+                str(tree),
+                "--cluster",
+                "dgx-h100",
+                "--throughput",
+                "5000",
+                "--parameters",
+                "1000000",
+                "--accelerators",
+                "1,4",
+                "--format",
+                "csv",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "5,000 img/s per accelerator (given)" in out
     # both reach 60% at the second evaluation: 2 epochs of 1000 images at batch 100 = 20 steps
@@ -209,17 +245,34 @@ def test_a_results_tree_is_projected_with_a_given_throughput(capsys, tmp_path):
 
 
 def test_a_results_tree_without_throughput_or_reach_is_one_sentence(capsys, tmp_path):
-    assert exit_code(["project", str(_tree(tmp_path / "a", reached=True)), "--cluster", "dgx-h100",
-                      "--parameters", "10"]) == 2
+    assert (
+        exit_code(["project", str(_tree(tmp_path / "a", reached=True)), "--cluster", "dgx-h100", "--parameters", "10"])
+        == 2
+    )
     assert "give --throughput IMG_S" in capsys.readouterr().err
-    assert exit_code(["project", str(_tree(tmp_path / "b", reached=False)), "--cluster", "dgx-h100",
-                      "--throughput", "9", "--parameters", "10"]) == 2
+    assert (
+        exit_code(
+            [
+                "project",
+                str(_tree(tmp_path / "b", reached=False)),
+                "--cluster",
+                "dgx-h100",
+                "--throughput",
+                "9",
+                "--parameters",
+                "10",
+            ]
+        )
+        == 2
+    )
     assert "nothing to project" in capsys.readouterr().err
 
 
 def test_a_bad_preset_file_names_the_key(capsys, tmp_path):
     bad = tmp_path / "p.yaml"
-    bad.write_text("accelerators: {}\nclusters:\n  c: {accelerator: Z, per_node: 8, intra_GBps: 1, inter_GBps: 1,"
-                   " intra_latency_us: 1, inter_latency_us: 1, source: s}\n")
+    bad.write_text(
+        "accelerators: {}\nclusters:\n  c: {accelerator: Z, per_node: 8, intra_GBps: 1, inter_GBps: 1,"
+        " intra_latency_us: 1, inter_latency_us: 1, source: s}\n"
+    )
     assert exit_code(["project", "--presets", str(bad), "--list"]) == 2
     assert "key 'clusters.c.accelerator': unknown accelerator 'Z'" in capsys.readouterr().err

@@ -36,8 +36,17 @@ def test_defaults_are_resolved_and_round_trip(tmp_path):
 
 def test_set_overrides_nested_keys_and_optimizer_hparams(tmp_path):
     path = write_recipe(tmp_path / "r.yaml", BASE)
-    r = recipe.load(path, ["schedule.decay=poly", "optimizer.lr=0.5", "optimizer.nesterov=true",
-                           "global_batch=98304", "micro_batch=auto", "model.kwargs.drop_rate=0.1"])
+    r = recipe.load(
+        path,
+        [
+            "schedule.decay=poly",
+            "optimizer.lr=0.5",
+            "optimizer.nesterov=true",
+            "global_batch=98304",
+            "micro_batch=auto",
+            "model.kwargs.drop_rate=0.1",
+        ],
+    )
     assert (r.schedule.decay, r.optimizer.lr, r.global_batch, r.micro_batch) == ("poly", 0.5, 98304, "auto")
     assert r.optimizer.hparams["nesterov"] is True and r.model.kwargs == {"drop_rate": 0.1}
 
@@ -54,8 +63,11 @@ def test_every_shipped_recipe_validates():
 
 def test_validate_and_run_name_the_recipe_and_key_of_a_missing_dataset(tmp_path, tiny_dataset, capsys):
     text = (RECIPES / "demo.yaml").read_text().replace("dataset: synthetic", "dataset: folder\n  path: PATH")
-    cases = {"nowhere": "dataset directory does not exist", "empty": "missing split folder 'train/'",
-             "mixed": "classes differ from train/"}
+    cases = {
+        "nowhere": "dataset directory does not exist",
+        "empty": "missing split folder 'train/'",
+        "mixed": "classes differ from train/",
+    }
     (tmp_path / "empty").mkdir()
     for split, classes in (("train", ("a", "b")), ("val", ("a", "c"))):
         for c in classes:
@@ -78,8 +90,18 @@ def test_every_shipped_sweep_expands(capsys, tmp_path, monkeypatch):
     # the Fashion-MNIST study's budget is in images: its expansion reads the training-set size from
     # data/fashion-mnist-10k, here a stand-in of the same layout made by the same converter
     monkeypatch.chdir(tmp_path)
-    assert main(["data", "idx", str(family(tmp_path / "fashion-mnist", train_per_class=110)),
-                 "--out", "data/fashion-mnist-10k"]) == 0
+    assert (
+        main(
+            [
+                "data",
+                "idx",
+                str(family(tmp_path / "fashion-mnist", train_per_class=110)),
+                "--out",
+                "data/fashion-mnist-10k",
+            ]
+        )
+        == 0
+    )
     sweeps = sorted(SWEEPS.glob("*.yaml"))
     assert sweeps
     for path in sweeps:
@@ -93,16 +115,33 @@ def test_every_shipped_sweep_expands(capsys, tmp_path, monkeypatch):
 BAD = [
     # (what, change to the base text or a raw text, --set args, words the message must contain)
     ("unknown key", BASE + "colour: blue\n", [], ["unknown key 'colour'"]),
-    ("misspelt top-level key", BASE.replace("epochs: 1", "epoch: 1"), [],
-     ["unknown key 'epoch' (did you mean 'epochs'?)"]),
-    ("misspelt nested key", BASE + "schedule: {warmup_epoch: 1}\n", [],
-     ["unknown key 'schedule.warmup_epoch' (did you mean 'warmup_epochs'?)"]),
-    ("misspelt key of an optional section", BASE + "adaptive_batch: {min_bach: 16}\n", [],
-     ["unknown key 'adaptive_batch.min_bach' (did you mean 'min_batch'?)"]),
+    (
+        "misspelt top-level key",
+        BASE.replace("epochs: 1", "epoch: 1"),
+        [],
+        ["unknown key 'epoch' (did you mean 'epochs'?)"],
+    ),
+    (
+        "misspelt nested key",
+        BASE + "schedule: {warmup_epoch: 1}\n",
+        [],
+        ["unknown key 'schedule.warmup_epoch' (did you mean 'warmup_epochs'?)"],
+    ),
+    (
+        "misspelt key of an optional section",
+        BASE + "adaptive_batch: {min_bach: 16}\n",
+        [],
+        ["unknown key 'adaptive_batch.min_bach' (did you mean 'min_batch'?)"],
+    ),
     ("wrong type", BASE.replace("global_batch: 64", "global_batch: lots"), [], ["global_batch", "integer"]),
     ("zero batch", BASE.replace("global_batch: 64", "global_batch: 0"), [], ["global_batch", "greater than 0"]),
     ("negative lr", BASE.replace("lr: 0.1", "lr: -0.1"), [], ["optimizer.lr", "greater than 0"]),
-    ("indivisible batch", BASE.replace("micro_batch: 16", "micro_batch: 24"), [], ["global_batch 64", "micro_batch 24"]),
+    (
+        "indivisible batch",
+        BASE.replace("micro_batch: 16", "micro_batch: 24"),
+        [],
+        ["global_batch 64", "micro_batch 24"],
+    ),
     ("unknown model", BASE.replace("resnet10t", "resnet5O"), [], ["model.name", "resnet50"]),
     ("unknown optimizer", BASE.replace("name: sgd", "name: lasr"), [], ["lasr", "lars"]),
     ("unknown optimizer hparam", BASE.replace("momentum: 0.9", "momentun: 0.9"), [], ["momentun", "momentum"]),
@@ -116,8 +155,12 @@ BAD = [
     ("name outside --out", BASE + "name: ../../x\n", [], ["name '../../x' must be one folder name"]),
     ("absolute name", BASE, ["name=/tmp/x"], ["name '/tmp/x' must be one folder name"]),
     ("hidden name", BASE + "name: .x\n", [], ["must be one folder name"]),
-    ("fractional holdout count", BASE.replace("image_size", "holdout: 2.5, image_size"), [],
-     ["data.holdout", "whole count"]),
+    (
+        "fractional holdout count",
+        BASE.replace("image_size", "holdout: 2.5, image_size"),
+        [],
+        ["data.holdout", "whole count"],
+    ),
 ]
 
 
@@ -140,12 +183,15 @@ def test_missing_recipe_file(tmp_path, capsys):
     assert "no such recipe file" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("layout,words", [
-    ("missing", ["does not exist"]),
-    ("no val", ["missing split folder 'val/'"]),
-    ("empty class", ["empty class folder"]),
-    ("different classes", ["classes differ from train/"]),
-])
+@pytest.mark.parametrize(
+    "layout,words",
+    [
+        ("missing", ["does not exist"]),
+        ("no val", ["missing split folder 'val/'"]),
+        ("empty class", ["empty class folder"]),
+        ("different classes", ["classes differ from train/"]),
+    ],
+)
 def test_bad_dataset_is_exit_2_and_nothing_written(tmp_path, capsys, layout, words):
     data = tmp_path / "data"
     if layout != "missing":
@@ -182,8 +228,11 @@ def test_a_saved_recipe_is_compared_under_todays_schema(tmp_path):
 HOSTILE = [
     # (what, recipe text or bytes, words the message must contain)
     ("duplicate key", BASE + "epochs: 2\n", ["key 'epochs' appears twice, at lines 7 and 9"]),
-    ("alias bomb", "l0: &l0 [x]\n" + "".join(f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 12)}]\n" for i in range(1, 10))
-     + BASE, ["more than 100 uses of YAML aliases"]),  # 12^9 items if expanded
+    (
+        "alias bomb",
+        "l0: &l0 [x]\n" + "".join(f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 12)}]\n" for i in range(1, 10)) + BASE,
+        ["more than 100 uses of YAML aliases"],
+    ),  # 12^9 items if expanded
     ("not UTF-8", BASE.encode() + b"# caf\xe9\n", ["not UTF-8 text"]),
     ("infinite epochs", BASE.replace("epochs: 1", "epochs: .inf"), ["key 'epochs'", "finite"]),
     ("infinite warm-up", BASE + "schedule: {warmup_epochs: .inf}\n", ["schedule.warmup_epochs", "finite"]),
@@ -192,14 +241,18 @@ HOSTILE = [
     ("negative seed", BASE + "seed: -1\n", ["key 'seed'", "greater than or equal to 0"]),
     ("seed above 2^32", BASE + "seed: 4294967296\n", ["key 'seed'", "less than or equal to 4294967295"]),
     ("warm-up longer than training", BASE + "schedule: {warmup_epochs: 2}\n", ["warmup_epochs 2 is longer"]),
-    ("unknown model kwarg", BASE.replace("{name: resnet10t}", "{name: resnet10t, kwargs: {depthh: 3}}"),
-     ["model.kwargs", "resnet10t", "depthh"]),
+    (
+        "unknown model kwarg",
+        BASE.replace("{name: resnet10t}", "{name: resnet10t, kwargs: {depthh: 3}}"),
+        ["model.kwargs", "resnet10t", "depthh"],
+    ),
 ]
 
 
 @pytest.mark.parametrize("what,text,words", HOSTILE, ids=[h[0] for h in HOSTILE])
-def test_hostile_recipes_validate_and_run_alike_one_sentence_exit_2_nothing_written(tmp_path, capsys, what, text,
-                                                                                  words):
+def test_hostile_recipes_validate_and_run_alike_one_sentence_exit_2_nothing_written(
+    tmp_path, capsys, what, text, words
+):
     path = tmp_path / "hostile.yaml"
     path.write_bytes(text if isinstance(text, bytes) else text.replace("DATA", str(tmp_path / "data")).encode())
     out = tmp_path / "results"
@@ -229,8 +282,9 @@ def offline_hub(tmp_path, monkeypatch):
 
 
 def test_pretrained_weights_offline_are_one_sentence_saying_where_to_put_them(tmp_path, capsys, offline_hub):
-    path = write_recipe(tmp_path / "pre.yaml", BASE.replace("{name: resnet10t}",
-                                                            "{name: resnet10t, kwargs: {pretrained: true}}"))
+    path = write_recipe(
+        tmp_path / "pre.yaml", BASE.replace("{name: resnet10t}", "{name: resnet10t, kwargs: {pretrained: true}}")
+    )
     out = tmp_path / "results"
     for command in (["validate", "--models", str(path)], ["run", str(path), "--out", str(out)]):
         assert main(command) == 2
@@ -271,32 +325,44 @@ def test_a_long_wrong_value_is_shown_by_its_type_and_a_short_start(tmp_path):
     assert len(message) < 250 and message.endswith("...)")
 
 
-@pytest.mark.parametrize("name,sets,want", [
-    ("mnist-lars", ["optimizer.name=vrgd_lars"], "mnist-lars+optimizer.name=vrgd_lars"),
-    ("mnist-lars", ["optimizer.name=sgd", "optimizer.lr=0.5"], "mnist-lars"),  # the file's own optimizer
-    ("mnist-lars", ["global_batch=128", "model.name=hf-hub:timm/resnet18.a1_in1k", "epochs=2"],
-     "mnist-lars+global_batch=128+model.name=hf-hub_timm_resnet18.a1_in1k"),
-    ("mnist-lars-seed1", ["seed=6"], "mnist-lars-seed6"),
-    ("mnist-lars-seed1", ["seed=1"], "mnist-lars-seed1"),
-    ("mnist-lars", ["seed=6"], "mnist-lars"),  # seeds of one recipe share its name
-    ("a-best-seed1+optimizer.name=x", ["seed=2", "optimizer.name=lars"], "a-best-seed2+optimizer.name=lars"),
-    ("mnist-lars", ["name=mine", "global_batch=128"], "mine"),  # a name given is kept
-])
+@pytest.mark.parametrize(
+    "name,sets,want",
+    [
+        ("mnist-lars", ["optimizer.name=vrgd_lars"], "mnist-lars+optimizer.name=vrgd_lars"),
+        ("mnist-lars", ["optimizer.name=sgd", "optimizer.lr=0.5"], "mnist-lars"),  # the file's own optimizer
+        (
+            "mnist-lars",
+            ["global_batch=128", "model.name=hf-hub:timm/resnet18.a1_in1k", "epochs=2"],
+            "mnist-lars+global_batch=128+model.name=hf-hub_timm_resnet18.a1_in1k",
+        ),
+        ("mnist-lars-seed1", ["seed=6"], "mnist-lars-seed6"),
+        ("mnist-lars-seed1", ["seed=1"], "mnist-lars-seed1"),
+        ("mnist-lars", ["seed=6"], "mnist-lars"),  # seeds of one recipe share its name
+        ("a-best-seed1+optimizer.name=x", ["seed=2", "optimizer.name=lars"], "a-best-seed2+optimizer.name=lars"),
+        ("mnist-lars", ["name=mine", "global_batch=128"], "mine"),  # a name given is kept
+    ],
+)
 def test_a_set_that_changes_what_is_compared_names_the_run_after_what_ran(tmp_path, tiny_dataset, name, sets, want):
     path = write_recipe(tmp_path / "r.yaml", f"name: {name}\nseed: 1\n" + BASE.replace("DATA", str(tiny_dataset)))
     notes = []
     r = recipe.load(path, sets, models=False, notes=notes)
     assert r.name == want
-    assert notes == ([] if want in (name, "mine") else [f"run name {want!r}: {path}'s name {name!r} with what --set "
-                                                          "changed"])
+    assert notes == (
+        [] if want in (name, "mine") else [f"run name {want!r}: {path}'s name {name!r} with what --set changed"]
+    )
 
 
 def test_runs_made_with_set_are_filed_under_what_ran(tmp_path, tiny_dataset, capsys):
     """A --set optimizer.name run gets its own folder and report row; its resolved recipe.yaml run again with
     --set seed=6 is not filed under the first run's -seed1 name."""
     out = tmp_path / "results"
-    path = write_recipe(tmp_path / "tiny-seed1.yaml", "seed: 1\n" + BASE.replace("DATA", str(tiny_dataset))
-                        .replace("global_batch: 64", "global_batch: 80").replace("micro_batch: 16", "micro_batch: 40"))
+    path = write_recipe(
+        tmp_path / "tiny-seed1.yaml",
+        "seed: 1\n"
+        + BASE.replace("DATA", str(tiny_dataset))
+        .replace("global_batch: 64", "global_batch: 80")
+        .replace("micro_batch: 16", "micro_batch: 40"),
+    )
     assert main(["run", str(path), "--out", str(out), "--no-progress", "--set", "optimizer.name=lars"]) == 0
     assert "bench: run name 'tiny-seed1+optimizer.name=lars'" in capsys.readouterr().err
     [first] = (out / "tiny-seed1+optimizer.name=lars").iterdir()
@@ -319,23 +385,31 @@ def test_validate_refuses_what_run_refuses_and_names_what_it_did_not_check(tmp_p
         return code, capsys.readouterr()
 
     code, said = validate("--set", "model.name=resnet18x")
-    assert code == 0 and said.out.strip().endswith("; not checked: the timm model name and keywords (--models checks "
-                                                   "them)")
+    assert code == 0 and said.out.strip().endswith(
+        "; not checked: the timm model name and keywords (--models checks them)"
+    )
     code, said = validate("--set", "model.name=resnet18x", "--models")
-    assert code == 2 and said.err.strip() == (f"bench: error: {path}: key 'model.name': unknown timm model "
-                                              "'resnet18x'; did you mean resnet18, resnet18d, skresnet18?")
+    assert code == 2 and said.err.strip() == (
+        f"bench: error: {path}: key 'model.name': unknown timm model "
+        "'resnet18x'; did you mean resnet18, resnet18d, skresnet18?"
+    )
     code, said = validate("--models")
-    assert code == 0 and said.out.strip() == (f"{path}: ok (r: resnet10t, sgd, global_batch 64, dead parameters 55.9% "
-                                              "(2,752,512 of 4,924,540) at 32 px)")  # nothing skipped
+    assert code == 0 and said.out.strip() == (
+        f"{path}: ok (r: resnet10t, sgd, global_batch 64, dead parameters 55.9% (2,752,512 of 4,924,540) at 32 px)"
+    )  # nothing skipped
 
     code, said = validate("--models", "--set", "optimizer.name=vrgd_sgd", "--set", "micro_batch=64")
-    assert code == 2 and f"{path}: optimizer 'vrgd_sgd' needs at least 2 gradient groups per step and the plan has 1" \
-        in said.err
+    assert (
+        code == 2
+        and f"{path}: optimizer 'vrgd_sgd' needs at least 2 gradient groups per step and the plan has 1" in said.err
+    )
     code, said = validate("--models", "--set", "optimizer.name=vrgd_sgd", "--set", "micro_batch=auto")
-    assert code == 0 and said.out.strip().endswith("; not checked: the gradient groups of micro_batch auto (checked "
-                                                   "at run time)")
-    code, said = validate("--models", "--set", "optimizer.name=vrgd_sgd", "--set", "micro_batch=auto",
-                          "--set", "gsnr_groups=1")  # known without the device
+    assert code == 0 and said.out.strip().endswith(
+        "; not checked: the gradient groups of micro_batch auto (checked at run time)"
+    )
+    code, said = validate(
+        "--models", "--set", "optimizer.name=vrgd_sgd", "--set", "micro_batch=auto", "--set", "gsnr_groups=1"
+    )  # known without the device
     assert code == 2 and "needs at least 2 gradient groups" in said.err
 
     for image in (data / "train" / sorted(p.name for p in (data / "train").iterdir())[2]).iterdir():

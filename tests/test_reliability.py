@@ -66,8 +66,11 @@ def assert_same(got, want):
 
 @pytest.mark.parametrize("point", ["step:7", "eval:20", "checkpoint:8", "step:29"])
 def test_sigkill_then_resume_gives_bitwise_the_same_run(recipe, reference, tmp_path, point):
-    crashed = subprocess.run([sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path),
-                              "--no-progress"], env=dict(os.environ, BENCH_CRASH_AT=point), capture_output=True)
+    crashed = subprocess.run(
+        [sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path), "--no-progress"],
+        env=dict(os.environ, BENCH_CRASH_AT=point),
+        capture_output=True,
+    )
     assert crashed.returncode == -signal.SIGKILL
     run = only_run(tmp_path)
     assert json.loads((run / "meta.json").read_text())["status"] == "running"  # killed: no chance to say more
@@ -84,8 +87,12 @@ def test_sigkill_then_resume_gives_bitwise_the_same_run(recipe, reference, tmp_p
 
 
 def test_sigterm_checkpoints_marks_preempted_and_resumes(recipe, reference, tmp_path):
-    proc = subprocess.Popen([sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path),
-                             "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path), "--no-progress"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     events = None
     for _ in range(600):
         runs = list((tmp_path / "rel").glob("*/events.jsonl"))
@@ -116,8 +123,13 @@ def test_ctrl_c_checkpoints_and_stops_the_shell_loop_that_started_the_run(recipe
     seed 1 checkpoints and ends by SIGINT itself (the shell's $? = 130), so the shell stops its loop and seed 2
     never starts."""
     bench = f"{shlex.quote(sys.executable)} -m bench run {shlex.quote(str(recipe))} --out {shlex.quote(str(tmp_path))}"
-    loop = subprocess.Popen(["bash", "-c", f"for s in 1 2; do {bench} --no-progress --set seed=$s; done; echo looped"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    loop = subprocess.Popen(
+        ["bash", "-c", f"for s in 1 2; do {bench} --no-progress --set seed=$s; done; echo looped"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     _wait_for_events(tmp_path, 5, loop)
     os.killpg(loop.pid, signal.SIGINT)
     out, err = loop.communicate(timeout=120)
@@ -130,8 +142,11 @@ def test_ctrl_c_checkpoints_and_stops_the_shell_loop_that_started_the_run(recipe
 
 
 def test_restart_starts_a_new_run_and_a_running_run_is_locked(recipe, tmp_path):
-    crashed = subprocess.run([sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path),
-                              "--no-progress"], env=dict(os.environ, BENCH_CRASH_AT="step:5"), capture_output=True)
+    crashed = subprocess.run(
+        [sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path), "--no-progress"],
+        env=dict(os.environ, BENCH_CRASH_AT="step:5"),
+        capture_output=True,
+    )
     assert crashed.returncode == -signal.SIGKILL
     run = only_run(tmp_path)
     with open(run / ".lock", "w") as held:  # as if another process were running it
@@ -139,15 +154,17 @@ def test_restart_starts_a_new_run_and_a_running_run_is_locked(recipe, tmp_path):
         locked = run_cli("run", str(recipe), "--out", str(tmp_path), "--no-progress")
     assert locked.returncode == 2 and "in progress in another process" in locked.stderr
     assert "Traceback" not in locked.stderr
-    fresh = run_cli("run", str(recipe), "--out", str(tmp_path), "--no-progress", "--restart",
-                    "--set", "epochs=1")
+    fresh = run_cli("run", str(recipe), "--out", str(tmp_path), "--no-progress", "--restart", "--set", "epochs=1")
     assert fresh.returncode == 0, fresh.stderr
     assert len(list((tmp_path / "rel").iterdir())) == 2
 
 
 def test_corrupt_checkpoint_is_a_clear_error_and_nothing_is_lost(recipe, tmp_path):
-    crashed = subprocess.run([sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path),
-                              "--no-progress"], env=dict(os.environ, BENCH_CRASH_AT="step:9"), capture_output=True)
+    crashed = subprocess.run(
+        [sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path), "--no-progress"],
+        env=dict(os.environ, BENCH_CRASH_AT="step:9"),
+        capture_output=True,
+    )
     assert crashed.returncode == -signal.SIGKILL
     run = only_run(tmp_path)
     newest = sorted(run.glob("ckpt-*.pt"))[-1]
@@ -159,8 +176,17 @@ def test_corrupt_checkpoint_is_a_clear_error_and_nothing_is_lost(recipe, tmp_pat
 
 
 def test_divergence_is_a_result(recipe, tmp_path):
-    done = run_cli("run", str(recipe), "--out", str(tmp_path), "--no-progress", "--set", "optimizer.lr=1.0e+12",
-                   "--set", "schedule.warmup_epochs=0")
+    done = run_cli(
+        "run",
+        str(recipe),
+        "--out",
+        str(tmp_path),
+        "--no-progress",
+        "--set",
+        "optimizer.lr=1.0e+12",
+        "--set",
+        "schedule.warmup_epochs=0",
+    )
     assert done.returncode == 0, done.stderr
     meta = json.loads((only_run(tmp_path) / "meta.json").read_text())
     assert meta["status"] == "diverged" and ("non-finite" in meta["reason"] or "chance" in meta["reason"])
@@ -179,11 +205,36 @@ def test_unwritable_results_directory_fails_before_training(recipe, tmp_path):
 def test_torchrun_restarts_a_lost_worker_and_the_run_resumes(recipe, tmp_path):
     """Rank 1 of 2 is killed once after step 7; torchrun restarts both workers, which
     resume from the step-4 checkpoint and finish all 30 steps."""
-    env = dict(os.environ, BENCH_CRASH_AT="step:7", BENCH_CRASH_RANK="1", BENCH_CRASH_ONCE=str(tmp_path / "crashed"),
-               OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
-    done = subprocess.run([sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path / "results"),
-                           "--no-progress", "--nproc", "2", "--max-restarts", "1", "--set", "eval.stop_at_chance=0"],
-                          env=env, capture_output=True, text=True, timeout=600)
+    env = dict(
+        os.environ,
+        BENCH_CRASH_AT="step:7",
+        BENCH_CRASH_RANK="1",
+        BENCH_CRASH_ONCE=str(tmp_path / "crashed"),
+        OMP_NUM_THREADS="1",
+        PYTHONWARNINGS="ignore",
+    )
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench",
+            "run",
+            str(recipe),
+            "--out",
+            str(tmp_path / "results"),
+            "--no-progress",
+            "--nproc",
+            "2",
+            "--max-restarts",
+            "1",
+            "--set",
+            "eval.stop_at_chance=0",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert (tmp_path / "crashed").exists()  # the worker really was killed
     run = only_run(tmp_path / "results")
@@ -196,15 +247,18 @@ def test_torchrun_restarts_a_lost_worker_and_the_run_resumes(recipe, tmp_path):
     assert steps == list(range(30))
 
 
-@pytest.mark.parametrize("args,words", [
-    (["run", "RECIPE", "--nproc", "0"], ["--nproc", "expected an integer >= 1"]),
-    (["submit", "RECIPE", "--nodes", "two", "--gpus-per-node", "8"], ["--nodes", "expected an integer >= 1"]),
-    (["run"], ["RECIPE"]),
-    (["frobnicate"], ["unknown command 'frobnicate'; one of validate, "]),
-    (["rnu"], ["bench: error: unknown command 'rnu' (did you mean 'run'?)"]),
-    (["run", "RECIPE", "--run-dir", "NOWHERE"], ["not a run directory"]),
-    (["table", "no-such-table", "."], ["no-such-table"]),
-])
+@pytest.mark.parametrize(
+    "args,words",
+    [
+        (["run", "RECIPE", "--nproc", "0"], ["--nproc", "expected an integer >= 1"]),
+        (["submit", "RECIPE", "--nodes", "two", "--gpus-per-node", "8"], ["--nodes", "expected an integer >= 1"]),
+        (["run"], ["RECIPE"]),
+        (["frobnicate"], ["unknown command 'frobnicate'; one of validate, "]),
+        (["rnu"], ["bench: error: unknown command 'rnu' (did you mean 'run'?)"]),
+        (["run", "RECIPE", "--run-dir", "NOWHERE"], ["not a run directory"]),
+        (["table", "no-such-table", "."], ["no-such-table"]),
+    ],
+)
 def test_bad_command_line_is_exit_2_without_traceback(recipe, tmp_path, args, words):
     args = [str(recipe) if a == "RECIPE" else str(tmp_path / "nowhere") if a == "NOWHERE" else a for a in args]
     done = run_cli(*args)
@@ -213,8 +267,11 @@ def test_bad_command_line_is_exit_2_without_traceback(recipe, tmp_path, args, wo
 
 
 def test_run_dir_of_another_recipe_or_a_foreign_checkpoint_is_refused(recipe, tmp_path):
-    crashed = subprocess.run([sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path),
-                              "--no-progress"], env=dict(os.environ, BENCH_CRASH_AT="step:5"), capture_output=True)
+    crashed = subprocess.run(
+        [sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path), "--no-progress"],
+        env=dict(os.environ, BENCH_CRASH_AT="step:5"),
+        capture_output=True,
+    )
     assert crashed.returncode == -signal.SIGKILL
     run = only_run(tmp_path)
     other = run_cli("run", str(recipe), "--set", "epochs=2", "--run-dir", str(run))
@@ -228,8 +285,11 @@ def test_run_dir_of_another_recipe_or_a_foreign_checkpoint_is_refused(recipe, tm
 def test_a_torn_events_line_is_cut_back_on_resume(recipe, reference, tmp_path):
     """Power lost while appending to events.jsonl: the resume cuts the log back to its last whole line and the
     checkpoint's step, and the finished run is the uninterrupted one, with one event per step."""
-    crashed = subprocess.run([sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path),
-                              "--no-progress"], env=dict(os.environ, BENCH_CRASH_AT="step:7"), capture_output=True)
+    crashed = subprocess.run(
+        [sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path), "--no-progress"],
+        env=dict(os.environ, BENCH_CRASH_AT="step:7"),
+        capture_output=True,
+    )
     assert crashed.returncode == -signal.SIGKILL
     run = only_run(tmp_path)
     with open(run / "events.jsonl", "a") as f:
@@ -244,8 +304,11 @@ def test_a_torn_events_line_is_cut_back_on_resume(recipe, reference, tmp_path):
 
 def test_a_run_killed_before_its_first_checkpoint_is_started_again_in_place(recipe, reference, tmp_path):
     """No orphan: the same command continues the killed run's directory from step 0."""
-    crashed = subprocess.run([sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path),
-                              "--no-progress"], env=dict(os.environ, BENCH_CRASH_AT="step:2"), capture_output=True)
+    crashed = subprocess.run(
+        [sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path), "--no-progress"],
+        env=dict(os.environ, BENCH_CRASH_AT="step:2"),
+        capture_output=True,
+    )
     assert crashed.returncode == -signal.SIGKILL
     run = only_run(tmp_path)
     assert not list(run.glob("ckpt-*.pt")) and (run / "events.jsonl").is_file()
@@ -260,8 +323,23 @@ def test_a_run_killed_before_its_first_checkpoint_is_started_again_in_place(reci
 
 def test_files_of_a_run_follow_the_umask(recipe, tmp_path):
     """Results are readable by a lab group: the atomic writes give the mode open() gives, not mkstemp's 0600."""
-    done = subprocess.run([sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path), "--no-progress",
-                           "--set", "epochs=1"], capture_output=True, text=True, preexec_fn=lambda: os.umask(0o027))
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench",
+            "run",
+            str(recipe),
+            "--out",
+            str(tmp_path),
+            "--no-progress",
+            "--set",
+            "epochs=1",
+        ],
+        capture_output=True,
+        text=True,
+        preexec_fn=lambda: os.umask(0o027),
+    )
     assert done.returncode == 0, done.stderr
     files = [p for p in only_run(tmp_path).iterdir() if p.name != ".lock"]
     assert {p.name for p in files} >= {"recipe.yaml", "meta.json", "metrics.csv", "events.jsonl"}
@@ -274,24 +352,27 @@ def _in_a_small_disk(script: str, tmp_path) -> subprocess.CompletedProcess:
     touched); what it copies to OUT stays."""
     if subprocess.run(["unshare", "-rm", "true"], capture_output=True).returncode:
         pytest.skip("no unprivileged mount namespace (unshare -rm) for a small tmpfs on this machine")
-    env = dict(os.environ, PYTHONWARNINGS="ignore", PY=sys.executable, DISK=str(tmp_path / "disk"),
-               OUT=str(tmp_path / "out"))
+    env = dict(
+        os.environ, PYTHONWARNINGS="ignore", PY=sys.executable, DISK=str(tmp_path / "disk"), OUT=str(tmp_path / "out")
+    )
     (tmp_path / "disk").mkdir()
-    return subprocess.run(["unshare", "-rm", "sh", "-c", script], capture_output=True, text=True, env=env,
-                          timeout=600)
+    return subprocess.run(["unshare", "-rm", "sh", "-c", script], capture_output=True, text=True, env=env, timeout=600)
 
 
 def test_a_full_disk_is_one_sentence_a_failed_run_and_the_same_command_resumes(recipe, reference, tmp_path):
     """A 60 MB tmpfs holds the first checkpoint (~40 MB) but not the second beside it: exit 3, one sentence
     naming the file, status failed with the reason; grown to 200 MB, the same command resumes bit for bit."""
-    done = _in_a_small_disk(f"""
+    done = _in_a_small_disk(
+        f"""
         mount -t tmpfs -o size=60m tmpfs "$DISK" || exit 90
         "$PY" -m bench run {recipe} --out "$DISK/results" --no-progress 2>"$DISK/err1"; echo $? >"$DISK/rc1"
         cp -r "$DISK" "$OUT.full"
         mount -o remount,size=200m "$DISK"
         "$PY" -m bench run {recipe} --out "$DISK/results" --no-progress; echo $? >"$DISK/rc2"
         cp -r "$DISK" "$OUT"
-    """, tmp_path)
+    """,
+        tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     full, out = tmp_path / "out.full", tmp_path / "out"
     err = (full / "err1").read_text()
@@ -307,12 +388,15 @@ def test_a_full_disk_is_one_sentence_a_failed_run_and_the_same_command_resumes(r
 
 
 def test_a_disk_too_full_for_the_first_file_leaves_no_run_directory(recipe, tmp_path):
-    done = _in_a_small_disk(f"""
+    done = _in_a_small_disk(
+        f"""
         mount -t tmpfs -o size=64k tmpfs "$DISK" || exit 90
         mkdir "$DISK/results"; dd if=/dev/zero of="$DISK/fill" bs=4k 2>/dev/null
         "$PY" -m bench run {recipe} --out "$DISK/results" --no-progress 2>"$OUT.err"; echo $? >"$OUT.rc"
         cp -r "$DISK" "$OUT"
-    """, tmp_path)
+    """,
+        tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     out = tmp_path / "out"
     err = (tmp_path / "out.err").read_text()
@@ -340,18 +424,25 @@ def _wait_for_events(results, count: int, proc) -> None:
 @pytest.fixture(scope="module")
 def two_worker_reference(recipe, tmp_path_factory):
     results = tmp_path_factory.mktemp("ref2")
-    done = subprocess.run([sys.executable, "-m", "bench", "run", str(recipe), "--out", str(results), *TWO_WORKERS],
-                          env=_workers_env(), capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "run", str(recipe), "--out", str(results), *TWO_WORKERS],
+        env=_workers_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return outcome(only_run(results))
 
 
 @pytest.mark.parametrize("how", ["SIGTERM to the launcher", "Ctrl-C to the process group"])
-def test_a_signal_to_the_launcher_of_two_workers_ends_preempted_and_resumes(recipe, two_worker_reference,
-                                                                             tmp_path, how):
+def test_a_signal_to_the_launcher_of_two_workers_ends_preempted_and_resumes(
+    recipe, two_worker_reference, tmp_path, how
+):
     command = [sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path), *TWO_WORKERS]
-    proc = subprocess.Popen(command, env=_workers_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        command, env=_workers_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     _wait_for_events(tmp_path, 3, proc)
     if how.startswith("SIGTERM"):
         proc.send_signal(signal.SIGTERM)  # as SLURM or a scheduler sends it
@@ -369,23 +460,43 @@ def test_a_signal_to_the_launcher_of_two_workers_ends_preempted_and_resumes(reci
     assert_same(outcome(run), two_worker_reference)
 
 
-@pytest.mark.parametrize("args", [
-    ["run", "RECIPE", "--nproc", "3"],
-    ["submit", "RECIPE", "--nodes", "3", "--gpus-per-node", "1", "--dry-run"],
-    ["submit", "RECIPE", "--nodes", "1", "--gpus-per-node", "3"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["run", "RECIPE", "--nproc", "3"],
+        ["submit", "RECIPE", "--nodes", "3", "--gpus-per-node", "1", "--dry-run"],
+        ["submit", "RECIPE", "--nodes", "1", "--gpus-per-node", "3"],
+    ],
+)
 def test_a_plan_impossible_for_the_world_size_is_refused_before_launch(recipe, tmp_path, args):
     """global_batch 32 over 3 ranks: one sentence and exit 2, before any worker starts or any script is written."""
-    done = run_cli(*[str(recipe) if a == "RECIPE" else a for a in args], "--out", str(tmp_path / "results"),
-                   cwd=tmp_path)
+    done = run_cli(
+        *[str(recipe) if a == "RECIPE" else a for a in args], "--out", str(tmp_path / "results"), cwd=tmp_path
+    )
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.strip() == "bench: error: global_batch 32 cannot be split evenly over 3 ranks"
     assert list(tmp_path.iterdir()) == []
 
 
 def test_an_error_inside_the_workers_is_reported_once(recipe, tmp_path):
-    done = subprocess.run([sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path), *TWO_WORKERS,
-                           "--set", "data.holdout=2000"], env=_workers_env(), capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench",
+            "run",
+            str(recipe),
+            "--out",
+            str(tmp_path),
+            *TWO_WORKERS,
+            "--set",
+            "data.holdout=2000",
+        ],
+        env=_workers_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 2, done.stderr[-3000:]
     errors = [line for line in done.stderr.splitlines() if line.startswith("bench: error:")]
     assert len(errors) == 1 and errors[0].endswith("(ranks 0, 1)") and "holdout" in errors[0], done.stderr
@@ -406,10 +517,16 @@ def test_the_sbatch_script_checkpoints_on_sigusr1_and_requeues_the_job(recipe, r
     script = run_cli("submit", str(recipe), "--nodes", "1", "--gpus-per-node", "1", "--dry-run", "--out", str(results))
     assert script.returncode == 0, script.stderr
     assert "#SBATCH --signal=B:USR1@120" in script.stdout and "#SBATCH --requeue" in script.stdout
-    env = dict(os.environ, PATH=f"{fake}:{os.environ['PATH']}", SLURM_JOB_ID="4242",  # threads as the reference
-               SLURM_JOB_NODELIST="localhost", LOG=str(tmp_path / "scontrol.log"))
-    job = subprocess.Popen(["bash", "-c", script.stdout], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           text=True)
+    env = dict(
+        os.environ,
+        PATH=f"{fake}:{os.environ['PATH']}",
+        SLURM_JOB_ID="4242",  # threads as the reference
+        SLURM_JOB_NODELIST="localhost",
+        LOG=str(tmp_path / "scontrol.log"),
+    )
+    job = subprocess.Popen(
+        ["bash", "-c", script.stdout], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     _wait_for_events(results, 5, job)
     job.send_signal(signal.SIGUSR1)  # what --signal=B:USR1@120 does before the time limit
     out, err = job.communicate(timeout=300)
@@ -433,10 +550,30 @@ def test_every_readable_validation_image_is_counted_once(recipe, tiny_dataset, t
     damaged = sorted((data / "val").rglob("*.*"))[::20]
     for path in damaged:
         path.write_bytes(path.read_bytes()[:60])
-    done = subprocess.run([sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path / "results"),
-                           "--no-progress", "--nproc", str(world), "--set", f"data.path={data}", "--set", "epochs=2",
-                           "--set", f"data.eval_batch={eval_batch}"],
-                          env=_workers_env(), capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench",
+            "run",
+            str(recipe),
+            "--out",
+            str(tmp_path / "results"),
+            "--no-progress",
+            "--nproc",
+            str(world),
+            "--set",
+            f"data.path={data}",
+            "--set",
+            "epochs=2",
+            "--set",
+            f"data.eval_batch={eval_batch}",
+        ],
+        env=_workers_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     run = only_run(tmp_path / "results")
     meta = json.loads((run / "meta.json").read_text())
@@ -458,8 +595,18 @@ def test_resuming_onto_a_changed_training_set_is_refused(recipe, tiny_dataset, t
     list): the same command refuses in one sentence (exit 2) naming --restart, and the run is left as it was."""
     data = tmp_path / "data"
     shutil.copytree(tiny_dataset, data)
-    command = [sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path / "results"), "--no-progress",
-               "--set", f"data.path={data}"]
+    command = [
+        sys.executable,
+        "-m",
+        "bench",
+        "run",
+        str(recipe),
+        "--out",
+        str(tmp_path / "results"),
+        "--no-progress",
+        "--set",
+        f"data.path={data}",
+    ]
     crashed = subprocess.run(command, env=dict(os.environ, BENCH_CRASH_AT="step:7"), capture_output=True)
     assert crashed.returncode == -signal.SIGKILL
     run = only_run(tmp_path / "results")
@@ -474,9 +621,11 @@ def test_resuming_onto_a_changed_training_set_is_refused(recipe, tiny_dataset, t
     resumed = subprocess.run(command, capture_output=True, text=True)
     assert resumed.returncode == 2 and "Traceback" not in resumed.stderr, resumed.stderr
     said = "160 images then, 159 now" if change == "one image fewer" else "the same 160 images count, another file list"
-    assert resumed.stderr.strip() == (f"bench: error: {run / 'ckpt-000000004.pt'}: the training set in {data} changed "
-                                      f"since this checkpoint ({said}); resume on the same images, or start a new run "
-                                      "with --restart")
+    assert resumed.stderr.strip() == (
+        f"bench: error: {run / 'ckpt-000000004.pt'}: the training set in {data} changed "
+        f"since this checkpoint ({said}); resume on the same images, or start a new run "
+        "with --restart"
+    )
     assert json.loads((run / "meta.json").read_text()) == meta and only_run(tmp_path / "results") == run
 
 
@@ -485,9 +634,20 @@ def test_strict_data_finds_an_unreadable_training_image_before_the_first_step(re
     shutil.copytree(tiny_dataset, data)
     damaged = sorted((data / "train").rglob("*.*"))[-1]  # read late in an epoch, if ever
     damaged.write_bytes(damaged.read_bytes()[:60])
-    done = run_cli("run", str(recipe), "--out", str(tmp_path / "results"), "--no-progress",
-                   "--set", f"data.path={data}", "--set", "data.strict=true")
+    done = run_cli(
+        "run",
+        str(recipe),
+        "--out",
+        str(tmp_path / "results"),
+        "--no-progress",
+        "--set",
+        f"data.path={data}",
+        "--set",
+        "data.strict=true",
+    )
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
-    assert done.stderr.strip() == (f"bench: error: {damaged}: unreadable image (not an image, truncated or corrupt); "
-                                   "remove it, or set data.strict: false to skip such files with a warning")
+    assert done.stderr.strip() == (
+        f"bench: error: {damaged}: unreadable image (not an image, truncated or corrupt); "
+        "remove it, or set data.strict: false to skip such files with a warning"
+    )
     assert not (tmp_path / "results").exists()  # refused before any run directory

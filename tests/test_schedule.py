@@ -16,7 +16,8 @@ def test_linear_warmup_then_cosine_to_end_lr():
     assert out[2] == pytest.approx(1.0) and out[-1] == pytest.approx(0.1)
     mid = 2 + 7 / 2  # halfway through the decay
     assert lr_at(int(mid), 1.0, 10, 2.0, ScheduleSpec(warmup_epochs=1, end_lr=0.1)) == pytest.approx(
-        0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * (int(mid) - 2) / 7)))
+        0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * (int(mid) - 2) / 7))
+    )
     assert all(a >= b for a, b in zip(out[1:], out[2:]))
 
 

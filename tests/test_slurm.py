@@ -23,8 +23,11 @@ CLUSTER = Path(__file__).with_name("slurm") / "cluster.sh"
 DAEMONS = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "scontrol", "scancel", "sinfo")
 missing = [name for name in DAEMONS if shutil.which(name) is None]
 pytestmark = [
-    pytest.mark.skipif(bool(missing), reason=f"SLURM is not installed ({', '.join(missing)} missing): apt-get "
-                       "install slurmctld slurmd slurm-client munge"),
+    pytest.mark.skipif(
+        bool(missing),
+        reason=f"SLURM is not installed ({', '.join(missing)} missing): apt-get "
+        "install slurmctld slurmd slurm-client munge",
+    ),
     pytest.mark.skipif(os.geteuid() != 0, reason="the test cluster's daemons run as root"),
 ]
 
@@ -45,10 +48,29 @@ def recipe(folder: Path, data: Path, epochs: int, name: str) -> Path:
 
 def submit(env, folder: Path, recipe_path: Path, *extra: str) -> str:
     """`bench submit` for real, from `folder`; returns the job id."""
-    done = subprocess.run([sys.executable, "-m", "bench", "submit", str(recipe_path), "--nodes", "1", "--gpus-per-node",
-                           "0", "--cpus-per-worker", "1", "--out", str(folder / "results"), *extra],
-                          cwd=folder, env=env,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench",
+            "submit",
+            str(recipe_path),
+            "--nodes",
+            "1",
+            "--gpus-per-node",
+            "0",
+            "--cpus-per-worker",
+            "1",
+            "--out",
+            str(folder / "results"),
+            *extra,
+        ],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     return re.search(r"Submitted batch job (\d+)", done.stdout).group(1)
 
@@ -97,9 +119,13 @@ def test_a_submitted_recipe_runs_as_bench_run_runs_it(cluster, tiny_dataset, tmp
     assert meta["status"] == "completed" and meta["world_size"] == 1
     # a fresh process, as srun's, with the one CPU the job asked for (--cpus-per-worker 1: the script exports
     # OMP_NUM_THREADS=1, and engine.threads auto takes it; the thread count changes float rounding)
-    done = subprocess.run([sys.executable, "-m", "bench", "run", str(path), "--out", str(tmp_path / "local"),
-                           "--no-progress"], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "run", str(path), "--out", str(tmp_path / "local"), "--no-progress"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
     assert done.returncode == 0, done.stderr
     [local] = list((tmp_path / "local" / "tiny").iterdir())
     assert json.loads((local / "meta.json").read_text())["cpu_threads"] == meta["cpu_threads"] == 1
@@ -120,8 +146,11 @@ def test_sigusr1_before_the_time_limit_checkpoints_requeues_and_resumes(cluster,
     workers (they checkpoint, the run ends preempted) and requeues the job, which resumes the run."""
     path = recipe(tmp_path, tiny_dataset, 8, "requeue")
     job_id = submit(cluster, tmp_path, path)
-    wait(cluster, job_id, lambda info: (tmp_path / "results" / "requeue").is_dir()
-         and steps_logged(the_run(tmp_path, "requeue")) >= 5)
+    wait(
+        cluster,
+        job_id,
+        lambda info: (tmp_path / "results" / "requeue").is_dir() and steps_logged(the_run(tmp_path, "requeue")) >= 5,
+    )
     subprocess.run(["scancel", "--signal=USR1", "--batch", job_id], env=cluster, check=True)
     start_the_requeued_job_now(cluster, job_id)
     info = wait(cluster, job_id, lambda info: ended(info) and int(info.get("Restarts", 0)) >= 1)
@@ -137,8 +166,11 @@ def test_scancel_ends_the_run_preempted_with_a_checkpoint_and_a_requeue_resumes_
     the job stays cancelled; `scontrol requeue` (or submitting again) resumes the run."""
     path = recipe(tmp_path, tiny_dataset, 8, "cancel")
     job_id = submit(cluster, tmp_path, path)
-    wait(cluster, job_id, lambda info: (tmp_path / "results" / "cancel").is_dir()
-         and steps_logged(the_run(tmp_path, "cancel")) >= 5)
+    wait(
+        cluster,
+        job_id,
+        lambda info: (tmp_path / "results" / "cancel").is_dir() and steps_logged(the_run(tmp_path, "cancel")) >= 5,
+    )
     subprocess.run(["scancel", job_id], env=cluster, check=True)
     wait(cluster, job_id, ended)
     time.sleep(3)  # a requeue by the batch script (the bug this guards against) would show by now
@@ -165,8 +197,10 @@ def test_a_sweep_as_a_job_array_shares_its_trials_between_the_array_tasks(cluste
     logs = "".join(p.read_text() for p in tmp_path.glob("slurm-*.out"))
     assert all(info["JobState"] == "COMPLETED" for info in tasks), logs[-3000:]
     runs = results.load([tmp_path / "results"])
-    assert sorted(runs["recipe"]) == sorted([f"tiny-{a}-b32-t0{i}" for a in ("sgd", "lars") for i in (0, 1)]
-                                            + [f"tiny-{a}-b32-best-seed1" for a in ("sgd", "lars")])
+    assert sorted(runs["recipe"]) == sorted(
+        [f"tiny-{a}-b32-t0{i}" for a in ("sgd", "lars") for i in (0, 1)]
+        + [f"tiny-{a}-b32-best-seed1" for a in ("sgd", "lars")]
+    )
     assert runs["finished"].all() and (runs.loc[runs["role"] == "rerun", "status"] == "completed").all()
     assert (tmp_path / "results" / "verdict.md").is_file()  # (a trial at lr 5 may blow up: bench's divergence rule)
     for task in (0, 1):  # both tasks trained

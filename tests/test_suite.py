@@ -40,8 +40,12 @@ def test_suite_runs_records_divergence_skips_completed_and_regenerates(tmp_path,
 def test_suite_with_a_bad_recipe_runs_nothing(tmp_path, tiny_dataset):
     folder = tmp_path / "study"
     folder.mkdir()
-    write_recipe(folder / "good.yaml", RECIPE.replace("DATA", str(tiny_dataset)).replace("OPT", "sgd").replace("LR", "0.1"))
-    write_recipe(folder / "bad.yaml", RECIPE.replace("DATA", str(tiny_dataset)).replace("OPT", "sgdd").replace("LR", "0.1"))
+    write_recipe(
+        folder / "good.yaml", RECIPE.replace("DATA", str(tiny_dataset)).replace("OPT", "sgd").replace("LR", "0.1")
+    )
+    write_recipe(
+        folder / "bad.yaml", RECIPE.replace("DATA", str(tiny_dataset)).replace("OPT", "sgdd").replace("LR", "0.1")
+    )
     done = run_cli("suite", str(folder), "--out", str(tmp_path / "results"))
     assert done.returncode == 2 and "bad.yaml" in done.stderr and "sgdd" in done.stderr
     assert not (tmp_path / "results").exists()

@@ -1,7 +1,6 @@
 """bench sweep: sweep files, quasi-random trials, the holdout split, the tuning analysis and the verdict."""
 
 import json
-from pathlib import Path
 import math
 import os
 import signal
@@ -9,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -19,8 +19,8 @@ from bench.cli import main
 from bench.data import build
 from bench.errors import UserError
 from bench.recipe import DataSpec
-from tests.test_analysis_helpers import make_run
 from tests.conftest import write_recipe
+from tests.test_analysis_helpers import make_run
 
 BASE = """
 model: {name: resnet10t}
@@ -65,11 +65,21 @@ def load(path):
 
 BAD = [
     ("unknown key", SWEEP + "trails: 3\n", ["unknown key 'trails'"]),
-    ("empty space", SWEEP.replace("""    space:
+    (
+        "empty space",
+        SWEEP.replace(
+            """    space:
       optimizer.lr: {low: 0.01, high: 0.5, scale: log}
-""", "    space: {}\n"), ["arms.sgd.space is empty"]),
-    ("empty arms", SWEEP.split("arms:")[0] + "arms: {}\ntrials: 2\nbudget: {epochs: 2}\nreruns: {seeds: [1]}\n",
-     ["arms"]),
+""",
+            "    space: {}\n",
+        ),
+        ["arms.sgd.space is empty"],
+    ),
+    (
+        "empty arms",
+        SWEEP.split("arms:")[0] + "arms: {}\ntrials: 2\nbudget: {epochs: 2}\nreruns: {seeds: [1]}\n",
+        ["arms"],
+    ),
     ("low above high", SWEEP.replace("{low: 0.01, high: 0.5", "{low: 0.5, high: 0.01"), ["low 0.5 is above high 0.01"]),
     ("log through 0", SWEEP.replace("{low: 0.01, high: 0.5", "{low: 0.0, high: 0.5"), ["log range needs low > 0"]),
     ("empty value list", SWEEP.replace("{low: 0.0, high: 1.0}", "{values: []}"), ["non-empty list of values"]),
@@ -81,15 +91,19 @@ BAD = [
     ("missing base", SWEEP.replace("base: base.yaml", "base: nowhere.yaml"), ["key 'base'", "nowhere.yaml"]),
     ("arm name with a slash", SWEEP.replace("  lars:\n", "  ../lars:\n"), ["must be one folder name"]),
     ("sweep name outside --out", "name: ../x\n" + SWEEP, ["must be one folder name"]),
-    ("bad key in an arm", SWEEP.replace("optimizer.name: lars}", "optimizer.name: lars, optimizer.etaa: 1}"),
-     ["trial tiny-lars-b32-t00", "etaa"]),
+    (
+        "bad key in an arm",
+        SWEEP.replace("optimizer.name: lars}", "optimizer.name: lars, optimizer.etaa: 1}"),
+        ["trial tiny-lars-b32-t00", "etaa"],
+    ),
     ("holdout selection without a holdout", SWEEP + "set: {data.holdout: 0}\n", ["select.split", "holdout"]),
 ]
 
 
 @pytest.mark.parametrize("what,text,words", BAD, ids=[b[0] for b in BAD])
-def test_bad_sweep_files_are_one_sentence_and_exit_2_with_nothing_written(sweep_file, tmp_path, capsys, what,
-                                                                        text, words):
+def test_bad_sweep_files_are_one_sentence_and_exit_2_with_nothing_written(
+    sweep_file, tmp_path, capsys, what, text, words
+):
     sweep_file.write_text(text)
     out = tmp_path / "results"
     assert main(["sweep", str(sweep_file), "--out", str(out)]) == 2
@@ -134,14 +148,18 @@ def test_a_different_seed_or_study_draws_different_points(sweep_file):
 
 
 def test_expansion_counts_round_robin_studies_and_grid(sweep_file):
-    sweep_file.write_text(SWEEP.replace("batches: [32]", "batches: [16, 32]").replace("trials: 2", "trials: 3")
-                          + "studies: 2\n")
+    sweep_file.write_text(
+        SWEEP.replace("batches: [32]", "batches: [16, 32]").replace("trials: 2", "trials: 3") + "studies: 2\n"
+    )
     _, trials = load(sweep_file)
     assert len(trials) == 2 * 2 * 3 * 2  # arms x batches x trials x studies
     assert [t.index for t in trials[:8]] == [0] * 8  # trial 0 of every cell and study first
     assert trials[0].name == "tiny-sgd-b16-t00-s0" and trials[-1].name == "tiny-lars-b32-t02-s1"
-    grid = SWEEP.replace("{low: 0.01, high: 0.5, scale: log}", "{values: [0.1, 0.2, 0.3]}").replace(
-        "{low: 0.5, high: 5.0, scale: log}", "{values: [1, 2]}").replace("{low: 0.0, high: 1.0}", "{values: [0, 1]}")
+    grid = (
+        SWEEP.replace("{low: 0.01, high: 0.5, scale: log}", "{values: [0.1, 0.2, 0.3]}")
+        .replace("{low: 0.5, high: 5.0, scale: log}", "{values: [1, 2]}")
+        .replace("{low: 0.0, high: 1.0}", "{values: [0, 1]}")
+    )
     sweep_file.write_text(grid.replace("trials: 2\n", "") + "search: grid\n")
     _, trials = load(sweep_file)
     assert sorted(t.recipe.optimizer.lr for t in trials if t.arm == "sgd") == [0.1, 0.2, 0.3]
@@ -178,7 +196,9 @@ def test_the_holdout_is_never_trained_on_and_the_same_for_every_seed(tiny_datase
     assert data[0].train_size == 128 and not held & set(data[0].layout.train.files)
     for d in data:  # every image the sampler hands to training over 3 epochs is a training image
         train_files = d.layout.train.files
-        seen = {train_files[i] for step in range(3 * 4) for m in range(2) for i, _ in d.stream.micro_batch_samples(step, m)}
+        seen = {
+            train_files[i] for step in range(3 * 4) for m in range(2) for i, _ in d.stream.micro_batch_samples(step, m)
+        }
         assert seen == set(train_files)
         assert not {train_files[i] for i in d.train_eval_indices} & held
     with pytest.raises(UserError, match="holds out 160 of the 160"):
@@ -188,12 +208,25 @@ def test_the_holdout_is_never_trained_on_and_the_same_for_every_seed(tiny_datase
 # ---- the analysis on hand-made run directories -------------------------------------------------------------
 
 
-def sweep_run(root, arm, batch, role, seed, val, trial=0, study=0, lr=0.1, status="completed", holdout=None,
-              target=60.0):
+def sweep_run(
+    root, arm, batch, role, seed, val, trial=0, study=0, lr=0.1, status="completed", holdout=None, target=60.0
+):
     name = f"s-{arm}-b{batch}-" + (f"t{trial:02d}-s{study}" if role == "trial" else f"best-seed{seed}")
     tags = {"sweep": "s", "arm": arm, "trial": trial, "study": study, "role": role}
-    return make_run(root, name, "lars" if "lars" in arm else "sgd", batch, seed, val, status=status, lr=lr,
-                    tags=tags, holdout=holdout or val, target=target, train_eval=[v + 3 for v in val])
+    return make_run(
+        root,
+        name,
+        "lars" if "lars" in arm else "sgd",
+        batch,
+        seed,
+        val,
+        status=status,
+        lr=lr,
+        tags=tags,
+        holdout=holdout or val,
+        target=target,
+        train_eval=[v + 3 for v in val],
+    )
 
 
 def test_steps_to_result_is_the_fewest_over_trials_and_the_median_over_studies(tmp_path):
@@ -241,7 +274,8 @@ def test_verdict_names_a_clear_winner_and_calls_a_small_difference_within_noise(
     lo, hi = rows[(256, "LARS", "Nesterov SGD")]["Δ val Top-1 (X − Y)"].ci
     assert lo < 0 < hi
     assert rows.get((256, "VRGD-LARS", "Nesterov SGD"), rows.get((256, "Nesterov SGD", "VRGD-LARS")))[-1] == (
-        "Nesterov SGD better")
+        "Nesterov SGD better"
+    )
     rows, _ = verdict_rows(tmp_path, baseline="nesterov")
     assert set(rows) == {(256, "LARS", "Nesterov SGD"), (256, "VRGD-LARS", "Nesterov SGD")}
     assert "within noise" in " ".join(table.notes) and "Welch" in " ".join(table.notes)
@@ -263,7 +297,7 @@ def test_verdict_with_a_diverged_side_and_a_missed_target(tmp_path):
 
 def test_verdict_ratio_of_steps_when_both_reach_the_target(tmp_path):
     for seed in (1, 2, 3):
-        sweep_run(tmp_path, "lars", 100, "rerun", seed, [50, 61, 62])     # step 20
+        sweep_run(tmp_path, "lars", 100, "rerun", seed, [50, 61, 62])  # step 20
         sweep_run(tmp_path, "nesterov", 100, "rerun", seed, [61, 62, 63])  # step 10
     rows, _ = verdict_rows(tmp_path)
     ratio = rows[(100, "LARS", "Nesterov SGD")]["steps to target X / Y"]
@@ -288,13 +322,19 @@ def test_verdict_is_a_cli_table_in_every_format(tmp_path):
     for arm in ("lars", "nesterov"):
         for seed in (1, 2):
             sweep_run(tmp_path, arm, 128, "rerun", seed, [50, 60 + seed + (arm == "lars")])
-    done = subprocess.run([sys.executable, "-m", "bench", "table", "verdict", str(tmp_path), "--format", "csv"],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "table", "verdict", str(tmp_path), "--format", "csv"],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     header = [line for line in done.stdout.splitlines() if not line.startswith("#")][0]
     assert "Δ val Top-1 (X − Y) ci low" in header and "Δ val Top-1 (X − Y) ci high" in header
-    bad = subprocess.run([sys.executable, "-m", "bench", "table", "verdict", str(tmp_path), "--baseline", "adamw"],
-                         capture_output=True, text=True)
+    bad = subprocess.run(
+        [sys.executable, "-m", "bench", "table", "verdict", str(tmp_path), "--baseline", "adamw"],
+        capture_output=True,
+        text=True,
+    )
     assert bad.returncode == 2 and "not an arm of these sweeps" in bad.stderr
 
 
@@ -305,7 +345,18 @@ def test_a_tiny_sweep_killed_once_resumes_and_reports(sweep_file, tmp_path):
     """2 arms x 1 batch x 2 trials, best of each rerun over 2 seeds; the process is SIGKILLed at step 3 of
     the first trial, then the same command finishes the sweep: every trial trained once."""
     out, plots = tmp_path / "results", tmp_path / "plots"
-    cmd = [sys.executable, "-m", "bench", "sweep", str(sweep_file), "--out", str(out), "--plots", str(plots), "--allow-dirty"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "bench",
+        "sweep",
+        str(sweep_file),
+        "--out",
+        str(out),
+        "--plots",
+        str(plots),
+        "--allow-dirty",
+    ]
     env = dict(os.environ, BENCH_CRASH_AT="step:3", BENCH_CRASH_ONCE=str(tmp_path / "crashed"), PYTHONWARNINGS="ignore")
     crashed = subprocess.run(cmd, env=env, capture_output=True, text=True)
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr
@@ -315,7 +366,8 @@ def test_a_tiny_sweep_killed_once_resumes_and_reports(sweep_file, tmp_path):
     runs = results.load([out])
     assert sorted(runs["recipe"]) == sorted(
         [f"tiny-{a}-b32-t0{i}" for a in ("sgd", "lars") for i in (0, 1)]
-        + [f"tiny-{a}-b32-best-seed{s}" for a in ("sgd", "lars") for s in (1, 2)])
+        + [f"tiny-{a}-b32-best-seed{s}" for a in ("sgd", "lars") for s in (1, 2)]
+    )
     reruns = runs[runs["role"] == "rerun"]
     assert runs["finished"].all() and (reruns["status"] == "completed").all() and reruns["holdout_top1"].notna().all()
     assert set(runs["status"]) <= {"completed", "diverged"}  # a trial at lr 5 may blow up (bench's divergence rule)
@@ -323,8 +375,12 @@ def test_a_tiny_sweep_killed_once_resumes_and_reports(sweep_file, tmp_path):
     assert kept == {name: 0 if "-t0" in name else 1 for name in kept}  # trials keep none, reruns their final one
     verdict = (out / "verdict.md").read_text()
     assert "| 32 | nesterov" not in verdict and "SGD" in verdict and "LARS" in verdict
-    assert {p.name for p in plots.iterdir()} >= {"steps_to_result.png", "lr_sensitivity.png",
-                                                 "performance_profile.png", "tuned_top1_vs_batch.png"}
+    assert {p.name for p in plots.iterdir()} >= {
+        "steps_to_result.png",
+        "lr_sensitivity.png",
+        "performance_profile.png",
+        "tuned_top1_vs_batch.png",
+    }
     again = subprocess.run(cmd, capture_output=True, text=True)  # nothing left to train
     assert again.returncode == 0 and "run directory" not in again.stdout
     assert len(results.load([out])) == 8
@@ -388,8 +444,11 @@ def test_holdout_top1_is_in_metrics_and_read_back(tmp_path):
 
 def test_perf_sweep_reports_the_overhead_per_trial(sweep_file, tmp_path):
     base = sweep_file.parent / "base.yaml"
-    done = subprocess.run([sys.executable, "-m", "bench", "perf", "sweep", "--recipe", str(base), "--epochs", "1",
-                           "--trials", "2"], capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "perf", "sweep", "--recipe", str(base), "--epochs", "1", "--trials", "2"],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     assert "overhead / training time, median of trials 2-2:" in done.stdout
     rows = [line.split() for line in done.stdout.splitlines() if line.startswith("perf-base-b32-t0")]
@@ -397,21 +456,36 @@ def test_perf_sweep_reports_the_overhead_per_trial(sweep_file, tmp_path):
     for _, wall, train, evaluation, overhead, ratio in rows:
         assert float(wall) == pytest.approx(float(train) + float(evaluation) + float(overhead), abs=0.02)
         assert float(train) > 0 and float(evaluation) > 0
-    bad = subprocess.run([sys.executable, "-m", "bench", "perf", "sweep", "--trials", "1"], capture_output=True,
-                         text=True)
+    bad = subprocess.run(
+        [sys.executable, "-m", "bench", "perf", "sweep", "--trials", "1"], capture_output=True, text=True
+    )
     assert bad.returncode == 2 and "argument --trials: expected an integer >= 2" in bad.stderr
 
 
 def test_submit_a_sweep_file_as_a_job_array_of_workers(sweep_file, tmp_path):
-    cmd = [sys.executable, "-m", "bench", "submit", str(sweep_file), "--nodes", "1", "--gpus-per-node", "1",
-           "--dry-run"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "bench",
+        "submit",
+        str(sweep_file),
+        "--nodes",
+        "1",
+        "--gpus-per-node",
+        "1",
+        "--dry-run",
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     script = done.stdout
     assert "#SBATCH --array=0-3" in script  # one worker per trial: 2 arms x 1 batch x 2 trials
     assert f"-m bench sweep {sweep_file} --out results/tiny" in script and "torch.distributed.run" not in script
-    done = subprocess.run(cmd + ["--array", "2", "--out", "elsewhere", "--account", "proj42", "--exclusive"],
-                          capture_output=True, text=True, cwd=tmp_path)
+    done = subprocess.run(
+        cmd + ["--array", "2", "--out", "elsewhere", "--account", "proj42", "--exclusive"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert "#SBATCH --array=0-1" in done.stdout and "--out elsewhere" in done.stdout
     assert "#SBATCH --account=proj42" in done.stdout and "#SBATCH --exclusive" in done.stdout  # the same header
     bad = subprocess.run(cmd[:6] + ["2", "--gpus-per-node", "1", "--dry-run"], capture_output=True, text=True)
@@ -424,8 +498,17 @@ def test_a_near_tie_selection_is_flagged_and_a_better_that_rests_on_it_says_so(t
     meta = {"holdout_size": 1000}
     for arm, scores in (("lars", [80.6, 80.4]), ("vrgd_lars", [85.0, 80.0])):
         for trial, score in enumerate(scores):
-            make_run(tmp_path, f"s-{arm}-b64-t{trial:02d}", "lars", 64, 0, [50, 70], holdout=[50, score],
-                     tags={"sweep": "s", "arm": arm, "trial": trial, "study": 0, "role": "trial"}, meta_extra=meta)
+            make_run(
+                tmp_path,
+                f"s-{arm}-b64-t{trial:02d}",
+                "lars",
+                64,
+                0,
+                [50, 70],
+                holdout=[50, score],
+                tags={"sweep": "s", "arm": arm, "trial": trial, "study": 0, "role": "trial"},
+                meta_extra=meta,
+            )
         for seed in (1, 2, 3):
             sweep_run(tmp_path, arm, 64, "rerun", seed, [50, (70 if arm == "lars" else 60) + seed * 0.1])
     cells = tuning.cells(results.load_study([tmp_path])).set_index("arm")
@@ -434,7 +517,8 @@ def test_a_near_tie_selection_is_flagged_and_a_better_that_rests_on_it_says_so(t
     assert cells.loc["lars", "selection_se"] == pytest.approx(100 * math.sqrt(0.806 * 0.194 / 1000))
     rows, _ = verdict_rows(tmp_path)
     assert rows[(64, "LARS", "VRGD-LARS")][-1] == (
-        "LARS better; rests on a near-tie: LARS's selection (80.60 vs 80.40, se 1.25)")
+        "LARS better; rests on a near-tie: LARS's selection (80.60 vs 80.40, se 1.25)"
+    )
     table = tuning.tuning(results.load_study([tmp_path]))
     near = {r[1]: r[table.columns.index("near tie")] for r in table.rows}
     assert near == {"LARS": "near tie", "VRGD-LARS": ""}
@@ -446,8 +530,12 @@ def test_the_verdict_names_its_commits_and_platforms_and_warns_when_they_differ(
             capability = "AVX512" if seed == 3 and arm == "lars" else "AVX2"
             run = sweep_run(tmp_path, arm, 64, "rerun", seed, [50, 70 + seed + (arm == "lars")])
             meta = json.loads((run / "meta.json").read_text())
-            meta.update(git_commit="abcdef0123" + "+dirty" * (seed == 2), device="cpu", cpu_capability=capability,
-                        versions={"torch": "2.14.1"})
+            meta.update(
+                git_commit="abcdef0123" + "+dirty" * (seed == 2),
+                device="cpu",
+                cpu_capability=capability,
+                versions={"torch": "2.14.1"},
+            )
             (run / "meta.json").write_text(json.dumps(meta))
     rows, table = verdict_rows(tmp_path)
     notes = " ".join(table.notes)
@@ -489,8 +577,20 @@ def test_a_sweep_refuses_an_uncommitted_tree_and_another_kernel_platform(sweep_f
     assert main(["sweep", str(sweep_file), "--out", str(out), "--only", "sgd-b32-t00"]) == 2
     assert "uncommitted changes" in capsys.readouterr().err and not any(out.glob("*/*/meta.json"))
     monkeypatch.setattr(rundir, "git_commit", lambda: "0123456789abcdef")
-    finished = make_run(out, "tiny-sgd-b32-t01", "sgd", 32, 0, [50, 60], meta_extra={
-        "git_commit": "fedcba9876543210", "device": "cpu", "cpu_capability": "AVX512", "versions": {"torch": "0"}})
+    finished = make_run(
+        out,
+        "tiny-sgd-b32-t01",
+        "sgd",
+        32,
+        0,
+        [50, 60],
+        meta_extra={
+            "git_commit": "fedcba9876543210",
+            "device": "cpu",
+            "cpu_capability": "AVX512",
+            "versions": {"torch": "0"},
+        },
+    )
     assert main(["sweep", str(sweep_file), "--out", str(out), "--only", "sgd-b32-t00"]) == 2
     err = capsys.readouterr().err
     assert "used cpu AVX512, torch 0 and this process would use cpu" in err and "ATEN_CPU_CAPABILITY=avx512" in err
@@ -514,7 +614,8 @@ def test_a_thin_search_is_named_in_a_warning(sweep_file):
         "arms.lars: 2 trials for 2 searched keys; a quasi-random search resolves them from about 8 (2^(d+1)) trials "
         "a study",
         "studies: 1; headline sweeps use at least 2 (AlgoPerf: 3 studies x 5 trials), each its own scramble, so the "
-        "best point's luck is seen"]
+        "best point's luck is seen",
+    ]
     assert sweep.search_warnings(spec.model_copy(update={"trials": 8, "studies": 2})) == []
 
 
@@ -538,17 +639,21 @@ def test_steps_figures_carry_their_grid_and_a_ratio_inside_it_is_unresolved(tmp_
 def test_top_and_matched_reruns_are_planned_from_the_ranked_trials(sweep_file):
     """reruns.top: 2 reruns the runner-up too (-top2-seed<S>); reruns.matched: each arm of the pair reruns at the
     other's selected point (-at-<other>-seed<S>) with its own fixed keys and the other's searched values."""
-    write_recipe(sweep_file, SWEEP.replace(
-        "      optimizer.lr: {low: 0.01, high: 0.5, scale: log}\n",
-        "      optimizer.lr: {low: 0.01, high: 0.5, scale: log}\n      schedule.warmup_epochs: {low: 0.0, high: 1.0}\n")
-        .replace("reruns: {seeds: [1, 2]}", "reruns: {seeds: [1, 2], top: 2, matched: [[lars, sgd]]}"))
+    write_recipe(
+        sweep_file,
+        SWEEP.replace(
+            "      optimizer.lr: {low: 0.01, high: 0.5, scale: log}\n",
+            "      optimizer.lr: {low: 0.01, high: 0.5, scale: log}\n      schedule.warmup_epochs: {low: 0.0, high: 1.0}\n",
+        ).replace("reruns: {seeds: [1, 2]}", "reruns: {seeds: [1, 2], top: 2, matched: [[lars, sgd]]}"),
+    )
     spec, trials = load(sweep_file)
     by = {(t.arm, t.index): t for t in trials}
     ranked = {("sgd", 32): [by[("sgd", 1)], by[("sgd", 0)]], ("lars", 32): [by[("lars", 0)], by[("lars", 1)]]}
     names = {r.name: r for r in sweep.all_reruns(spec, ranked)}
     assert sorted(names) == sorted(
         [f"tiny-{a}-b32-{k}-seed{s}" for a in ("sgd", "lars") for k in ("best", "top2") for s in (1, 2)]
-        + [f"tiny-{a}-b32-at-{b}-seed{s}" for a, b in (("sgd", "lars"), ("lars", "sgd")) for s in (1, 2)])
+        + [f"tiny-{a}-b32-at-{b}-seed{s}" for a, b in (("sgd", "lars"), ("lars", "sgd")) for s in (1, 2)]
+    )
     sgd_at_lars = names["tiny-sgd-b32-at-lars-seed1"].recipe
     assert sgd_at_lars.optimizer.name == "sgd" and sgd_at_lars.optimizer.lr == by[("lars", 0)].recipe.optimizer.lr
     assert sgd_at_lars.tags["role"] == "matched" and sgd_at_lars.tags["point_of"] == "lars"
@@ -567,17 +672,27 @@ def test_the_matched_table_pairs_both_arms_at_each_ones_point(tmp_path):
     for seed, luck in zip((1, 2, 3, 4), (0.0, 0.4, -0.3, 0.2)):
         sweep_run(tmp_path, "vrgd_lars", 64, "rerun", seed, [50, 80 + luck])
         sweep_run(tmp_path, "lars", 64, "rerun", seed, [50, 79 + luck + seed * 0.05])
-        for arm, other, final in (("lars", "vrgd_lars", 78 + luck + seed * 0.01), ("vrgd_lars", "lars", 79 + luck
-                                                                                    - seed * 0.02 + 0.05)):
-            make_run(tmp_path, f"s-{arm}-b64-at-{other}-seed{seed}", "lars", 64, seed, [50, final],
-                     tags={"sweep": "s", "arm": arm, "trial": 0, "study": 0, "role": "matched", "point_of": other})
+        for arm, other, final in (
+            ("lars", "vrgd_lars", 78 + luck + seed * 0.01),
+            ("vrgd_lars", "lars", 79 + luck - seed * 0.02 + 0.05),
+        ):
+            make_run(
+                tmp_path,
+                f"s-{arm}-b64-at-{other}-seed{seed}",
+                "lars",
+                64,
+                seed,
+                [50, final],
+                tags={"sweep": "s", "arm": arm, "trial": 0, "study": 0, "role": "matched", "point_of": other},
+            )
     table = tuning.matched(results.load_study([tmp_path]))
     rows = {r[1]: dict(zip(table.columns, r)) for r in table.rows}
     assert set(rows) == {"VRGD-LARS", "LARS"} and all(r["test"] == "paired" for r in rows.values())
     at_vrgd = rows["VRGD-LARS"]
     assert (at_vrgd["X"], at_vrgd["Y"]) == ("VRGD-LARS", "LARS")
     assert at_vrgd["Δ val Top-1 (X − Y)"].value == pytest.approx(2 - 0.01 * 2.5) and at_vrgd["verdict"] == (
-        "VRGD-LARS better")
+        "VRGD-LARS better"
+    )
     assert rows["LARS"]["Δ val Top-1 (X − Y)"].value == pytest.approx(0.05 - 0.02 * 2.5 - 0.05 * 2.5)
     assert rows["LARS"]["p Holm"].value >= rows["LARS"]["p"].value
 

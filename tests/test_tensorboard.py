@@ -73,8 +73,9 @@ def assert_curves_match_the_logs(run):
         assert curves[f"train/{key}"] == [(e["step"], pytest.approx(e[key], rel=1e-6)) for e in events]
     for split, axis in (("eval", "step"), ("eval_by_images", "images_seen")):
         assert {f"{split}/{k}" for k in ("val_top1", "train_eval_top1", "val_loss", "epoch", "lr")} <= set(curves)
-        assert curves[f"{split}/val_top1"] == [(int(a), pytest.approx(v, rel=1e-6))
-                                               for a, v in zip(metrics[axis], metrics["val_top1"])]
+        assert curves[f"{split}/val_top1"] == [
+            (int(a), pytest.approx(v, rel=1e-6)) for a, v in zip(metrics[axis], metrics["val_top1"])
+        ]
     raw = raw_points(folder)
     assert len(raw) == len(set(raw))  # each point once in the files themselves, not only after a purge
 
@@ -92,9 +93,12 @@ def test_a_run_writes_live_curves_with_every_logged_scalar(recipe, tmp_path):
 def test_a_killed_run_resumes_its_curves_without_duplicate_points(recipe, tmp_path):
     """Killed after step 7 (checkpoint 4, evaluation 5 kept): the resumed curves hold each step once, equal
     to the logs the resumed run left."""
-    crashed = subprocess.run([sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path),
-                              "--no-progress", "--tensorboard"], env=dict(os.environ, BENCH_CRASH_AT="step:7"),
-                             capture_output=True, text=True)
+    crashed = subprocess.run(
+        [sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path), "--no-progress", "--tensorboard"],
+        env=dict(os.environ, BENCH_CRASH_AT="step:7"),
+        capture_output=True,
+        text=True,
+    )
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr
     resumed = run_cli("run", str(recipe), "--out", str(tmp_path), "--no-progress", "--tensorboard")
     assert resumed.returncode == 0, resumed.stderr
@@ -104,8 +108,11 @@ def test_a_killed_run_resumes_its_curves_without_duplicate_points(recipe, tmp_pa
 
 
 def test_logging_changes_no_number_seeds_and_resume_ignore_it(recipe, tmp_path):
-    crashed = subprocess.run([sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path),
-                              "--no-progress"], env=dict(os.environ, BENCH_CRASH_AT="step:5"), capture_output=True)
+    crashed = subprocess.run(
+        [sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path), "--no-progress"],
+        env=dict(os.environ, BENCH_CRASH_AT="step:5"),
+        capture_output=True,
+    )
     assert crashed.returncode == -signal.SIGKILL
     resumed = run_cli("run", str(recipe), "--out", str(tmp_path), "--no-progress", "--tensorboard")
     assert resumed.returncode == 0 and "resuming" in resumed.stdout  # the same run, now with curves
@@ -145,13 +152,15 @@ def test_a_sweep_writes_hparams_and_exports_by_arm_role_and_trial(tmp_path, tiny
     from tensorboard.plugins.hparams import plugin_data_pb2
 
     data = plugin_data_pb2.HParamsPluginData.FromString(
-        acc.summary_metadata["_hparams_/session_start_info"].plugin_data.content)
+        acc.summary_metadata["_hparams_/session_start_info"].plugin_data.content
+    )
     params = dict(data.session_start_info.hparams)
     assert params["tags.arm"].string_value == "sgd" and params["global_batch"].number_value == 32
     assert params["tags.role"].string_value == "trial" and params["optimizer.lr"].number_value > 0
     assert main(["export", "tensorboard", str(tmp_path / "res"), "--out", str(tmp_path / "tb")]) == 0
     assert [p.relative_to(tmp_path / "tb").parts[:4] for p in (tmp_path / "tb").glob("*/*/*/*/*")] == [
-        ("sgd", "b32", "trial-t01", "seed0")]
+        ("sgd", "b32", "trial-t01", "seed0")
+    ]
 
 
 def test_without_the_package_the_key_is_one_sentence(recipe, tmp_path, capsys, monkeypatch):
@@ -159,10 +168,13 @@ def test_without_the_package_the_key_is_one_sentence(recipe, tmp_path, capsys, m
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "tensorboard" else real(name, *a))
-    for args in (["validate", str(recipe), "--set", "logging.tensorboard=true"],
-                 ["run", str(recipe), "--out", str(tmp_path / "out"), "--tensorboard"]):
+    for args in (
+        ["validate", str(recipe), "--set", "logging.tensorboard=true"],
+        ["run", str(recipe), "--out", str(tmp_path / "out"), "--tensorboard"],
+    ):
         assert main(args) == 2
         assert capsys.readouterr().err == (
             f"bench: error: {recipe}: key 'logging.tensorboard' asks for the tensorboard package, which is not "
-            "installed; pip install -e '.[tensorboard]' (./setup.sh installs it)\n")
+            "installed; pip install -e '.[tensorboard]' (./setup.sh installs it)\n"
+        )
     assert not (tmp_path / "out").exists()

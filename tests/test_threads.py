@@ -3,7 +3,6 @@
 import json
 import os
 
-
 from bench.cli import main
 from bench.engine import threads
 from tests.conftest import RECIPES
@@ -24,7 +23,9 @@ def test_auto_takes_the_cores_this_process_may_use_over_the_local_workers(monkey
 def test_cgroup_quota_is_read_from_cpu_max(monkeypatch, tmp_path):
     cpu_max = tmp_path / "cpu.max"
     real = threads.Path
-    monkeypatch.setattr(threads, "Path", lambda p: cpu_max if p == "/sys/fs/cgroup/cpu.max" else real(tmp_path / "none"))
+    monkeypatch.setattr(
+        threads, "Path", lambda p: cpu_max if p == "/sys/fs/cgroup/cpu.max" else real(tmp_path / "none")
+    )
     cpu_max.write_text("150000 100000\n")
     assert threads._cgroup_cores() == 1.5
     cpu_max.write_text("max 100000\n")
@@ -49,8 +50,9 @@ def test_openmp_spins_briefly_unless_the_user_chose(monkeypatch):
 def test_a_slowdown_under_load_is_one_warning(capsys):
     load = [0.5]
     watch = threads.Slowdown(threads=2, cores=2, window_s=10, load=lambda: load[0])
-    said = [watch.update(images, seconds) for images, seconds in
-            [(0, 0), (1000, 10), (2000, 20), (2300, 30)]]  # 100 img/s, then 30 img/s: but the machine is idle
+    said = [
+        watch.update(images, seconds) for images, seconds in [(0, 0), (1000, 10), (2000, 20), (2300, 30)]
+    ]  # 100 img/s, then 30 img/s: but the machine is idle
     assert said == [None] * 4
     load[0] = 3.0
     said = [watch.update(images, seconds) for images, seconds in [(2600, 40), (2900, 50), (3200, 60)]]
@@ -61,8 +63,19 @@ def test_a_slowdown_under_load_is_one_warning(capsys):
 
 def test_threads_are_set_recorded_and_do_not_change_the_recipe(tmp_path, capsys):
     out = tmp_path / "out"
-    args = ["run", str(RECIPES / "demo.yaml"), "--out", str(out), "--no-progress", "--set", "epochs=1",
-            "--set", "data.synth.train_per_class=10", "--set", "data.synth.val_per_class=5"]
+    args = [
+        "run",
+        str(RECIPES / "demo.yaml"),
+        "--out",
+        str(out),
+        "--no-progress",
+        "--set",
+        "epochs=1",
+        "--set",
+        "data.synth.train_per_class=10",
+        "--set",
+        "data.synth.val_per_class=5",
+    ]
     assert main(args + ["--threads", "1"]) == 0
     assert "1 CPU thread\n" in capsys.readouterr().out
     [run] = (out / "demo").iterdir()

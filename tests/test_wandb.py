@@ -47,8 +47,8 @@ def records(path):
         if 32768 - pos % 32768 < 7:  # a block's tail too short for a chunk header is padding
             pos += 32768 - pos % 32768
             continue
-        length, kind = struct.unpack("<HB", data[pos + 4:pos + 7])
-        record += data[pos + 7:pos + 7 + length]
+        length, kind = struct.unpack("<HB", data[pos + 4 : pos + 7])
+        record += data[pos + 7 : pos + 7 + length]
         pos += 7 + length
         if kind in (1, 4):
             out = wandb_internal_pb2.Record()
@@ -64,8 +64,9 @@ def history(run):
         for record in records(next(segment.glob("run-*.wandb"))):
             kind = record.WhichOneof("record_type")
             if kind == "history":
-                rows.append({item.key or "/".join(item.nested_key): json.loads(item.value_json)
-                             for item in record.history.item})
+                rows.append(
+                    {item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in record.history.item}
+                )
             elif kind == "run":
                 runs.append(record.run)
     return rows, runs
@@ -102,9 +103,12 @@ def test_a_run_writes_offline_wandb_curves_config_and_tags(recipe, tmp_path):
 def test_a_preempted_run_resumes_the_same_wandb_run_without_a_point_twice(recipe, tmp_path):
     """SIGTERM after step 7 (events 0..7): the run checkpoints at step 8 and ends preempted; the first W&B segment holds steps
     0..7 and the evaluation after step 5, the resumed one the rest; together each point once."""
-    preempted = subprocess.run([sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path),
-                                "--no-progress"], env=dict(os.environ, BENCH_CRASH_AT="step:7", BENCH_CRASH_SIGNAL="TERM"),
-                               capture_output=True, text=True)
+    preempted = subprocess.run(
+        [sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path), "--no-progress"],
+        env=dict(os.environ, BENCH_CRASH_AT="step:7", BENCH_CRASH_SIGNAL="TERM"),
+        capture_output=True,
+        text=True,
+    )
     assert preempted.returncode == 0, preempted.stderr
     run = only_run(tmp_path)
     first, _ = history(run)
@@ -122,15 +126,20 @@ def test_a_preempted_run_resumes_the_same_wandb_run_without_a_point_twice(recipe
 def test_a_killed_run_never_sends_a_point_twice(recipe, tmp_path):
     """SIGKILL after step 7 (checkpoint 4 kept): W&B's service may not have written what it got before the
     kill (a gap, never a duplicate); the resumed run sends from the checkpoint on, each point once."""
-    crashed = subprocess.run([sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path),
-                              "--no-progress"], env=dict(os.environ, BENCH_CRASH_AT="step:7"), capture_output=True)
+    crashed = subprocess.run(
+        [sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path), "--no-progress"],
+        env=dict(os.environ, BENCH_CRASH_AT="step:7"),
+        capture_output=True,
+    )
     assert crashed.returncode == -signal.SIGKILL
     assert run_cli("run", str(recipe), "--out", str(tmp_path), "--no-progress").returncode == 0
     rows, _ = history(only_run(tmp_path))
     events = {json.loads(line)["step"]: json.loads(line) for line in (only_run(tmp_path) / "events.jsonl").open()}
     steps = [r["step"] for r in rows if "train/loss" in r]
     assert len(steps) == len(set(steps)) and set(range(4, 15)) <= set(steps) <= set(events)
-    assert all(r["train/loss"] == pytest.approx(events[r["step"]]["loss"], rel=1e-12) for r in rows if "train/loss" in r)
+    assert all(
+        r["train/loss"] == pytest.approx(events[r["step"]]["loss"], rel=1e-12) for r in rows if "train/loss" in r
+    )
 
 
 def test_without_the_package_the_key_is_one_sentence(recipe, tmp_path, capsys, monkeypatch):
@@ -141,7 +150,8 @@ def test_without_the_package_the_key_is_one_sentence(recipe, tmp_path, capsys, m
     assert main(["run", str(recipe), "--out", str(tmp_path / "out")]) == 2
     assert capsys.readouterr().err == (
         f"bench: error: {recipe}: key 'logging.wandb' asks for the wandb package, which is not installed; "
-        "pip install -e '.[wandb]' (./setup.sh installs it)\n")
+        "pip install -e '.[wandb]' (./setup.sh installs it)\n"
+    )
     assert not (tmp_path / "out").exists()
 
 

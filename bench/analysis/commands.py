@@ -75,11 +75,13 @@ def cmd_clean(args) -> int:
     freed, runs = 0, 0
     for run in find_runs(args.paths):
         _, meta = read_recipe_and_meta(run)
-        if meta.get("status") in FINISHED and checkpoints(run)[:len(checkpoints(run)) - args.keep_final]:
+        if meta.get("status") in FINISHED and checkpoints(run)[: len(checkpoints(run)) - args.keep_final]:
             freed += prune_checkpoints(run, int(args.keep_final))
             runs += 1
-    print(f"removed the checkpoints of {runs} finished run{'s' * (runs != 1)}{' but the final one' * args.keep_final}: "
-          f"{freed / 2**20:,.1f} MiB freed (unfinished runs keep theirs, to resume)")
+    print(
+        f"removed the checkpoints of {runs} finished run{'s' * (runs != 1)}{' but the final one' * args.keep_final}: "
+        f"{freed / 2**20:,.1f} MiB freed (unfinished runs keep theirs, to resume)"
+    )
     return 0
 
 
@@ -100,8 +102,10 @@ def cmd_project(args) -> int:
     presets = project.load_presets(args.presets)
     if args.list:
         for name, c in presets.clusters.items():
-            print(f"{name}: {c.per_node} x {c.accelerator} per node, {c.intra_GBps:g} GB/s in a node, "
-                  f"{c.inter_GBps:g} GB/s per node; {c.source}")
+            print(
+                f"{name}: {c.per_node} x {c.accelerator} per node, {c.intra_GBps:g} GB/s in a node, "
+                f"{c.inter_GBps:g} GB/s per node; {c.source}"
+            )
         return 0
     if args.validate:
         print(render(project.validation_table(project.validate(presets)), args.format), end="")
@@ -123,9 +127,11 @@ def cmd_project(args) -> int:
         device = project.Device(acc.images_per_second, acc.step_overhead_ms / 1e3, acc.memory_GBps)
         speed = f"{acc.images_per_second:,.0f} img/s and {acc.step_overhead_ms:g} ms a step ({acc.source})"
     else:
-        raise UserError(f"{', '.join(args.paths)}: the runs' model has no published throughput on {cluster.accelerator}"
-                        " (the presets hold ResNet-50 at 224 px): give --throughput IMG_S per accelerator "
-                        "(measure it with `bench perf train RECIPE --device cuda` on one)")
+        raise UserError(
+            f"{', '.join(args.paths)}: the runs' model has no published throughput on {cluster.accelerator}"
+            " (the presets hold ResNet-50 at 224 px): give --throughput IMG_S per accelerator "
+            "(measure it with `bench perf train RECIPE --device cuda` on one)"
+        )
     counts = args.accelerators
     element_bytes = project.FLOAT_BYTES if args.reference else facts["element_bytes"]
     frame = project.project(inputs, cluster, device, counts, parameters, element_bytes)
@@ -135,16 +141,25 @@ def cmd_project(args) -> int:
         frame_all = pd.concat([frame, project.project(other, cluster, device, counts, parameters, element_bytes)])
     else:
         frame_all = frame
-    note = (f"Projection (bench project, not a measurement): {what}; {args.cluster} ({cluster.source}); {speed}; "
-            f"{parameters:,} parameters")
-    tables = [project.minutes_table(frame, f"Projected minutes to target on {args.cluster}", [note]),
-              project.break_even_table(project.break_even(frame_all, slow, fast), slow, fast)]
+    note = (
+        f"Projection (bench project, not a measurement): {what}; {args.cluster} ({cluster.source}); {speed}; "
+        f"{parameters:,} parameters"
+    )
+    tables = [
+        project.minutes_table(frame, f"Projected minutes to target on {args.cluster}", [note]),
+        project.break_even_table(project.break_even(frame_all, slow, fast), slow, fast),
+    ]
     efficient = project.saturation(frame)
     if len(efficient):
-        sat = Table("Accelerators worth adding: the most with parallel efficiency of at least "
-                    f"{project.SATURATED:.0%} against the fewest", ["optimizer", "batch", "efficient up to"])
-        sat.rows = [[project.paper.display(r.optimizer), cell(r.global_batch, "int"), cell(r.efficient_up_to, "int")]
-                    for r in efficient.itertuples()]
+        sat = Table(
+            "Accelerators worth adding: the most with parallel efficiency of at least "
+            f"{project.SATURATED:.0%} against the fewest",
+            ["optimizer", "batch", "efficient up to"],
+        )
+        sat.rows = [
+            [project.paper.display(r.optimizer), cell(r.global_batch, "int"), cell(r.efficient_up_to, "int")]
+            for r in efficient.itertuples()
+        ]
         tables.append(sat)
     print("\n".join(render(t, args.format) for t in tables), end="")
     if args.plot:
@@ -174,8 +189,10 @@ def regenerate_sweep(results_dir: str | Path, plots_dir: str | Path, baseline: s
 
     results_dir = Path(results_dir)
     study = results.load_study([results_dir])
-    outputs = {"report": report.table(study.runs), **{name: tables.build(name, study, baseline)
-                                                       for name in tables.SWEEP_TABLES}}
+    outputs = {
+        "report": report.table(study.runs),
+        **{name: tables.build(name, study, baseline) for name in tables.SWEEP_TABLES},
+    }
     return _write_tables(results_dir, outputs) + tuning_plots.plot_all(study, plots_dir)
 
 
@@ -205,44 +222,69 @@ def _pair(text: str) -> tuple[str, str]:
     names = tuple(text.split(","))
     unknown = [n for n in names if n not in catalog.OPTIMIZERS]
     if len(names) != 2 or unknown:
-        raise argparse.ArgumentTypeError(f"{text!r} is not two optimizer names SLOW,FAST"
-                                         + (f" ({', '.join(unknown)} unknown)" if unknown else ""))
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not two optimizer names SLOW,FAST" + (f" ({', '.join(unknown)} unknown)" if unknown else "")
+        )
     return names
 
 
 def add_parsers(sub, default_results: Path) -> None:
-    where = dict(nargs="*", default=[str(default_results)], metavar="PATH",
-                 help=f"run directories or results trees (default: {default_results})")
+    where = dict(
+        nargs="*",
+        default=[str(default_results)],
+        metavar="PATH",
+        help=f"run directories or results trees (default: {default_results})",
+    )
     fmt = dict(choices=FORMATS, default="markdown", help="output format (default: %(default)s)")
-    strict = dict(action="store_true", help="a damaged run directory is an error (default: named in a warning and "
-                  "left out)")
+    strict = dict(
+        action="store_true", help="a damaged run directory is an error (default: named in a warning and left out)"
+    )
 
     s = sub.add_parser("report", help="one row per recipe (seeds aggregated), or per run")
     s.add_argument("paths", **where)
     s.add_argument("--strict", **strict)
     s.add_argument("--runs", action="store_true", help="one row per run instead of per recipe")
-    s.add_argument("--format", choices=FORMATS + EXPORTS, default="markdown", help="markdown, csv, latex: the "
-                   "rendered report; parquet, json: every column's raw values and definition, for pandas "
-                   "(default: %(default)s)")
+    s.add_argument(
+        "--format",
+        choices=FORMATS + EXPORTS,
+        default="markdown",
+        help="markdown, csv, latex: the "
+        "rendered report; parquet, json: every column's raw values and definition, for pandas "
+        "(default: %(default)s)",
+    )
     s.add_argument("--out", metavar="FILE", help="write to FILE instead of standard output (parquet needs it)")
     s.add_argument("--columns", action="store_true", help="print every exported column's definition and exit")
     s.set_defaults(func=cmd_report)
 
-    s = sub.add_parser("table", help="a paper's table side by side with measured runs, or `compare`",
-                       description="Tables: " + ", ".join(TABLE_NAMES) + ".")
+    s = sub.add_parser(
+        "table",
+        help="a paper's table side by side with measured runs, or `compare`",
+        description="Tables: " + ", ".join(TABLE_NAMES) + ".",
+    )
     s.add_argument("name", metavar="NAME", help=" | ".join(TABLE_NAMES))
     s.add_argument("paths", **where)
     s.add_argument("--strict", **strict)
     s.add_argument("--format", **fmt)
-    s.add_argument("--baseline", metavar="OPTIMIZER", help="compare: the optimizer B of the speedups "
-                   "(default: lars, else sgd, else the first by name); any optimizer the runs use")
-    s.add_argument("--batch", type=int, metavar="B", help="compare: only the recipes of global batch B (an adaptive "
-                   "run's starting batch)")
+    s.add_argument(
+        "--baseline",
+        metavar="OPTIMIZER",
+        help="compare: the optimizer B of the speedups "
+        "(default: lars, else sgd, else the first by name); any optimizer the runs use",
+    )
+    s.add_argument(
+        "--batch",
+        type=int,
+        metavar="B",
+        help="compare: only the recipes of global batch B (an adaptive run's starting batch)",
+    )
     s.set_defaults(func=cmd_table)
 
     s = sub.add_parser("export", help="the runs' curves for another tool: TensorBoard event files")
-    s.add_argument("what", choices=["tensorboard"], help="tensorboard: a folder per run (optimizer/batch/seed/run), "
-                   "for `tensorboard --logdir DIR`")
+    s.add_argument(
+        "what",
+        choices=["tensorboard"],
+        help="tensorboard: a folder per run (optimizer/batch/seed/run), for `tensorboard --logdir DIR`",
+    )
     s.add_argument("paths", **where)
     s.add_argument("--strict", **strict)
     s.add_argument("--out", required=True, metavar="DIR", help="output folder")
@@ -253,29 +295,53 @@ def add_parsers(sub, default_results: Path) -> None:
     s.add_argument("--keep-final", action="store_true", help="keep each finished run's final checkpoint")
     s.set_defaults(func=cmd_clean)
 
-    s = sub.add_parser("project", help="project minutes to target on a cluster from steps to target (a model)",
-                       description="Minutes to target on N accelerators from a results tree's steps and images to "
-                       "target, or from MLPerf's published LARS epochs (--reference), with each optimizer's "
-                       "communication; --validate projects published ResNet-50 time-to-train results.")
+    s = sub.add_parser(
+        "project",
+        help="project minutes to target on a cluster from steps to target (a model)",
+        description="Minutes to target on N accelerators from a results tree's steps and images to "
+        "target, or from MLPerf's published LARS epochs (--reference), with each optimizer's "
+        "communication; --validate projects published ResNet-50 time-to-train results.",
+    )
     s.add_argument("paths", **where)
     s.add_argument("--cluster", metavar="NAME", help="a cluster preset (--list shows them)")
-    s.add_argument("--presets", metavar="FILE", help="a preset file of your own (default: bench's, "
-                   "bench/analysis/clusters.yaml)")
+    s.add_argument(
+        "--presets", metavar="FILE", help="a preset file of your own (default: bench's, bench/analysis/clusters.yaml)"
+    )
     s.add_argument("--list", action="store_true", help="list the cluster presets and exit")
-    s.add_argument("--validate", action="store_true", help="project the published runs of "
-                   "results/reference/time_to_train_resnet50.csv and show each error")
-    s.add_argument("--reference", action="store_true", help="LARS on ResNet-50 from MLPerf's reference epochs instead "
-                   "of PATH")
-    s.add_argument("--accelerators", type=_counts, default=[8, 64, 512, 4096], metavar="N,N,...",
-                   help="accelerator counts (default: 8,64,512,4096)")
-    s.add_argument("--throughput", type=float, metavar="IMG_S", help="images/s per accelerator for the runs' model "
-                   "(default: the preset's, for ResNet-50 at 224 px only)")
-    s.add_argument("--step-overhead-ms", type=float, metavar="MS", help="with --throughput: each step's fixed cost "
-                   "(default 0)")
-    s.add_argument("--parameters", type=int, metavar="N", help="the model's parameters (default: counted from the "
-                   "runs' recipe)")
-    s.add_argument("--compare", type=_pair, default=("vrgd_lars", "lars"),
-                   metavar="SLOW,FAST", help="the break-even pair (default: vrgd_lars,lars)")
+    s.add_argument(
+        "--validate",
+        action="store_true",
+        help="project the published runs of results/reference/time_to_train_resnet50.csv and show each error",
+    )
+    s.add_argument(
+        "--reference", action="store_true", help="LARS on ResNet-50 from MLPerf's reference epochs instead of PATH"
+    )
+    s.add_argument(
+        "--accelerators",
+        type=_counts,
+        default=[8, 64, 512, 4096],
+        metavar="N,N,...",
+        help="accelerator counts (default: 8,64,512,4096)",
+    )
+    s.add_argument(
+        "--throughput",
+        type=float,
+        metavar="IMG_S",
+        help="images/s per accelerator for the runs' model (default: the preset's, for ResNet-50 at 224 px only)",
+    )
+    s.add_argument(
+        "--step-overhead-ms", type=float, metavar="MS", help="with --throughput: each step's fixed cost (default 0)"
+    )
+    s.add_argument(
+        "--parameters", type=int, metavar="N", help="the model's parameters (default: counted from the runs' recipe)"
+    )
+    s.add_argument(
+        "--compare",
+        type=_pair,
+        default=("vrgd_lars", "lars"),
+        metavar="SLOW,FAST",
+        help="the break-even pair (default: vrgd_lars,lars)",
+    )
     s.add_argument("--format", **fmt)
     s.add_argument("--plot", metavar="DIR", help="also draw minutes against accelerators into DIR")
     s.set_defaults(func=cmd_project)

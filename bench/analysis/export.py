@@ -35,10 +35,10 @@ COLUMNS = {
     "plan_groups": "the gradient groups k per step of the plan that ran (VRGD's GSNR groups)",
     "seed": "the run's seed",
     "status": "per run: completed, diverged, running, preempted, failed or stopped (killed while running); "
-              "per recipe: the count of each over the seeds",
+    "per recipe: the count of each over the seeds",
     "reason": "why a run diverged, failed or was preempted (null otherwise)",
     "diverged": "the run ended diverged (a non-finite loss; validation Top-1 at chance after warm-up; or a "
-                "training-loss spike that never came back below the first step's loss)",
+    "training-loss spike that never came back below the first step's loss)",
     "loss_first": "the training loss of the run's first step (events.jsonl)",
     "loss_peak": "the largest mean training loss of an evaluation interval (metrics.csv train_loss)",
     "loss_peak_step": "the step that closed the interval of loss_peak",
@@ -51,7 +51,7 @@ COLUMNS = {
     "end_time": "when the run ended (meta.json, ISO 8601 UTC; '' while running)",
     "runs": "the run directories aggregated in this row, relative to the reported root",
     "group": "hash of the resolved recipe without name, seed and fields that do not change the mathematics: "
-             "runs with one group are seeds of one recipe",
+    "runs with one group are seeds of one recipe",
     "setting": "hash of setting_keys (model, data, image size, target)",
     "setting_keys": "JSON of what the setting hash covers",
     "problem": "hash of problem_keys (the setting without the model)",
@@ -72,7 +72,7 @@ COLUMNS = {
     "sweep": "the bench sweep the run belongs to ('' for none)",
     "arm": "the sweep arm (an optimizer's search space)",
     "role": "the run's role in the sweep: trial, rerun (the best trial's), rerun_top (a next-best trial's) or "
-            "matched (at another arm's selected point)",
+    "matched (at another arm's selected point)",
     "trial": "the sweep trial number",
     "sweep_study": "the sweep study (an independent search) number",
     "point_of": "a matched rerun's point: the arm whose selected point it ran at (reruns.matched)",
@@ -86,7 +86,7 @@ COLUMNS = {
     "val_images": "validation images the last evaluation counted (fewer than val_size when some were unreadable)",
     "target_top1": "the recipe's target validation Top-1 (%)",
     "train_time_s": "training seconds (training steps only, slowest rank); a wall time on a possibly shared "
-                    "machine, not a speed claim",
+    "machine, not a speed claim",
     "evaluations": "evaluations in metrics.csv",
     "epochs": "epochs trained (images seen / training-set size)",
     "steps": "optimizer steps taken",
@@ -94,20 +94,20 @@ COLUMNS = {
     "val_top1": "validation Top-1 (%) at the last evaluation (null for a diverged run)",
     "val_top5": "validation Top-5 (%) at the last evaluation (null for a diverged run)",
     "train_eval_top1": "Top-1 (%) on the fixed train-eval subset (training images under validation transforms) "
-                       "at the last evaluation",
+    "at the last evaluation",
     "best_val_top1": "the best validation Top-1 (%) over the evaluations",
     "best_val_top5": "the best validation Top-5 (%) over the evaluations",
     "gap_top1": "train_eval_top1 - val_top1 (percentage points)",
     "gap_loss": "val_loss - train_eval_loss at the last evaluation",
     "steps_to_target": "steps at the first evaluation with val_top1 >= target_top1; inf = a finished run never "
-                       "reached it; null = an unfinished run has not yet",
+    "reached it; null = an unfinished run has not yet",
     "steps_to_target_grid": "the resolution of steps_to_target: steps between that evaluation and the one before",
     "stopped_at_target": "the run ended at its first evaluation at the target (eval.stop_at_target)",
     "epochs_to_target": "epochs at that evaluation (inf and null as steps_to_target)",
     "images_to_target": "images seen at that evaluation (inf and null as steps_to_target)",
     "seconds_to_target": "training seconds at that evaluation (inf and null as steps_to_target)",
     "noise_scale": "the simple gradient noise scale B_simple = tr(Sigma)/|G|^2 in images: sum(noise_trace) / "
-                   "sum(grad_sqnorm) over the steps that logged both (McCandlish et al. 2018)",
+    "sum(grad_sqnorm) over the steps that logged both (McCandlish et al. 2018)",
     "noise_scale_steps": "the steps noise_scale used",
     "mean_gain": "AdaScale's gain averaged over the steps",
     "mean_batch": "the global batch averaged over the steps (images seen / steps)",

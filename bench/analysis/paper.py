@@ -23,10 +23,14 @@ MLPERF_TARGET = 75.9  # MLPerf ResNet-50 Top-1 target (%), mlperf_resnet50_rcp.c
 IMAGE_DATASETS = tuple(name for name, d in catalog.DATASETS.items() if d.user_path)  # real images
 
 CRITERIA = {
-    "imagenet": (f"ImageNet setting = model resnet50, data.dataset folder or filelist, image_size 224, "
-                 f"{IMAGENET_VAL:,} validation images and 99-100% of the {IMAGENET_TRAIN:,} training images"),
-    "cifar10": (f"CIFAR-10 setting = He et al.'s ResNet-56 (a model named resnet56*, as bench's resnet56_cifar), "
-                f"data.dataset folder or filelist, {CIFAR10_TRAIN:,} training and {CIFAR10_VAL:,} validation images"),
+    "imagenet": (
+        f"ImageNet setting = model resnet50, data.dataset folder or filelist, image_size 224, "
+        f"{IMAGENET_VAL:,} validation images and 99-100% of the {IMAGENET_TRAIN:,} training images"
+    ),
+    "cifar10": (
+        f"CIFAR-10 setting = He et al.'s ResNet-56 (a model named resnet56*, as bench's resnet56_cifar), "
+        f"data.dataset folder or filelist, {CIFAR10_TRAIN:,} training and {CIFAR10_VAL:,} validation images"
+    ),
 }
 CRITERIA = {k: v + ", read as images (data.loader not random)" for k, v in CRITERIA.items()}
 LABELS = {"imagenet": "ImageNet-1k, ResNet-50, 224 px", "cifar10": "CIFAR-10, ResNet-56"}
@@ -36,8 +40,14 @@ PAPER_TARGETS = {"imagenet": (74.9, "Table 2's target, MLPerf v0.5"), "cifar10":
 
 # Published method name -> the optimizer names (bench.optim registry) measured for it.
 MEASURED_AS = {
-    "momentum": ("sgd",), "vrgd_momentum": ("vrgd_sgd",), "adam": ("adam", "adamw"), "vrgd_adam": ("vrgd_adam",),
-    "lamb": ("lamb",), "vrgd_lamb": ("vrgd_lamb",), "lars": ("lars",), "vrgd_lars": ("vrgd_lars",),
+    "momentum": ("sgd",),
+    "vrgd_momentum": ("vrgd_sgd",),
+    "adam": ("adam", "adamw"),
+    "vrgd_adam": ("vrgd_adam",),
+    "lamb": ("lamb",),
+    "vrgd_lamb": ("vrgd_lamb",),
+    "lars": ("lars",),
+    "vrgd_lars": ("vrgd_lars",),
 }
 DISPLAY = catalog.DISPLAY  # optimizer (and conventional arm) name -> display name
 
@@ -57,8 +67,12 @@ def paper_setting(recipe: dict, meta: dict) -> str:
     train, val = meta.get("train_size") or 0, meta.get("val_size") or 0
     if data.get("dataset") not in IMAGE_DATASETS or not reads_files(meta.get("loader") or data.get("loader")):
         return ""  # random tensors in ImageNet's shape measure nothing of ImageNet
-    if (model.get("name") == "resnet50" and data.get("image_size") == 224 and val == IMAGENET_VAL
-            and 0.99 * IMAGENET_TRAIN <= train <= IMAGENET_TRAIN):
+    if (
+        model.get("name") == "resnet50"
+        and data.get("image_size") == 224
+        and val == IMAGENET_VAL
+        and 0.99 * IMAGENET_TRAIN <= train <= IMAGENET_TRAIN
+    ):
         return "imagenet"
     if _is_resnet56(model) and train == CIFAR10_TRAIN and val == CIFAR10_VAL:
         return "cifar10"

@@ -44,15 +44,36 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: 
 from bench import catalog  # noqa: E402
 from bench.analysis import paper  # noqa: E402
 from bench.analysis.paper import MLPERF_TARGET, display  # noqa: E402
+from bench.analysis.results import (  # noqa: E402
+    Study,
+    after_warmup,
+    best_groups,
+    file_stem,
+    numbers,
+    read_events,
+    step_batches,
+    variant_names,
+)
 from bench.files import atomic_write  # noqa: E402
-from bench.analysis.results import (Study, after_warmup, best_groups, file_stem, numbers, read_events, step_batches,  # noqa: E402
-                                    variant_names)
 
 STYLE = {
-    "font.size": 9, "axes.titlesize": 9, "axes.labelsize": 9, "legend.fontsize": 8, "xtick.labelsize": 8,
-    "ytick.labelsize": 8, "axes.grid": True, "grid.alpha": 0.3, "grid.linewidth": 0.5, "axes.spines.top": False,
-    "axes.spines.right": False, "lines.linewidth": 1.4, "lines.markersize": 4, "savefig.dpi": 200,
-    "savefig.bbox": "tight", "svg.fonttype": "none", "legend.frameon": False,
+    "font.size": 9,
+    "axes.titlesize": 9,
+    "axes.labelsize": 9,
+    "legend.fontsize": 8,
+    "xtick.labelsize": 8,
+    "ytick.labelsize": 8,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "grid.linewidth": 0.5,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "lines.linewidth": 1.4,
+    "lines.markersize": 4,
+    "savefig.dpi": 200,
+    "savefig.bbox": "tight",
+    "svg.fonttype": "none",
+    "legend.frameon": False,
 }
 WIDTH = 7.0  # inches: a two-column paper's text width
 COLORS = catalog.COLORS
@@ -62,8 +83,10 @@ DIAGNOSTICS = {
     "gsnr_clip_frac": ("GSNR factors clipped at γ", "fraction of live coordinates"),
     "gsnr_dead_frac": ("dead coordinates (0 in every group)", "fraction of coordinates"),
     "gsnr_r_mean": ("mean GSNR r (raw)", "r = mean² / var (ratio)"),
-    "trust": ("trust ratio (LARS, LAMB)", "lr multiplier"), "gain": ("AdaScale gain", "lr multiplier (1 to S)"),
-    "noise_scale": ("noise scale B_simple", "images"), "similarity": ("half-batch cosine similarity", "cosine"),
+    "trust": ("trust ratio (LARS, LAMB)", "lr multiplier"),
+    "gain": ("AdaScale gain", "lr multiplier (1 to S)"),
+    "noise_scale": ("noise scale B_simple", "images"),
+    "similarity": ("half-batch cosine similarity", "cosine"),
     "batch": ("global batch size", "images"),
     "grad_sqnorm": ("|G|², true gradient\n(an unbiased estimate: can be < 0)", "(∂loss/∂w)²"),
     "grad_var": ("E|g_d − G|², one group's noise", "(∂loss/∂w)²"),
@@ -143,8 +166,9 @@ def plot_curves(study: Study, groups: pd.DataFrame, order: list[str], title: str
     batches = sorted(set(groups["global_batch"]))
     ncols = min(4, len(batches))
     nrows = math.ceil(len(batches) / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(WIDTH, 1.9 * nrows + 0.9), sharey=True, squeeze=False,
-                             layout="constrained")
+    fig, axes = plt.subplots(
+        nrows, ncols, figsize=(WIDTH, 1.9 * nrows + 0.9), sharey=True, squeeze=False, layout="constrained"
+    )
     target = groups["target_top1"].iloc[0]
     for ax, b in zip(axes.flat, batches):
         for _, g in groups[groups["global_batch"] == b].iterrows():
@@ -160,16 +184,19 @@ def plot_curves(study: Study, groups: pd.DataFrame, order: list[str], title: str
                 ax.plot(last["epoch"], last["val_top1"], "x", color=c, markersize=6, markeredgewidth=1.5)
         ax.axhline(target, color="0.4", linestyle=":", linewidth=1)
         ax.set_title(f"global batch {batch_label(b)}")
-    for ax in axes.flat[len(batches):]:
+    for ax in axes.flat[len(batches) :]:
         ax.set_visible(False)
     for ax in axes[:, 0]:
         ax.set_ylabel("Top-1 (%)")
-    for ax in axes.flat[:len(batches)]:
+    for ax in axes.flat[: len(batches)]:
         ax.set_xlabel("epoch")
         ax.tick_params(labelbottom=True)
     handles = [Line2D([], [], color=color(o, order), label=display(o)) for o in order]
-    handles += [Line2D([], [], color="k", label="val"), Line2D([], [], color="k", linestyle="--", label="train-eval"),
-                Line2D([], [], color="0.4", linestyle=":", label=f"target {target:g}%")]
+    handles += [
+        Line2D([], [], color="k", label="val"),
+        Line2D([], [], color="k", linestyle="--", label="train-eval"),
+        Line2D([], [], color="0.4", linestyle=":", label=f"target {target:g}%"),
+    ]
     if study.runs["diverged"].any():
         handles.append(Line2D([], [], color="k", marker="x", linestyle="", label="diverged (run's last eval)"))
     fig.suptitle(title)
@@ -177,8 +204,11 @@ def plot_curves(study: Study, groups: pd.DataFrame, order: list[str], title: str
     return fig
 
 
-PUBLISHED = {("val_top1", "imagenet"): ("vrgd_imagenet_top1", None), ("val_top1", "cifar10"): ("vrgd_cifar10_resnet56", None),
-             ("gap_top1", "imagenet"): ("vrgd_imagenet_gap", "gap")}
+PUBLISHED = {
+    ("val_top1", "imagenet"): ("vrgd_imagenet_top1", None),
+    ("val_top1", "cifar10"): ("vrgd_cifar10_resnet56", None),
+    ("gap_top1", "imagenet"): ("vrgd_imagenet_gap", "gap"),
+}
 
 
 def published_points(metric: str, setting: str, optimizer: str) -> list[tuple[int, float]]:
@@ -213,12 +243,24 @@ def miss_band(ax, xs, color_: str, top: bool) -> None:
     """Marks for points with no value (target never reached, or every seed diverged) drawn in a band outside
     the axis, above (top) or below it, in axes coordinates: they cannot read as measurements."""
     if len(xs):
-        ax.plot(xs, [1.05 if top else -0.07] * len(xs), linestyle="", marker="x", color=color_, markersize=6,
-                markeredgewidth=1.5, clip_on=False, transform=ax.get_xaxis_transform(), gid="miss-band", zorder=5)
+        ax.plot(
+            xs,
+            [1.05 if top else -0.07] * len(xs),
+            linestyle="",
+            marker="x",
+            color=color_,
+            markersize=6,
+            markeredgewidth=1.5,
+            clip_on=False,
+            transform=ax.get_xaxis_transform(),
+            gid="miss-band",
+            zorder=5,
+        )
 
 
-def plot_vs_batch(groups: pd.DataFrame, order: list[str], metric: str, ylabel: str, title: str,
-                  paper_setting: str = "") -> plt.Figure:
+def plot_vs_batch(
+    groups: pd.DataFrame, order: list[str], metric: str, ylabel: str, title: str, paper_setting: str = ""
+) -> plt.Figure:
     """A final metric against global batch: measured means ± std, published points in the paper's setting."""
     fig, ax = plt.subplots(figsize=(WIDTH / 2, 2.8), layout="constrained")
     handles, batches, any_diverged = [], list(groups["global_batch"]), False
@@ -228,20 +270,30 @@ def plot_vs_batch(groups: pd.DataFrame, order: list[str], metric: str, ylabel: s
         g = groups[groups["optimizer"] == o].sort_values("global_batch")
         c, marker, dx = color(o, order), MARKERS[i % len(MARKERS)], shift(i, len(order))
         ok = g[g[metric].notna()]
-        ax.errorbar(ok["global_batch"] * dx, ok[metric], yerr=ok[f"{metric}_std"].where(ok["n"] > 1), color=c,
-                    marker=marker, capsize=2)
+        ax.errorbar(
+            ok["global_batch"] * dx,
+            ok[metric],
+            yerr=ok[f"{metric}_std"].where(ok["n"] > 1),
+            color=c,
+            marker=marker,
+            capsize=2,
+        )
         if groups["n"].nunique() > 1:  # a lone seed must not read as a mean: each point says its n
             for x, y, n in zip(ok["global_batch"] * dx, ok[metric], ok["n"]):
-                ax.annotate(f"n={n:g}", (x, y), xytext=(3, 3), textcoords="offset points", fontsize=5.5, color=c,
-                            gid="n-label")
+                ax.annotate(
+                    f"n={n:g}", (x, y), xytext=(3, 3), textcoords="offset points", fontsize=5.5, color=c, gid="n-label"
+                )
         diverged = g.loc[(g["n_diverged"] == g["n"]) & (g["n"] > 0), "global_batch"]
         miss_band(ax, diverged * dx, c, top=False)
         any_diverged |= bool(len(diverged))
         handles.append(Line2D([], [], color=c, marker=marker, label=f"{display(o)}{measured}"))
         if published[o]:
             ax.plot(*zip(*published[o]), linestyle="", marker="D", markerfacecolor="none", color=c, markersize=5)
-            handles.append(Line2D([], [], linestyle="", marker="D", markerfacecolor="none", color=c,
-                                  label=f"{display(o)} (published)"))
+            handles.append(
+                Line2D(
+                    [], [], linestyle="", marker="D", markerfacecolor="none", color=c, label=f"{display(o)} (published)"
+                )
+            )
             batches += [b for b, _ in published[o]]
     if any_diverged:
         handles.append(Line2D([], [], color="k", marker="x", linestyle="", label="all seeds diverged (band below)"))
@@ -250,9 +302,17 @@ def plot_vs_batch(groups: pd.DataFrame, order: list[str], metric: str, ylabel: s
     ax.set_title(title, fontsize=8)
     if groups["n"].nunique() == 1:  # the same n everywhere: said once
         n = groups["n"].iloc[0]
-        ax.text(0.99, 0.99, f"n = {n:g} seed{'s' if n != 1 else ''} a point" + (" (bars: ± sample std)" if n > 1 else
-                                                                           ": no spread to show"),
-                transform=ax.transAxes, ha="right", va="top", fontsize=6, gid="n-label")
+        ax.text(
+            0.99,
+            0.99,
+            f"n = {n:g} seed{'s' if n != 1 else ''} a point"
+            + (" (bars: ± sample std)" if n > 1 else ": no spread to show"),
+            transform=ax.transAxes,
+            ha="right",
+            va="top",
+            fontsize=6,
+            gid="n-label",
+        )
     ax.legend(handles=handles, loc="best", fontsize=7)
     return fig
 
@@ -277,8 +337,14 @@ def plot_steps_to_target(groups: pd.DataFrame, order: list[str], title: str, pap
         g = groups[groups["optimizer"] == o].sort_values("global_batch")
         c, marker, dx = color(o, order), MARKERS[i % len(MARKERS)], shift(i, len(order))
         ok = g[np.isfinite(g["steps_to_target"])]
-        ax.errorbar(ok["global_batch"] * dx, ok["steps_to_target"], yerr=ok["steps_to_target_std"].fillna(0),
-                    color=c, marker=marker, capsize=2)
+        ax.errorbar(
+            ok["global_batch"] * dx,
+            ok["steps_to_target"],
+            yerr=ok["steps_to_target_std"].fillna(0),
+            color=c,
+            marker=marker,
+            capsize=2,
+        )
         handles.append(Line2D([], [], color=c, marker=marker, label=display(o)))
         misses = g.loc[np.isinf(g["steps_to_target"]), "global_batch"]  # NaN: not there yet
         miss_band(ax, misses * dx, c, top=True)
@@ -290,10 +356,20 @@ def plot_steps_to_target(groups: pd.DataFrame, order: list[str], title: str, pap
         ref, _ = paper.reference("mlperf_resnet50_rcp")
         mid = (ref["epochs_min"] + ref["epochs_max"]) / 2 * paper.IMAGENET_TRAIN / ref["batch"]
         half = (ref["epochs_max"] - ref["epochs_min"]) / 2 * paper.IMAGENET_TRAIN / ref["batch"]
-        ax.errorbar(ref["batch"], mid, yerr=half, linestyle="", marker="D", markerfacecolor="none", color="0.3",
-                    capsize=2)
-        handles.append(Line2D([], [], linestyle="", marker="D", markerfacecolor="none", color="0.3",
-                              label="MLPerf LARS reference (range)"))
+        ax.errorbar(
+            ref["batch"], mid, yerr=half, linestyle="", marker="D", markerfacecolor="none", color="0.3", capsize=2
+        )
+        handles.append(
+            Line2D(
+                [],
+                [],
+                linestyle="",
+                marker="D",
+                markerfacecolor="none",
+                color="0.3",
+                label="MLPerf LARS reference (range)",
+            )
+        )
     if not len(finite):
         ax.set_ylim(1, 10)  # nothing reached the target: an empty log axis, the misses in the band above
     ax.set_yscale("log")
@@ -319,15 +395,20 @@ def binned(events: pd.DataFrame, key: str, bins: int = BINS) -> pd.DataFrame:
     e = pd.DataFrame({"epoch": events["epoch"], key: numbers(events, key)}).dropna()
     if e.empty:
         return e
-    return e.groupby(slices(e["epoch"], bins)).agg(epoch=("epoch", "mean"), value=(key, "mean")).rename(
-        columns={"value": key}).reset_index(drop=True)
+    return (
+        e.groupby(slices(e["epoch"], bins))
+        .agg(epoch=("epoch", "mean"), value=(key, "mean"))
+        .rename(columns={"value": key})
+        .reset_index(drop=True)
+    )
 
 
 def binned_ratio(events: pd.DataFrame, key: str, numerator: str, denominator: str, bins: int = BINS) -> pd.DataFrame:
     """Σ numerator / Σ denominator in at most `bins` equal slices of the epoch axis, over the steps that logged
     both (NaN where a slice's summed denominator is not positive)."""
-    e = pd.DataFrame({"epoch": events["epoch"], "num": numbers(events, numerator),
-                      "den": numbers(events, denominator)}).dropna()
+    e = pd.DataFrame(
+        {"epoch": events["epoch"], "num": numbers(events, numerator), "den": numbers(events, denominator)}
+    ).dropna()
     if e.empty:
         return pd.DataFrame(columns=["epoch", key], dtype=float)
     sums = e.groupby(slices(e["epoch"], bins)).agg(epoch=("epoch", "mean"), num=("num", "sum"), den=("den", "sum"))
@@ -377,8 +458,13 @@ def run_events(study: Study, group: pd.Series) -> pd.DataFrame:
         else:  # steps missing from the log: count them at the plan's batch
             images = (e["step"] + 1) * plan_batch
         warmup = 0.0 if pd.isna(plan.loc[run, "warmup_epochs"]) else float(plan.loc[run, "warmup_epochs"])
-        frames.append(e.assign(epoch=images / train_size, run=run,
-                               after_warmup=after_warmup(images.diff().fillna(images.iloc[0]), warmup * train_size)))
+        frames.append(
+            e.assign(
+                epoch=images / train_size,
+                run=run,
+                after_warmup=after_warmup(images.diff().fillna(images.iloc[0]), warmup * train_size),
+            )
+        )
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
@@ -397,13 +483,13 @@ def panels(keys: list[str]) -> list[tuple[str, list[str]]]:
     return out
 
 
-def plot_diagnostics(events: dict, keys: list[str], groups: pd.DataFrame, order: list[str],
-                     title: str) -> plt.Figure:
+def plot_diagnostics(events: dict, keys: list[str], groups: pd.DataFrame, order: list[str], title: str) -> plt.Figure:
     """One panel per statistic some group logged (none drawn empty), binned along epochs, its y axis labelled
     with its unit and logarithmic where the values span 10x or more: lines coloured by batch and styled by
     optimizer, or coloured by optimizer when only one batch logged these statistics."""
-    shown = [(name, family) for name, family in panels(keys)
-             if any(all(logs(e, k) for k in family) for e in events.values())]
+    shown = [
+        (name, family) for name, family in panels(keys) if any(all(logs(e, k) for k in family) for e in events.values())
+    ]
     ncols = min(3, len(shown))
     nrows = math.ceil(len(shown) / ncols)
     width = WIDTH if ncols == 3 else WIDTH * ncols / 3 + 1
@@ -412,8 +498,10 @@ def plot_diagnostics(events: dict, keys: list[str], groups: pd.DataFrame, order:
     batches = sorted(set(logged["global_batch"]))
     present = [o for o in order if o in set(logged["optimizer"])]
     if len(batches) == 1:
+
         def look(g):
             return color(g["optimizer"], order), "-"
+
         handles = [Line2D([], [], color=color(o, order), label=display(o)) for o in present]
         title += f" (global batch {batch_label(batches[0])})"
     else:
@@ -423,6 +511,7 @@ def plot_diagnostics(events: dict, keys: list[str], groups: pd.DataFrame, order:
 
         def look(g):
             return shade[g["global_batch"]], styles[g["optimizer"]]
+
         handles = [Line2D([], [], color=shade[b], label=f"batch {batch_label(b)}") for b in batches]
         if len(present) > 1:
             handles += [Line2D([], [], color="k", linestyle=styles[o], label=display(o)) for o in present]
@@ -451,9 +540,9 @@ def plot_diagnostics(events: dict, keys: list[str], groups: pd.DataFrame, order:
         what, unit = DIAGNOSTICS.get(name, (name, "as logged"))
         ax.set_title(what + ("" if len(family) == 1 else " (median, min-max band)" if band else " (median)"))
         ax.set_ylabel(unit)
-    for ax in axes.flat[len(shown):]:
+    for ax in axes.flat[len(shown) :]:
         ax.set_visible(False)
-    for ax in axes.flat[:len(shown)]:
+    for ax in axes.flat[: len(shown)]:
         ax.set_xlabel("epoch", fontsize=8)  # on the axes, so the legend below cannot cover it
     fig.suptitle(f"{title}\nx: {EPOCH_AXIS}", fontsize=9)
     legend_below(fig, handles, ncol=min(len(handles), 2 * ncols + 1))
@@ -465,28 +554,45 @@ def plot_setting(study: Study, setting: str, out: Path, prefix: str = "") -> lis
     label = groups["setting_label"].iloc[0]
     which = groups["paper"].iloc[0]
     written = save(plot_curves(study, groups, order, label), out, f"{prefix}curves")
-    written += save(plot_vs_batch(groups, order, "val_top1", "final val Top-1 (%)", label, which), out,
-                    f"{prefix}top1_vs_batch")
-    written += save(plot_vs_batch(groups, order, "gap_top1", "train-eval − val Top-1 (pp)", label, which), out,
-                    f"{prefix}gap_vs_batch")
+    written += save(
+        plot_vs_batch(groups, order, "val_top1", "final val Top-1 (%)", label, which), out, f"{prefix}top1_vs_batch"
+    )
+    written += save(
+        plot_vs_batch(groups, order, "gap_top1", "train-eval − val Top-1 (pp)", label, which),
+        out,
+        f"{prefix}gap_vs_batch",
+    )
     written += save(plot_steps_to_target(groups, order, label, which), out, f"{prefix}steps_to_target")
     events = {g["group"]: run_events(study, g) for _, g in groups.iterrows()}
-    keys = sorted({k for e in events.values() for k in e.columns
-                   if k not in NOT_DIAGNOSTICS and pd.api.types.is_numeric_dtype(e[k])})
+    keys = sorted(
+        {
+            k
+            for e in events.values()
+            for k in e.columns
+            if k not in NOT_DIAGNOSTICS and pd.api.types.is_numeric_dtype(e[k])
+        }
+    )
     gsnr = [k for k in keys if k.startswith("gsnr_")]
     if {"noise_trace", "grad_sqnorm"} <= set(keys) and "noise_scale" not in keys:
         keys.append("noise_scale")  # B_simple from its parts, even where each step's ratio was null
     scaling = [k for k in BATCH_SCALING if k in keys and (k != "batch" or groups["batch_varies"].any())]
     other = [k for k in keys if k not in gsnr and k not in BATCH_SCALING]
     if gsnr:
-        written += save(plot_diagnostics(events, gsnr, groups, order, "GSNR statistics over training"), out,
-                        f"{prefix}gsnr")
+        written += save(
+            plot_diagnostics(events, gsnr, groups, order, "GSNR statistics over training"), out, f"{prefix}gsnr"
+        )
     if other:
-        written += save(plot_diagnostics(events, other, groups, order, "Optimizer statistics over training"), out,
-                        f"{prefix}diagnostics")
+        written += save(
+            plot_diagnostics(events, other, groups, order, "Optimizer statistics over training"),
+            out,
+            f"{prefix}diagnostics",
+        )
     if scaling:
-        written += save(plot_diagnostics(events, scaling, groups, order, "Batch-scaling statistics over training"),
-                        out, f"{prefix}batch_scaling")
+        written += save(
+            plot_diagnostics(events, scaling, groups, order, "Batch-scaling statistics over training"),
+            out,
+            f"{prefix}batch_scaling",
+        )
     return written
 
 
@@ -521,14 +627,27 @@ def by_model(study: Study) -> dict[str, pd.DataFrame]:
         for (model, optimizer), line_groups in members.groupby(["model_key", "optimizer"], sort=False):
             first = line_groups.iloc[0]
             prefix = name_prefix(line_groups["recipe"])
-            label = (f"{prefix}: " if prefix else "") + first["model_shape"] + (f", {display(optimizer)}" if several
-                                                                                else "")
+            label = (
+                (f"{prefix}: " if prefix else "")
+                + first["model_shape"]
+                + (f", {display(optimizer)}" if several else "")
+            )
             for _, g in line_groups.sort_values("global_batch").iterrows():
-                rows.append({"line": label, "model_shape": first["model_shape"], "optimizer": optimizer,
-                             "global_batch": int(g["global_batch"]), "recipe": g["recipe"],
-                             "steps_to_target": g["steps_to_target"], "steps_to_target_std": g["steps_to_target_std"],
-                             "n": g["n"], "n_reached": g["n_reached"], "target_top1": g["target_top1"],
-                             "problem_label": g["problem_label"]})
+                rows.append(
+                    {
+                        "line": label,
+                        "model_shape": first["model_shape"],
+                        "optimizer": optimizer,
+                        "global_batch": int(g["global_batch"]),
+                        "recipe": g["recipe"],
+                        "steps_to_target": g["steps_to_target"],
+                        "steps_to_target_std": g["steps_to_target_std"],
+                        "n": g["n"],
+                        "n_reached": g["n_reached"],
+                        "target_top1": g["target_top1"],
+                        "problem_label": g["problem_label"],
+                    }
+                )
         out[problem] = pd.DataFrame(rows).sort_values(["line", "global_batch"], ignore_index=True)
     return out
 
@@ -543,8 +662,14 @@ def plot_by_model(data: pd.DataFrame) -> plt.Figure:
         d, c = data[data["line"] == name], palette(i % 10)
         marker, dx = MARKERS[i % len(MARKERS)], shift(i, len(lines))
         ok = d[np.isfinite(d["steps_to_target"])]
-        ax.errorbar(ok["global_batch"] * dx, ok["steps_to_target"], yerr=ok["steps_to_target_std"].fillna(0),
-                    color=c, marker=marker, capsize=2)
+        ax.errorbar(
+            ok["global_batch"] * dx,
+            ok["steps_to_target"],
+            yerr=ok["steps_to_target_std"].fillna(0),
+            color=c,
+            marker=marker,
+            capsize=2,
+        )
         handles.append(Line2D([], [], color=c, marker=marker, label=name))
         misses = d.loc[np.isinf(d["steps_to_target"]), "global_batch"]
         miss_band(ax, misses * dx, c, top=True)

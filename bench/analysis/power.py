@@ -50,7 +50,7 @@ class Comparison:
 
 def _welch_df(vx: float, nx: int, vy: float, ny: int) -> float:
     a, b = vx / nx, vy / ny
-    return (a + b) ** 2 / (a ** 2 / (nx - 1) + b ** 2 / (ny - 1))
+    return (a + b) ** 2 / (a**2 / (nx - 1) + b**2 / (ny - 1))
 
 
 def compare(x, y, seeds_x=None, seeds_y=None, alpha: float = ALPHA) -> Comparison | None:
@@ -62,8 +62,12 @@ def compare(x, y, seeds_x=None, seeds_y=None, alpha: float = ALPHA) -> Compariso
     if len(x) < 2 or len(y) < 2:
         return None
     se = 0.0
-    if seeds_x is not None and seeds_y is not None and sorted(seeds_x) == sorted(seeds_y) \
-            and len(set(seeds_x)) == len(seeds_x):
+    if (
+        seeds_x is not None
+        and seeds_y is not None
+        and sorted(seeds_x) == sorted(seeds_y)
+        and len(set(seeds_x)) == len(seeds_x)
+    ):
         by_seed = dict(zip(seeds_y, y))
         d = np.array([v - by_seed[s] for s, v in zip(seeds_x, x)])
         se, df = d.std(ddof=1) / math.sqrt(len(d)), len(d) - 1
@@ -89,15 +93,16 @@ def pooled(comparisons: list[Comparison], alpha: float = ALPHA) -> Comparison | 
     if not comparisons or any(c is None or c.test != "paired" for c in comparisons):
         return None
     dfs = [c.n - 1 for c in comparisons]
-    variance = sum(df * (c.se ** 2 * c.n) for df, c in zip(dfs, comparisons)) / sum(dfs)  # pooled s_d²
+    variance = sum(df * (c.se**2 * c.n) for df, c in zip(dfs, comparisons)) / sum(dfs)  # pooled s_d²
     b = len(comparisons)
     se = math.sqrt(variance * sum(1 / c.n for c in comparisons)) / b
     df = float(sum(dfs))
     diff = float(np.mean([c.diff for c in comparisons]))
     t = stats.t.ppf(1 - alpha / 2, df)
     p = float(2 * stats.t.sf(abs(diff) / se, df))
-    return Comparison(diff, diff - t * se, diff + t * se, p, f"paired, pooled over {b}", df, float(se),
-                      sum(c.n for c in comparisons))
+    return Comparison(
+        diff, diff - t * se, diff + t * se, p, f"paired, pooled over {b}", df, float(se), sum(c.n for c in comparisons)
+    )
 
 
 def detection_power(effect: float, se: float, df: float, alpha: float = ALPHA) -> float:
@@ -113,9 +118,8 @@ def detection_power(effect: float, se: float, df: float, alpha: float = ALPHA) -
 
 def mde(se: float, df: float, alpha: float = ALPHA, power: float = POWER) -> float:
     """The smallest true difference detected with `power` by the test of standard error `se` and `df`."""
-    from scipy.optimize import brentq
-
     from scipy import stats
+    from scipy.optimize import brentq
 
     if not (se > 0 and df > 0):
         return math.nan
@@ -128,8 +132,9 @@ def comparison_mde(c: Comparison, alpha: float = ALPHA, power: float = POWER) ->
     return mde(c.se, c.df, alpha, power)
 
 
-def seeds_to_resolve(effect: float, c: Comparison, sd_x: float, sd_y: float, alpha: float = ALPHA,
-                     power: float = POWER, most: int = 1000) -> int | None:
+def seeds_to_resolve(
+    effect: float, c: Comparison, sd_x: float, sd_y: float, alpha: float = ALPHA, power: float = POWER, most: int = 1000
+) -> int | None:
     """The fewest seeds per side at which the same test would detect `effect` with `power`, at the observed
     standard deviations (paired: of the differences); None when even `most` would not."""
     sd_d = c.se * math.sqrt(c.n)  # paired: the sd of the per-seed differences
@@ -137,8 +142,8 @@ def seeds_to_resolve(effect: float, c: Comparison, sd_x: float, sd_y: float, alp
         if c.test == "paired":
             se, df = sd_d / math.sqrt(n), n - 1
         else:
-            se = math.sqrt((sd_x ** 2 + sd_y ** 2) / n)
-            df = _welch_df(sd_x ** 2, n, sd_y ** 2, n) if se > 0 else 2 * n - 2
+            se = math.sqrt((sd_x**2 + sd_y**2) / n)
+            df = _welch_df(sd_x**2, n, sd_y**2, n) if se > 0 else 2 * n - 2
         if mde(se, df, alpha, power) <= effect:
             return n
     return None

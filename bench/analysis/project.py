@@ -64,8 +64,13 @@ def kind(optimizer: str) -> str | None:
     return catalog.OPTIMIZERS[optimizer].groups
 
 
-def reduced_bytes(optimizer: str, parameters: int, param_groups: int = 2, per_group_gain: bool = False,
-                  element_bytes: int = FLOAT_BYTES) -> int:
+def reduced_bytes(
+    optimizer: str,
+    parameters: int,
+    param_groups: int = 2,
+    per_group_gain: bool = False,
+    element_bytes: int = FLOAT_BYTES,
+) -> int:
     """The bytes bench all-reduces per step for this optimizer (one rank's message), at the parameters' precision."""
     second = KINDS[kind(optimizer)][0]
     if second is None:
@@ -119,15 +124,19 @@ def load_presets(path: str | Path | None = None) -> Presets:
         raise UserError(f"{path}: key '{where}': {err['msg'][0].lower() + err['msg'][1:]}") from None
     for name, cluster in presets.clusters.items():
         if cluster.accelerator not in presets.accelerators:
-            raise UserError(f"{path}: key 'clusters.{name}.accelerator': unknown accelerator "
-                            f"'{cluster.accelerator}' (the file's: {', '.join(presets.accelerators)})")
+            raise UserError(
+                f"{path}: key 'clusters.{name}.accelerator': unknown accelerator "
+                f"'{cluster.accelerator}' (the file's: {', '.join(presets.accelerators)})"
+            )
     return presets
 
 
 def cluster_of(presets: Presets, name: str) -> tuple[Cluster, Accelerator]:
     if name not in presets.clusters:
-        raise UserError(f"unknown cluster preset '{name}'{did_you_mean(name, presets.clusters)} "
-                        f"(presets: {', '.join(presets.clusters)})")
+        raise UserError(
+            f"unknown cluster preset '{name}'{did_you_mean(name, presets.clusters)} "
+            f"(presets: {', '.join(presets.clusters)})"
+        )
     cluster = presets.clusters[name]
     return cluster, presets.accelerators[cluster.accelerator]
 
@@ -140,21 +149,32 @@ def allreduce_seconds(nbytes: float, accelerators: int, cluster: Cluster) -> flo
     if g > 1:
         t += 2 * (g - 1) / g * nbytes / (cluster.intra_GBps * 1e9) + 2 * (g - 1) * cluster.intra_latency_us * 1e-6
     if n > 1:
-        t += 2 * (n - 1) / n * nbytes / (cluster.inter_GBps * 1e9) + 2 * math.ceil(math.log2(n)) * \
-            cluster.inter_latency_us * 1e-6
+        t += (
+            2 * (n - 1) / n * nbytes / (cluster.inter_GBps * 1e9)
+            + 2 * math.ceil(math.log2(n)) * cluster.inter_latency_us * 1e-6
+        )
     return t
 
 
 @dataclass(frozen=True)
 class Device:
     """What one accelerator does for the model being projected."""
+
     images_per_second: float
     overhead_s: float
     memory_GBps: float
 
 
-def step_parts(per_device_batch: float, accelerators: int, cluster: Cluster, device: Device, optimizer: str,
-               parameters: int, groups: int = 1, nbytes: float | None = None) -> dict[str, float]:
+def step_parts(
+    per_device_batch: float,
+    accelerators: int,
+    cluster: Cluster,
+    device: Device,
+    optimizer: str,
+    parameters: int,
+    groups: int = 1,
+    nbytes: float | None = None,
+) -> dict[str, float]:
     """One step's seconds, by part (the module's equations). groups: the step's gradient groups over all ranks."""
     compute = per_device_batch / device.images_per_second
     nbytes = reduced_bytes(optimizer, parameters) if nbytes is None else nbytes
@@ -163,22 +183,33 @@ def step_parts(per_device_batch: float, accelerators: int, cluster: Cluster, dev
     _, per_group, per_step = KINDS[kind(optimizer)]
     local_groups = max(1.0, groups / accelerators)
     extra = (per_group * local_groups + per_step) * parameters * FLOAT_BYTES / (device.memory_GBps * 1e9)
-    return {"overhead": device.overhead_s, "compute": compute, "allreduce": comm, "exposed": exposed,
-            "extra": extra}
+    return {"overhead": device.overhead_s, "compute": compute, "allreduce": comm, "exposed": exposed, "extra": extra}
 
 
-def seconds_to_target(images: float, steps: float, accelerators: int, cluster: Cluster, device: Device,
-                      optimizer: str, parameters: int, groups: int = 1, nbytes: float | None = None) -> float:
+def seconds_to_target(
+    images: float,
+    steps: float,
+    accelerators: int,
+    cluster: Cluster,
+    device: Device,
+    optimizer: str,
+    parameters: int,
+    groups: int = 1,
+    nbytes: float | None = None,
+) -> float:
     """steps x (overhead + exposed + extra) + images / (N X); inf when the target was never reached."""
     if not (math.isfinite(images) and math.isfinite(steps)):
         return math.inf
-    parts = step_parts(images / steps / accelerators, accelerators, cluster, device, optimizer, parameters, groups,
-                       nbytes)
-    return steps * (parts["overhead"] + parts["exposed"] + parts["extra"]) + images / (accelerators *
-                                                                                      device.images_per_second)
+    parts = step_parts(
+        images / steps / accelerators, accelerators, cluster, device, optimizer, parameters, groups, nbytes
+    )
+    return steps * (parts["overhead"] + parts["exposed"] + parts["extra"]) + images / (
+        accelerators * device.images_per_second
+    )
 
 
 # --- validation against the public record ------------------------------------------------------------------------
+
 
 def reference_runs() -> tuple[pd.DataFrame, str]:
     return paper.reference(VALIDATION)
@@ -203,8 +234,9 @@ def fit(rows: pd.DataFrame, presets: Presets) -> Device:
             b, s = _observed_step(row)
             cluster = presets.clusters[row.cluster]
             nbytes = RESNET50_PARAMETERS * row.gradient_bytes
-            exposed = step_parts(b, row.accelerators, cluster, device, "lars", RESNET50_PARAMETERS,
-                                 nbytes=nbytes)["exposed"]
+            exposed = step_parts(b, row.accelerators, cluster, device, "lars", RESNET50_PARAMETERS, nbytes=nbytes)[
+                "exposed"
+            ]
             points.append((b, s - exposed))
         if len(points) == 1:
             x, t0 = points[0][1] / points[0][0], 0.0
@@ -226,20 +258,39 @@ def validate(presets: Presets | None = None) -> pd.DataFrame:
         device = Device(acc.images_per_second, acc.step_overhead_ms / 1e3, acc.memory_GBps)
         images = row.epochs * IMAGENET_TRAIN_IMAGES
         steps = images / row.global_batch
-        seconds = seconds_to_target(images, steps, row.accelerators, cluster, device, "lars", RESNET50_PARAMETERS,
-                                    nbytes=RESNET50_PARAMETERS * row.gradient_bytes)
+        seconds = seconds_to_target(
+            images,
+            steps,
+            row.accelerators,
+            cluster,
+            device,
+            "lars",
+            RESNET50_PARAMETERS,
+            nbytes=RESNET50_PARAMETERS * row.gradient_bytes,
+        )
         out.append({**row._asdict(), "projected_minutes": seconds / 60, "error": seconds / 60 / row.minutes - 1})
     return pd.DataFrame(out).drop(columns="Index")
 
 
 def validation_table(frame: pd.DataFrame) -> Table:
-    table = Table("Projected against published ResNet-50 time to train",
-                  ["system", "accelerators", "batch", "epochs", "role", "reported min", "projected min", "error %",
-                   "source"])
+    table = Table(
+        "Projected against published ResNet-50 time to train",
+        ["system", "accelerators", "batch", "epochs", "role", "reported min", "projected min", "error %", "source"],
+    )
     for r in frame.itertuples():
-        table.rows.append([r.system, cell(r.accelerators, "int"), cell(r.global_batch, "int"),
-                           cell(r.epochs, "float"), r.role, cell(r.minutes, "float"),
-                           cell(r.projected_minutes, "float"), cell(100 * r.error, "pct"), r.source])
+        table.rows.append(
+            [
+                r.system,
+                cell(r.accelerators, "int"),
+                cell(r.global_batch, "int"),
+                cell(r.epochs, "float"),
+                r.role,
+                cell(r.minutes, "float"),
+                cell(r.projected_minutes, "float"),
+                cell(100 * r.error, "pct"),
+                r.source,
+            ]
+        )
     held = frame[frame.role == "validation"]
     table.notes += [
         f"validation rows (never fit): median |error| {100 * held.error.abs().median():.1f}% over {len(held)} rows "
@@ -252,6 +303,7 @@ def validation_table(frame: pd.DataFrame) -> Table:
 
 
 # --- projecting measured or published steps ----------------------------------------------------------------------
+
 
 def measured_inputs(paths: list[str]) -> tuple[pd.DataFrame, dict]:
     """Per optimizer and batch: the median over seeds of images and steps to target (a miss counts as never: half
@@ -268,14 +320,23 @@ def measured_inputs(paths: list[str]) -> tuple[pd.DataFrame, dict]:
         raise UserError(f"{', '.join(paths)}: no finished run to project")
     rows = []
     for (opt, batch), g in runs.groupby(["optimizer", "global_batch"]):
-        rows.append({"optimizer": opt, "global_batch": int(batch), "seeds": len(g),
-                     "reached": int(g.steps_to_target.map(math.isfinite).sum()),
-                     "steps": g.steps_to_target.median(), "images": g.images_to_target.median(),  # a miss is inf
-                     "groups": int(g.plan_groups.max())})
+        rows.append(
+            {
+                "optimizer": opt,
+                "global_batch": int(batch),
+                "seeds": len(g),
+                "reached": int(g.steps_to_target.map(math.isfinite).sum()),
+                "steps": g.steps_to_target.median(),
+                "images": g.images_to_target.median(),  # a miss is inf
+                "groups": int(g.plan_groups.max()),
+            }
+        )
     frame = pd.DataFrame(rows)
     if not frame.steps.map(math.isfinite).any():
-        raise UserError(f"{', '.join(paths)}: no optimizer and batch reached its target_top1 in most of its runs; "
-                        "nothing to project (lower target_top1 or train longer)")
+        raise UserError(
+            f"{', '.join(paths)}: no optimizer and batch reached its target_top1 in most of its runs; "
+            "nothing to project (lower target_top1 or train longer)"
+        )
     resnet50_224 = bool((runs.model == "resnet50").all() and (runs.image_size == 224).all())
     recipe, _ = read_recipe_and_meta(Path(runs.run.iloc[0]))
     fp64 = (recipe.get("engine") or {}).get("precision") == "fp64"  # else fp32 parameters (bf16 autocast too)
@@ -287,8 +348,17 @@ def reference_inputs() -> pd.DataFrame:
     rcp, _ = paper.reference("mlperf_resnet50_rcp")
     epochs = (rcp.epochs_min + rcp.epochs_max) / 2
     images = epochs * IMAGENET_TRAIN_IMAGES
-    return pd.DataFrame({"optimizer": "lars", "global_batch": rcp.batch.astype(int), "seeds": math.nan,
-                         "reached": math.nan, "steps": images / rcp.batch, "images": images, "groups": 1})
+    return pd.DataFrame(
+        {
+            "optimizer": "lars",
+            "global_batch": rcp.batch.astype(int),
+            "seeds": math.nan,
+            "reached": math.nan,
+            "steps": images / rcp.batch,
+            "images": images,
+            "groups": 1,
+        }
+    )
 
 
 def count_parameters(run: str) -> int:
@@ -297,11 +367,13 @@ def count_parameters(run: str) -> int:
 
     recipe, meta = read_recipe_and_meta(Path(run))
     train = Path(meta.get("data_root") or "") / "train"
-    classes = (recipe.get("model") or {}).get("kwargs", {}).get("num_classes") or \
-        (sum(1 for p in train.iterdir() if p.is_dir()) if train.is_dir() else None)
+    classes = (recipe.get("model") or {}).get("kwargs", {}).get("num_classes") or (
+        sum(1 for p in train.iterdir() if p.is_dir()) if train.is_dir() else None
+    )
     if not classes:
-        raise UserError(f"{run}: cannot count the model's parameters (its dataset folder {train} is not here): "
-                        "give --parameters N")
+        raise UserError(
+            f"{run}: cannot count the model's parameters (its dataset folder {train} is not here): give --parameters N"
+        )
     import torch
 
     from bench.recipe import timm_models
@@ -312,8 +384,14 @@ def count_parameters(run: str) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-def project(inputs: pd.DataFrame, cluster: Cluster, device: Device, accelerators: list[int],
-            parameters: int, element_bytes: int = FLOAT_BYTES) -> pd.DataFrame:
+def project(
+    inputs: pd.DataFrame,
+    cluster: Cluster,
+    device: Device,
+    accelerators: list[int],
+    parameters: int,
+    element_bytes: int = FLOAT_BYTES,
+) -> pd.DataFrame:
     """Minutes to target for every optimizer, batch and accelerator count (per-device batch at least 1)."""
     rows = []
     for r in inputs.itertuples():
@@ -322,13 +400,22 @@ def project(inputs: pd.DataFrame, cluster: Cluster, device: Device, accelerators
             if n > r.global_batch:
                 continue
             parts = step_parts(r.global_batch / n, n, cluster, device, r.optimizer, parameters, r.groups, nbytes)
-            minutes = seconds_to_target(r.images, r.steps, n, cluster, device, r.optimizer, parameters,
-                                        r.groups, nbytes) / 60
-            rows.append({"optimizer": r.optimizer, "global_batch": r.global_batch, "accelerators": n,
-                         "steps": r.steps, "minutes": minutes,
-                         "step_ms": 1e3 * (parts["overhead"] + parts["compute"] + parts["exposed"] + parts["extra"]),
-                         "allreduce_ms": 1e3 * parts["allreduce"], "exposed_ms": 1e3 * parts["exposed"],
-                         "extra_ms": 1e3 * parts["extra"]})
+            minutes = (
+                seconds_to_target(r.images, r.steps, n, cluster, device, r.optimizer, parameters, r.groups, nbytes) / 60
+            )
+            rows.append(
+                {
+                    "optimizer": r.optimizer,
+                    "global_batch": r.global_batch,
+                    "accelerators": n,
+                    "steps": r.steps,
+                    "minutes": minutes,
+                    "step_ms": 1e3 * (parts["overhead"] + parts["compute"] + parts["exposed"] + parts["extra"]),
+                    "allreduce_ms": 1e3 * parts["allreduce"],
+                    "exposed_ms": 1e3 * parts["exposed"],
+                    "extra_ms": 1e3 * parts["extra"],
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -341,8 +428,9 @@ def saturation(frame: pd.DataFrame) -> pd.DataFrame:
         g = g.sort_values("accelerators")
         base = g.iloc[0]
         eff = base.minutes * base.accelerators / (g.minutes * g.accelerators)
-        out.append({"optimizer": opt, "global_batch": batch, "efficient_up_to": int(g.accelerators[eff >= SATURATED]
-                                                                                     .max())})
+        out.append(
+            {"optimizer": opt, "global_batch": batch, "efficient_up_to": int(g.accelerators[eff >= SATURATED].max())}
+        )
     return pd.DataFrame(out)
 
 
@@ -352,33 +440,45 @@ def break_even(frame: pd.DataFrame, slow: str, fast: str) -> pd.DataFrame:
     steps ratio (slow's median steps to target / fast's)."""
     keys = ["global_batch", "accelerators"]
     both = frame[frame.optimizer == slow].merge(frame[frame.optimizer == fast], on=keys, suffixes=("_slow", "_fast"))
-    return both[keys].assign(needed_steps_ratio=both.step_ms_fast / both.step_ms_slow,
-                             measured_steps_ratio=both.steps_slow / both.steps_fast)
+    return both[keys].assign(
+        needed_steps_ratio=both.step_ms_fast / both.step_ms_slow, measured_steps_ratio=both.steps_slow / both.steps_fast
+    )
 
 
 def minutes_table(frame: pd.DataFrame, title: str, notes: list[str]) -> Table:
     counts = sorted(frame.accelerators.unique())
-    table = Table(title, ["optimizer", "batch", "steps to target"] + [f"{n:,} acc. (min)" for n in counts],
-                  notes=list(notes))
+    table = Table(
+        title, ["optimizer", "batch", "steps to target"] + [f"{n:,} acc. (min)" for n in counts], notes=list(notes)
+    )
     for (opt, batch), g in frame.groupby(["optimizer", "global_batch"], sort=False):
         minutes = dict(zip(g.accelerators, g.minutes))
-        table.rows.append([paper.display(opt), cell(batch, "int"), cell(g.steps.iloc[0], "steps")] +
-                          [cell(minutes.get(n, math.nan), "epochs") for n in counts])
+        table.rows.append(
+            [paper.display(opt), cell(batch, "int"), cell(g.steps.iloc[0], "steps")]
+            + [cell(minutes.get(n, math.nan), "epochs") for n in counts]
+        )
     return table
 
 
 def break_even_table(even: pd.DataFrame, slow: str, fast: str) -> Table:
     counts = sorted(even.accelerators.unique())
-    table = Table(f"Break-even: the fraction of {paper.display(fast)}'s steps {paper.display(slow)} may take and "
-                  "still finish no later", ["batch"] + [f"{n:,} acc." for n in counts] + ["measured"])
+    table = Table(
+        f"Break-even: the fraction of {paper.display(fast)}'s steps {paper.display(slow)} may take and "
+        "still finish no later",
+        ["batch"] + [f"{n:,} acc." for n in counts] + ["measured"],
+    )
     for batch, g in even.groupby("global_batch"):
         needed = dict(zip(g.accelerators, g.needed_steps_ratio))
-        table.rows.append([cell(batch, "int")] + [cell(needed.get(n, math.nan), "ratio") for n in counts] +
-                          [cell(g.measured_steps_ratio.iloc[0], "ratio")])
-    table.notes.append(f"needed = {paper.display(fast)}'s projected step time / {paper.display(slow)}'s at that batch "
-                       f"and accelerator count; measured = {paper.display(slow)}'s median steps to target / "
-                       f"{paper.display(fast)}'s ({NO_NUMBER}: not measured); below 1: {paper.display(slow)}'s steps "
-                       "cost more, so it must reach the target in fewer")
+        table.rows.append(
+            [cell(batch, "int")]
+            + [cell(needed.get(n, math.nan), "ratio") for n in counts]
+            + [cell(g.measured_steps_ratio.iloc[0], "ratio")]
+        )
+    table.notes.append(
+        f"needed = {paper.display(fast)}'s projected step time / {paper.display(slow)}'s at that batch "
+        f"and accelerator count; measured = {paper.display(slow)}'s median steps to target / "
+        f"{paper.display(fast)}'s ({NO_NUMBER}: not measured); below 1: {paper.display(slow)}'s steps "
+        "cost more, so it must reach the target in fewer"
+    )
     return table
 
 
@@ -400,8 +500,14 @@ def plot(frame: pd.DataFrame, out: Path, title: str, note: str) -> list[Path]:
         for n, c in zip(counts, colors):
             line = g[g.accelerators == n].sort_values("global_batch")
             if len(line):
-                ax.plot(line.global_batch, line.minutes, styles[j % len(styles)], marker="o", color=c,
-                        label=f"{paper.display(opt)}, {n:,} accelerators")
+                ax.plot(
+                    line.global_batch,
+                    line.minutes,
+                    styles[j % len(styles)],
+                    marker="o",
+                    color=c,
+                    label=f"{paper.display(opt)}, {n:,} accelerators",
+                )
     batches = sorted(finite.global_batch.unique())
     log2_batch_axis(ax, [b for b in batches if b & (b - 1) == 0] or batches)  # powers of two: labels that fit
     plain_log_y(ax)

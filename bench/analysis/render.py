@@ -18,8 +18,19 @@ from bench.errors import UserError
 
 FORMATS = ("markdown", "csv", "latex")
 NO_NUMBER = "—"
-DIGITS = {"pct": "{:.2f}", "epochs": "{:.2f}", "steps": "{:,.0f}", "images": "{:,.0f}", "seconds": "{:,.1f}",
-          "ratio": "{:.2f}", "size": "{:,.1f}", "loss": "{:.3f}", "int": "{:d}", "float": "{:g}", "p": "{:.3g}"}
+DIGITS = {
+    "pct": "{:.2f}",
+    "epochs": "{:.2f}",
+    "steps": "{:,.0f}",
+    "images": "{:,.0f}",
+    "seconds": "{:,.1f}",
+    "ratio": "{:.2f}",
+    "size": "{:,.1f}",
+    "loss": "{:.3f}",
+    "int": "{:d}",
+    "float": "{:g}",
+    "p": "{:.3g}",
+}
 
 
 @dataclass(frozen=True)
@@ -112,8 +123,12 @@ def csv_text(table: Table) -> str:
     writer = csv.writer(buf, lineterminator="\n")
     header = []
     for _, name, measured, noted, interval in layout:
-        header += ([name] + ([f"{name} std", f"{name} n"] if measured else [])
-                   + ([f"{name} ci low", f"{name} ci high"] if interval else []) + ([f"{name} note"] if noted else []))
+        header += (
+            [name]
+            + ([f"{name} std", f"{name} n"] if measured else [])
+            + ([f"{name} ci low", f"{name} ci high"] if interval else [])
+            + ([f"{name} note"] if noted else [])
+        )
     writer.writerow(header)
     for row in table.rows:
         out = []
@@ -131,10 +146,25 @@ def csv_text(table: Table) -> str:
     return buf.getvalue()
 
 
-LATEX_SPECIAL = {"&": r"\&", "%": r"\%", "#": r"\#", "_": r"\_", "$": r"\$", "{": r"\{", "}": r"\}",
-                 "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "\\": r"\textbackslash{}",
-                 "±": r"$\pm$", "∞": r"$\infty$", "—": "---", "–": "--", "≥": r"$\geq$", "×": r"$\times$",
-                 "−": "$-$"}
+LATEX_SPECIAL = {
+    "&": r"\&",
+    "%": r"\%",
+    "#": r"\#",
+    "_": r"\_",
+    "$": r"\$",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "\\": r"\textbackslash{}",
+    "±": r"$\pm$",
+    "∞": r"$\infty$",
+    "—": "---",
+    "–": "--",
+    "≥": r"$\geq$",
+    "×": r"$\times$",
+    "−": "$-$",
+}
 
 
 def latex_escape(text: str) -> str:
@@ -143,9 +173,15 @@ def latex_escape(text: str) -> str:
 
 def latex(table: Table) -> str:
     align = "".join("r" if table.numeric(j) else "l" for j in range(len(table.columns)))
-    lines = [r"\begin{table}[t]", r"\centering\small", rf"\caption{{{latex_escape(table.title)}}}",
-             rf"\begin{{tabular}}{{{align}}}", r"\toprule",
-             " & ".join(latex_escape(c) for c in table.columns) + r" \\", r"\midrule"]
+    lines = [
+        r"\begin{table}[t]",
+        r"\centering\small",
+        rf"\caption{{{latex_escape(table.title)}}}",
+        rf"\begin{{tabular}}{{{align}}}",
+        r"\toprule",
+        " & ".join(latex_escape(c) for c in table.columns) + r" \\",
+        r"\midrule",
+    ]
     lines += [" & ".join(latex_escape(c) for c in row) + r" \\" for row in table.text_rows()]
     lines += [r"\bottomrule", r"\end{tabular}"]
     if table.notes:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bench.analysis.render import Cell, Table, render as render_table
+from bench.analysis.render import Cell, Table
+from bench.analysis.render import render as render_table
 from bench.analysis.results import aggregate, instability_text
 from bench.analysis.tables import fixed_batch_notes, measured_cell
 
@@ -42,10 +43,19 @@ STEP_COLUMNS = (
     ("mean batch", "mean_batch", "size", lambda runs: runs["batch_varies"].any()),
     ("final batch", "final_batch", "images", lambda runs: runs["batch_varies"].any()),
 )
-METRICS = (("epochs", "epochs"), ("val_top1", "pct"), ("best_val_top1", "pct"), ("val_top5", "pct"),
-           ("train_eval_top1", "pct"), ("gap_top1", "pct"), ("gap_loss", "loss"),
-           ("epochs_to_target", "epochs"), ("steps_to_target", "steps"), ("images_to_target", "images"),
-           ("seconds_to_target", "seconds"))
+METRICS = (
+    ("epochs", "epochs"),
+    ("val_top1", "pct"),
+    ("best_val_top1", "pct"),
+    ("val_top5", "pct"),
+    ("train_eval_top1", "pct"),
+    ("gap_top1", "pct"),
+    ("gap_loss", "loss"),
+    ("epochs_to_target", "epochs"),
+    ("steps_to_target", "steps"),
+    ("images_to_target", "images"),
+    ("seconds_to_target", "seconds"),
+)
 
 
 def step_columns(runs: pd.DataFrame) -> list[tuple[str, str, str]]:
@@ -60,24 +70,64 @@ def table(runs: pd.DataFrame, per_run: bool = False) -> Table:
     notes = [d for c, d in STEP_DEFINITIONS.items() if c in [e[0] for e in extra]]
     notes += fixed_batch_notes(runs) if len(runs) else []
     if per_run:
-        t = Table("Runs", ["recipe", "optimizer", "global_batch", "seed", "status", "target_top1",
-                           *(m for m, _ in METRICS), *(c for c, _, _ in extra), *["instability"] * unstable])
+        t = Table(
+            "Runs",
+            [
+                "recipe",
+                "optimizer",
+                "global_batch",
+                "seed",
+                "status",
+                "target_top1",
+                *(m for m, _ in METRICS),
+                *(c for c, _, _ in extra),
+                *["instability"] * unstable,
+            ],
+        )
         for _, r in runs.iterrows():
-            t.rows.append([r["recipe"], r["optimizer"], r["global_batch"], r["seed"], r["status"],
-                           Cell(r["target_top1"], kind="float"), *(Cell(r[m], kind=k) for m, k in METRICS),
-                           *(Cell(r[m], kind=k) for _, m, k in extra),
-                           *[instability_text(r) if not r["diverged"] else ""] * unstable])
+            t.rows.append(
+                [
+                    r["recipe"],
+                    r["optimizer"],
+                    r["global_batch"],
+                    r["seed"],
+                    r["status"],
+                    Cell(r["target_top1"], kind="float"),
+                    *(Cell(r[m], kind=k) for m, k in METRICS),
+                    *(Cell(r[m], kind=k) for _, m, k in extra),
+                    *[instability_text(r) if not r["diverged"] else ""] * unstable,
+                ]
+            )
         t.notes = RUN_DEFINITIONS + notes
         return t
-    t = Table("Recipes (seeds aggregated)", ["recipe", "optimizer", "global_batch", "n", "status", "target_top1",
-                                             *(m for m, _ in METRICS), *(c for c, _, _ in extra),
-                                             *["unstable"] * unstable])
+    t = Table(
+        "Recipes (seeds aggregated)",
+        [
+            "recipe",
+            "optimizer",
+            "global_batch",
+            "n",
+            "status",
+            "target_top1",
+            *(m for m, _ in METRICS),
+            *(c for c, _, _ in extra),
+            *["unstable"] * unstable,
+        ],
+    )
     for _, g in aggregate(runs).iterrows():
-        t.rows.append([g["recipe"], g["optimizer"], g["global_batch"], g["n"], g["status"],
-                       Cell(g["target_top1"], kind="float"),
-                       *(measured_cell(g, m, k, n=False, notes=False) for m, k in METRICS),
-                       *(measured_cell(g, m, k, n=False, notes=False) for _, m, k in extra),
-                       *[f"{g['n_unstable']} of {g['n']}" if g["n_unstable"] else ""] * unstable])
+        t.rows.append(
+            [
+                g["recipe"],
+                g["optimizer"],
+                g["global_batch"],
+                g["n"],
+                g["status"],
+                Cell(g["target_top1"], kind="float"),
+                *(measured_cell(g, m, k, n=False, notes=False) for m, k in METRICS),
+                *(measured_cell(g, m, k, n=False, notes=False) for _, m, k in extra),
+                *[f"{g['n_unstable']} of {g['n']}" if g["n_unstable"] else ""] * unstable,
+            ]
+        )
     t.notes = DEFINITIONS + notes
     return t
 
@@ -85,8 +135,11 @@ def table(runs: pd.DataFrame, per_run: bool = False) -> Table:
 def render(runs: pd.DataFrame, fmt: str = "markdown", per_run: bool = False) -> str:
     t = table(runs, per_run)
     short = runs[pd.to_numeric(runs["val_images"]) < pd.to_numeric(runs["val_size"])] if len(runs) else runs
-    t.notes += [f"{r['run']}: val Top-1 over {r['val_images']:.0f} of the {r['val_size']:.0f} validation images "
-                "(the others unreadable; meta.json names them)." for _, r in short.iterrows()]
+    t.notes += [
+        f"{r['run']}: val Top-1 over {r['val_images']:.0f} of the {r['val_size']:.0f} validation images "
+        "(the others unreadable; meta.json names them)."
+        for _, r in short.iterrows()
+    ]
     return render_table(t, fmt)
 
 
@@ -98,8 +151,18 @@ def summary(runs: pd.DataFrame) -> str:
     kinds = dict(METRICS)
     t = Table("Run summary", ["recipe", "status", "target_top1", *SUMMARY, "val_images"])
     for _, r in runs.iterrows():
-        t.rows.append([r["recipe"], r["status"], Cell(r["target_top1"], kind="float"),
-                       *(Cell(r[m], kind=kinds[m]) for m in SUMMARY), Cell(r["val_images"], kind="images")])
-    t.notes = [*RUN_DEFINITIONS, "val_images: the validation images the last evaluation counted (unreadable ones "
-               "are skipped and named in meta.json)."]
+        t.rows.append(
+            [
+                r["recipe"],
+                r["status"],
+                Cell(r["target_top1"], kind="float"),
+                *(Cell(r[m], kind=kinds[m]) for m in SUMMARY),
+                Cell(r["val_images"], kind="images"),
+            ]
+        )
+    t.notes = [
+        *RUN_DEFINITIONS,
+        "val_images: the validation images the last evaluation counted (unreadable ones "
+        "are skipped and named in meta.json).",
+    ]
     return render_table(t, "markdown")

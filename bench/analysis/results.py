@@ -71,26 +71,52 @@ import pandas as pd
 import yaml
 
 from bench.analysis.paper import data_label, model_label, model_shape, paper_setting, setting_label
+from bench.catalog import DATASETS, reads_files
 from bench.engine.rundir import FINISHED, METRIC_COLUMNS, held_by_a_process
 from bench.errors import UserError
-from bench.catalog import DATASETS, reads_files
 from bench.identity import digest, loader_ran, seed_key
 from bench.recipe import Recipe, file_stem  # noqa: F401  (file_stem: plots use it from here)
 
 # What makes two groups comparable ("the same problem"): model, dataset, image size, target.
 # Each dataset's own keys come from its catalog record (a new dataset is never merged with another's runs).
-SETTING_KEYS = (("model",), ("data", "dataset"), *dict.fromkeys(k for d in DATASETS.values() for k in d.setting_keys),
-                ("data", "loader"), ("data", "image_size"), ("data", "train_eval_size"), ("target_top1",))
+SETTING_KEYS = (
+    ("model",),
+    ("data", "dataset"),
+    *dict.fromkeys(k for d in DATASETS.values() for k in d.setting_keys),
+    ("data", "loader"),
+    ("data", "image_size"),
+    ("data", "train_eval_size"),
+    ("target_top1",),
+)
 # metrics.csv columns added after the first runs: read when present, else derived
 # (schedule_epoch = epoch: only AdaScale's schedule runs ahead of the images seen;
 # batch = the plan's global_batch: before adaptive batching it never changed).
 OPTIONAL_METRIC_COLUMNS = ("schedule_epoch", "batch", "holdout_top1", "holdout_loss", "val_images")
-TO_TARGET = {"steps_to_target": "step", "epochs_to_target": "epoch", "images_to_target": "images_seen",
-             "seconds_to_target": "train_time_s"}
+TO_TARGET = {
+    "steps_to_target": "step",
+    "epochs_to_target": "epoch",
+    "images_to_target": "images_seen",
+    "seconds_to_target": "train_time_s",
+}
 FINAL = {"val_top1": "val_top1", "val_top5": "val_top5", "train_eval_top1": "train_eval_top1"}
 # Aggregated over seeds (mean and std).
-AGG_METRICS = ("val_top1", "best_val_top1", "val_top5", "best_val_top5", "train_eval_top1", "gap_top1", "gap_loss",
-               "epochs", "steps", "train_time_s", *TO_TARGET, "noise_scale", "mean_gain", "mean_batch", "final_batch")
+AGG_METRICS = (
+    "val_top1",
+    "best_val_top1",
+    "val_top5",
+    "best_val_top5",
+    "train_eval_top1",
+    "gap_top1",
+    "gap_loss",
+    "epochs",
+    "steps",
+    "train_time_s",
+    *TO_TARGET,
+    "noise_scale",
+    "mean_gain",
+    "mean_batch",
+    "final_batch",
+)
 STEP_STATS = ("noise_scale", "noise_scale_steps", "mean_gain", "mean_batch", "final_batch", "batch_varies")
 
 
@@ -210,16 +236,18 @@ def after_warmup(batches: pd.Series, warmup_images: float) -> pd.Series:
     return (batches.cumsum() - batches) >= warmup_images
 
 
-def step_stats(events: pd.DataFrame, metrics: pd.DataFrame, plan_batch: float,
-               warmup_images: float = 0.0) -> dict[str, float]:
+def step_stats(
+    events: pd.DataFrame, metrics: pd.DataFrame, plan_batch: float, warmup_images: float = 0.0
+) -> dict[str, float]:
     """A run's STEP_STATS from its events (see the module docstring); metrics and the plan when it logged no steps."""
     out = dict.fromkeys(STEP_STATS, math.nan)
     out["batch_varies"] = False
     if not events.empty and "step" in events:
         events = events.drop_duplicates("step", keep="last").sort_values("step")  # a rolled-back resume, if any
         counted = after_warmup(step_batches(events, plan_batch), warmup_images)
-        out["noise_scale"], out["noise_scale_steps"] = ratio_of_sums(numbers(events, "noise_trace")[counted],
-                                                                     numbers(events, "grad_sqnorm")[counted])
+        out["noise_scale"], out["noise_scale_steps"] = ratio_of_sums(
+            numbers(events, "noise_trace")[counted], numbers(events, "grad_sqnorm")[counted]
+        )
         gain = numbers(events, "gain").dropna()
         out["mean_gain"] = gain.mean() if len(gain) else math.nan
         batches = step_batches(events, plan_batch)
@@ -312,22 +340,33 @@ def loss_course(metrics: pd.DataFrame, events: pd.DataFrame) -> dict:
     peak above SPIKE x loss_first) and `not_recovered`: why a run that ended with finite losses is diverged (it
     spiked and its last interval is still at or above loss_first: it never came back below where it started),
     else None. A spike that comes back is an instability, not a divergence: the run keeps its final numbers."""
-    out = {"loss_first": math.nan, "loss_peak": math.nan, "loss_peak_step": math.nan, "loss_last": math.nan,
-           "unstable": False, "not_recovered": None}
+    out = {
+        "loss_first": math.nan,
+        "loss_peak": math.nan,
+        "loss_peak_step": math.nan,
+        "loss_last": math.nan,
+        "unstable": False,
+        "not_recovered": None,
+    }
     first = numbers(events, "loss").dropna()
     interval = pd.to_numeric(metrics.get("train_loss", pd.Series(dtype=float)), errors="coerce")
     interval = interval[np.isfinite(interval)]
     if not len(first) or not len(interval):
         return out
     peak = interval.idxmax()
-    out.update(loss_first=float(first.iloc[0]), loss_peak=float(interval[peak]),
-               loss_peak_step=float(metrics.loc[peak, "step"]), loss_last=float(interval.iloc[-1]))
+    out.update(
+        loss_first=float(first.iloc[0]),
+        loss_peak=float(interval[peak]),
+        loss_peak_step=float(metrics.loc[peak, "step"]),
+        loss_last=float(interval.iloc[-1]),
+    )
     out["unstable"] = out["loss_peak"] > SPIKE * out["loss_first"]
     if out["unstable"] and out["loss_last"] >= out["loss_first"]:
         out["not_recovered"] = (
             f"training loss did not recover: {out['loss_peak']:.2f} at step {out['loss_peak_step']:.0f} (over "
             f"{SPIKE:g} x the first step's {out['loss_first']:.2f}) and still {out['loss_last']:.2f} in the last "
-            "interval (bench's divergence rule)")
+            "interval (bench's divergence rule)"
+        )
     return out
 
 
@@ -335,8 +374,10 @@ def instability_text(row) -> str:
     """'loss 3.14 at step 20 (2.0x the first step's)' for an unstable run, '' otherwise."""
     if not row["unstable"]:
         return ""
-    return (f"loss {row['loss_peak']:.2f} at step {row['loss_peak_step']:.0f} "
-            f"({row['loss_peak'] / row['loss_first']:.1f}x the first step's)")
+    return (
+        f"loss {row['loss_peak']:.2f} at step {row['loss_peak_step']:.0f} "
+        f"({row['loss_peak'] / row['loss_first']:.1f}x the first step's)"
+    )
 
 
 def kernels(meta: dict) -> str:
@@ -369,44 +410,82 @@ def summarize(run: Path) -> tuple[dict, pd.DataFrame]:
     problem = {k: v for k, v in setting.items() if k != "model"}  # the setting but for the model
     paper = paper_setting(recipe, meta)
     row = {
-        "recipe": recipe["name"], "optimizer": recipe["optimizer"]["name"], "global_batch": int(recipe["global_batch"]),
-        "plan_batch": plan_batch, "plan_groups": int((meta.get("plan") or {}).get("gsnr_groups") or 1),
-        "seed": recipe.get("seed"), "status": status, "reason": reason, "diverged": diverged,
-        "finished": finished, "run": str(run), "group": digest(seed_key(recipe, meta)),
-        "loader": loader_ran(recipe, meta), "start_time": meta.get("start_time") or "",
-        "end_time": meta.get("end_time") or "", "setting": digest(setting),
-        "setting_keys": json.dumps(setting, default=str), "problem_keys": json.dumps(problem, default=str),
-        "setting_label": setting_label(recipe, meta, paper), "paper": paper,
-        "model": (recipe.get("model") or {}).get("name"), "model_key": digest(recipe.get("model") or {}),
-        "model_label": model_label(recipe.get("model") or {}), "model_shape": model_shape(recipe.get("model") or {}),
+        "recipe": recipe["name"],
+        "optimizer": recipe["optimizer"]["name"],
+        "global_batch": int(recipe["global_batch"]),
+        "plan_batch": plan_batch,
+        "plan_groups": int((meta.get("plan") or {}).get("gsnr_groups") or 1),
+        "seed": recipe.get("seed"),
+        "status": status,
+        "reason": reason,
+        "diverged": diverged,
+        "finished": finished,
+        "run": str(run),
+        "group": digest(seed_key(recipe, meta)),
+        "loader": loader_ran(recipe, meta),
+        "start_time": meta.get("start_time") or "",
+        "end_time": meta.get("end_time") or "",
+        "setting": digest(setting),
+        "setting_keys": json.dumps(setting, default=str),
+        "problem_keys": json.dumps(problem, default=str),
+        "setting_label": setting_label(recipe, meta, paper),
+        "paper": paper,
+        "model": (recipe.get("model") or {}).get("name"),
+        "model_key": digest(recipe.get("model") or {}),
+        "model_label": model_label(recipe.get("model") or {}),
+        "model_shape": model_shape(recipe.get("model") or {}),
         "problem": digest(problem),
         "problem_label": setting_label(recipe, meta, paper) if paper else data_label(recipe, meta),
-        "adaptive_batch": bool(recipe.get("adaptive_batch")), "dataset": data.get("dataset"),
-        "image_size": data.get("image_size"), "lr": recipe["optimizer"].get("lr"),
+        "adaptive_batch": bool(recipe.get("adaptive_batch")),
+        "dataset": data.get("dataset"),
+        "image_size": data.get("image_size"),
+        "lr": recipe["optimizer"].get("lr"),
         "warmup_epochs": (recipe.get("schedule") or {}).get("warmup_epochs"),
-        **sweep_place(recipe), "holdout_top1": math.nan,
-        "planned_epochs": recipe.get("epochs"), "train_size": meta.get("train_size"),
-        "holdout_size": meta.get("holdout_size") or 0, "commit": meta.get("git_commit") or "unknown",
+        **sweep_place(recipe),
+        "holdout_top1": math.nan,
+        "planned_epochs": recipe.get("epochs"),
+        "train_size": meta.get("train_size"),
+        "holdout_size": meta.get("holdout_size") or 0,
+        "commit": meta.get("git_commit") or "unknown",
         "kernels": kernels(meta),
         "val_size": meta.get("val_size"),
         "val_images": (meta.get("evaluated_images") or {}).get("val", meta.get("val_size")),
         "stopped_at_target": bool(meta.get("stopped_at_target")),
-        "target_top1": target, "train_time_s": float(meta.get("train_time_s") or math.nan),
-        "evaluations": len(metrics), "epochs": math.nan, "steps": math.nan, "images": math.nan,
-        **{name: math.nan for name in FINAL}, "best_val_top1": math.nan, "best_val_top5": math.nan,
-        "gap_top1": math.nan, "gap_loss": math.nan,
-        **to_target(metrics, target, finished), **course,
-        **step_stats(events, metrics, plan_batch, warmup_images=float(
-            (recipe.get("schedule") or {}).get("warmup_epochs") or 0) * float(meta.get("train_size") or 0)),
+        "target_top1": target,
+        "train_time_s": float(meta.get("train_time_s") or math.nan),
+        "evaluations": len(metrics),
+        "epochs": math.nan,
+        "steps": math.nan,
+        "images": math.nan,
+        **{name: math.nan for name in FINAL},
+        "best_val_top1": math.nan,
+        "best_val_top5": math.nan,
+        "gap_top1": math.nan,
+        "gap_loss": math.nan,
+        **to_target(metrics, target, finished),
+        **course,
+        **step_stats(
+            events,
+            metrics,
+            plan_batch,
+            warmup_images=float((recipe.get("schedule") or {}).get("warmup_epochs") or 0)
+            * float(meta.get("train_size") or 0),
+        ),
     }
     if len(metrics):
         last = metrics.iloc[-1]
-        row.update(epochs=last["epoch"], steps=last["step"], images=last["images_seen"],
-                   best_val_top1=metrics["val_top1"].max(), best_val_top5=metrics["val_top5"].max())
+        row.update(
+            epochs=last["epoch"],
+            steps=last["step"],
+            images=last["images_seen"],
+            best_val_top1=metrics["val_top1"].max(),
+            best_val_top5=metrics["val_top5"].max(),
+        )
         if not diverged:
             row.update({name: last[col] for name, col in FINAL.items()}, holdout_top1=last["holdout_top1"])
-            row.update(gap_top1=last["train_eval_top1"] - last["val_top1"],
-                       gap_loss=last["val_loss"] - last["train_eval_loss"])
+            row.update(
+                gap_top1=last["train_eval_top1"] - last["val_top1"], gap_loss=last["val_loss"] - last["train_eval_loss"]
+            )
     return row, metrics.assign(run=str(run))
 
 
@@ -415,9 +494,14 @@ def sweep_place(recipe: dict) -> dict:
     study; point_of: the arm whose selected point a matched rerun ran at; a run made outside a sweep is the arm of
     its optimizer's name, with no role."""
     tags = recipe.get("tags") or {}
-    return {"sweep": tags.get("sweep"), "arm": tags.get("arm") or recipe["optimizer"]["name"],
-            "role": tags.get("role"), "trial": tags.get("trial"), "sweep_study": tags.get("study"),
-            "point_of": tags.get("point_of")}
+    return {
+        "sweep": tags.get("sweep"),
+        "arm": tags.get("arm") or recipe["optimizer"]["name"],
+        "role": tags.get("role"),
+        "trial": tags.get("trial"),
+        "sweep_study": tags.get("study"),
+        "point_of": tags.get("point_of"),
+    }
 
 
 def mean_std(values) -> tuple[float, float]:
@@ -452,8 +536,10 @@ def once_per_seed(members: pd.DataFrame) -> pd.DataFrame:
     kept = ordered.drop_duplicates("seed", keep="last")
     for seed, twice in ordered[ordered.duplicated("seed", keep=False)].groupby("seed"):
         dropped = [r for r in twice["run"] if r not in set(kept["run"])]
-        damaged(f"{', '.join(dropped)}: the same recipe and seed {seed} as {kept.loc[kept['seed'] == seed, 'run'].iloc[0]}"
-                "; counted once (the finished run that ended last)")
+        damaged(
+            f"{', '.join(dropped)}: the same recipe and seed {seed} as {kept.loc[kept['seed'] == seed, 'run'].iloc[0]}"
+            "; counted once (the finished run that ended last)"
+        )
     return members.loc[members.index.isin(kept.index)]
 
 
@@ -466,17 +552,32 @@ def aggregate(runs: pd.DataFrame) -> pd.DataFrame:
         used = finished if len(finished) else members
         first = members.iloc[0]
         row = {
-            "group": group, "recipe": _common_name(list(members["recipe"])), "optimizer": first["optimizer"],
-            "global_batch": first["global_batch"], "setting": first["setting"], "setting_label": first["setting_label"],
-            "setting_keys": first["setting_keys"], "problem_keys": first["problem_keys"],
-            "paper": first["paper"], "model": first["model"], "model_key": first["model_key"],
-            "model_label": first["model_label"], "model_shape": first["model_shape"], "problem": first["problem"],
-            "problem_label": first["problem_label"], "adaptive_batch": first["adaptive_batch"],
+            "group": group,
+            "recipe": _common_name(list(members["recipe"])),
+            "optimizer": first["optimizer"],
+            "global_batch": first["global_batch"],
+            "setting": first["setting"],
+            "setting_label": first["setting_label"],
+            "setting_keys": first["setting_keys"],
+            "problem_keys": first["problem_keys"],
+            "paper": first["paper"],
+            "model": first["model"],
+            "model_key": first["model_key"],
+            "model_label": first["model_label"],
+            "model_shape": first["model_shape"],
+            "problem": first["problem"],
+            "problem_label": first["problem_label"],
+            "adaptive_batch": first["adaptive_batch"],
             "batch_varies": bool(members["batch_varies"].any()),
-            "dataset": first["dataset"], "lr": first["lr"],
-            "target_top1": first["target_top1"], "train_size": first["train_size"],
-            "status": _status_summary(members["status"]), "seeds": ",".join(str(s) for s in sorted(used["seed"])),
-            "n": len(used), "n_runs": len(members), "n_diverged": int(used["diverged"].sum()),
+            "dataset": first["dataset"],
+            "lr": first["lr"],
+            "target_top1": first["target_top1"],
+            "train_size": first["train_size"],
+            "status": _status_summary(members["status"]),
+            "seeds": ",".join(str(s) for s in sorted(used["seed"])),
+            "n": len(used),
+            "n_runs": len(members),
+            "n_diverged": int(used["diverged"].sum()),
             "n_unstable": int((used["unstable"] & ~used["diverged"]).sum()),
             "n_reached": int(np.isfinite(used["steps_to_target"]).sum()),
             "runs": tuple(used["run"]),
@@ -489,14 +590,18 @@ def aggregate(runs: pd.DataFrame) -> pd.DataFrame:
     if len(groups):  # one name for two different recipes (e.g. edited between runs): tell them apart
         clash = groups["recipe"].duplicated(keep=False)
         groups.loc[clash, "recipe"] += " [" + groups.loc[clash, "group"] + "]"
-    return groups.sort_values(["setting_label", "global_batch", "optimizer", "recipe"], kind="stable",
-                              ignore_index=True) if len(groups) else groups
+    return (
+        groups.sort_values(["setting_label", "global_batch", "optimizer", "recipe"], kind="stable", ignore_index=True)
+        if len(groups)
+        else groups
+    )
 
 
 def best_groups(groups: pd.DataFrame) -> dict[tuple, pd.Series]:
     """(setting, batch, optimizer) -> the group with the highest mean final val Top-1 (fewest steps to target on ties)."""
     ordered = groups.assign(_v=groups["val_top1"].fillna(-math.inf)).sort_values(
-        ["_v", "steps_to_target"], ascending=[False, True], kind="stable")
+        ["_v", "steps_to_target"], ascending=[False, True], kind="stable"
+    )
     out = {}
     for _, g in ordered.iterrows():
         out.setdefault((g["setting"], g["global_batch"], g["optimizer"]), g)
@@ -531,7 +636,7 @@ class Study:
             agg.update({m: (m, "mean"), f"{m}_std": (m, "std")})
         steps = [tuple(s) for _, s in c.groupby("run", sort=False)["step"]]
         longest = max(steps, key=len, default=())
-        if all(s == longest[:len(s)] for s in steps):  # the same evaluation steps (a diverged seed stops early)
+        if all(s == longest[: len(s)] for s in steps):  # the same evaluation steps (a diverged seed stops early)
             return c.groupby("step", as_index=False).agg(**agg)
         c = c.assign(evaluation=c.groupby("run").cumcount())
         return c.groupby("evaluation").agg(step=("step", "mean"), **agg).reset_index(drop=True)

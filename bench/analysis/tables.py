@@ -50,15 +50,18 @@ def measured_cell(group: pd.Series, metric: str, kind: str = "pct", n: bool = Tr
         remarks.append(f"{group['n_diverged']} of {group['n']} diverged, mean of the rest")
     if group["unfinished"]:
         remarks.append("unfinished")
-    return Cell(group[metric], group[f"{metric}_std"], group["n"] if n else None,
-                ", ".join(remarks) if notes else "", kind)
+    return Cell(
+        group[metric], group[f"{metric}_std"], group["n"] if n else None, ", ".join(remarks) if notes else "", kind
+    )
 
 
 def _several(groups: pd.DataFrame) -> list[str]:
     counts = groups.groupby(["setting", "global_batch", "optimizer"]).size()
     if (counts > 1).any():
-        return ["Where several recipes exist for one optimizer at one batch, the one with the highest mean final "
-                "val Top-1 is shown (`bench table compare` lists all)."]
+        return [
+            "Where several recipes exist for one optimizer at one batch, the one with the highest mean final "
+            "val Top-1 is shown (`bench table compare` lists all)."
+        ]
     return []
 
 
@@ -106,8 +109,10 @@ class PaperRuns:
 
     def target_note(self) -> str:
         target, where = paper.PAPER_TARGETS[self.setting]
-        return (f"target: {target:g}% val Top-1 ({where}); a published number under it is marked 'below target', "
-                f"a measured cell says how many seeds' final val Top-1 reached it.")
+        return (
+            f"target: {target:g}% val Top-1 ({where}); a published number under it is marked 'below target', "
+            f"a measured cell says how many seeds' final val Top-1 reached it."
+        )
 
     def notes(self) -> list[str]:
         out = [paper.CRITERIA[self.setting] + "."]
@@ -115,7 +120,9 @@ class PaperRuns:
         if substitutes:
             out.append("Measured with another registry name: " + ", ".join(substitutes) + ".")
         if self.others:
-            out.append(f"{self.others} recipe group(s) outside this setting are not used here (see `bench table compare`).")
+            out.append(
+                f"{self.others} recipe group(s) outside this setting are not used here (see `bench table compare`)."
+            )
         return out + _several(self.groups)
 
 
@@ -131,16 +138,31 @@ def vrgd_imagenet(study: Study, baseline: str | None = None) -> Table:
     pub = pub.set_index("method")
     runs = PaperRuns(study, "imagenet")
     batches = sorted({int(c) for c in pub.columns} | runs.batches(["lars", "vrgd_lars"]))
-    table = Table(f"ImageNet ResNet-50 Top-1 (%) by global batch: LARS vs VRGD-LARS, judged at "
-                  f"{paper.PAPER_TARGETS['imagenet'][0]:g}%",
-                  ["batch", "LARS published", "LARS measured", "VRGD-LARS published", "VRGD-LARS measured",
-                   "delta published", "delta measured"])
+    table = Table(
+        f"ImageNet ResNet-50 Top-1 (%) by global batch: LARS vs VRGD-LARS, judged at "
+        f"{paper.PAPER_TARGETS['imagenet'][0]:g}%",
+        [
+            "batch",
+            "LARS published",
+            "LARS measured",
+            "VRGD-LARS published",
+            "VRGD-LARS measured",
+            "delta published",
+            "delta measured",
+        ],
+    )
     for b in batches:
         lp, vp = (runs.published(pub.loc[m].get(str(b), math.nan)) for m in ("lars", "vrgd_lars"))
         lm, vm = runs.measured("lars", b, judged=True), runs.measured("vrgd_lars", b, judged=True)
         table.rows.append([b, lp, lm, vp, vm, _delta(lp, vp), _delta(lm, vm)])
-    table.notes = [f"published: {source}", MEASURED_TOP1 + ".", runs.target_note(),
-                   "delta = VRGD-LARS − LARS (percentage points).", MISSING + ".", *runs.notes()]
+    table.notes = [
+        f"published: {source}",
+        MEASURED_TOP1 + ".",
+        runs.target_note(),
+        "delta = VRGD-LARS − LARS (percentage points).",
+        MISSING + ".",
+        *runs.notes(),
+    ]
     return table
 
 
@@ -148,9 +170,19 @@ def vrgd_gap(study: Study, baseline: str | None = None) -> Table:
     pub, source = paper.reference("vrgd_imagenet_gap")
     runs = PaperRuns(study, "imagenet")
     methods = list(dict.fromkeys(pub["method"]))
-    table = Table("ImageNet ResNet-50 generalization gap by global batch",
-                  ["method", "batch", "train published", "train measured", "test published", "test measured",
-                   "gap published", "gap measured"])
+    table = Table(
+        "ImageNet ResNet-50 generalization gap by global batch",
+        [
+            "method",
+            "batch",
+            "train published",
+            "train measured",
+            "test published",
+            "test measured",
+            "gap published",
+            "gap measured",
+        ],
+    )
     inconsistent = []
     for method in methods:
         mine = pub[pub["method"] == method].set_index("batch")
@@ -160,18 +192,34 @@ def vrgd_gap(study: Study, baseline: str | None = None) -> Table:
             difference = p.get("train_top1", math.nan) - p.get("test_top1", math.nan)
             if not gap.empty and abs(difference - gap.value) > ROUNDING_PP:  # the published row does not add up
                 gap = replace(gap, note=f"≠ train − test = {difference:.2f}")
-                inconsistent.append(f"{display(method)} at {b:,}: train {p['train_top1']:.2f} − test "
-                                    f"{p['test_top1']:.2f} = {difference:.2f}, printed gap {gap.value:.2f}")
-            table.rows.append([display(method), b, cell(p.get("train_top1", math.nan)),
-                               runs.measured(method, b, "train_eval_top1"), cell(p.get("test_top1", math.nan)),
-                               runs.measured(method, b, "val_top1"), gap, runs.measured(method, b, "gap_top1")])
-    table.notes = [f"published: {source}",
-                   *(f"The published row does not add up: {row}; one of its printed numbers is a typo (shown as "
-                     "printed)." for row in inconsistent),
-                   "measured: train = Top-1 on the fixed train-eval subset (training images, validation transforms) "
-                   "and test = val Top-1, both at the last evaluation; gap = train − test (pp); mean ± sample std "
-                   "over seeds (n = runs). The paper does not say how its train accuracy was measured.",
-                   MISSING + ".", *runs.notes()]
+                inconsistent.append(
+                    f"{display(method)} at {b:,}: train {p['train_top1']:.2f} − test "
+                    f"{p['test_top1']:.2f} = {difference:.2f}, printed gap {gap.value:.2f}"
+                )
+            table.rows.append(
+                [
+                    display(method),
+                    b,
+                    cell(p.get("train_top1", math.nan)),
+                    runs.measured(method, b, "train_eval_top1"),
+                    cell(p.get("test_top1", math.nan)),
+                    runs.measured(method, b, "val_top1"),
+                    gap,
+                    runs.measured(method, b, "gap_top1"),
+                ]
+            )
+    table.notes = [
+        f"published: {source}",
+        *(
+            f"The published row does not add up: {row}; one of its printed numbers is a typo (shown as printed)."
+            for row in inconsistent
+        ),
+        "measured: train = Top-1 on the fixed train-eval subset (training images, validation transforms) "
+        "and test = val Top-1, both at the last evaluation; gap = train − test (pp); mean ± sample std "
+        "over seeds (n = runs). The paper does not say how its train accuracy was measured.",
+        MISSING + ".",
+        *runs.notes(),
+    ]
     return table
 
 
@@ -181,8 +229,10 @@ def vrgd_cifar10(study: Study, baseline: str | None = None) -> Table:
     runs = PaperRuns(study, "cifar10")
     batches = sorted({int(c) for c in pub.columns} | runs.batches(pub.index))
     columns = ["optimizer"] + [f"{b} {what}" for b in batches for what in ("published", "measured")]
-    table = Table(f"CIFAR-10 ResNet-56 Top-1 (%) by global batch, 8 optimizers, judged at "
-                  f"{paper.PAPER_TARGETS['cifar10'][0]:g}%", columns)
+    table = Table(
+        f"CIFAR-10 ResNet-56 Top-1 (%) by global batch, 8 optimizers, judged at {paper.PAPER_TARGETS['cifar10'][0]:g}%",
+        columns,
+    )
     for method in pub.index:
         row = [display(method)]
         for b in batches:
@@ -198,8 +248,10 @@ def mlperf_epochs(study: Study, baseline: str | None = None) -> Table:
     runs = PaperRuns(study, "imagenet")
     optimizers = ["lars"] + sorted(set(runs.groups["optimizer"]) - {"lars"})
     batches = sorted(set(pub.index.astype(int)) | set(runs.groups["global_batch"].astype(int)))
-    table = Table(f"Epochs to {MLPERF_TARGET}% Top-1, ImageNet ResNet-50, against the MLPerf reference range",
-                  ["batch", "MLPerf epochs (min–max)"] + [f"{display(o)} measured" for o in optimizers])
+    table = Table(
+        f"Epochs to {MLPERF_TARGET}% Top-1, ImageNet ResNet-50, against the MLPerf reference range",
+        ["batch", "MLPerf epochs (min–max)"] + [f"{display(o)} measured" for o in optimizers],
+    )
     for b in batches:
         lo, hi = (pub.loc[b, "epochs_min"], pub.loc[b, "epochs_max"]) if b in pub.index else (None, None)
         row = [b, f"{lo:g}–{hi:g}" if lo is not None else NO_NUMBER]
@@ -209,15 +261,21 @@ def mlperf_epochs(study: Study, baseline: str | None = None) -> Table:
                 row.append(Cell(None, kind="epochs"))
                 continue
             mean, std = study.reach(g["runs"], MLPERF_TARGET)["epochs_to_target"]
-            where = "" if lo is None or math.isinf(mean) else (
-                "below range" if mean < lo else "above range" if mean > hi else "in range")
+            where = (
+                ""
+                if lo is None or math.isinf(mean)
+                else ("below range" if mean < lo else "above range" if mean > hi else "in range")
+            )
             row.append(Cell(mean, std, int(g["n"]), where, "epochs"))
         table.rows.append(row)
-    table.notes = [f"published: {source}",
-                   f"measured = epoch of the first evaluation with val Top-1 ≥ {MLPERF_TARGET}% (whatever the "
-                   "recipe's own target), mean ± sample std over seeds (n = runs); ∞ = a seed never reached it; "
-                   "the resolution is the recipe's eval.every_epochs.",
-                   MISSING + ".", *runs.notes()]
+    table.notes = [
+        f"published: {source}",
+        f"measured = epoch of the first evaluation with val Top-1 ≥ {MLPERF_TARGET}% (whatever the "
+        "recipe's own target), mean ± sample std over seeds (n = runs); ∞ = a seed never reached it; "
+        "the resolution is the recipe's eval.every_epochs.",
+        MISSING + ".",
+        *runs.notes(),
+    ]
     return table
 
 
@@ -256,9 +314,12 @@ def fixed_batch_notes(rows: pd.DataFrame) -> list[str]:
     its base optimizer's update, with the similarity only measured. Said where its numbers are printed."""
     adaptive = rows["optimizer"].map(lambda o: o in catalog.OPTIMIZERS and catalog.OPTIMIZERS[o].pace == "adaptive")
     fixed = rows.loc[adaptive & ~rows["adaptive_batch"].astype(bool), "optimizer"]
-    return [f"{display(o)} without adaptive_batch is {display(catalog.OPTIMIZERS[o].base)} at a fixed batch: the same "
-            "update, with the cosine similarity of the two half-batch gradients measured and logged (the batch "
-            "controller is off)." for o in sorted(set(fixed))]
+    return [
+        f"{display(o)} without adaptive_batch is {display(catalog.OPTIMIZERS[o].base)} at a fixed batch: the same "
+        "update, with the cosine similarity of the two half-batch gradients measured and logged (the batch "
+        "controller is off)."
+        for o in sorted(set(fixed))
+    ]
 
 
 def compare(study: Study, baseline: str | None = None, batch: int | None = None) -> Table:
@@ -274,11 +335,26 @@ def compare(study: Study, baseline: str | None = None, batch: int | None = None)
     keys = groups.drop_duplicates("setting_label").set_index("setting_label")["setting_keys"]
     names = variant_names({s: json.loads(keys[s]) for s in settings})  # the keys in which the settings differ
     columns = (["setting"] if several else []) + [
-        "batch", "optimizer", "recipe", "val Top-1", "train-eval Top-1", "gap Top-1", "steps to target",
-        "epochs to target", "train s to target", "reached", "speedup steps (a)", "speedup epochs (a)",
-        "speedup seconds (a)", "speedup to B's final (b)"]
-    title = ("Optimizers compared at each global batch" if batch is None else
-             f"Optimizers compared at global batch {batch:,}") + ("" if several else f": {settings[0]}")
+        "batch",
+        "optimizer",
+        "recipe",
+        "val Top-1",
+        "train-eval Top-1",
+        "gap Top-1",
+        "steps to target",
+        "epochs to target",
+        "train s to target",
+        "reached",
+        "speedup steps (a)",
+        "speedup epochs (a)",
+        "speedup seconds (a)",
+        "speedup to B's final (b)",
+    ]
+    title = (
+        "Optimizers compared at each global batch"
+        if batch is None
+        else f"Optimizers compared at global batch {batch:,}"
+    ) + ("" if several else f": {settings[0]}")
     table = Table(title, columns)
     for _, g in groups.iterrows():
         base = best.get((g["setting"], g["global_batch"], baseline))
@@ -287,15 +363,33 @@ def compare(study: Study, baseline: str | None = None, batch: int | None = None)
         elif base["group"] == g["group"]:
             ratios = [Cell(None, note="baseline B", kind="ratio")] * 4
         else:
-            ratios = [Cell(None, note="not reached", kind="ratio") if v == 0.0 else Cell(v, kind="ratio")
-                      for v in speedups(study, g, base).values()]
+            ratios = [
+                Cell(None, note="not reached", kind="ratio") if v == 0.0 else Cell(v, kind="ratio")
+                for v in speedups(study, g, base).values()
+            ]
         used = best.get((g["setting"], g["global_batch"], g["optimizer"]))
         marker = "" if used is None or used["group"] == g["group"] else " (not best)"
-        table.rows.append(([names[g["setting_label"]]] if several else []) + [
-            int(g["global_batch"]), display(g["optimizer"]), g["recipe"] + marker,
-            measured_cell(g, "val_top1"), *(measured_cell(g, m, k, n=False, notes=False) for m, k in (
-                ("train_eval_top1", "pct"), ("gap_top1", "pct"), ("steps_to_target", "steps"),
-                ("epochs_to_target", "epochs"), ("seconds_to_target", "seconds"))), f"{g['n_reached']}/{g['n']}", *ratios])
+        table.rows.append(
+            ([names[g["setting_label"]]] if several else [])
+            + [
+                int(g["global_batch"]),
+                display(g["optimizer"]),
+                g["recipe"] + marker,
+                measured_cell(g, "val_top1"),
+                *(
+                    measured_cell(g, m, k, n=False, notes=False)
+                    for m, k in (
+                        ("train_eval_top1", "pct"),
+                        ("gap_top1", "pct"),
+                        ("steps_to_target", "steps"),
+                        ("epochs_to_target", "epochs"),
+                        ("seconds_to_target", "seconds"),
+                    )
+                ),
+                f"{g['n_reached']}/{g['n']}",
+                *ratios,
+            ]
+        )
     table.notes = ([f"setting {names[s]}: {s}" for s in settings] if several else []) + [
         f"baseline B = {display(baseline)} (change with --baseline); val/train-eval Top-1 (%) at the last "
         "evaluation, gap = train-eval − val (pp); mean ± sample std over seeds (n = runs).",
@@ -304,14 +398,20 @@ def compare(study: Study, baseline: str | None = None, batch: int | None = None)
         "speed side by side.",
         *SPEEDUP_DEFINITIONS,
         "'(not best)': another recipe of this optimizer at this batch has a higher mean val Top-1 and is the one "
-        "used as B and in the plots.", *fixed_batch_notes(groups)]
+        "used as B and in the plots.",
+        *fixed_batch_notes(groups),
+    ]
     if groups["adaptive_batch"].any():
-        table.notes.append("Adaptive-batch recipes (adaptive_batch) are listed under their starting global batch and "
-                           "compared with the baseline there; their batch grows or shrinks, so compare them in epochs "
-                           "or images (`bench report` shows their mean and final batch), not in steps.")
-    table.notes.append("A setting = the model, data, image size and target the recipes train; only settings named "
-                       f"'{paper.LABELS['imagenet']}' or '{paper.LABELS['cifar10']}' meet a paper's criteria "
-                       "(`bench table vrgd-imagenet`, `vrgd-cifar10`); anything else is not those datasets.")
+        table.notes.append(
+            "Adaptive-batch recipes (adaptive_batch) are listed under their starting global batch and "
+            "compared with the baseline there; their batch grows or shrinks, so compare them in epochs "
+            "or images (`bench report` shows their mean and final batch), not in steps."
+        )
+    table.notes.append(
+        "A setting = the model, data, image size and target the recipes train; only settings named "
+        f"'{paper.LABELS['imagenet']}' or '{paper.LABELS['cifar10']}' meet a paper's criteria "
+        "(`bench table vrgd-imagenet`, `vrgd-cifar10`); anything else is not those datasets."
+    )
     return table
 
 
@@ -326,8 +426,10 @@ def build(name: str, study: Study, baseline: str | None = None, batch: int | Non
     if name not in TABLES:
         raise UserError(f"unknown table '{name}'; choose from {', '.join(TABLES)}")
     if baseline is not None and name not in SWEEP_TABLES and baseline not in set(study.groups["optimizer"]):
-        raise UserError(f"--baseline '{baseline}': no run uses that optimizer; the runs use "
-                        f"{', '.join(sorted(set(study.groups['optimizer'])))}")
+        raise UserError(
+            f"--baseline '{baseline}': no run uses that optimizer; the runs use "
+            f"{', '.join(sorted(set(study.groups['optimizer'])))}"
+        )
     if batch is None:
         return TABLES[name].load()(study, baseline)
     if name != "compare":

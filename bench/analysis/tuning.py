@@ -94,40 +94,63 @@ def cells(study: Study) -> pd.DataFrame:
         ranked = scored.sort_values(column, ascending=False, kind="stable")
         best = ranked.iloc[0] if len(ranked) else None
         runner_up = ranked.iloc[1][column] if len(ranked) > 1 else math.nan
-        split = best["holdout_size"] if best is not None and column == "holdout_top1" else (
-            best["val_images"] if best is not None else math.nan)
+        split = (
+            best["holdout_size"]
+            if best is not None and column == "holdout_top1"
+            else (best["val_images"] if best is not None else math.nan)
+        )
         se = selection_se(best[column], split) if best is not None else math.nan
         per_study = [_min_steps(t) for _, t in trials.groupby("sweep_study")]
         done = reruns[reruns["finished"]]
         trained = done[done["val_top1"].notna()]
-        second = members[(members["role"] == "rerun_top") & members["finished"] & members["recipe"].str.contains(
-            "-top2-")]
-        rows.append({
-            "arm": arm, "global_batch": int(batch), "optimizer": members["optimizer"].iloc[0],
-            "n_trials": len(trials), "n_finished": int(trials["finished"].sum()),
-            "n_infeasible": int((trials["finished"] & trials["val_top1"].isna()).sum()),
-            "unstable": "; ".join(f"{r['recipe']}: {instability_text(r)}" for _, r in
-                                  members[members["unstable"] & ~members["diverged"]].iterrows()),
-            "selection": column, "best_trial": best["recipe"] if best is not None else None,
-            "best_selection_top1": best[column] if best is not None else math.nan,
-            "runner_up_top1": runner_up, "selection_se": se,
-            "near_tie": bool(best is not None and best[column] - runner_up < 2 * se),
-            "best_lr": best["lr"] if best is not None else math.nan,
-            "best_warmup_epochs": best["warmup_epochs"] if best is not None else math.nan,
-            "steps_to_result": _min_steps(trials), "steps_to_result_grid": _min_steps_grid(trials),
-            "median_study_steps": float(np.median(per_study)) if per_study else math.nan,
-            "n_studies": len(per_study),
-            "reruns": tuple(done["run"]), "n_reruns": len(done), "n_rerun_diverged": len(done) - len(trained),
-            "val_top1": tuple(trained["val_top1"]), "gap_top1": tuple(trained["gap_top1"]),
-            "seeds": tuple(trained["seed"]), "kernels": tuple(sorted(set(done["kernels"]))),
-            "clip_frac": _mean_logged(trained["run"], "gsnr_clip_frac"),
-            "runner_up_reruns": tuple(second["val_top1"].dropna()),
-            "rerun_steps": tuple(done["steps_to_target"]), "rerun_grid": tuple(done["steps_to_target_grid"]),
-            "images": float(members.loc[members["finished"], "images"].max()) if members["finished"].any() else math.nan,
-            "target_top1": members["target_top1"].iloc[0], "planned_epochs": members["planned_epochs"].iloc[0],
-            "problem_label": members["problem_label"].iloc[0], "model_label": members["model_label"].iloc[0],
-            "model_shape": members["model_shape"].iloc[0],
-        })
+        second = members[
+            (members["role"] == "rerun_top") & members["finished"] & members["recipe"].str.contains("-top2-")
+        ]
+        rows.append(
+            {
+                "arm": arm,
+                "global_batch": int(batch),
+                "optimizer": members["optimizer"].iloc[0],
+                "n_trials": len(trials),
+                "n_finished": int(trials["finished"].sum()),
+                "n_infeasible": int((trials["finished"] & trials["val_top1"].isna()).sum()),
+                "unstable": "; ".join(
+                    f"{r['recipe']}: {instability_text(r)}"
+                    for _, r in members[members["unstable"] & ~members["diverged"]].iterrows()
+                ),
+                "selection": column,
+                "best_trial": best["recipe"] if best is not None else None,
+                "best_selection_top1": best[column] if best is not None else math.nan,
+                "runner_up_top1": runner_up,
+                "selection_se": se,
+                "near_tie": bool(best is not None and best[column] - runner_up < 2 * se),
+                "best_lr": best["lr"] if best is not None else math.nan,
+                "best_warmup_epochs": best["warmup_epochs"] if best is not None else math.nan,
+                "steps_to_result": _min_steps(trials),
+                "steps_to_result_grid": _min_steps_grid(trials),
+                "median_study_steps": float(np.median(per_study)) if per_study else math.nan,
+                "n_studies": len(per_study),
+                "reruns": tuple(done["run"]),
+                "n_reruns": len(done),
+                "n_rerun_diverged": len(done) - len(trained),
+                "val_top1": tuple(trained["val_top1"]),
+                "gap_top1": tuple(trained["gap_top1"]),
+                "seeds": tuple(trained["seed"]),
+                "kernels": tuple(sorted(set(done["kernels"]))),
+                "clip_frac": _mean_logged(trained["run"], "gsnr_clip_frac"),
+                "runner_up_reruns": tuple(second["val_top1"].dropna()),
+                "rerun_steps": tuple(done["steps_to_target"]),
+                "rerun_grid": tuple(done["steps_to_target_grid"]),
+                "images": float(members.loc[members["finished"], "images"].max())
+                if members["finished"].any()
+                else math.nan,
+                "target_top1": members["target_top1"].iloc[0],
+                "planned_epochs": members["planned_epochs"].iloc[0],
+                "problem_label": members["problem_label"].iloc[0],
+                "model_label": members["model_label"].iloc[0],
+                "model_shape": members["model_shape"].iloc[0],
+            }
+        )
     return pd.DataFrame(rows).sort_values(["global_batch", "arm"], key=_arm_order(runs), ignore_index=True)
 
 
@@ -159,8 +182,9 @@ def mean_std_n(values) -> tuple[float, float, int]:
     return float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else math.nan, len(v)
 
 
-def verdict_word(x: str, y: str, cell_x: pd.Series, cell_y: pd.Series, c: power.Comparison | None,
-                 p_holm: float, detectable: float) -> str:
+def verdict_word(
+    x: str, y: str, cell_x: pd.Series, cell_y: pd.Series, c: power.Comparison | None, p_holm: float, detectable: float
+) -> str:
     """'X better' / 'Y better' when the family's Holm-adjusted p is under ALPHA; else 'within noise', with the
     smallest effect the comparison could have detected."""
     tx, ty = len(cell_x["val_top1"]), len(cell_y["val_top1"])
@@ -185,8 +209,11 @@ def steps_ratio(cell_x: pd.Series, cell_y: pd.Series) -> Cell:
     sx, sy = np.asarray(cell_x["rerun_steps"], float), np.asarray(cell_y["rerun_steps"], float)
     if not len(sx) or not len(sy):
         return Cell(None, kind="ratio")
-    missed = [f"{display(c['arm'])} missed {int(np.isinf(s).sum())}/{len(s)}"
-              for c, s in ((cell_x, sx), (cell_y, sy)) if not np.isfinite(s).all()]
+    missed = [
+        f"{display(c['arm'])} missed {int(np.isinf(s).sum())}/{len(s)}"
+        for c, s in ((cell_x, sx), (cell_y, sy))
+        if not np.isfinite(s).all()
+    ]
     note = "; ".join(missed)
 
     def ratio(x, y):
@@ -200,8 +227,9 @@ def steps_ratio(cell_x: pd.Series, cell_y: pd.Series) -> Cell:
     grids = np.asarray([*cell_x.get("rerun_grid", ()), *cell_y.get("rerun_grid", ())], float)
     grid = float(np.nanmax(grids)) if np.isfinite(grids).any() else math.nan
     if abs(np.median(sx) - np.median(sy)) < grid:  # both crossed within one evaluation interval of each other
-        note = "; ".join(filter(None, [note, f"unresolved: the medians differ by less than the grid of {grid:,.0f} "
-                                             "steps"]))
+        note = "; ".join(
+            filter(None, [note, f"unresolved: the medians differ by less than the grid of {grid:,.0f} steps"])
+        )
     rng = np.random.default_rng(0)
     boot = ratio(rng.choice(sx, (BOOTSTRAP, len(sx))), rng.choice(sy, (BOOTSTRAP, len(sy))))
     boot = boot[~np.isnan(boot)]
@@ -240,8 +268,17 @@ def pairs_of(study: Study, baseline: str | None = None) -> list[Pair]:
         for x, y in wanted:
             if x in by_arm and y in by_arm:
                 cx, cy = by_arm[x], by_arm[y]
-                out.append(Pair(int(batch), x, y, cx, cy, "primary" if {x, y} == set(PRIMARY) else "secondary",
-                                power.compare(cx["val_top1"], cy["val_top1"], cx["seeds"], cy["seeds"])))
+                out.append(
+                    Pair(
+                        int(batch),
+                        x,
+                        y,
+                        cx,
+                        cy,
+                        "primary" if {x, y} == set(PRIMARY) else "secondary",
+                        power.compare(cx["val_top1"], cy["val_top1"], cx["seeds"], cy["seeds"]),
+                    )
+                )
     for family in ("primary", "secondary"):
         members = [r for r in out if r.family == family]
         tested = sum(r.c is not None for r in members)
@@ -251,8 +288,12 @@ def pairs_of(study: Study, baseline: str | None = None) -> list[Pair]:
 
 
 def _near_tie_note(r: Pair) -> str:
-    ties = [f"{display(c['arm'])}'s selection ({c['best_selection_top1']:.2f} vs {c['runner_up_top1']:.2f}, "
-            f"se {c['selection_se']:.2f})" for c in (r.cx, r.cy) if c["near_tie"]]
+    ties = [
+        f"{display(c['arm'])}'s selection ({c['best_selection_top1']:.2f} vs {c['runner_up_top1']:.2f}, "
+        f"se {c['selection_se']:.2f})"
+        for c in (r.cx, r.cy)
+        if c["near_tie"]
+    ]
     return f"; rests on a near-tie: {', '.join(ties)}" if ties else ""
 
 
@@ -262,10 +303,26 @@ def verdict(study: Study, baseline: str | None = None) -> Table:
     interval), and a word (see the module docstring)."""
     table_cells = cells(study)
     rows = pairs_of(study, baseline)
-    table = Table(_title("Verdict: tuned optimizers compared at each global batch", table_cells),
-                  ["batch", "X", "Y", "family", "val Top-1 X", "val Top-1 Y", "Δ val Top-1 (X − Y)", "test",
-                   "p", "p Holm", "MDE 80% at α/m [95%]", f"seeds for {PLAN_EFFECT:g} pp", "Δ gap (X − Y)",
-                   "steps to target X / Y", "verdict"])
+    table = Table(
+        _title("Verdict: tuned optimizers compared at each global batch", table_cells),
+        [
+            "batch",
+            "X",
+            "Y",
+            "family",
+            "val Top-1 X",
+            "val Top-1 Y",
+            "Δ val Top-1 (X − Y)",
+            "test",
+            "p",
+            "p Holm",
+            "MDE 80% at α/m [95%]",
+            f"seeds for {PLAN_EFFECT:g} pp",
+            "Δ gap (X − Y)",
+            "steps to target X / Y",
+            "verdict",
+        ],
+    )
     for r in rows:
         c = r.c
         detectable = power.comparison_mde(c, r.alpha) if c else math.nan
@@ -274,26 +331,56 @@ def verdict(study: Study, baseline: str | None = None) -> Table:
         seeds = power.seeds_to_resolve(PLAN_EFFECT, c, sd(r.cx), sd(r.cy), r.alpha) if c else None
         gap = power.compare(r.cx["gap_top1"], r.cy["gap_top1"], r.cx["seeds"], r.cy["seeds"])
         word = verdict_word(r.x, r.y, r.cx, r.cy, c, r.p_holm, detectable)
-        table.rows.append([
-            r.batch, display(r.x), display(r.y), r.family, _rerun_cell(r.cx, "val_top1"), _rerun_cell(r.cy, "val_top1"),
-            Cell(c.diff, kind="pct", ci=(c.low, c.high)) if c else Cell(None, kind="pct"), c.test if c else NO_NUMBER,
-            Cell(c.p if c else None, kind="p"), Cell(r.p_holm, kind="p"),
-            Cell(detectable, kind="pct", ci=(detectable * spread[0], detectable * spread[1]) if c else None),
-            Cell(seeds, kind="int") if seeds else Cell(None, note="> 1000" if c else NO_NUMBER, kind="int"),
-            Cell(gap.diff, kind="pct", ci=(gap.low, gap.high)) if gap else Cell(None, kind="pct"),
-            steps_ratio(r.cx, r.cy), word + (_near_tie_note(r) if word.endswith("better") else "")
-            + ("; pairs across kernel platforms" if len(set(r.cx["kernels"]) | set(r.cy["kernels"])) > 1 else "")])
+        table.rows.append(
+            [
+                r.batch,
+                display(r.x),
+                display(r.y),
+                r.family,
+                _rerun_cell(r.cx, "val_top1"),
+                _rerun_cell(r.cy, "val_top1"),
+                Cell(c.diff, kind="pct", ci=(c.low, c.high)) if c else Cell(None, kind="pct"),
+                c.test if c else NO_NUMBER,
+                Cell(c.p if c else None, kind="p"),
+                Cell(r.p_holm, kind="p"),
+                Cell(detectable, kind="pct", ci=(detectable * spread[0], detectable * spread[1]) if c else None),
+                Cell(seeds, kind="int") if seeds else Cell(None, note="> 1000" if c else NO_NUMBER, kind="int"),
+                Cell(gap.diff, kind="pct", ci=(gap.low, gap.high)) if gap else Cell(None, kind="pct"),
+                steps_ratio(r.cx, r.cy),
+                word
+                + (_near_tie_note(r) if word.endswith("better") else "")
+                + ("; pairs across kernel platforms" if len(set(r.cx["kernels"]) | set(r.cy["kernels"])) > 1 else ""),
+            ]
+        )
     primary = [r for r in rows if r.family == "primary"]
     pooled = power.pooled([r.c for r in primary]) if len(primary) > 1 else None
     if pooled is not None:
         x, y = primary[0].x, primary[0].y
         detectable = power.comparison_mde(pooled)
-        word = (f"{display(x) if pooled.diff > 0 else display(y)} better on average" if pooled.p < power.ALPHA
-                else f"within noise (could detect ≥ {detectable:.1f} pp on average)")
-        table.rows.append(["all (pooled)", display(x), display(y), "exploratory", Cell(None), Cell(None),
-                           Cell(pooled.diff, kind="pct", ci=(pooled.low, pooled.high)), pooled.test,
-                           Cell(pooled.p, kind="p"), Cell(None, kind="p"), Cell(detectable, kind="pct"),
-                           Cell(None, kind="int"), Cell(None, kind="pct"), Cell(None, kind="ratio"), word])
+        word = (
+            f"{display(x) if pooled.diff > 0 else display(y)} better on average"
+            if pooled.p < power.ALPHA
+            else f"within noise (could detect ≥ {detectable:.1f} pp on average)"
+        )
+        table.rows.append(
+            [
+                "all (pooled)",
+                display(x),
+                display(y),
+                "exploratory",
+                Cell(None),
+                Cell(None),
+                Cell(pooled.diff, kind="pct", ci=(pooled.low, pooled.high)),
+                pooled.test,
+                Cell(pooled.p, kind="p"),
+                Cell(None, kind="p"),
+                Cell(detectable, kind="pct"),
+                Cell(None, kind="int"),
+                Cell(None, kind="pct"),
+                Cell(None, kind="ratio"),
+                word,
+            ]
+        )
     table.notes = [
         "val Top-1 X / Y: final val Top-1 (%) of the best trial's reruns (seeds other than the trials'), mean ± sample "
         "std (n = reruns that trained; diverged ones named). The trial that selected a point (the tuning seed) is not "
@@ -321,7 +408,8 @@ def verdict(study: Study, baseline: str | None = None) -> Table:
         "as ∞, so half or more misses make a median ∞), with a 95% percentile bootstrap interval over each side's "
         "seeds; < 1: X reaches the target in fewer steps. Steps lie on the evaluation grid (one evaluation every "
         "fixed number of images), which the interval's ties reflect.",
-        *_selection_notes(table_cells), *provenance_notes(study),
+        *_selection_notes(table_cells),
+        *provenance_notes(study),
     ]
     return table
 
@@ -335,9 +423,23 @@ def matched(study: Study, baseline: str | None = None) -> Table:
     runs = runs[runs["finished"] & runs["role"].isin(["rerun", "matched"])]
     runs = pd.concat([once_per_seed(r) for _, r in runs.groupby("recipe", sort=False)]) if len(runs) else runs
     table_cells = cells(study)
-    table = Table(_title("Matched points: both optimizers at each one's selected point", table_cells),
-                  ["batch", "point of", "X", "Y", "val Top-1 X", "val Top-1 Y", "Δ val Top-1 (X − Y)", "test", "p",
-                   "p Holm", "MDE 80% at α/m [95%]", "verdict"])
+    table = Table(
+        _title("Matched points: both optimizers at each one's selected point", table_cells),
+        [
+            "batch",
+            "point of",
+            "X",
+            "Y",
+            "val Top-1 X",
+            "val Top-1 Y",
+            "Δ val Top-1 (X − Y)",
+            "test",
+            "p",
+            "p Holm",
+            "MDE 80% at α/m [95%]",
+            "verdict",
+        ],
+    )
     rows = []
     for (batch, owner), at in runs[runs["role"] == "matched"].groupby(["global_batch", "point_of"], sort=True):
         own = runs[(runs["role"] == "rerun") & (runs["arm"] == owner) & (runs["global_batch"] == batch)]
@@ -351,14 +453,29 @@ def matched(study: Study, baseline: str | None = None) -> Table:
     for (batch, owner, x, y, side, c), p_holm in zip(rows, power.holm([r[-1].p if r[-1] else math.nan for r in rows])):
         detectable = power.comparison_mde(c, alpha) if c else math.nan
         spread = power.sd_interval(c) if c else (math.nan, math.nan)
-        word = ("too few seeds" if c is None else f"{display(x) if c.diff > 0 else display(y)} better"
-                if p_holm < power.ALPHA else f"within noise (could detect ≥ {detectable:.1f} pp)")
-        table.rows.append([batch, display(owner), display(x), display(y), Cell(*mean_std_n(side[x]["val_top1"])),
-                           Cell(*mean_std_n(side[y]["val_top1"])),
-                           Cell(c.diff, kind="pct", ci=(c.low, c.high)) if c else Cell(None, kind="pct"),
-                           c.test if c else NO_NUMBER, Cell(c.p if c else None, kind="p"), Cell(p_holm, kind="p"),
-                           Cell(detectable, kind="pct", ci=(detectable * spread[0], detectable * spread[1]) if c else None),
-                           word])
+        word = (
+            "too few seeds"
+            if c is None
+            else f"{display(x) if c.diff > 0 else display(y)} better"
+            if p_holm < power.ALPHA
+            else f"within noise (could detect ≥ {detectable:.1f} pp)"
+        )
+        table.rows.append(
+            [
+                batch,
+                display(owner),
+                display(x),
+                display(y),
+                Cell(*mean_std_n(side[x]["val_top1"])),
+                Cell(*mean_std_n(side[y]["val_top1"])),
+                Cell(c.diff, kind="pct", ci=(c.low, c.high)) if c else Cell(None, kind="pct"),
+                c.test if c else NO_NUMBER,
+                Cell(c.p if c else None, kind="p"),
+                Cell(p_holm, kind="p"),
+                Cell(detectable, kind="pct", ci=(detectable * spread[0], detectable * spread[1]) if c else None),
+                word,
+            ]
+        )
     table.notes = [
         "Each row: both arms trained at one arm's selected point (its lr, warm-up, ... from the tuning), the same "
         "seeds on both sides (paired); 'point of' names whose point. The tuned verdict answers 'which optimizer, "
@@ -382,15 +499,27 @@ def plan(study: Study, baseline: str | None = None) -> Table:
     at the observed noise and at the upper end of that noise's 95% interval (the planning value)."""
     table_cells = cells(study)
     rows = pairs_of(study, baseline)
-    table = Table(_title("Plan: seeds per side to detect an effect after correction", table_cells),
-                  ["batch", "X", "Y", "family", "tests m", "level α/m", "seeds now", "test", "noise sd [95%]",
-                   *(f"seeds for {e:g} pp (observed / planning)" for e in PLAN_EFFECTS)])
+    table = Table(
+        _title("Plan: seeds per side to detect an effect after correction", table_cells),
+        [
+            "batch",
+            "X",
+            "Y",
+            "family",
+            "tests m",
+            "level α/m",
+            "seeds now",
+            "test",
+            "noise sd [95%]",
+            *(f"seeds for {e:g} pp (observed / planning)" for e in PLAN_EFFECTS),
+        ],
+    )
     for r in rows:
         if r.c is None:
             continue
         low, high = power.sd_interval(r.c)
         sd_x, sd_y = (mean_std_n(cell["val_top1"])[1] for cell in (r.cx, r.cy))
-        noise = r.c.se * math.sqrt(r.c.n) if r.c.test == "paired" else math.sqrt((sd_x ** 2 + sd_y ** 2) / 2)
+        noise = r.c.se * math.sqrt(r.c.n) if r.c.test == "paired" else math.sqrt((sd_x**2 + sd_y**2) / 2)
         worst = dataclasses.replace(r.c, se=r.c.se * high)
 
         def needed(effect: float) -> str:
@@ -399,9 +528,20 @@ def plan(study: Study, baseline: str | None = None) -> Table:
             return " / ".join(str(n) if n else "> 1000" for n in (seen, planning))
 
         m = round(power.ALPHA / r.alpha)
-        table.rows.append([r.batch, display(r.x), display(r.y), r.family, m, Cell(r.alpha, kind="p"), r.c.n, r.c.test,
-                           Cell(noise, kind="pct", ci=(noise * low, noise * high)),
-                           *(needed(e) for e in PLAN_EFFECTS)])
+        table.rows.append(
+            [
+                r.batch,
+                display(r.x),
+                display(r.y),
+                r.family,
+                m,
+                Cell(r.alpha, kind="p"),
+                r.c.n,
+                r.c.test,
+                Cell(noise, kind="pct", ci=(noise * low, noise * high)),
+                *(needed(e) for e in PLAN_EFFECTS),
+            ]
+        )
     table.notes = [
         "noise sd: paired: the sd of the per-seed differences; Welch: the root mean square of the two sides' sds; "
         "[95%]: its chi-square interval on the test's df. Seeds for E pp: the fewest seeds per side at which the "
@@ -419,15 +559,22 @@ def provenance_notes(study: Study) -> list[str]:
     runs = runs[runs["finished"]]
     commits = sorted({c[:7] + "+dirty" * c.endswith("+dirty") for c in runs["commit"]})
     platforms = sorted(set(runs["kernels"]))
-    notes = [f"Provenance: {len(runs)} finished runs from commit{'s' * (len(commits) > 1)} {', '.join(commits)} on "
-             f"{'; '.join(platforms)}."]
+    notes = [
+        f"Provenance: {len(runs)} finished runs from commit{'s' * (len(commits) > 1)} {', '.join(commits)} on "
+        f"{'; '.join(platforms)}."
+    ]
     if len(commits) > 1 or any(c.endswith("+dirty") for c in commits):
-        notes.append("Warning: the runs come from more than one code version or from an uncommitted tree; a reviewer "
-                     "cannot rerun them from one commit.")
+        notes.append(
+            "Warning: the runs come from more than one code version or from an uncommitted tree; a reviewer "
+            "cannot rerun them from one commit."
+        )
     if len(platforms) > 1:
-        notes.append("Warning: the runs come from more than one kernel platform (" + "; ".join(
-            f"{p}: {n} runs" for p, n in runs["kernels"].value_counts().items()) + "): the kernel path moves results "
-            "by more than rounding, so pairs across platforms carry that difference as noise or bias.")
+        notes.append(
+            "Warning: the runs come from more than one kernel platform ("
+            + "; ".join(f"{p}: {n} runs" for p, n in runs["kernels"].value_counts().items())
+            + "): the kernel path moves results "
+            "by more than rounding, so pairs across platforms carry that difference as noise or bias."
+        )
     return notes
 
 
@@ -442,26 +589,62 @@ def _rerun_cell(c: pd.Series, metric: str) -> Cell:
 def tuning(study: Study, baseline: str | None = None) -> Table:
     """Per (arm, batch): the search (trials, infeasible, best point), steps to result, and the reruns' figures."""
     table_cells = cells(study)
-    table = Table(_title("Tuning: each optimizer at each global batch", table_cells),
-                  ["batch", "arm", "images per run", "trials", "infeasible", "best trial", "best lr", "best warm-up (epochs)",
-                   "best selection Top-1", "runner-up", "near tie", "steps to result", "median over studies", "val Top-1 (reruns)",
-                   "runner-up val Top-1 (reruns)", "gap Top-1 (reruns)", "steps to target (reruns)", "GSNR clipped (reruns)", "instabilities"])
+    table = Table(
+        _title("Tuning: each optimizer at each global batch", table_cells),
+        [
+            "batch",
+            "arm",
+            "images per run",
+            "trials",
+            "infeasible",
+            "best trial",
+            "best lr",
+            "best warm-up (epochs)",
+            "best selection Top-1",
+            "runner-up",
+            "near tie",
+            "steps to result",
+            "median over studies",
+            "val Top-1 (reruns)",
+            "runner-up val Top-1 (reruns)",
+            "gap Top-1 (reruns)",
+            "steps to target (reruns)",
+            "GSNR clipped (reruns)",
+            "instabilities",
+        ],
+    )
     for _, c in table_cells.iterrows():
         steps = np.asarray(c["rerun_steps"], float)
         reached = f"{int(np.isfinite(steps).sum())}/{len(steps)} reached" if len(steps) else "no reruns"
         grid = np.nanmax(c["rerun_grid"]) if np.isfinite(np.asarray(c["rerun_grid"], float)).any() else math.nan
-        mean_steps = steps_cell(*mean_std_n(steps)[:1], grid, std=mean_std_n(steps)[1], note=reached) if np.isfinite(
-            steps).all() and len(steps) else Cell(None, note=reached, kind="steps")
-        table.rows.append([
-            c["global_batch"], display(c["arm"]), Cell(c["images"], kind="images"),
-            f"{c['n_finished']}/{c['n_trials']}", c["n_infeasible"],
-            c["best_trial"] if isinstance(c["best_trial"], str) else NO_NUMBER, Cell(c["best_lr"], kind="float"), Cell(c["best_warmup_epochs"], kind="epochs"),
-            Cell(c["best_selection_top1"], c["selection_se"]), Cell(c["runner_up_top1"]),
-            "near tie" if c["near_tie"] else "", steps_cell(c["steps_to_result"], c["steps_to_result_grid"]),
-            Cell(c["median_study_steps"], kind="steps"), _rerun_cell(c, "val_top1"),
-            Cell(*mean_std_n(c["runner_up_reruns"])) if c["runner_up_reruns"] else Cell(None),
-            _rerun_cell(c, "gap_top1"),
-            mean_steps, Cell(100 * c["clip_frac"], kind="pct"), c["unstable"]])
+        mean_steps = (
+            steps_cell(*mean_std_n(steps)[:1], grid, std=mean_std_n(steps)[1], note=reached)
+            if np.isfinite(steps).all() and len(steps)
+            else Cell(None, note=reached, kind="steps")
+        )
+        table.rows.append(
+            [
+                c["global_batch"],
+                display(c["arm"]),
+                Cell(c["images"], kind="images"),
+                f"{c['n_finished']}/{c['n_trials']}",
+                c["n_infeasible"],
+                c["best_trial"] if isinstance(c["best_trial"], str) else NO_NUMBER,
+                Cell(c["best_lr"], kind="float"),
+                Cell(c["best_warmup_epochs"], kind="epochs"),
+                Cell(c["best_selection_top1"], c["selection_se"]),
+                Cell(c["runner_up_top1"]),
+                "near tie" if c["near_tie"] else "",
+                steps_cell(c["steps_to_result"], c["steps_to_result_grid"]),
+                Cell(c["median_study_steps"], kind="steps"),
+                _rerun_cell(c, "val_top1"),
+                Cell(*mean_std_n(c["runner_up_reruns"])) if c["runner_up_reruns"] else Cell(None),
+                _rerun_cell(c, "gap_top1"),
+                mean_steps,
+                Cell(100 * c["clip_frac"], kind="pct"),
+                c["unstable"],
+            ]
+        )
     table.notes = [
         "images per run: the training images a finished run of the cell saw (its steps x the batch: one budget "
         "gives every batch the same images to within one step).",
@@ -493,8 +676,10 @@ def _selection_notes(table_cells: pd.DataFrame) -> list[str]:
     used = set(table_cells["selection"])
     if used == {"holdout_top1"}:
         return ["Selection used held-out training images (data.holdout), never the validation set."]
-    return ["Selection used the validation set (no images were held out): the trials' val figures are optimistic; "
-            "the reruns' are not selected on."]
+    return [
+        "Selection used the validation set (no images were held out): the trials' val figures are optimistic; "
+        "the reruns' are not selected on."
+    ]
 
 
 def _title(head: str, table_cells: pd.DataFrame) -> str:
@@ -508,9 +693,13 @@ def describe(table_cells: pd.DataFrame) -> str:
     seeds = sorted(set(table_cells["n_reruns"]))
     show = lambda xs: "/".join(map(str, xs))  # noqa: E731
     epochs = sorted(set(table_cells["planned_epochs"]))
-    budget = f"{epochs[0]:.3g} epochs" if len(epochs) == 1 else f"{epochs[0]:.3g}-{epochs[-1]:.3g} epochs (one image budget)"
-    return (f"{first['problem_label']}, {first['model_shape']}, {budget} per run, "
-            f"{show(trials)} trials per cell, {show(seeds)} seeds per rerun")
+    budget = (
+        f"{epochs[0]:.3g} epochs" if len(epochs) == 1 else f"{epochs[0]:.3g}-{epochs[-1]:.3g} epochs (one image budget)"
+    )
+    return (
+        f"{first['problem_label']}, {first['model_shape']}, {budget} per run, "
+        f"{show(trials)} trials per cell, {show(seeds)} seeds per rerun"
+    )
 
 
 def performance_profile(table_cells: pd.DataFrame, taus: np.ndarray) -> dict[str, np.ndarray]:

@@ -24,10 +24,22 @@ from matplotlib.ticker import NullFormatter
 
 from bench.analysis import tuning
 from bench.analysis.paper import display
-from bench.analysis.plots import (BAND_PAD, MARKERS, MISSED, STYLE, WIDTH, color, log2_batch_axis, miss_band, perfect_scaling,
-                                  plain_log_y, plt, save, shift)
+from bench.analysis.plots import (
+    BAND_PAD,
+    MARKERS,
+    MISSED,
+    STYLE,
+    WIDTH,
+    color,
+    log2_batch_axis,
+    miss_band,
+    perfect_scaling,
+    plain_log_y,
+    plt,
+    save,
+    shift,
+)
 from bench.analysis.results import Study
-
 
 LINESTYLES = ("-", "--", "-.", ":")
 
@@ -50,11 +62,27 @@ def plot_steps_to_result(table_cells: pd.DataFrame, order: list[str]) -> plt.Fig
         handles.append(Line2D([], [], label=display(arm), **look))
         medians = c["rerun_steps"].map(lambda s: float(np.median(s)) if len(s) else np.nan)  # a miss is inf
         shown = np.isfinite(medians)
-        ax.plot(c.loc[shown, "global_batch"] * dx, medians[shown], linestyle="", marker=look["marker"],
-                markerfacecolor="none", markeredgecolor=look["color"], markersize=8)
+        ax.plot(
+            c.loc[shown, "global_batch"] * dx,
+            medians[shown],
+            linestyle="",
+            marker=look["marker"],
+            markerfacecolor="none",
+            markeredgecolor=look["color"],
+            markersize=8,
+        )
     if table_cells["rerun_steps"].map(len).any():
-        handles.append(Line2D([], [], color="k", marker="o", markerfacecolor="none", linestyle="",
-                              label="reruns' median (selected point)"))
+        handles.append(
+            Line2D(
+                [],
+                [],
+                color="k",
+                marker="o",
+                markerfacecolor="none",
+                linestyle="",
+                label="reruns' median (selected point)",
+            )
+        )
     finite = table_cells[np.isfinite(table_cells["steps_to_result"])]
     batches = sorted(set(table_cells["global_batch"]))
     handles += perfect_scaling(ax, finite, "steps_to_result", max(batches))
@@ -68,8 +96,9 @@ def plot_steps_to_result(table_cells: pd.DataFrame, order: list[str]) -> plt.Fig
     return fig
 
 
-def plot_reruns_vs_batch(table_cells: pd.DataFrame, order: list[str], metric: str, ylabel: str,
-                         what: str) -> plt.Figure:
+def plot_reruns_vs_batch(
+    table_cells: pd.DataFrame, order: list[str], metric: str, ylabel: str, what: str
+) -> plt.Figure:
     fig, ax = plt.subplots(figsize=(WIDTH / 2, 3.0), layout="constrained")
     batches = sorted(set(table_cells["global_batch"]))
     handles = []
@@ -84,8 +113,14 @@ def plot_reruns_vs_batch(table_cells: pd.DataFrame, order: list[str], metric: st
     log2_batch_axis(ax, batches)
     ax.set_ylabel(ylabel)
     seeds = "/".join(map(str, sorted(set(table_cells["n_reruns"]))))
-    ax.text(0.01, 0.01, f"mean ± sample sd over n = {seeds} reruns; the verdict pairs them by seed", fontsize=6,
-            transform=ax.transAxes, gid="error-bar-note")
+    ax.text(
+        0.01,
+        0.01,
+        f"mean ± sample sd over n = {seeds} reruns; the verdict pairs them by seed",
+        fontsize=6,
+        transform=ax.transAxes,
+        gid="error-bar-note",
+    )
     _title(ax, what, table_cells)
     ax.legend(handles=handles, loc="best", fontsize=7)
     return fig
@@ -103,12 +138,25 @@ def plot_lr_sensitivity(runs: pd.DataFrame, table_cells: pd.DataFrame, order: li
             ok = t[t[column].notna()]
             ax.plot(ok["lr"], ok[column], marker="o", color=shade, markersize=3)
             for _, t_ in ok.iterrows():  # each point's warm-up, the other searched key
-                ax.annotate(f"{t_['warmup_epochs']:.2g}", (t_["lr"], t_[column]), fontsize=4, color=shade,
-                            xytext=(2, 2), textcoords="offset points")
+                ax.annotate(
+                    f"{t_['warmup_epochs']:.2g}",
+                    (t_["lr"], t_[column]),
+                    fontsize=4,
+                    color=shade,
+                    xytext=(2, 2),
+                    textcoords="offset points",
+                )
             miss_band(ax, list(t.loc[t[column].isna() & t["finished"], "lr"]), shade, top=False)
             spiked = ok[ok["unstable"]]
-            ax.plot(spiked["lr"], spiked[column], linestyle="", marker="o", markersize=7, markerfacecolor="none",
-                    markeredgecolor="red")
+            ax.plot(
+                spiked["lr"],
+                spiked[column],
+                linestyle="",
+                marker="o",
+                markersize=7,
+                markerfacecolor="none",
+                markeredgecolor="red",
+            )
         ax.set_xscale("log")
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel(f"peak lr ({display(arm)})")
@@ -118,12 +166,17 @@ def plot_lr_sensitivity(runs: pd.DataFrame, table_cells: pd.DataFrame, order: li
     if (trials[column].isna() & trials["finished"]).any():
         handles.append(Line2D([], [], color="k", marker="x", linestyle="", label="diverged (no final accuracy)"))
     if (trials["unstable"] & trials[column].notna()).any():
-        handles.append(Line2D([], [], color="red", marker="o", markerfacecolor="none", linestyle="",
-                              label="loss spiked and came back"))
+        handles.append(
+            Line2D(
+                [], [], color="red", marker="o", markerfacecolor="none", linestyle="", label="loss spiked and came back"
+            )
+        )
     fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), fontsize=7)
-    fig.suptitle(f"Learning-rate sensitivity of the trials (each point one trial, labelled with its warm-up in "
-                 f"epochs)\n{tuning.describe(table_cells)}",
-                 fontsize=7)
+    fig.suptitle(
+        f"Learning-rate sensitivity of the trials (each point one trial, labelled with its warm-up in "
+        f"epochs)\n{tuning.describe(table_cells)}",
+        fontsize=7,
+    )
     return fig
 
 
@@ -132,15 +185,30 @@ def plot_performance_profile(table_cells: pd.DataFrame, order: list[str]) -> plt
     profile = tuning.performance_profile(table_cells, taus)
     fig, ax = plt.subplots(figsize=(WIDTH / 2, 3.0), layout="constrained")
     for i, arm in enumerate(order):
-        ax.step(taus, profile[arm], where="post", color=color(arm, order), label=display(arm),
-                linestyle=LINESTYLES[i % len(LINESTYLES)], linewidth=2.4 - 0.5 * (i % 4))  # equal curves stay visible
+        ax.step(
+            taus,
+            profile[arm],
+            where="post",
+            color=color(arm, order),
+            label=display(arm),
+            linestyle=LINESTYLES[i % len(LINESTYLES)],
+            linewidth=2.4 - 0.5 * (i % 4),
+        )  # equal curves stay visible
     ax.set_xlabel("τ (steps to result ≤ τ × the best arm's at that batch)")
     ax.set_ylabel("fraction of batch sizes")
     ax.set_ylim(-0.05, 1.08)
     _title(ax, "Performance profile over batch sizes", table_cells)
     if not any(values.any() for values in profile.values()):  # flat lines at 0 would read as a drawing error
-        ax.text(0.5, 0.5, "no arm reached the target at any batch:\nno steps to result to compare",
-                transform=ax.transAxes, ha="center", va="center", fontsize=7, gid="no-result-note")
+        ax.text(
+            0.5,
+            0.5,
+            "no arm reached the target at any batch:\nno steps to result to compare",
+            transform=ax.transAxes,
+            ha="center",
+            va="center",
+            fontsize=7,
+            gid="no-result-note",
+        )
     ax.legend(loc="lower right", fontsize=7)
     return fig
 
@@ -153,13 +221,17 @@ def plot_all(study: Study, out: str | Path) -> list[Path]:
     with plt.rc_context(STYLE):
         figures = {
             "steps_to_result": plot_steps_to_result(table_cells, order),
-            "tuned_top1_vs_batch": plot_reruns_vs_batch(table_cells, order, "val_top1", "final val Top-1 (%), reruns",
-                                                        "Tuned Top-1 against batch size"),
-            "tuned_gap_vs_batch": plot_reruns_vs_batch(table_cells, order, "gap_top1",
-                                                       "train-eval − val Top-1 (pp), reruns",
-                                                       "Generalization gap against batch size"),
+            "tuned_top1_vs_batch": plot_reruns_vs_batch(
+                table_cells, order, "val_top1", "final val Top-1 (%), reruns", "Tuned Top-1 against batch size"
+            ),
+            "tuned_gap_vs_batch": plot_reruns_vs_batch(
+                table_cells,
+                order,
+                "gap_top1",
+                "train-eval − val Top-1 (pp), reruns",
+                "Generalization gap against batch size",
+            ),
             "lr_sensitivity": plot_lr_sensitivity(runs, table_cells, order),
             "performance_profile": plot_performance_profile(table_cells, order),
         }
         return [path for stem, fig in figures.items() for path in save(fig, out, stem)]
-

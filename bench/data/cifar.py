@@ -25,12 +25,22 @@ from bench import files
 from bench.errors import UserError
 
 LAYOUTS = {  # top folder: (train members, val member, meta member, label names key, labels key)
-    "cifar-10-batches-py": ([f"data_batch_{i}" for i in range(1, 6)], "test_batch", "batches.meta",
-                            "label_names", "labels"),
+    "cifar-10-batches-py": (
+        [f"data_batch_{i}" for i in range(1, 6)],
+        "test_batch",
+        "batches.meta",
+        "label_names",
+        "labels",
+    ),
     "cifar-100-python": (["train"], "test", "meta", "fine_label_names", "fine_labels"),
 }
-_ALLOWED = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
-            ("numpy", "ndarray"), ("numpy", "dtype"), ("_codecs", "encode")}
+_ALLOWED = {
+    ("numpy.core.multiarray", "_reconstruct"),
+    ("numpy._core.multiarray", "_reconstruct"),
+    ("numpy", "ndarray"),
+    ("numpy", "dtype"),
+    ("_codecs", "encode"),
+}
 
 
 class _ArraysOnly(pickle.Unpickler):
@@ -65,11 +75,15 @@ def convert(archive: str | Path, out: str | Path) -> dict[str, int]:
         tops = {m.name.split("/")[0] for m in tar.getmembers()}
         found = [t for t in LAYOUTS if t in tops]
         if not found:
-            raise UserError(f"{archive}: neither cifar-10-batches-py/ nor cifar-100-python/ inside; "
-                            "expected cifar-10-python.tar.gz or cifar-100-python.tar.gz")
+            raise UserError(
+                f"{archive}: neither cifar-10-batches-py/ nor cifar-100-python/ inside; "
+                "expected cifar-10-python.tar.gz or cifar-100-python.tar.gz"
+            )
         top = found[0]
         train_names, val_name, meta_name, names_key, labels_key = LAYOUTS[top]
-        classes = [n.decode() if isinstance(n, bytes) else str(n) for n in _load(tar, f"{top}/{meta_name}", archive)[names_key]]
+        classes = [
+            n.decode() if isinstance(n, bytes) else str(n) for n in _load(tar, f"{top}/{meta_name}", archive)[names_key]
+        ]
         if sorted(classes) != classes:  # keep CIFAR's label order under the sorted-folder rule
             classes = [f"{i:03d}_{n}" for i, n in enumerate(classes)]
         splits = {"train": [f"{top}/{n}" for n in train_names], "val": [f"{top}/{val_name}"]}

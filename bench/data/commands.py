@@ -43,7 +43,6 @@ def add_converter(data, record: catalog.Converter) -> None:
     s.set_defaults(func=functools.partial(cmd_convert, record))
 
 
-
 def cmd_check(args) -> int:
     from bench.data import folder, images
 
@@ -74,8 +73,9 @@ def add_parser(sub) -> None:
     for record in catalog.CONVERTERS.values():
         add_converter(data, record)
 
-    s = data.add_parser("check", help="classes, images per split and unreadable files of a dataset "
-                                      "(exit 1 when some are unreadable)")
+    s = data.add_parser(
+        "check", help="classes, images per split and unreadable files of a dataset (exit 1 when some are unreadable)"
+    )
     s.add_argument("dir", metavar="DIR")
     s.add_argument("--workers", type=int, default=0, help="processes decoding (default: all cores)")
     s.set_defaults(func=cmd_check)

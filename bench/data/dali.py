@@ -69,6 +69,7 @@ LOCK_TIMEOUT_S = 60
 
 # ---- the pipelines ---------------------------------------------------------------------------
 
+
 def _decoder_args(device: str) -> dict:
     args = dict(device=device, output_type=types.RGB, adjust_orientation=False)
     if device == "mixed":  # as the NVIDIA recipe: fixed scratch space, no reallocations
@@ -78,8 +79,12 @@ def _decoder_args(device: str) -> dict:
 
 def _normalise(images, channels_last: bool, **crop):
     return fn.crop_mirror_normalize(
-        images, dtype=types.FLOAT, output_layout="HWC" if channels_last else "CHW",
-        mean=[255 * m for m in augment.MEAN], std=[255 * s for s in augment.STD], **crop,
+        images,
+        dtype=types.FLOAT,
+        output_layout="HWC" if channels_last else "CHW",
+        mean=[255 * m for m in augment.MEAN],
+        std=[255 * s for s in augment.STD],
+        **crop,
     )
 
 
@@ -113,8 +118,11 @@ def eval_pipeline(size: int, decode_device: str, channels_last: bool):
 
 def _train_inputs(width: int, height: int, seed: int, opts: Options) -> dict:
     c = augment.train_window(seed, width, height, opts)
-    return {"anchor": np.array([c.left, c.top], np.float32), "shape": np.array([c.width, c.height], np.float32),
-            "flip": np.array(int(c.flip), np.int32)}
+    return {
+        "anchor": np.array([c.left, c.top], np.float32),
+        "shape": np.array([c.width, c.height], np.float32),
+        "flip": np.array(int(c.flip), np.int32),
+    }
 
 
 def _eval_inputs(width: int, height: int, seed: None, opts: Options) -> dict:
@@ -123,11 +131,16 @@ def _eval_inputs(width: int, height: int, seed: None, opts: Options) -> dict:
     def position(offset, extent):  # crop_pos * (extent - size), rounded by DALI, is `offset`
         return np.array(offset / (extent - opts.size) if extent > opts.size else 0.5, np.float32)
 
-    return {"resize_x": np.array(g.resize_width, np.float32), "resize_y": np.array(g.resize_height, np.float32),
-            "crop_x": position(g.left, g.resize_width), "crop_y": position(g.top, g.resize_height)}
+    return {
+        "resize_x": np.array(g.resize_width, np.float32),
+        "resize_y": np.array(g.resize_height, np.float32),
+        "crop_x": position(g.left, g.resize_width),
+        "crop_y": position(g.top, g.resize_height),
+    }
 
 
 # ---- feeding and copying out -----------------------------------------------------------------
+
 
 class _Sample(NamedTuple):
     path: str
@@ -209,13 +222,19 @@ def build(kind: str, files, labels, opts: Options, batch_size: int, device: torc
     """A pipeline for `kind` ("train" or "eval") decoding on the GPU when `device` is CUDA."""
     cuda = device.type == "cuda"
     make = partial(train_pipeline, pad_crop=opts.augment == "pad_crop") if kind == "train" else eval_pipeline
-    pipe = make(size=opts.size, decode_device="mixed" if cuda else "cpu", channels_last=opts.channels_last,
-                batch_size=batch_size, num_threads=max(1, opts.workers),
-                device_id=(device.index if device.index is not None else torch.cuda.current_device()) if cuda else None,
-                prefetch_queue_depth=1)
+    pipe = make(
+        size=opts.size,
+        decode_device="mixed" if cuda else "cpu",
+        channels_last=opts.channels_last,
+        batch_size=batch_size,
+        num_threads=max(1, opts.workers),
+        device_id=(device.index if device.index is not None else torch.cuda.current_device()) if cuda else None,
+        prefetch_queue_depth=1,
+    )
     pipe.build()
-    return Runner(pipe, files, labels, opts, _train_inputs if kind == "train" else _eval_inputs, device,
-                  threading.Lock())
+    return Runner(
+        pipe, files, labels, opts, _train_inputs if kind == "train" else _eval_inputs, device, threading.Lock()
+    )
 
 
 _END = object()  # queue marker: no more items
@@ -290,8 +309,10 @@ def _prefetch(runners: list[Runner], batches: Iterable, unreadable: images.Unrea
     def lane(runner: Runner, q: queue.Queue):
         stream = torch.cuda.Stream(runner.device) if runner.device.type == "cuda" else None
         if not runner.lock.acquire(timeout=LOCK_TIMEOUT_S):
-            raise RuntimeError("the DALI pipeline is still held by an earlier iterator that was neither finished "
-                               "nor dropped; close() it before asking for new batches")
+            raise RuntimeError(
+                "the DALI pipeline is still held by an earlier iterator that was neither finished "
+                "nor dropped; close() it before asking for new batches"
+            )
         try:
             for prepared in _queue_items(q, stop):
                 yield runner.execute(prepared, stream)
@@ -339,8 +360,9 @@ def train(data, start_step: int, end_step: int) -> Iterator:
     DALI's buffers grow over the first batches."""
     if "dali_train" not in data.cache:
         split = data.layout.train
-        data.cache["dali_train"] = build_lanes("train", split.files, split.labels, data.opts,
-                                               data.stream.micro_batch, data.device)
+        data.cache["dali_train"] = build_lanes(
+            "train", split.files, split.labels, data.opts, data.stream.micro_batch, data.device
+        )
     return train_batches(data.cache["dali_train"], data.samples(start_step, end_step), data.unreadable)
 
 
@@ -348,8 +370,9 @@ def evaluation(data, split, index_batches: list[list[int]]) -> "EvalBatches":
     return EvalBatches(split.files, split.labels, data.opts, index_batches, data.unreadable, data.device)
 
 
-def train_batches(runners: list[Runner], samples: Iterable[list[tuple[int, int]]],
-                  unreadable: images.Unreadable) -> Iterator:
+def train_batches(
+    runners: list[Runner], samples: Iterable[list[tuple[int, int]]], unreadable: images.Unreadable
+) -> Iterator:
     """One (images, labels) per list of (index, augmentation seed) in `samples`; `runners` from
     `build_lanes("train", ...)`, reusable by later calls once this iterator is finished or dropped."""
     return _prefetch(runners, samples, unreadable, train=True)
@@ -358,8 +381,15 @@ def train_batches(runners: list[Runner], samples: Iterable[list[tuple[int, int]]
 class EvalBatches:
     """The evaluation batches of fixed index lists; iterable any number of times, pipeline kept."""
 
-    def __init__(self, files, labels, opts: Options, index_batches: list[list[int]],
-                 unreadable: images.Unreadable, device: torch.device):
+    def __init__(
+        self,
+        files,
+        labels,
+        opts: Options,
+        index_batches: list[list[int]],
+        unreadable: images.Unreadable,
+        device: torch.device,
+    ):
         self.batches = [[(i, None) for i in b] for b in index_batches]
         self.unreadable = unreadable
         size = max((len(b) for b in self.batches), default=1)

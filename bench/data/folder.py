@@ -45,8 +45,10 @@ class Folder:
         """A short hash of the training file list (paths relative to the root, and labels): a resumed run checks
         that it trains on the images its checkpoint was trained on, wherever the folder now is."""
         prefix = f"{self.root}/"
-        text = "\n".join(f"{f[len(prefix):] if f.startswith(prefix) else f}\t{label}"
-                         for f, label in zip(map(str, self.train.files), self.train.labels))
+        text = "\n".join(
+            f"{f[len(prefix) :] if f.startswith(prefix) else f}\t{label}"
+            for f, label in zip(map(str, self.train.files), self.train.labels)
+        )
         return hashlib.sha1(text.encode()).hexdigest()[:16]
 
     def hold_out(self, indices: Sequence[int]) -> "Folder":
@@ -69,7 +71,9 @@ def _classes(root: Path, split: str, classes: tuple[str, ...] | None) -> tuple[s
         raise UserError(f"{base}: no class folders (expected {base}/<class>/<image>){hint}")
     if classes is not None and found != classes:
         extra = sorted(set(found) ^ set(classes))[:3]
-        raise UserError(f"{base}: classes differ from train/ (e.g. {', '.join(extra)}); both splits need the same class folders")
+        raise UserError(
+            f"{base}: classes differ from train/ (e.g. {', '.join(extra)}); both splits need the same class folders"
+        )
     return found
 
 
@@ -98,7 +102,9 @@ def check(root: str | Path, filelist: bool = False) -> None:
     if filelist:
         for split in ("train", "val"):
             if not (root / f"{split}.txt").is_file():
-                raise UserError(f"{root}: missing file list '{split}.txt' (lines '<image path relative to {root}> <label>')")
+                raise UserError(
+                    f"{root}: missing file list '{split}.txt' (lines '<image path relative to {root}> <label>')"
+                )
         return
     classes = _classes(root, "train", None)
     _classes(root, "val", classes)
@@ -189,7 +195,9 @@ def scan_lists(root: str | Path) -> Folder:
     if max(val_labels) >= n:
         raise UserError(f"{root / 'val.txt'}: label {max(val_labels)} does not occur in train.txt (labels 0..{n - 1})")
     classes = tuple(str(c) for c in range(n))
-    return Folder(root, classes, Split(tuple(train_files), tuple(train_labels)), Split(tuple(val_files), tuple(val_labels)))
+    return Folder(
+        root, classes, Split(tuple(train_files), tuple(train_labels)), Split(tuple(val_files), tuple(val_labels))
+    )
 
 
 class _Counted(Sequence):
@@ -211,6 +219,7 @@ class _Counted(Sequence):
 
 def virtual(classes: Sequence[str], train_per_class: int, val_per_class: int) -> Folder:
     """A layout of the given shape with no files behind it (for the synthetic loader)."""
+
     def split(name: str, per_class: int) -> Split:
         n = per_class * len(classes)
         return Split(_Counted(n, lambda i: f"<{name} image {i}>"), _Counted(n, lambda i: i // per_class))

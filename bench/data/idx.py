@@ -27,8 +27,18 @@ from bench.errors import UserError
 # Class names in label order, by dataset (what --names accepts besides "labels").
 NAMES = {
     "mnist": [str(d) for d in range(10)],
-    "fashion-mnist": ["T-shirt-top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag",
-                      "Ankle-boot"],
+    "fashion-mnist": [
+        "T-shirt-top",
+        "Trouser",
+        "Pullover",
+        "Dress",
+        "Coat",
+        "Sandal",
+        "Shirt",
+        "Sneaker",
+        "Bag",
+        "Ankle-boot",
+    ],
     "kmnist": ["o", "ki", "su", "tsu", "na", "ha", "ma", "ya", "re", "wo"],
 }
 SPLITS = {"train": "train", "val": "t10k"}  # bench's split: the files' prefix
@@ -44,8 +54,10 @@ def find(root: Path, split: str, kind: str) -> Path:
     if not found:
         raise UserError(f"{root}: no {split}-{kind}-idx{rank}-ubyte[.gz] file (the MNIST family's idx files)")
     if len(found) > 1:
-        raise UserError(f"{root}: several {split}-{kind} idx files ({', '.join(p.name for p in found)}); "
-                        "keep one dataset per folder")
+        raise UserError(
+            f"{root}: several {split}-{kind} idx files ({', '.join(p.name for p in found)}); "
+            "keep one dataset per folder"
+        )
     return found[0]
 
 
@@ -59,14 +71,17 @@ def read(path: Path, rank: int) -> np.ndarray:
     magic = data[:4]
     expected = bytes([0, 0, UBYTE, rank])
     if magic != expected:
-        raise UserError(f"{path}: not an idx{rank} file of unsigned bytes (magic {magic.hex()}, "
-                        f"expected {expected.hex()})")
+        raise UserError(
+            f"{path}: not an idx{rank} file of unsigned bytes (magic {magic.hex()}, expected {expected.hex()})"
+        )
     header = 4 + 4 * rank
-    shape = tuple(int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(rank))
+    shape = tuple(int.from_bytes(data[4 + 4 * i : 8 + 4 * i], "big") for i in range(rank))
     size = int(np.prod(shape))
     if len(data) != header + size:
-        raise UserError(f"{path}: {len(data) - header} bytes of data where its header {shape} says {size}; "
-                        "the file is cut off or damaged")
+        raise UserError(
+            f"{path}: {len(data) - header} bytes of data where its header {shape} says {size}; "
+            "the file is cut off or damaged"
+        )
     return np.frombuffer(data, np.uint8, offset=header).reshape(shape)
 
 
@@ -77,8 +92,9 @@ def class_names(names: str, labels: list[int]) -> dict[int, str]:
         return {label: f"{label:0{width}d}" for label in labels}
     known = NAMES[names]
     if max(labels) >= len(known):
-        raise UserError(f"--names {names}: label {max(labels)} has no name ({names} has {len(known)} classes); "
-                        "use --names labels")
+        raise UserError(
+            f"--names {names}: label {max(labels)} has no name ({names} has {len(known)} classes); use --names labels"
+        )
     folders = {label: known[label] for label in labels}
     if sorted(folders.values()) != [folders[label] for label in sorted(folders)]:
         width = len(str(max(labels)))
@@ -95,8 +111,15 @@ def guess_names(root: Path) -> str:
     return "mnist" if "mnist" in text and "emnist" not in text else "labels"
 
 
-def convert(root: str | Path, out: str | Path, per_class: int | None = None, val_per_class: int | None = None,
-            classes: list[str] | None = None, names: str = "auto", seed: int = 0) -> dict[str, int]:
+def convert(
+    root: str | Path,
+    out: str | Path,
+    per_class: int | None = None,
+    val_per_class: int | None = None,
+    classes: list[str] | None = None,
+    names: str = "auto",
+    seed: int = 0,
+) -> dict[str, int]:
     """Write the idx dataset in `root` to `out` in the folder layout; returns images per split.
 
     per_class / val_per_class: a balanced subset, that many images of each class drawn without

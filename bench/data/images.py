@@ -39,8 +39,8 @@ def _jpeg_size(data: bytes) -> tuple[int, int] | None:
             i += 1
             continue
         if marker in _SOF:
-            return int.from_bytes(data[i + 7:i + 9], "big"), int.from_bytes(data[i + 5:i + 7], "big")
-        i += 2 + int.from_bytes(data[i + 2:i + 4], "big")
+            return int.from_bytes(data[i + 7 : i + 9], "big"), int.from_bytes(data[i + 5 : i + 7], "big")
+        i += 2 + int.from_bytes(data[i + 2 : i + 4], "big")
     return None
 
 
@@ -100,17 +100,22 @@ class Unreadable:
         if not new:
             return
         if self.strict:
-            raise UserError(f"{new[0]}: unreadable image (not an image, truncated or corrupt); "
-                            "remove it, or set data.strict: false to skip such files with a warning")
+            raise UserError(
+                f"{new[0]}: unreadable image (not an image, truncated or corrupt); "
+                "remove it, or set data.strict: false to skip such files with a warning"
+            )
         self.files.update(new)
-        warnings.warn(f"skipped {len(new)} unreadable image(s) ({len(self.files)} so far): {', '.join(new)}",
-                      BenchWarning)
+        warnings.warn(
+            f"skipped {len(new)} unreadable image(s) ({len(self.files)} so far): {', '.join(new)}", BenchWarning
+        )
 
     def check_not_empty(self, batch_size: int, paths: list[str]) -> None:
         """A training micro-batch needs at least one image."""
         if batch_size == 0:
-            raise UserError(f"every image of a micro-batch is unreadable ({', '.join(paths)}); "
-                            "run `bench data check` on the dataset and remove them")
+            raise UserError(
+                f"every image of a micro-batch is unreadable ({', '.join(paths)}); "
+                "run `bench data check` on the dataset and remove them"
+            )
 
 
 UPSCALE_WARN = 2  # data.image_size above this many times the dataset's own images: a warning
@@ -141,6 +146,8 @@ def upscale_warning(spec) -> str | None:
     if found is None or spec.image_size <= UPSCALE_WARN * found[0]:
         return None
     size, source = found
-    return (f"data.image_size {spec.image_size} is {spec.image_size / size:.0f}x the dataset's own {size} px images "
-            f"({source}): the model sees upscaled pixels and no more detail, at {(spec.image_size / size) ** 2:.0f}x "
-            f"the compute; train at data.image_size {size} with a small-image model such as resnet20_cifar")
+    return (
+        f"data.image_size {spec.image_size} is {spec.image_size / size:.0f}x the dataset's own {size} px images "
+        f"({source}): the model sees upscaled pixels and no more detail, at {(spec.image_size / size) ** 2:.0f}x "
+        f"the compute; train at data.image_size {size} with a small-image model such as resnet20_cifar"
+    )

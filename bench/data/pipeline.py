@@ -24,11 +24,11 @@ from typing import Iterable, Iterator
 
 import torch
 
+from bench import catalog
 from bench.data import folder as folder_layout
 from bench.data import images, loaders, sampling
 from bench.data.output import Options
 from bench.errors import UserError
-from bench import catalog
 from bench.recipe import DataSpec
 
 
@@ -45,8 +45,10 @@ def resolve_loader(loader: str) -> str:
     record = catalog.LOADERS[loader]
     if not record.available():
         others = " or ".join(n for n in catalog.AUTO_LOADERS if n != loader and catalog.LOADERS[n].available())
-        raise UserError(f"key 'data.loader' is '{loader}' but {record.requires} does not import; "
-                        f"install {record.install}, or set data.loader to {others} or auto")
+        raise UserError(
+            f"key 'data.loader' is '{loader}' but {record.requires} does not import; "
+            f"install {record.install}, or set data.loader to {others} or auto"
+        )
     return loader
 
 
@@ -96,7 +98,9 @@ class Data:
         if name not in self.cache:
             mine = [indices[i] for i in sampling.eval_shard(len(indices), self.rank, self.world)]
             batch = self.spec.eval_batch
-            self.cache[name] = self.backend.evaluation(self, split, [mine[j:j + batch] for j in range(0, len(mine), batch)])
+            self.cache[name] = self.backend.evaluation(
+                self, split, [mine[j : j + batch] for j in range(0, len(mine), batch)]
+            )
         return self.cache[name]
 
     def val(self, images: int | None = None) -> Iterable:
@@ -138,8 +142,17 @@ def default_device() -> torch.device:
     return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
 
 
-def build(spec: DataSpec, step_images: int, micro_batch: int, rank: int, world: int, seed: int,
-          device: torch.device | str | None = None, dtype: str = "float32", channels_last: bool = False) -> Data:
+def build(
+    spec: DataSpec,
+    step_images: int,
+    micro_batch: int,
+    rank: int,
+    world: int,
+    seed: int,
+    device: torch.device | str | None = None,
+    dtype: str = "float32",
+    channels_last: bool = False,
+) -> Data:
     """The data of one rank. `step_images`: the plan's batch (sampling.StepStream). `device`: where the model
     runs (default: the current CUDA device, else
     the CPU); DALI decodes on it when it is a GPU. `dtype` ("float32" or "bfloat16") and
@@ -152,13 +165,24 @@ def build(spec: DataSpec, step_images: int, micro_batch: int, rank: int, world: 
     if spec.holdout:
         held = sampling.holdout_indices(len(layout.train), spec.holdout)
         if not 0 < len(held) < len(layout.train):
-            raise UserError(f"key 'data.holdout' is {spec.holdout:g}: that holds out {len(held)} of the "
-                            f"{len(layout.train)} training images; at least one must be held out and one kept")
+            raise UserError(
+                f"key 'data.holdout' is {spec.holdout:g}: that holds out {len(held)} of the "
+                f"{len(layout.train)} training images; at least one must be held out and one kept"
+            )
         layout = layout.hold_out(held.tolist())
     stream = sampling.StepStream(len(layout.train), step_images, micro_batch, rank, world, seed)
     size = spec.train_eval_size or len(layout.val)
     subset = sampling.train_eval_subset(len(layout.train), size).tolist()
-    opts = Options(spec.image_size, spec.crop_scale_min, spec.random_flip, spec.workers, dtype, channels_last,
-                   spec.augment, spec.pad)
-    return Data(spec, layout.root, layout, stream, subset, rank, world, loader, device, opts,
-                images.Unreadable(spec.strict))
+    opts = Options(
+        spec.image_size,
+        spec.crop_scale_min,
+        spec.random_flip,
+        spec.workers,
+        dtype,
+        channels_last,
+        spec.augment,
+        spec.pad,
+    )
+    return Data(
+        spec, layout.root, layout, stream, subset, rank, world, loader, device, opts, images.Unreadable(spec.strict)
+    )

@@ -16,15 +16,20 @@ import torch
 
 from bench.data.output import Options
 
-
 READS_FILES = False
 
 
 def train(data, start_step: int, end_step: int) -> Iterator:
     """The loader protocol (bench/data/loaders.py): only the number of micro-batches matters."""
     stream = data.stream
-    return train_batches(data.opts, (end_step - start_step) * stream.accum_steps, stream.micro_batch,
-                         data.num_classes, data.device, stream.seed)
+    return train_batches(
+        data.opts,
+        (end_step - start_step) * stream.accum_steps,
+        stream.micro_batch,
+        data.num_classes,
+        data.device,
+        stream.seed,
+    )
 
 
 def evaluation(data, split, index_batches: list[list[int]]) -> "EvalBatches":
@@ -38,8 +43,9 @@ def _batch(n: int, num_classes: int, opts: Options, device: torch.device, seed: 
     return opts.finish(images), labels
 
 
-def train_batches(opts: Options, count: int, micro_batch: int, num_classes: int,
-                  device: torch.device, seed: int) -> Iterator:
+def train_batches(
+    opts: Options, count: int, micro_batch: int, num_classes: int, device: torch.device, seed: int
+) -> Iterator:
     """`count` micro-batches: the same random batch each time (no I/O, no sampling)."""
     images, labels = _batch(micro_batch, num_classes, opts, device, seed)
     for _ in range(count):

@@ -124,8 +124,11 @@ def _write_class(tmp: Path, spec: SynthSpec, split: str, c: int, count: int) -> 
 
 def write_dataset(out: Path, spec: SynthSpec, workers: int = 1) -> Path:
     """Write the dataset to `out` atomically, rendering in `workers` processes."""
-    jobs = [(split, c, count) for split, count in (("train", spec.train_per_class), ("val", spec.val_per_class))
-            for c in range(spec.classes)]
+    jobs = [
+        (split, c, count)
+        for split, count in (("train", spec.train_per_class), ("val", spec.val_per_class))
+        for c in range(spec.classes)
+    ]
 
     def fill(tmp: Path) -> None:
         if workers <= 1:
@@ -139,9 +142,18 @@ def write_dataset(out: Path, spec: SynthSpec, workers: int = 1) -> Path:
     return files.write_atomically(out, fill)
 
 
-def write(out: str | Path, classes: int = 10, train_per_class: int = 100, val_per_class: int = 30, size: int = 72,
-          width: int | None = None, height: int | None = None, quality: int = 90, seed: int = 0,
-          workers: int = 0) -> Path:
+def write(
+    out: str | Path,
+    classes: int = 10,
+    train_per_class: int = 100,
+    val_per_class: int = 30,
+    size: int = 72,
+    width: int | None = None,
+    height: int | None = None,
+    quality: int = 90,
+    seed: int = 0,
+    workers: int = 0,
+) -> Path:
     """`bench data synth`: write the dataset of these settings (SynthSpec's) to the new folder `out`, rendering
     in `workers` processes (0: all cores from 1000 images on)."""
     from pydantic import ValidationError
@@ -149,8 +161,16 @@ def write(out: str | Path, classes: int = 10, train_per_class: int = 100, val_pe
     from bench.recipe import describe_error
 
     try:
-        spec = SynthSpec(classes=classes, train_per_class=train_per_class, val_per_class=val_per_class, size=size,
-                         width=width, height=height, quality=quality, seed=seed)
+        spec = SynthSpec(
+            classes=classes,
+            train_per_class=train_per_class,
+            val_per_class=val_per_class,
+            size=size,
+            width=width,
+            height=height,
+            quality=quality,
+            seed=seed,
+        )
     except ValidationError as e:
         raise UserError(f"bench data synth: {describe_error(e)}") from None
     out = Path(out)

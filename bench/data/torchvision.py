@@ -110,8 +110,9 @@ def evaluation(data, split, index_batches: list[list[int]]) -> "EvalBatches":
     return EvalBatches(split.files, split.labels, data.opts, index_batches, data.unreadable)
 
 
-def train_batches(files, labels, opts: Options, samples: Iterable[list[tuple[int, int]]],
-                  unreadable: images.Unreadable) -> Iterator:
+def train_batches(
+    files, labels, opts: Options, samples: Iterable[list[tuple[int, int]]], unreadable: images.Unreadable
+) -> Iterator:
     """One (images, labels) per list of (index, augmentation seed) in `samples`."""
     return _report(_loader(files, labels, opts, samples, persistent=False), unreadable, train=True)
 

@@ -64,7 +64,9 @@ def load(path: Path, recipe) -> dict:
     try:
         state = torch.load(path, map_location="cpu", weights_only=False)
     except (OSError, EOFError, RuntimeError, pickle.UnpicklingError, zipfile.BadZipFile) as e:
-        raise UserError(f"{path}: unreadable checkpoint ({type(e).__name__}); delete it or start with --restart") from None
+        raise UserError(
+            f"{path}: unreadable checkpoint ({type(e).__name__}); delete it or start with --restart"
+        ) from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise UserError(f"{path}: not a bench checkpoint (expected format {FORMAT}); start with --restart")
     if not recipe.same_as(state.get("recipe_yaml") or ""):

@@ -43,10 +43,12 @@ class DeadParams:
     def summary(self, model: str, image_size: int) -> str:
         """One sentence: the share, the largest dead tensors, the likely cause and the way out."""
         tensors = ", ".join(f"{name} {count:,}" for name, count in self.largest[:SHOWN])
-        return (f"{self.share:.0%} of {model}'s parameters ({self.dead:,} of {self.total:,}) get exactly zero "
-                f"gradient at {image_size} px whatever the images (largest: {tensors}): feature maps smaller than "
-                "the kernel see only padding, a stem built for larger images; use a small-image model such as "
-                "resnet20_cifar, or a larger data.image_size")
+        return (
+            f"{self.share:.0%} of {model}'s parameters ({self.dead:,} of {self.total:,}) get exactly zero "
+            f"gradient at {image_size} px whatever the images (largest: {tensors}): feature maps smaller than "
+            "the kernel see only padding, a stem built for larger images; use a small-image model such as "
+            "resnet20_cifar, or a larger data.image_size"
+        )
 
 
 def _leaky_relu(x, inplace=False):

@@ -43,8 +43,9 @@ def init() -> Dist:
             # torchrun's agent hosts the store and it outlives restarted workers: keep each attempt's
             # keys apart, or a restarted rank can read a dead worker's address and fail to connect.
             store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world, is_master=False)
-            dist.init_process_group(backend, store=dist.PrefixStore(f"bench/attempt-{attempt}", store),
-                                    rank=rank, world_size=world)
+            dist.init_process_group(
+                backend, store=dist.PrefixStore(f"bench/attempt-{attempt}", store), rank=rank, world_size=world
+            )
     return Dist(rank, world, local_rank, device)
 
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import os
 import shlex
-from dataclasses import dataclass
-import signal
 import shutil
+import signal
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench.errors import OutOfSpace, UserError
@@ -41,8 +41,17 @@ def run_local(nproc: int, bench_args: list[str], max_restarts: int = 0) -> int:
     # torchrun would give each worker 1 thread; engine.threads: auto divides the cores between them itself
     os.environ.setdefault("OMP_NUM_THREADS", str(usable_cores()))
 
-    args = parse_args(["--standalone", f"--nproc-per-node={nproc}", f"--max-restarts={max_restarts}",
-                       f"--shutdown-timeout={GRACE_S}", "-m", "bench", *bench_args])
+    args = parse_args(
+        [
+            "--standalone",
+            f"--nproc-per-node={nproc}",
+            f"--max-restarts={max_restarts}",
+            f"--shutdown-timeout={GRACE_S}",
+            "-m",
+            "bench",
+            *bench_args,
+        ]
+    )
     try:
         run(args)
     except ChildFailedError as e:
@@ -66,8 +75,10 @@ def _report(failures: dict) -> int:
         elif failure.exitcode > 0:  # not a worker torchrun stopped with a signal after another failed
             codes.add(failure.exitcode)
     for message, ranks in by_message.items():
-        print(f"bench: error: {message} (rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))})",
-              file=sys.stderr)
+        print(
+            f"bench: error: {message} (rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))})",
+            file=sys.stderr,
+        )
     return codes.pop() if len(codes) == 1 and codes <= {2, OutOfSpace.exit_code} else 1
 
 
@@ -86,25 +97,51 @@ class Slurm:
     extra: tuple[str, ...] = ()
 
     def lines(self) -> list[str]:
-        named = [f"#SBATCH --{key}={value}" for key, value in (
-            ("partition", self.partition), ("time", self.time), ("account", self.account), ("qos", self.qos),
-            ("mem", self.mem), ("constraint", self.constraint)) if value]
-        return named + (["#SBATCH --exclusive"] if self.exclusive else []) + [
-            f"#SBATCH {option if option.startswith('-') else '--' + option}" for option in self.extra]
+        named = [
+            f"#SBATCH --{key}={value}"
+            for key, value in (
+                ("partition", self.partition),
+                ("time", self.time),
+                ("account", self.account),
+                ("qos", self.qos),
+                ("mem", self.mem),
+                ("constraint", self.constraint),
+            )
+            if value
+        ]
+        return (
+            named
+            + (["#SBATCH --exclusive"] if self.exclusive else [])
+            + [f"#SBATCH {option if option.startswith('-') else '--' + option}" for option in self.extra]
+        )
 
 
 def _header(job_name: str, shape: list[str], output: str, slurm: Slurm) -> list[str]:
     """The #SBATCH lines of every bench job: name, shape, log file, SIGUSR1 and requeue, the cluster's options."""
-    return ["#!/bin/bash", f"#SBATCH --job-name={job_name}", *shape, f"#SBATCH --output={output}", *_REQUEUE,
-            *slurm.lines()]
+    return [
+        "#!/bin/bash",
+        f"#SBATCH --job-name={job_name}",
+        *shape,
+        f"#SBATCH --output={output}",
+        *_REQUEUE,
+        *slurm.lines(),
+    ]
 
 
 # The rendezvous port from the job id (as Lightning does): two jobs sharing a node do not collide on 29500.
 PORT = "MASTER_PORT=$(( 10000 + SLURM_JOB_ID % 20000 ))"
 
 
-def sbatch_script(bench_args: list[str], nodes: int, gpus_per_node: int, slurm: Slurm, job_name: str,
-                  workdir: Path, workers_per_node: int | None = None, cpus_per_worker: int = 8) -> str:
+def sbatch_script(
+    bench_args: list[str],
+    nodes: int,
+    gpus_per_node: int,
+    slurm: Slurm,
+    job_name: str,
+    workdir: Path,
+    workers_per_node: int | None = None,
+    cpus_per_worker: int = 8,
+) -> str:
     """A batch script: one srun task per node, each starting torchrun with a c10d rendezvous, for
     `workers_per_node` workers (default: one per GPU); gpus_per_node 0 asks for CPU nodes (gloo).
 
@@ -112,16 +149,35 @@ def sbatch_script(bench_args: list[str], nodes: int, gpus_per_node: int, slurm: 
     step, torchrun to the workers, which finish their step, checkpoint and end "preempted"; then the script
     requeues the job, which resumes the run. scancel's SIGTERM takes the same path without the requeue."""
     workers = workers_per_node or gpus_per_node or 1
-    shape = [f"#SBATCH --nodes={nodes}", "#SBATCH --ntasks-per-node=1",
-             *([f"#SBATCH --gpus-per-node={gpus_per_node}"] if gpus_per_node else []),
-             f"#SBATCH --cpus-per-task={cpus_per_worker * workers}"]
+    shape = [
+        f"#SBATCH --nodes={nodes}",
+        "#SBATCH --ntasks-per-node=1",
+        *([f"#SBATCH --gpus-per-node={gpus_per_node}"] if gpus_per_node else []),
+        f"#SBATCH --cpus-per-task={cpus_per_worker * workers}",
+    ]
     lines = _header(job_name, shape, f"{workdir}/slurm-%j.out", slurm)
-    command = [sys.executable, "-m", "torch.distributed.run", f"--nnodes={nodes}",
-               f"--nproc-per-node={workers}", f"--shutdown-timeout={GRACE_S}", "--rdzv-backend=c10d",
-               '--rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT"', '--rdzv-id="$SLURM_JOB_ID"', "-m", "bench", *bench_args]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nnodes={nodes}",
+        f"--nproc-per-node={workers}",
+        f"--shutdown-timeout={GRACE_S}",
+        "--rdzv-backend=c10d",
+        '--rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT"',
+        '--rdzv-id="$SLURM_JOB_ID"',
+        "-m",
+        "bench",
+        *bench_args,
+    ]
     srun = "srun " + " ".join(c if c.startswith("--rdzv") else shlex.quote(c) for c in command)
-    lines += _body(workdir, srun, 'MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)', PORT,
-                   f"export OMP_NUM_THREADS={cpus_per_worker}  # torchrun's default would be 1 per worker")
+    lines += _body(
+        workdir,
+        srun,
+        'MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+        PORT,
+        f"export OMP_NUM_THREADS={cpus_per_worker}  # torchrun's default would be 1 per worker",
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -150,13 +206,19 @@ def _body(workdir: Path, srun: str, *setup: str) -> list[str]:
     ]
 
 
-def sbatch_array_script(bench_args: list[str], tasks: int, slurm: Slurm, job_name: str, workdir: Path,
-                        gpus: int = 1, cpus: int = 8) -> str:
+def sbatch_array_script(
+    bench_args: list[str], tasks: int, slurm: Slurm, job_name: str, workdir: Path, gpus: int = 1, cpus: int = 8
+) -> str:
     """A job array of `tasks` workers of `gpus` GPUs (1, or 0 on CPU nodes), each `python -m bench ARGS`
     (bench sweep: every worker claims the next trial nobody holds, by the run directories' locks, so the
     array shares one sweep)."""
-    shape = [f"#SBATCH --array=0-{tasks - 1}", "#SBATCH --nodes=1", "#SBATCH --ntasks=1",
-             *([f"#SBATCH --gpus-per-node={gpus}"] if gpus else []), f"#SBATCH --cpus-per-task={cpus}"]
+    shape = [
+        f"#SBATCH --array=0-{tasks - 1}",
+        "#SBATCH --nodes=1",
+        "#SBATCH --ntasks=1",
+        *([f"#SBATCH --gpus-per-node={gpus}"] if gpus else []),
+        f"#SBATCH --cpus-per-task={cpus}",
+    ]
     lines = _header(job_name, shape, f"{workdir}/slurm-%A_%a.out", slurm)
     lines += _body(workdir, "srun " + " ".join(shlex.quote(c) for c in [sys.executable, "-m", "bench", *bench_args]))
     return "\n".join(lines) + "\n"

@@ -68,5 +68,5 @@ def micro_batch_cap(model, image_size: int, device, dtype, ranks_here: int = 1) 
     per_image = saved_bytes_per_image(model, image_size, device, dtype)
     free = free_bytes(device) / (ranks_here if device.type == "cpu" else 1)  # CPU ranks share the memory
     if not math.isfinite(free) or per_image <= 0:
-        return 2 ** 31, per_image, free
+        return 2**31, per_image, free
     return int(FRACTION * free // per_image), per_image, free

@@ -69,8 +69,13 @@ class Pace:
 
     def lr(self, progress) -> float:
         """The learning rate of the next step (AdaScale's optimizer multiplies it by its gain)."""
-        lr = lr_at(math.floor(progress.position), self.recipe.optimizer.lr, self.schedule_steps,
-                   self.steps_per_epoch, self.recipe.schedule)
+        lr = lr_at(
+            math.floor(progress.position),
+            self.recipe.optimizer.lr,
+            self.schedule_steps,
+            self.steps_per_epoch,
+            self.recipe.schedule,
+        )
         return lr * math.sqrt(self.batch(progress) / self.reference) if self.adaptive else lr
 
     def done(self, progress) -> bool:

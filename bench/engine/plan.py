@@ -39,38 +39,58 @@ class BatchPlan:
         return self.accum_steps * self.world_size // self.gsnr_groups
 
     def __str__(self) -> str:
-        return (f"{self.world_size} ranks x {self.accum_steps} micro-batches x {self.micro_batch} images"
-                f" = batch {self.batch}; {self.gsnr_groups} gradient groups"
-                f" of {self.micro_per_group} micro-batch(es)")
+        return (
+            f"{self.world_size} ranks x {self.accum_steps} micro-batches x {self.micro_batch} images"
+            f" = batch {self.batch}; {self.gsnr_groups} gradient groups"
+            f" of {self.micro_per_group} micro-batch(es)"
+        )
 
     def as_dict(self) -> dict:
-        return {"batch": self.batch, "world_size": self.world_size, "accum_steps": self.accum_steps,
-                "micro_batch": self.micro_batch, "gsnr_groups": self.gsnr_groups}
+        return {
+            "batch": self.batch,
+            "world_size": self.world_size,
+            "accum_steps": self.accum_steps,
+            "micro_batch": self.micro_batch,
+            "gsnr_groups": self.gsnr_groups,
+        }
 
 
-def make_plan(batch: int, micro_batch: int | str, world_size: int, gsnr_groups: int | None = None,
-              cap: int = DEFAULT_MICRO_BATCH_CAP, key: str = "global_batch") -> BatchPlan:
+def make_plan(
+    batch: int,
+    micro_batch: int | str,
+    world_size: int,
+    gsnr_groups: int | None = None,
+    cap: int = DEFAULT_MICRO_BATCH_CAP,
+    key: str = "global_batch",
+) -> BatchPlan:
     """The plan of `batch` (the recipe's `key`: global_batch, or adaptive_batch.min_batch)."""
     if batch % world_size:
         raise UserError(f"{key} {batch} cannot be split evenly over {world_size} ranks")
     per_rank = batch // world_size
     if gsnr_groups is not None and gsnr_groups % world_size:
-        raise UserError(f"gsnr_groups {gsnr_groups} is not a multiple of the {world_size} ranks "
-                        "(each rank contributes whole groups)")
+        raise UserError(
+            f"gsnr_groups {gsnr_groups} is not a multiple of the {world_size} ranks "
+            "(each rank contributes whole groups)"
+        )
     groups_per_rank = 1 if gsnr_groups is None else gsnr_groups // world_size
     if per_rank % groups_per_rank:
-        raise UserError(f"gsnr_groups {gsnr_groups} does not divide {key} {batch} "
-                        f"into equal groups over {world_size} ranks")
+        raise UserError(
+            f"gsnr_groups {gsnr_groups} does not divide {key} {batch} into equal groups over {world_size} ranks"
+        )
     group = per_rank // groups_per_rank
     if micro_batch == "auto":
         micro_batch = max(d for d in range(1, min(cap, group) + 1) if group % d == 0)
     if group % micro_batch:
         what = f"group of {group} images" if gsnr_groups else f"per-rank batch {per_rank}"
-        raise UserError(f"micro_batch {micro_batch} does not divide the {what} "
-                        f"({key} {batch} over {world_size} ranks)")
+        raise UserError(f"micro_batch {micro_batch} does not divide the {what} ({key} {batch} over {world_size} ranks)")
     accum_steps = per_rank // micro_batch
-    return BatchPlan(batch, world_size, accum_steps, micro_batch,
-                     gsnr_groups if gsnr_groups is not None else world_size * accum_steps)
+    return BatchPlan(
+        batch,
+        world_size,
+        accum_steps,
+        micro_batch,
+        gsnr_groups if gsnr_groups is not None else world_size * accum_steps,
+    )
 
 
 def recipe_plan(recipe, world_size: int, memory_cap: int | None = None, groups: bool = True) -> BatchPlan:
@@ -86,6 +106,8 @@ def recipe_plan(recipe, world_size: int, memory_cap: int | None = None, groups: 
     cap = min(recipe.engine.micro_batch_cap, memory_cap or recipe.engine.micro_batch_cap)
     plan = make_plan(batch, recipe.micro_batch, world_size, recipe.gsnr_groups, cap, key)
     if groups and catalog.OPTIMIZERS[recipe.optimizer.name].reduces_gradients and plan.gsnr_groups < 2:
-        raise UserError(f"optimizer '{recipe.optimizer.name}' needs at least 2 gradient groups per step and the "
-                        f"plan has 1 ({plan}); set gsnr_groups, or a smaller micro_batch")
+        raise UserError(
+            f"optimizer '{recipe.optimizer.name}' needs at least 2 gradient groups per step and the "
+            f"plan has 1 ({plan}); set gsnr_groups, or a smaller micro_batch"
+        )
     return plan

@@ -13,8 +13,8 @@ temporary file, then rename), so a crash never leaves a half-written file.
 from __future__ import annotations
 
 import csv
-import functools
 import fcntl
+import functools
 import io
 import json
 import os
@@ -23,7 +23,6 @@ import shutil
 import socket
 import subprocess
 import sys
-
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -32,8 +31,21 @@ from bench.errors import UserError
 from bench.files import atomic_write, writing
 
 METRIC_COLUMNS = (
-    "epoch", "schedule_epoch", "step", "images_seen", "batch", "train_time_s", "lr", "train_loss",
-    "train_eval_top1", "train_eval_loss", "val_top1", "val_top5", "val_loss", "holdout_top1", "holdout_loss",
+    "epoch",
+    "schedule_epoch",
+    "step",
+    "images_seen",
+    "batch",
+    "train_time_s",
+    "lr",
+    "train_loss",
+    "train_eval_top1",
+    "train_eval_loss",
+    "val_top1",
+    "val_top5",
+    "val_loss",
+    "holdout_top1",
+    "holdout_loss",
     "val_images",
 )
 PACKAGES = ("bench", "torch", "torchvision", "timm", "nvidia-dali-cuda130", "pandas", "numpy", "tensorboard", "wandb")
@@ -49,11 +61,18 @@ def git_commit() -> str | None:
     per process, so every run of a suite names the code the process loaded."""
     here = Path(__file__).resolve().parent
     try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, check=True).stdout.strip()
+        sha = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, check=True
+        ).stdout.strip()
         # the package's own files only: a study resumed from a committed partial results tree changes files
         # under results/, which is data, not code
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "."], cwd=here,
-                               capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", "."],
+            cwd=here,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return None
     return sha + ("+dirty" if dirty else "")
@@ -101,8 +120,10 @@ class RunDir:
             fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             self._lock.close()
-            raise UserError(f"{self.path}: this run is in progress in another process; "
-                            "wait for it, or start a separate run with --restart") from None
+            raise UserError(
+                f"{self.path}: this run is in progress in another process; "
+                "wait for it, or start a separate run with --restart"
+            ) from None
 
     @classmethod
     def reopen(cls, path: Path, step: int) -> "RunDir":
@@ -190,8 +211,10 @@ def whole_lines(events: Path) -> list[str]:
         try:
             json.loads(line)
         except ValueError:
-            print(f"bench: warning: {events}: a cut-off line after {len(lines)} whole ones; the log is cut back "
-                  "to them", file=sys.stderr)
+            print(
+                f"bench: warning: {events}: a cut-off line after {len(lines)} whole ones; the log is cut back to them",
+                file=sys.stderr,
+            )
             break
         lines.append(line)
     return lines
@@ -218,7 +241,7 @@ def prune_checkpoints(run_dir: Path, keep: int) -> int:
     returns the bytes freed."""
     saved = checkpoints(run_dir)
     freed = 0
-    for old in saved[:len(saved) - keep] + list(Path(run_dir).glob(".ckpt-*.tmp")):
+    for old in saved[: len(saved) - keep] + list(Path(run_dir).glob(".ckpt-*.tmp")):
         freed += old.stat().st_size
         old.unlink(missing_ok=True)
     return freed
@@ -227,11 +250,14 @@ def prune_checkpoints(run_dir: Path, keep: int) -> int:
 def host_info(device) -> dict:
     import torch
 
-    info = {"host": socket.gethostname(), "platform": platform.platform(), "cpu_threads": torch.get_num_threads(),
-            "cpu_model": _cpu_model(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-            "torch_config": torch.__config__.show()}
+    info = {
+        "host": socket.gethostname(),
+        "platform": platform.platform(),
+        "cpu_threads": torch.get_num_threads(),
+        "cpu_model": _cpu_model(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "torch_config": torch.__config__.show(),
+    }
     if device.type == "cuda":
         info["gpu"] = torch.cuda.get_device_name(device)
     return info
-
-

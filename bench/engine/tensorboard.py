@@ -31,15 +31,27 @@ from bench.errors import require_extra
 FOLDER = "tensorboard"
 # The recipe keys a sweep's HParams show (dotted; those a run's recipe lacks are left out), with the
 # optimizer's own keys added per run.
-HPARAM_KEYS = ("tags.arm", "global_batch", "tags.role", "tags.trial", "seed", "optimizer.name", "optimizer.lr",
-               "schedule.warmup_epochs", "weight_decay")
+HPARAM_KEYS = (
+    "tags.arm",
+    "global_batch",
+    "tags.role",
+    "tags.trial",
+    "seed",
+    "optimizer.name",
+    "optimizer.lr",
+    "schedule.warmup_epochs",
+    "weight_decay",
+)
 HPARAM_METRICS = ("val_top1", "holdout_top1")
 
 
 def scalars(row: dict, skip: tuple) -> dict:
     """The finite numbers of a log row, but the keys in `skip` (the x axes)."""
-    return {k: float(v) for k, v in row.items() if k not in skip and isinstance(v, (int, float))
-            and not isinstance(v, bool) and math.isfinite(v)}
+    return {
+        k: float(v)
+        for k, v in row.items()
+        if k not in skip and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    }
 
 
 def _dotted(recipe: dict, key: str):
@@ -103,8 +115,11 @@ class Curves:
             return
         keys = list(HPARAM_KEYS) + [f"optimizer.{k}" for k in recipe.get("optimizer") or {} if k not in ("name", "lr")]
         params = {k: v for k in keys if isinstance(v := _dotted(recipe, k), (int, float, str, bool))}
-        final = {f"hparams/{m}": float(self.last[m]) for m in HPARAM_METRICS
-                 if isinstance(self.last.get(m), float) and math.isfinite(self.last[m])}
+        final = {
+            f"hparams/{m}": float(self.last[m])
+            for m in HPARAM_METRICS
+            if isinstance(self.last.get(m), float) and math.isfinite(self.last[m])
+        }
         for summary in hparams(params, final):
             self.writer.file_writer.add_summary(summary)
         for key, value in final.items():  # the HParams table reads its metrics from scalars of these tags
@@ -129,8 +144,14 @@ def export(runs, out: Path) -> list[Path]:
         role = run.get("role") if isinstance(run.get("role"), str) else None
         trial = run.get("trial")
         place = f"{role}-t{int(trial):02d}" if role == "trial" and trial == trial and trial is not None else role
-        folder = Path(out) / str(run["arm"]) / f"b{run['global_batch']}" / (place or "run") / \
-            f"seed{run['seed']}" / f"{run['recipe']}-{path.name}"
+        folder = (
+            Path(out)
+            / str(run["arm"])
+            / f"b{run['global_batch']}"
+            / (place or "run")
+            / f"seed{run['seed']}"
+            / f"{run['recipe']}-{path.name}"
+        )
         curves = Curves(folder, (path / "recipe.yaml").read_text(), replay=path)
         curves.close(finished=bool(run["finished"]))
         written.append(folder)

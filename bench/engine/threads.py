@@ -37,8 +37,10 @@ def quiet_openmp() -> None:
 
 def _cgroup_cores() -> float:
     """The cgroup's CPU quota in cores (v2 cpu.max, v1 cfs_quota_us / cfs_period_us); inf when unlimited."""
-    for quota_file, period_file in (("/sys/fs/cgroup/cpu.max", None),
-                                    ("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "/sys/fs/cgroup/cpu/cpu.cfs_period_us")):
+    for quota_file, period_file in (
+        ("/sys/fs/cgroup/cpu.max", None),
+        ("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "/sys/fs/cgroup/cpu/cpu.cfs_period_us"),
+    ):
         try:
             text = Path(quota_file).read_text().split()
             quota, period = (text[0], text[1]) if period_file is None else (text[0], Path(period_file).read_text())
@@ -79,8 +81,14 @@ class Slowdown:
     load average exceeds the cores: other processes are competing for them. Rates are taken over windows of at
     least `window_s` seconds of training time."""
 
-    def __init__(self, threads: int, cores: int | None = None, factor: float = 0.5, window_s: float = 20.0,
-                 load=lambda: os.getloadavg()[0]):
+    def __init__(
+        self,
+        threads: int,
+        cores: int | None = None,
+        factor: float = 0.5,
+        window_s: float = 20.0,
+        load=lambda: os.getloadavg()[0],
+    ):
         self.threads, self.cores = threads, cores or usable_cores()
         self.factor, self.window_s, self.load = factor, window_s, load
         self.best, self.start, self.warned = 0.0, None, False
@@ -97,9 +105,11 @@ class Slowdown:
         self.start = (images, train_time)
         if rate < self.factor * self.best and not self.warned and (load := self.load()) > self.cores:
             self.warned = True
-            return (f"training slowed to {rate:,.0f} img/s from {self.best:,.0f} while the load average ({load:.1f}) "
-                    f"exceeds the {self.cores} cores this run may use: other processes compete for them; "
-                    f"set engine.threads (bench run --threads N) under the {self.threads} threads it uses, "
-                    "or free the cores")
+            return (
+                f"training slowed to {rate:,.0f} img/s from {self.best:,.0f} while the load average ({load:.1f}) "
+                f"exceeds the {self.cores} cores this run may use: other processes compete for them; "
+                f"set engine.threads (bench run --threads N) under the {self.threads} threads it uses, "
+                "or free the cores"
+            )
         self.best = max(self.best, rate)
         return None

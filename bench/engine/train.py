@@ -51,11 +51,20 @@ from bench.engine import checkpoint, distributed, tensorboard, threads, wandb_cu
 from bench.engine.faults import crash_point
 from bench.engine.pace import Pace
 from bench.engine.plan import recipe_plan
-from bench.engine.rundir import (FINISHED, RESUMABLE, RunDir, checkpoints, git_commit, held_by_a_process, host_info, now,
-                                 prune_checkpoints, versions)
+from bench.engine.rundir import (
+    FINISHED,
+    RESUMABLE,
+    RunDir,
+    checkpoints,
+    git_commit,
+    held_by_a_process,
+    host_info,
+    now,
+    prune_checkpoints,
+    versions,
+)
 from bench.errors import BenchWarning, OutOfSpace, UserError
 from bench.recipe import Recipe, timm_models
-
 
 STRICT_CHECK_MAX = 50_000  # images a data.strict run decodes before its first step (seconds on a few cores)
 
@@ -96,10 +105,14 @@ def evaluate(model: torch.nn.Module, batches, recipe: Recipe, device: torch.devi
             logits = model(images)
         logits = logits.float()
         hits = logits.topk(min(5, logits.shape[1]), dim=1).indices == labels[:, None]
-        totals += torch.stack([
-            hits[:, 0].sum(), hits.any(dim=1).sum(),
-            F.cross_entropy(logits, labels, reduction="sum"), torch.tensor(len(labels), device=device),
-        ]).to(totals.dtype)
+        totals += torch.stack(
+            [
+                hits[:, 0].sum(),
+                hits.any(dim=1).sum(),
+                F.cross_entropy(logits, labels, reduction="sum"),
+                torch.tensor(len(labels), device=device),
+            ]
+        ).to(totals.dtype)
     if torch.distributed.is_initialized():
         torch.distributed.all_reduce(totals)
     top1, top5, loss, count = totals.tolist()
@@ -122,8 +135,16 @@ class Trainer:
         if self.device.type == "cuda":
             torch.backends.cudnn.benchmark = True
         self.plan = recipe_plan(recipe, dist.world, self._memory_cap() if recipe.micro_batch == "auto" else None)
-        self.data: Data = build(recipe.data, self.plan.batch, self.plan.micro_batch, dist.rank, dist.world,
-                                recipe.seed, device=self.device, channels_last=recipe.engine.channels_last)
+        self.data: Data = build(
+            recipe.data,
+            self.plan.batch,
+            self.plan.micro_batch,
+            dist.rank,
+            dist.world,
+            recipe.seed,
+            device=self.device,
+            channels_last=recipe.engine.channels_last,
+        )
         # what a resumed run checks it still trains on (saved in checkpoints, recorded in meta.json)
         self.train_set = {"train_size": self.data.train_size, "train_digest": self.data.layout.train_digest()}
         if recipe.data.strict:
@@ -136,8 +157,13 @@ class Trainer:
         fmt = torch.channels_last if recipe.engine.channels_last else torch.contiguous_format
         self.model = model.to(self.device, dtype=param_dtype(recipe), memory_format=fmt)
         self.dead = self._dead_params()
-        self.opt = optim.create(self.model, recipe.optimizer.name, lr=recipe.optimizer.lr,
-                                weight_decay=recipe.weight_decay, **recipe.optimizer.hparams)
+        self.opt = optim.create(
+            self.model,
+            recipe.optimizer.name,
+            lr=recipe.optimizer.lr,
+            weight_decay=recipe.weight_decay,
+            **recipe.optimizer.hparams,
+        )
         self.ddp = None
         if dist.world > 1:
             ids = [self.device.index] if self.device.type == "cuda" else None
@@ -167,9 +193,11 @@ class Trainer:
         if saved is None or saved == self.train_set:
             return
         was, now_ = saved["train_size"], self.train_set["train_size"]
-        what = (f"{was} images then, {now_} now" if was != now_ else f"the same {now_} images count, another file list")
-        raise UserError(f"{path}: the training set in {self.data.root} changed since this checkpoint ({what}); "
-                        "resume on the same images, or start a new run with --restart")
+        what = f"{was} images then, {now_} now" if was != now_ else f"the same {now_} images count, another file list"
+        raise UserError(
+            f"{path}: the training set in {self.data.root} changed since this checkpoint ({what}); "
+            "resume on the same images, or start a new run with --restart"
+        )
 
     def _memory_cap(self) -> int:
         """The largest micro-batch whose activations fit the device (engine/memory.py), from a probe model that
@@ -182,16 +210,25 @@ class Trainer:
             probe = probe.to(device, dtype=param_dtype(recipe))
             with autocast(recipe, device):
                 cap, per_image, free = memory.micro_batch_cap(
-                    probe, recipe.data.image_size, device, param_dtype(recipe), int(os.environ.get("LOCAL_WORLD_SIZE", 1)))
+                    probe,
+                    recipe.data.image_size,
+                    device,
+                    param_dtype(recipe),
+                    int(os.environ.get("LOCAL_WORLD_SIZE", 1)),
+                )
         del probe
         if cap < 1:
-            raise UserError(f"micro_batch auto: one {recipe.data.image_size} px image of {recipe.model.name} keeps "
-                            f"{per_image / 2**20:,.0f} MB of activations and {free / 2**30:.1f} GB are free on "
-                            f"{device}: a smaller image_size or model, or more memory")
+            raise UserError(
+                f"micro_batch auto: one {recipe.data.image_size} px image of {recipe.model.name} keeps "
+                f"{per_image / 2**20:,.0f} MB of activations and {free / 2**30:.1f} GB are free on "
+                f"{device}: a smaller image_size or model, or more memory"
+            )
         if cap < recipe.engine.micro_batch_cap:
-            self.memory_note = (f"micro_batch auto: at most {cap} images fit ({per_image / 2**20:,.1f} MB of "
-                                f"activations an image, {memory.FRACTION:.0%} of the {free / 2**30:.1f} GB free on "
-                                f"{device})")
+            self.memory_note = (
+                f"micro_batch auto: at most {cap} images fit ({per_image / 2**20:,.1f} MB of "
+                f"activations an image, {memory.FRACTION:.0%} of the {free / 2**30:.1f} GB free on "
+                f"{device})"
+            )
         return cap
 
     def _dead_params(self):
@@ -234,8 +271,14 @@ class Trainer:
         return total / accum
 
     def state(self, progress: "Progress") -> dict:
-        return {"recipe_yaml": self.recipe.to_yaml(), "train_set": self.train_set, "model": self.model.state_dict(),
-                "optimizer": self.opt.state_dict(), "progress": vars(progress).copy(), "rng": checkpoint.rng_state()}
+        return {
+            "recipe_yaml": self.recipe.to_yaml(),
+            "train_set": self.train_set,
+            "model": self.model.state_dict(),
+            "optimizer": self.opt.state_dict(),
+            "progress": vars(progress).copy(),
+            "rng": checkpoint.rng_state(),
+        }
 
     def load_state(self, state: dict) -> "Progress":
         self.model.load_state_dict(state["model"])
@@ -261,16 +304,24 @@ class Trainer:
         if "grad_var" in diag:
             trace, sqnorm = self.group_images * diag["grad_var"], diag["grad_sqnorm"]
             event.update(noise_trace=trace, noise_scale=trace / sqnorm if sqnorm > 0 else None)
-        return {key: (value if value is None or math.isfinite(value) else None) if isinstance(value, float) else value
-                for key, value in event.items()}
+        return {
+            key: (value if value is None or math.isfinite(value) else None) if isinstance(value, float) else value
+            for key, value in event.items()
+        }
 
-    def run(self, run: RunDir | None, progress: "Progress", show_bar: bool,
-            preempted: "PreemptionFlag") -> tuple[str, str | None]:
+    def run(
+        self, run: RunDir | None, progress: "Progress", show_bar: bool, preempted: "PreemptionFlag"
+    ) -> tuple[str, str | None]:
         """Train from `progress.step` to the end; returns (status, reason)."""
         self.pace.start(progress)
         micro_batches = self.data.train(progress.images // self.pace.chunk, self.pace.last_chunk())
-        bar = tqdm(initial=progress.position, total=self.pace.schedule_steps, unit="step",
-                   disable=not (show_bar and run), dynamic_ncols=True)
+        bar = tqdm(
+            initial=progress.position,
+            total=self.pace.schedule_steps,
+            unit="step",
+            disable=not (show_bar and run),
+            dynamic_ncols=True,
+        )
         self.model.train()
         with bar, _closing(micro_batches):
             while not self.pace.done(progress):
@@ -278,19 +329,23 @@ class Trainer:
                 lr, batch, loss, stop = self.train_step(progress, micro_batches, bar, run, preempted)
                 if not math.isfinite(loss):
                     return "diverged", f"non-finite training loss at step {step}"
-                evaluated = self.pace.done(progress) or self.pace.crossed(before, progress.position,
-                                                                         self.eval_every(progress))
+                evaluated = self.pace.done(progress) or self.pace.crossed(
+                    before, progress.position, self.eval_every(progress)
+                )
                 if evaluated and (ended := self.evaluate(progress, run, bar, lr, batch)):
                     return ended
                 if stop or self.checkpoint_due(progress, before, evaluated):
                     self.save_checkpoint(run, progress)
                 if stop:
-                    return "preempted", (f"stopped by a signal with {progress.step} steps done (checkpoint at step "
-                                         f"{progress.step}); run the same command to resume")
+                    return "preempted", (
+                        f"stopped by a signal with {progress.step} steps done (checkpoint at step "
+                        f"{progress.step}); run the same command to resume"
+                    )
         return "completed", None
 
-    def train_step(self, progress: "Progress", micro_batches, bar, run: RunDir | None,
-                   preempted: "PreemptionFlag") -> tuple[float, int, float, bool]:
+    def train_step(
+        self, progress: "Progress", micro_batches, bar, run: RunDir | None, preempted: "PreemptionFlag"
+    ) -> tuple[float, int, float, bool]:
         """One optimizer step and its bookkeeping (timing, the loss and stop flag over ranks, the pace, the
         bar, events.jsonl); returns (lr, batch, loss, stop). A non-finite loss returns before the pace moves."""
         pace, device = self.pace, self.device
@@ -315,8 +370,13 @@ class Trainer:
         progress.loss_sum += loss
         progress.loss_count += 1
         bar.update(progress.position - before)
-        bar.set_postfix(img_s=f"{progress.images / progress.train_time:.0f}", loss=f"{loss:.3f}", lr=f"{lr:.3g}",
-                        **({} if pace.fixed else {"batch": batch}), refresh=False)  # tqdm redraws at its own rate
+        bar.set_postfix(
+            img_s=f"{progress.images / progress.train_time:.0f}",
+            loss=f"{loss:.3f}",
+            lr=f"{lr:.3g}",
+            **({} if pace.fixed else {"batch": batch}),
+            refresh=False,
+        )  # tqdm redraws at its own rate
         if run:
             run.log_event(self.events(step, lr, batch, loss))
             if warning := self.slowdown.update(progress.images, progress.train_time):
@@ -327,11 +387,13 @@ class Trainer:
         """Epochs between evaluations: eval.near_target_every_epochs while the last evaluation was just below the
         target (a grid fine enough to resolve steps to target), else eval.every_epochs."""
         spec = self.recipe.eval
-        return spec.near_target_every_epochs if progress.near_target and spec.near_target_every_epochs \
+        return (
+            spec.near_target_every_epochs
+            if progress.near_target and spec.near_target_every_epochs
             else spec.every_epochs
+        )
 
-    def evaluate(self, progress: "Progress", run: RunDir | None, bar, lr: float,
-                 batch: int) -> tuple[str, str] | None:
+    def evaluate(self, progress: "Progress", run: RunDir | None, bar, lr: float, batch: int) -> tuple[str, str] | None:
         """Validation, train-eval and holdout Top-1 after a step; metrics.csv, meta.json and the evaluation line.
         With eval.curve_images, an evaluation before the last measures val Top-1 on that subset only, unless the
         subset reaches the target: then every image is evaluated (the first row at or above the target is always
@@ -350,42 +412,66 @@ class Trainer:
         slowest = distributed.max_over_ranks(progress.train_time)
         if run:
             images_seen = progress.images
-            run.add_metrics({
-                "epoch": images_seen / data.train_size, "schedule_epoch": pace.epoch(progress),
-                "step": progress.step, "images_seen": images_seen, "batch": batch,
-                "train_time_s": slowest, "lr": lr, "train_loss": progress.loss_sum / progress.loss_count,
-                "train_eval_top1": train_eval.get("top1"), "train_eval_loss": train_eval.get("loss"),
-                "val_top1": val["top1"], "val_top5": val["top5"], "val_loss": val["loss"],
-                "holdout_top1": held.get("top1"), "holdout_loss": held.get("loss"), "val_images": val["images"],
-            })
-            run.write_meta(train_time_s=slowest, train_images_per_s=images_seen / slowest,
-                           eval_time_s=progress.eval_time, evaluated_images={
-                               name: result["images"] for name, result in
-                               (("val", val), ("train_eval", train_eval), ("holdout", held)) if result})
+            run.add_metrics(
+                {
+                    "epoch": images_seen / data.train_size,
+                    "schedule_epoch": pace.epoch(progress),
+                    "step": progress.step,
+                    "images_seen": images_seen,
+                    "batch": batch,
+                    "train_time_s": slowest,
+                    "lr": lr,
+                    "train_loss": progress.loss_sum / progress.loss_count,
+                    "train_eval_top1": train_eval.get("top1"),
+                    "train_eval_loss": train_eval.get("loss"),
+                    "val_top1": val["top1"],
+                    "val_top5": val["top5"],
+                    "val_loss": val["loss"],
+                    "holdout_top1": held.get("top1"),
+                    "holdout_loss": held.get("loss"),
+                    "val_images": val["images"],
+                }
+            )
+            run.write_meta(
+                train_time_s=slowest,
+                train_images_per_s=images_seen / slowest,
+                eval_time_s=progress.eval_time,
+                evaluated_images={
+                    name: result["images"]
+                    for name, result in (("val", val), ("train_eval", train_eval), ("holdout", held))
+                    if result
+                },
+            )
             bar.write(self.eval_line(progress, lr, val), file=sys.stderr)
         progress.loss_sum, progress.loss_count = 0.0, 0
         chance = 100.0 / data.num_classes
         at_chance = pace.epoch(progress) > recipe.schedule.warmup_epochs and val["top1"] <= 1.5 * chance
         progress.chance_evals = progress.chance_evals + 1 if at_chance else 0
         if recipe.eval.stop_at_chance and progress.chance_evals >= recipe.eval.stop_at_chance:
-            return "diverged", (f"val_top1 at chance ({val['top1']:.2f}% <= 1.5 x {chance:.2f}%) "
-                                f"for {progress.chance_evals} evaluations after warm-up")
+            return "diverged", (
+                f"val_top1 at chance ({val['top1']:.2f}% <= 1.5 x {chance:.2f}%) "
+                f"for {progress.chance_evals} evaluations after warm-up"
+            )
         progress.near_target = recipe.target_top1 - recipe.eval.near_target_margin <= val["top1"] < recipe.target_top1
         if recipe.eval.stop_at_target and val["top1"] >= recipe.target_top1 and not pace.done(progress):
             if run:
                 run.write_meta(stopped_at_target=True)
-            return "completed", (f"stopped at the target: val_top1 {val['top1']:.2f}% >= {recipe.target_top1:g}% "
-                                 f"at step {progress.step} (eval.stop_at_target)")
+            return "completed", (
+                f"stopped at the target: val_top1 {val['top1']:.2f}% >= {recipe.target_top1:g}% "
+                f"at step {progress.step} (eval.stop_at_target)"
+            )
         return None
 
     def eval_line(self, progress: "Progress", lr: float, val: dict) -> str:
         """One line per evaluation, as timm's train.py logs: where the run is, how it does, how long is left."""
         pace, done = self.pace, progress.position / self.pace.schedule_steps
         left = (progress.train_time + progress.eval_time) * (1 - done) / done
-        return (f"epoch {pace.epoch(progress):.2f}  step {progress.step}  images {progress.images:,}  "
-                f"train loss {progress.loss_sum / max(progress.loss_count, 1):.4f}  val top1 {val['top1']:.2f}  "
-                f"top5 {val['top5']:.2f}  lr {lr:.4g}  {progress.images / progress.train_time:,.0f} img/s  "
-                f"{time.strftime('%H:%M:%S', time.gmtime(left)) if left < 86400 else f'{left / 3600:.0f} h'} left")
+        return (
+            f"epoch {pace.epoch(progress):.2f}  step {progress.step}  images {progress.images:,}  "
+            f"train loss {progress.loss_sum / max(progress.loss_count, 1):.4f}  val top1 {val['top1']:.2f}  "
+            f"top5 {val['top5']:.2f}  lr {lr:.4g}  {progress.images / progress.train_time:,.0f} img/s  "
+            f"{time.strftime('%H:%M:%S', time.gmtime(left)) if left < 86400 else f'{left / 3600:.0f} h'} left"
+        )
 
     def save_checkpoint(self, run: RunDir | None, progress: "Progress") -> None:
         if run:  # rank 0 writes; parameters and optimizer state are identical on every rank
@@ -494,8 +580,10 @@ def open_run(results: Path, recipe: Recipe, restart: bool, run_dir: Path | None)
             return RunDir.reopen(path, 0), None
         completed = completed or (path if same and status == "completed" else None)
     if completed:  # as timm's train.py, a command starts a run; but never a second one of a seed unsaid
-        print(f"{recipe.name} with seed {recipe.seed} completed in {completed}; this starts another run of the same "
-              "seed (the analysis keeps the one that ends last; --set seed=N for another seed)")
+        print(
+            f"{recipe.name} with seed {recipe.seed} completed in {completed}; this starts another run of the same "
+            "seed (the analysis keeps the one that ends last; --set seed=N for another seed)"
+        )
     return RunDir.create(results, recipe.name, recipe_yaml), None
 
 
@@ -510,16 +598,23 @@ def _curves(recipe: Recipe, run: RunDir, state) -> list:
 
         saved = recipe.model_dump(mode="json")
         tags = [recipe.optimizer.name, f"b{recipe.global_batch}", f"seed{recipe.seed}"]
-        out.append(wandb_curves.WandbCurves(run.path, recipe.logging.wandb, saved, tags,
-                                            group=f"{recipe.optimizer.name}-b{recipe.global_batch}-"
-                                                  f"{digest(seed_key(saved, run.meta))}",
-                                            job_type=str(recipe.tags.get("role", "run")),
-                                            resumed_at=state.step or None))
+        out.append(
+            wandb_curves.WandbCurves(
+                run.path,
+                recipe.logging.wandb,
+                saved,
+                tags,
+                group=f"{recipe.optimizer.name}-b{recipe.global_batch}-{digest(seed_key(saved, run.meta))}",
+                job_type=str(recipe.tags.get("role", "run")),
+                resumed_at=state.step or None,
+            )
+        )
     return out
 
 
-def train(recipe: Recipe, results: Path, progress: bool = True, restart: bool = False,
-          run_dir: Path | None = None) -> RunDir | None:
+def train(
+    recipe: Recipe, results: Path, progress: bool = True, restart: bool = False, run_dir: Path | None = None
+) -> RunDir | None:
     """Run `recipe` in this process (one rank of a torchrun job, or alone), resuming an
     unfinished run of it unless `restart`. Rank 0 writes and returns the run directory."""
     dist = distributed.init()
@@ -531,8 +626,15 @@ def train(recipe: Recipe, results: Path, progress: bool = True, restart: bool = 
         distributed.shutdown()
 
 
-def _train(recipe: Recipe, results: Path, dist: distributed.Dist, progress: bool, restart: bool,
-           run_dir: Path | None, preempted: PreemptionFlag) -> RunDir | None:
+def _train(
+    recipe: Recipe,
+    results: Path,
+    dist: distributed.Dist,
+    progress: bool,
+    restart: bool,
+    run_dir: Path | None,
+    preempted: PreemptionFlag,
+) -> RunDir | None:
     """A run's phases: open it (or resume it), start its records, train, close its records."""
     trainer = Trainer(recipe, dist)
     run, state, resumed = _open(trainer, results, restart, run_dir)
@@ -543,11 +645,17 @@ def _train(recipe: Recipe, results: Path, dist: distributed.Dist, progress: bool
         if status in FINISHED:  # nothing left to resume: the disk gets back all but the final one
             prune_checkpoints(run.path, int(recipe.checkpoint.keep_final))
         stopped_by = preempted.signal.name if status == "preempted" and preempted.signal else None
-        run.write_meta(status=status, reason=reason, end_time=now(), stopped_by=stopped_by,
-                       unreadable_images=sorted(trainer.data.unreadable.files))
+        run.write_meta(
+            status=status,
+            reason=reason,
+            end_time=now(),
+            stopped_by=stopped_by,
+            unreadable_images=sorted(trainer.data.unreadable.files),
+        )
         if status == "preempted":
-            print(f"preempted{f' by {stopped_by}' if stopped_by else ''}: checkpoint at step {state.step} in "
-                  f"{run.path}")
+            print(
+                f"preempted{f' by {stopped_by}' if stopped_by else ''}: checkpoint at step {state.step} in {run.path}"
+            )
     return run
 
 
@@ -570,20 +678,38 @@ def _start_records(run: RunDir, trainer: Trainer, state: Progress, resumed: bool
     """meta.json (a new run's facts, or a resumption), the opening lines, the live curves."""
     recipe, data, pace = trainer.recipe, trainer.data, trainer.pace
     if resumed:
-        run.write_meta(status="running", reason=None, end_time=None, stopped_by=None,
-                       resumed=run.meta.get("resumed", []) + [{"time": now(), "step": state.step}])
+        run.write_meta(
+            status="running",
+            reason=None,
+            end_time=None,
+            stopped_by=None,
+            resumed=run.meta.get("resumed", []) + [{"time": now(), "step": state.step}],
+        )
         print(f"resuming {run.path} at step {state.step}")
     else:
         run.meta.clear()  # a run directory started again from step 0 keeps nothing of its first start
         try:
             run.write_meta(
-                status="running", recipe=recipe.name, start_time=now(), end_time=None, git_commit=git_commit(),
-                versions=versions(), device=str(trainer.dist.device), world_size=trainer.dist.world,
-                **host_info(trainer.dist.device), plan=trainer.plan.as_dict(), data_root=str(data.root),
-                train_size=data.train_size, train_digest=trainer.train_set["train_digest"], val_size=data.val_size,
+                status="running",
+                recipe=recipe.name,
+                start_time=now(),
+                end_time=None,
+                git_commit=git_commit(),
+                versions=versions(),
+                device=str(trainer.dist.device),
+                world_size=trainer.dist.world,
+                **host_info(trainer.dist.device),
+                plan=trainer.plan.as_dict(),
+                data_root=str(data.root),
+                train_size=data.train_size,
+                train_digest=trainer.train_set["train_digest"],
+                val_size=data.val_size,
                 loader=data.loader,
-                train_eval_size=len(data.train_eval_indices), holdout_size=data.holdout_size,
-                total_steps=pace.total_steps, train_time_s=0.0, dead_params=trainer.dead.as_dict(),
+                train_eval_size=len(data.train_eval_indices),
+                holdout_size=data.holdout_size,
+                total_steps=pace.total_steps,
+                train_time_s=0.0,
+                dead_params=trainer.dead.as_dict(),
             )
         except OutOfSpace:  # not even meta.json fits: leave no empty run directory
             run.discard()
@@ -594,13 +720,16 @@ def _start_records(run: RunDir, trainer: Trainer, state: Progress, resumed: bool
     threads_used = torch.get_num_threads()
     print(f"plan: {trainer.plan}, {threads_used} CPU thread{'s' * (threads_used != 1)}")
     what = "steps" if pace.fixed else f"schedule steps of {pace.reference} images"
-    print(f"{pace.schedule_steps} {what} = {recipe.epochs:g} epoch{'s' * (recipe.epochs != 1)} of {data.train_size} "
-          "images")
+    print(
+        f"{pace.schedule_steps} {what} = {recipe.epochs:g} epoch{'s' * (recipe.epochs != 1)} of {data.train_size} "
+        "images"
+    )
     run.curves = _curves(recipe, run, state)
 
 
-def _train_loop(trainer: Trainer, run: RunDir | None, state: Progress, progress: bool,
-                preempted: PreemptionFlag) -> tuple[str, str | None]:
+def _train_loop(
+    trainer: Trainer, run: RunDir | None, state: Progress, progress: bool, preempted: PreemptionFlag
+) -> tuple[str, str | None]:
     """Trainer.run, with a crash marked "failed" in meta.json (then raised) and the curves closed either way."""
     status = None
     try:

@@ -38,8 +38,9 @@ def run_id(run: Path) -> str:
 class WandbCurves:
     """A W&B run for the run directory `path`, sending points as checkpoints keep them."""
 
-    def __init__(self, path: Path, spec, recipe: dict, tags: list[str], group: str, job_type: str,
-                 resumed_at: int | None = None):
+    def __init__(
+        self, path: Path, spec, recipe: dict, tags: list[str], group: str, job_type: str, resumed_at: int | None = None
+    ):
         require_extra("wandb", "logging.wandb")
         import wandb
 
@@ -47,10 +48,19 @@ class WandbCurves:
         # resume="allow": the id names this run directory, so a resumed run (or a requeued job) continues its
         # W&B run and a new directory starts a new one; group: the seeds of one recipe; job_type: a sweep's role
         self.run = wandb.init(
-            project=spec.project, entity=spec.entity, mode=spec.mode, dir=str(path), id=run_id(path),
-            resume="allow", name=run_id(path), config=recipe, tags=tags + (["resumed"] if resumed_at else []),
-            group=group, job_type=job_type,
-            settings=wandb.Settings(console="off", silent=True, x_disable_stats=True, save_code=False))
+            project=spec.project,
+            entity=spec.entity,
+            mode=spec.mode,
+            dir=str(path),
+            id=run_id(path),
+            resume="allow",
+            name=run_id(path),
+            config=recipe,
+            tags=tags + (["resumed"] if resumed_at else []),
+            group=group,
+            job_type=job_type,
+            settings=wandb.Settings(console="off", silent=True, x_disable_stats=True, save_code=False),
+        )
         if resumed_at:  # the segment says where it took over
             self.run.summary["bench/resumed_at_step"] = resumed_at
         self.run.define_metric("step")
@@ -60,13 +70,17 @@ class WandbCurves:
 
     def event(self, event: dict) -> None:
         """One events.jsonl line, held until a checkpoint keeps it."""
-        self._pending.append({"step": event["step"],
-                              **{f"train/{k}": v for k, v in scalars(event, ("step",)).items()}})
+        self._pending.append({"step": event["step"], **{f"train/{k}": v for k, v in scalars(event, ("step",)).items()}})
 
     def metrics(self, row: dict) -> None:
         """One metrics.csv row, held until a checkpoint keeps it."""
-        self._pending.append({"step": int(row["step"]), "images_seen": int(row["images_seen"]),
-                              **{f"eval/{k}": v for k, v in scalars(row, ("step", "images_seen")).items()}})
+        self._pending.append(
+            {
+                "step": int(row["step"]),
+                "images_seen": int(row["images_seen"]),
+                **{f"eval/{k}": v for k, v in scalars(row, ("step", "images_seen")).items()},
+            }
+        )
 
     def flush(self) -> None:
         """A checkpoint now keeps every held point: send them."""

@@ -12,13 +12,21 @@ the factory live in factory.py; this module only re-exports.
 from .adamw import AdamW
 from .base import GroupOptimizer, validate
 from .factory import NAMES, REGISTRY, check, create, default_exclude, hyperparameters, param_groups
-from .groups import (AdaScale, AdaScaleLARS, AdaScaleSGD, GroupGradients, SimiGrad, SimiGradLAMB, SimiGradLARS,
-                     SimiGradSGD)
+from .groups import (
+    AdaScale,
+    AdaScaleLARS,
+    AdaScaleSGD,
+    GroupGradients,
+    SimiGrad,
+    SimiGradLAMB,
+    SimiGradLARS,
+    SimiGradSGD,
+)
 from .lamb import LAMB
 from .lars import LARC, LARS
 from .merit import MERIT
 from .sgd import SGD
-from .vrgd import VRGD, VRGDLAMB, VRGDMERIT, VRGDSGD, VRGDAdam, VRGDLARS
+from .vrgd import VRGD, VRGDLAMB, VRGDLARS, VRGDMERIT, VRGDSGD, VRGDAdam
 
 __all__ = [
     "NAMES", "REGISTRY", "check", "create", "param_groups", "hyperparameters", "default_exclude", "validate",

@@ -51,6 +51,20 @@ class AdamW(GroupOptimizer):
         group["step"] = group.get("step", 0) + 1
         step = torch.tensor(float(group["step"]), device=params[0].device)  # the kernel reads t, never advances it
         grads = [laid_out_like(w, g) for w, g in zip(params, grads)]
-        torch._fused_adamw_(params, grads, self._state(params, "exp_avg"), self._state(params, "exp_avg_sq"), [],
-                            [step] * len(params), amsgrad=False, lr=lr, beta1=beta1, beta2=beta2, weight_decay=wd,
-                            eps=group["eps"], maximize=False, grad_scale=None, found_inf=None)
+        torch._fused_adamw_(
+            params,
+            grads,
+            self._state(params, "exp_avg"),
+            self._state(params, "exp_avg_sq"),
+            [],
+            [step] * len(params),
+            amsgrad=False,
+            lr=lr,
+            beta1=beta1,
+            beta2=beta2,
+            weight_decay=wd,
+            eps=group["eps"],
+            maximize=False,
+            grad_scale=None,
+            found_inf=None,
+        )

@@ -98,7 +98,9 @@ class Statistics:
 
     flat: Tensor
     sums: Tensor  # sum_d g_d
-    second: Tensor  # sum_d g_d^2 per coordinate (VRGD: then its factors), [even groups' sum | odd's] (SimiGrad), or empty
+    second: (
+        Tensor  # sum_d g_d^2 per coordinate (VRGD: then its factors), [even groups' sum | odd's] (SimiGrad), or empty
+    )
     scalars: Tensor  # [sq_norms, count], the two below
     sq_norms: Tensor  # 0-d: sum_d ||g_d||^2
     count: Tensor  # 0-d: k, the number of groups (written before the all-reduce)
@@ -156,8 +158,9 @@ class GroupOptimizer(Optimizer):
             params = [p for p in group["params"] if p in grads]
             yield group, params, [grads[p] for p in params]
 
-    def _update(self, group: dict, params: list[Tensor], grads: list[Tensor],
-                trust_grads: list[Tensor] | None = None) -> None:
+    def _update(
+        self, group: dict, params: list[Tensor], grads: list[Tensor], trust_grads: list[Tensor] | None = None
+    ) -> None:
         """Called by _apply() per param group: one step of `params` from the mean gradients `grads` (scratch
         space); `trust_grads`, where a trust ratio reads other gradients' norms (VRGD-LARS), else grads."""
         raise NotImplementedError

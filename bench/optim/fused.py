@@ -98,11 +98,16 @@ def _triton():
 
 def refuse(reason: str):
     """The error for fused=true where a fused kernel cannot run, for `reason`."""
-    raise UserError(f"optimizer hyperparameter fused=true cannot be honoured: {reason}; use fused: null (the "
-                    "fused kernels where they apply) or false.")
+    raise UserError(
+        f"optimizer hyperparameter fused=true cannot be honoured: {reason}; use fused: null (the "
+        "fused kernels where they apply) or false."
+    )
 
 
 @functools.cache
 def _warn_once(failure: str) -> None:
-    warnings.warn(f"VRGD's fused CPU kernels could not be built ({failure}); using the eager code, "
-                  "which is slower and gives the same results", BenchWarning)
+    warnings.warn(
+        f"VRGD's fused CPU kernels could not be built ({failure}); using the eager code, "
+        "which is slower and gives the same results",
+        BenchWarning,
+    )

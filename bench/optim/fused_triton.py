@@ -50,8 +50,7 @@ def _store_counts(partial, c, r_k, r, mask, gamma):
 
 
 @triton.jit
-def _observe(stats, n, grads, chunk_tensor, chunk_start, numels, offsets, FIRST: tl.constexpr,
-             BLOCK: tl.constexpr):
+def _observe(stats, n, grads, chunk_tensor, chunk_start, numels, offsets, FIRST: tl.constexpr, BLOCK: tl.constexpr):
     _, t, idx, mask, at = _chunk(chunk_tensor, chunk_start, numels, offsets, BLOCK)
     g = tl.load(tl.load(grads + t).to(tl.pointer_type(tl.float32)) + idx, mask=mask)
     if FIRST:
@@ -64,8 +63,21 @@ def _observe(stats, n, grads, chunk_tensor, chunk_start, numels, offsets, FIRST:
 
 
 @triton.jit
-def _pass_a(stats, n, weights, chunk_tensor, chunk_start, numels, offsets, partial, inv_k, k, k_eps,
-            WEIGHTS: tl.constexpr, BLOCK: tl.constexpr):
+def _pass_a(
+    stats,
+    n,
+    weights,
+    chunk_tensor,
+    chunk_start,
+    numels,
+    offsets,
+    partial,
+    inv_k,
+    k,
+    k_eps,
+    WEIGHTS: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
     c, t, idx, mask, at = _chunk(chunk_tensor, chunk_start, numels, offsets, BLOCK)
     s2 = tl.load(stats + n + at, mask=mask, other=0.0)
     r, mean = _ratio(tl.load(stats + at, mask=mask, other=0.0), s2, inv_k, k, k_eps)  # 0 where masked
@@ -80,11 +92,26 @@ def _pass_a(stats, n, weights, chunk_tensor, chunk_start, numels, offsets, parti
 
 
 @triton.jit
-def _pass_factors(stats, n, chunk_tensor, chunk_start, numels, offsets, scales, partial, inv_k, k, k_eps, gamma,
-                  TIMES_MEAN: tl.constexpr, BLOCK: tl.constexpr):
+def _pass_factors(
+    stats,
+    n,
+    chunk_tensor,
+    chunk_start,
+    numels,
+    offsets,
+    scales,
+    partial,
+    inv_k,
+    k,
+    k_eps,
+    gamma,
+    TIMES_MEAN: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
     c, t, idx, mask, at = _chunk(chunk_tensor, chunk_start, numels, offsets, BLOCK)
-    r, mean = _ratio(tl.load(stats + at, mask=mask, other=0.0), tl.load(stats + n + at, mask=mask, other=0.0),
-                     inv_k, k, k_eps)
+    r, mean = _ratio(
+        tl.load(stats + at, mask=mask, other=0.0), tl.load(stats + n + at, mask=mask, other=0.0), inv_k, k, k_eps
+    )
     r_k, r = r, r * tl.load(scales + t)
     factor = tl.minimum(tl.maximum(r, gamma), 1.0)
     if TIMES_MEAN:
@@ -95,21 +122,42 @@ def _pass_factors(stats, n, chunk_tensor, chunk_start, numels, offsets, scales, 
 
 
 @triton.jit
-def _pass_b(stats, n, chunk_tensor, chunk_start, numels, offsets, scales, partial, inv_k, k, k_eps, gamma,
-            BLOCK: tl.constexpr):
+def _pass_b(
+    stats, n, chunk_tensor, chunk_start, numels, offsets, scales, partial, inv_k, k, k_eps, gamma, BLOCK: tl.constexpr
+):
     c, t, idx, mask, at = _chunk(chunk_tensor, chunk_start, numels, offsets, BLOCK)
-    r, mean = _ratio(tl.load(stats + at, mask=mask, other=0.0), tl.load(stats + n + at, mask=mask, other=0.0),
-                     inv_k, k, k_eps)
+    r, mean = _ratio(
+        tl.load(stats + at, mask=mask, other=0.0), tl.load(stats + n + at, mask=mask, other=0.0), inv_k, k, k_eps
+    )
     g = tl.minimum(tl.maximum(r * tl.load(scales + t), gamma), 1.0) * mean
     tl.store(partial + c, tl.sum(g * g, axis=0))
 
 
 @triton.jit
-def _pass_c(stats, n, weights, buffers, chunk_tensor, chunk_start, numels, offsets, scales, steps, decays, momenta,
-            partial, inv_k, k, k_eps, gamma, BLOCK: tl.constexpr):
+def _pass_c(
+    stats,
+    n,
+    weights,
+    buffers,
+    chunk_tensor,
+    chunk_start,
+    numels,
+    offsets,
+    scales,
+    steps,
+    decays,
+    momenta,
+    partial,
+    inv_k,
+    k,
+    k_eps,
+    gamma,
+    BLOCK: tl.constexpr,
+):
     c, t, idx, mask, at = _chunk(chunk_tensor, chunk_start, numels, offsets, BLOCK)
-    r, mean = _ratio(tl.load(stats + at, mask=mask, other=0.0), tl.load(stats + n + at, mask=mask, other=0.0),
-                     inv_k, k, k_eps)
+    r, mean = _ratio(
+        tl.load(stats + at, mask=mask, other=0.0), tl.load(stats + n + at, mask=mask, other=0.0), inv_k, k, k_eps
+    )
     r_k, r = r, r * tl.load(scales + t)
     g = tl.minimum(tl.maximum(r, gamma), 1.0) * mean
     w_at = tl.load(weights + t).to(tl.pointer_type(tl.float32)) + idx
@@ -127,8 +175,11 @@ def _chunks(numels: tuple, device: torch.device):
     """(chunk -> tensor index, chunk -> first element, numel per tensor) on the device."""
     tensor = [t for t, numel in enumerate(numels) for _ in range(0, numel, BLOCK)]
     start = [s for numel in numels for s in range(0, numel, BLOCK)]
-    return (torch.tensor(tensor, dtype=torch.int64, device=device), torch.tensor(start, dtype=torch.int64, device=device),
-            torch.tensor(numels, dtype=torch.int64, device=device))
+    return (
+        torch.tensor(tensor, dtype=torch.int64, device=device),
+        torch.tensor(start, dtype=torch.int64, device=device),
+        torch.tensor(numels, dtype=torch.int64, device=device),
+    )
 
 
 def _pointers(tensors, device):
@@ -139,8 +190,17 @@ def observe(stats, grads, offsets, first: bool) -> None:
     """As observe() in vrgd_cpu.cpp: add one group's gradients (dense fp32, their parameter's layout)."""
     n = (stats.numel() - 2) // 2
     tensor, start, numels = _chunks(tuple(g.numel() for g in grads), stats.device)
-    _observe[(len(tensor),)](stats, n, _pointers(grads, stats.device), tensor, start, numels,
-                              offsets.to(stats.device), FIRST=first, BLOCK=BLOCK)
+    _observe[(len(tensor),)](
+        stats,
+        n,
+        _pointers(grads, stats.device),
+        tensor,
+        start,
+        numels,
+        offsets.to(stats.device),
+        FIRST=first,
+        BLOCK=BLOCK,
+    )
 
 
 class _Layout:
@@ -185,8 +245,21 @@ def vrgd_lars_step(stats, params, bufs, hyper, k: int, eps: float, gamma: float,
     lr, wd, eta, trust_eps, adapt, _, momentum = hyper.to(at.device).unbind(1)
     trust = torch.where(adapt > 0, trust_ratio(sums[:, 3].sqrt(), vr_sq.sqrt(), lr, wd, eta, trust_eps, clip), 1.0)
     counts = at.partial(2)
-    _pass_c[at.grid](stats, at.n, weights, buffers, *at.chunks, scales, (lr * trust).float(), wd.float(),
-                     momentum.float(), counts, **at.gsnr, gamma=gamma, BLOCK=BLOCK)
+    _pass_c[at.grid](
+        stats,
+        at.n,
+        weights,
+        buffers,
+        *at.chunks,
+        scales,
+        (lr * trust).float(),
+        wd.float(),
+        momentum.float(),
+        counts,
+        **at.gsnr,
+        gamma=gamma,
+        BLOCK=BLOCK,
+    )
     counts = at.per_tensor(counts)
     return torch.cat([sums[:, :3], counts[:, :1], sums[:, 3:], vr_sq[:, None], trust[:, None], counts[:, 1:]], dim=1)
 
@@ -199,6 +272,15 @@ def vrgd_factors(stats, counts, k: int, eps: float, gamma: float, times_mean: bo
     _pass_a[at.grid](stats, at.n, stats, *at.chunks, partial, **at.gsnr, WEIGHTS=False, BLOCK=BLOCK)
     sums = at.per_tensor(partial)
     counts = at.partial(2)
-    _pass_factors[at.grid](stats, at.n, *at.chunks, at.inverse_means(sums[:, 0]), counts, **at.gsnr, gamma=gamma,
-                           TIMES_MEAN=times_mean, BLOCK=BLOCK)
+    _pass_factors[at.grid](
+        stats,
+        at.n,
+        *at.chunks,
+        at.inverse_means(sums[:, 0]),
+        counts,
+        **at.gsnr,
+        gamma=gamma,
+        TIMES_MEAN=times_mean,
+        BLOCK=BLOCK,
+    )
     return torch.cat([sums[:, :3], at.per_tensor(counts)], dim=1)

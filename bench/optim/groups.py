@@ -53,8 +53,9 @@ class GroupGradients(GroupOptimizer):
         n = sum(p.numel() for p in params)
         dtype = torch.promote_types(torch.float32, params[0].dtype)  # fp32, or fp64 for fp64 parameters
         self._n, self._sizes = n, [p.numel() for p in params]
-        self._stats = Statistics.zeros(n, {None: 0, "squares": n, "halves": 2 * n}[self.second], dtype,
-                                       params[0].device)
+        self._stats = Statistics.zeros(
+            n, {None: 0, "squares": n, "halves": 2 * n}[self.second], dtype, params[0].device
+        )
         self._sum = views(self._stats.sums, params)
         self._second = views(self._stats.second, params) if self.second == "squares" else {}
         halves = self._stats.second.split(n) if self.second == "halves" else ()
@@ -203,8 +204,11 @@ class AdaScale(GroupGradients):
             avg["sqr"][i] = theta * avg["sqr"][i] + (1 - theta) * max(float(sqr), 0.0)
         w = avg["weight"]
         self.gain = _gain(sum(avg["var"]) / w, sum(avg["sqr"]) / w, k)  # the schedule advances by this one
-        self.gains = [_gain(v / w, q / w, k) for v, q in zip(avg["var"], avg["sqr"])] if self.per_group else \
-            [self.gain] * len(self.param_groups)
+        self.gains = (
+            [_gain(v / w, q / w, k) for v, q in zip(avg["var"], avg["sqr"])]
+            if self.per_group
+            else [self.gain] * len(self.param_groups)
+        )
         return super()._combine(k, mean, total)
 
     def _update(self, group, params, grads, trust_grads=None):
@@ -227,8 +231,9 @@ class AdaScale(GroupGradients):
         self.gain = saved.pop("gain")
         self.gains = saved.pop("gains", [self.gain] * len(self.param_groups))
         # checkpoints from before gain="per_group" hold one number per average
-        self.averages = {key: [value] if isinstance(value, float) and key != "weight" else value
-                         for key, value in saved.items()}
+        self.averages = {
+            key: [value] if isinstance(value, float) and key != "weight" else value for key, value in saved.items()
+        }
         super().load_state_dict(state_dict)
 
 

@@ -12,12 +12,22 @@ from .base import GroupOptimizer, laid_out_like, norms
 def _fused_sgd(w, g, v, *, lr, weight_decay, momentum, dampening=0.0, nesterov=False):
     """One tensor through torch's fused SGD kernel (that of torch.optim.SGD(fused=True)), one pass:
 
-        v = m * v + (1 - dampening) * (g + wd * w)
-        w = w - lr * v                          nesterov: w = w - lr * (g + wd * w + m * v)
-                                                momentum 0 (v is None): w = w - lr * (g + wd * w)
+    v = m * v + (1 - dampening) * (g + wd * w)
+    w = w - lr * v                          nesterov: w = w - lr * (g + wd * w + m * v)
+                                            momentum 0 (v is None): w = w - lr * (g + wd * w)
     """
-    torch._fused_sgd_([w], [laid_out_like(w, g)], [v] if momentum else [], weight_decay=weight_decay, momentum=momentum, lr=lr,
-                      dampening=dampening, nesterov=nesterov, maximize=False, is_first_step=False)
+    torch._fused_sgd_(
+        [w],
+        [laid_out_like(w, g)],
+        [v] if momentum else [],
+        weight_decay=weight_decay,
+        momentum=momentum,
+        lr=lr,
+        dampening=dampening,
+        nesterov=nesterov,
+        maximize=False,
+        is_first_step=False,
+    )
 
 
 def trust_ratio(w_norm, g_norm, lr, weight_decay, eta, eps, clip: bool):
@@ -84,8 +94,9 @@ class LARS(GroupOptimizer):
                 _fused_sgd(w, g, v, lr=1.0 if m else s, weight_decay=wd, momentum=m, dampening=1.0 - s)
 
     def _trust_ratio(self, group, params, grads):
-        trust = trust_ratio(norms(params), norms(grads), group["lr"], group["weight_decay"], group["eta"],
-                            group["eps"], self.clip)
+        trust = trust_ratio(
+            norms(params), norms(grads), group["lr"], group["weight_decay"], group["eta"], group["eps"], self.clip
+        )
         self._trust.append(trust)
         return trust
 

@@ -8,11 +8,10 @@ variance-reduced gradient, so every variant shares its base optimizer's code.
 
 import torch
 
+from bench.errors import UserError
 
 from . import fused as fused_kernels
 from .adamw import AdamW
-from bench.errors import UserError
-
 from .base import noise, validate
 from .groups import GroupGradients
 from .lamb import LAMB
@@ -73,10 +72,28 @@ class VRGD(GroupGradients):
 
     second = "squares"
 
-    def __init__(self, params, *, gamma=0.1, gsnr_eps=1e-12, beta3=0.0, gsnr_bias_correction=True,
-                 gsnr_norm="tensor", fused=None, **base):
-        validate(dict(gamma=gamma, gsnr_eps=gsnr_eps, beta3=beta3, gsnr_bias_correction=gsnr_bias_correction,
-                      gsnr_norm=gsnr_norm, fused=fused))
+    def __init__(
+        self,
+        params,
+        *,
+        gamma=0.1,
+        gsnr_eps=1e-12,
+        beta3=0.0,
+        gsnr_bias_correction=True,
+        gsnr_norm="tensor",
+        fused=None,
+        **base,
+    ):
+        validate(
+            dict(
+                gamma=gamma,
+                gsnr_eps=gsnr_eps,
+                beta3=beta3,
+                gsnr_bias_correction=gsnr_bias_correction,
+                gsnr_norm=gsnr_norm,
+                fused=fused,
+            )
+        )
         super().__init__(params, **base)
         self.gamma, self.gsnr_eps, self.beta3, self.gsnr_bias_correction = gamma, gsnr_eps, beta3, gsnr_bias_correction
         self.gsnr_norm = gsnr_norm
@@ -95,11 +112,16 @@ class VRGD(GroupGradients):
         if self.gsnr_norm != "layer":
             return list(range(count)) if self.gsnr_norm == "tensor" else [0] * count
         if not all("param_names" in group for group in self.param_groups):
-            raise UserError("gsnr_norm='layer' needs the parameters' names: build the optimizer from a module "
-                            "or from model.named_parameters().")
+            raise UserError(
+                "gsnr_norm='layer' needs the parameters' names: build the optimizer from a module "
+                "or from model.named_parameters()."
+            )
         ids = {}  # a module's tensors share one segment; a top-level parameter is its own
-        return [ids.setdefault(name.rpartition(".")[0] or name, len(ids))
-                for group in self.param_groups for name in group["param_names"]]
+        return [
+            ids.setdefault(name.rpartition(".")[0] or name, len(ids))
+            for group in self.param_groups
+            for name in group["param_names"]
+        ]
 
     def _pick_kernels(self):
         return fused_kernels.kernels(self.fused, [p for group in self.param_groups for p in group["params"]])
@@ -112,8 +134,10 @@ class VRGD(GroupGradients):
         if self._kernels is None:
             return super().observe(index)
         params = [p for p in self._sum if p.grad is not None]
-        if not all(p.grad.dtype == torch.float32 and p.grad.device == p.device and p.grad.stride() == p.stride()
-                   for p in params):
+        if not all(
+            p.grad.dtype == torch.float32 and p.grad.device == p.device and p.grad.stride() == p.stride()
+            for p in params
+        ):
             return super().observe(index)  # a gradient laid out unlike its parameter: the eager code reads any
         first = self._groups == 0 and len(params) == len(self._sum)
         if self._groups == 0:
@@ -144,8 +168,9 @@ class VRGD(GroupGradients):
         if self._kernels is None or self.gsnr_norm != "tensor" or self._foreign_hooks(VRGD, "_combine"):
             return super()._statistics(k)
         stats = self._stats
-        out = self._kernels.vrgd_factors(stats.flat, self._counts, k, self.gsnr_eps, self.gamma,
-                                         not self.beta3)  # sums = g_bar; second = the factors, or g_vr without momentum
+        out = self._kernels.vrgd_factors(
+            stats.flat, self._counts, k, self.gsnr_eps, self.gamma, not self.beta3
+        )  # sums = g_bar; second = the factors, or g_vr without momentum
         torch.autograd.graph.increment_version(stats.flat)
         self._kernel_statistics(out, k)
         if self.beta3:
@@ -160,8 +185,10 @@ class VRGD(GroupGradients):
 
     def _refuse_foreign_hooks(self, home: type, *hooks: str) -> None:
         if self.fused and (foreign := self._foreign_hooks(home, *hooks)):
-            fused_kernels.refuse(f"{type(self).__name__} overrides {', '.join(foreign)}, which the fused "
-                                 f"path of {home.__name__} does not call")
+            fused_kernels.refuse(
+                f"{type(self).__name__} overrides {', '.join(foreign)}, which the fused "
+                f"path of {home.__name__} does not call"
+            )
 
     def _kernel_statistics(self, out, k: int) -> None:
         """The statistics a fused kernel returned (per tensor: sum of r / k, ||g_bar||^2, sum of s2, live
@@ -227,8 +254,11 @@ class VRGD(GroupGradients):
         gsnr_dead_frac (fraction of coordinates whose gradient was 0 in every group, r = 0)."""
         out = super().diagnostics()
         if self._gsnr is not None:
-            out.update(gsnr_clip_frac=float(self._gsnr[0]), gsnr_r_mean=float(self._gsnr[1]),
-                       gsnr_dead_frac=float(self._gsnr[2]))
+            out.update(
+                gsnr_clip_frac=float(self._gsnr[0]),
+                gsnr_r_mean=float(self._gsnr[1]),
+                gsnr_dead_frac=float(self._gsnr[2]),
+            )
         return out
 
     def state_dict(self):
@@ -286,10 +316,17 @@ class VRGDLARS(VRGD, LARS):
         if any(v.stride() != p.stride() for p, v in zip(params, bufs)):  # loaded from a model of another layout
             return super()._apply()
         k = self._count()
-        hyper = torch.tensor([[{**group, "clip": self.clip}[key] for key in fused_kernels.HYPER]
-                              for group in self.param_groups for _ in group["params"]], dtype=torch.float64)
-        out = self._kernels.vrgd_lars_step(self._stats.flat, params, bufs, hyper, k, self.gsnr_eps, self.gamma,
-                                           self.trust_grad == "vr")
+        hyper = torch.tensor(
+            [
+                [{**group, "clip": self.clip}[key] for key in fused_kernels.HYPER]
+                for group in self.param_groups
+                for _ in group["params"]
+            ],
+            dtype=torch.float64,
+        )
+        out = self._kernels.vrgd_lars_step(
+            self._stats.flat, params, bufs, hyper, k, self.gsnr_eps, self.gamma, self.trust_grad == "vr"
+        )
         for written in (*params, *bufs, self._stats.flat):  # the kernel wrote through pointers: tell autograd
             torch.autograd.graph.increment_version(written)
         self._kernel_statistics(out, k)

@@ -36,16 +36,26 @@ from bench.errors import ArgumentParser, UserError, count
 def _parser() -> argparse.ArgumentParser:
     p = ArgumentParser(prog="bench perf data", description=__doc__.split("\n")[0])
     p.add_argument("--root", required=True, help="dataset folder (train/ and val/, or train.txt and val.txt)")
-    p.add_argument("--split", choices=("train", "val"), default="train", help="which path to time (default: %(default)s)")
+    p.add_argument(
+        "--split", choices=("train", "val"), default="train", help="which path to time (default: %(default)s)"
+    )
     p.add_argument("--size", type=count(1), default=224, help="output image side (default: %(default)s)")
     p.add_argument("--batch", type=count(1), default=64, help="images per batch (default: %(default)s)")
-    p.add_argument("--threads", type=count(1), default=os.cpu_count() or 1,
-                   help="DALI CPU threads = torchvision workers (default: all cores, %(default)s)")
+    p.add_argument(
+        "--threads",
+        type=count(1),
+        default=os.cpu_count() or 1,
+        help="DALI CPU threads = torchvision workers (default: all cores, %(default)s)",
+    )
     p.add_argument("--rounds", type=count(1), default=5, help="timed rounds per backend (default: %(default)s)")
     p.add_argument("--batches", type=count(1), default=10, help="timed batches per round (default: %(default)s)")
     p.add_argument("--crop-scale-min", type=float, default=0.08, help="random-resized-crop area lower bound")
-    p.add_argument("--augment", choices=("resized_crop", "pad_crop"), default="resized_crop",
-                   help="the training crop timed (recipe key data.augment; default: %(default)s)")
+    p.add_argument(
+        "--augment",
+        choices=("resized_crop", "pad_crop"),
+        default="resized_crop",
+        help="the training crop timed (recipe key data.augment; default: %(default)s)",
+    )
     return p
 
 
@@ -71,8 +81,16 @@ def _data(args, root: Path, dataset: str, loader: str, device: str):
     from bench.data import build
     from bench.recipe import DataSpec
 
-    spec = DataSpec(dataset=dataset, path=root, image_size=args.size, crop_scale_min=args.crop_scale_min,
-                    augment=args.augment, loader=loader, workers=args.threads, eval_batch=args.batch)
+    spec = DataSpec(
+        dataset=dataset,
+        path=root,
+        image_size=args.size,
+        crop_scale_min=args.crop_scale_min,
+        augment=args.augment,
+        loader=loader,
+        workers=args.threads,
+        eval_batch=args.batch,
+    )
     return build(spec, args.batch, args.batch, 0, 1, seed=0, device=device)
 
 
@@ -103,8 +121,10 @@ def _round(args, data, first_step: int) -> tuple[float, float]:
     batches.close()  # torchvision's workers exit here, and their CPU time is counted
     del batches
     if timed == 0:
-        raise UserError(f"{data.root}: too few {args.split} images for {warmup} warm-up and {args.batches} timed "
-                        f"batches of {args.batch}; lower --batch or --batches")
+        raise UserError(
+            f"{data.root}: too few {args.split} images for {warmup} warm-up and {args.batches} timed "
+            f"batches of {args.batch}; lower --batch or --batches"
+        )
     return timed / seconds, 1000 * (_cpu_seconds() - cpu) / images
 
 
@@ -119,8 +139,10 @@ def main(argv: list[str]) -> int:
     _warm_page_cache(split.files)
     contenders = _contenders()
     crop = f"{args.augment}, " if args.split == "train" else ""
-    print(f"bench perf data: {root} ({args.split}, {len(split)} images), {crop}{args.size}px, batch {args.batch}, "
-          f"{args.threads} DALI threads / DataLoader workers, {args.rounds} rounds of {args.batches} timed batches")
+    print(
+        f"bench perf data: {root} ({args.split}, {len(split)} images), {crop}{args.size}px, batch {args.batch}, "
+        f"{args.threads} DALI threads / DataLoader workers, {args.rounds} rounds of {args.batches} timed batches"
+    )
     if "dali-cpu" not in contenders:
         print("nvidia.dali does not import: torchvision only")
 
@@ -136,18 +158,26 @@ def main(argv: list[str]) -> int:
             rate, ms = _round(args, data[name], (r + 1) * steps_per_round)
             rates[name].append(rate)
             cpu[name].append(ms)
-        print(f"round {r + 1}: " + ", ".join(f"{name} {rates[name][-1]:.0f} img/s ({cpu[name][-1]:.2f} cpu ms/img)"
-                                             for name in contenders))
+        print(
+            f"round {r + 1}: "
+            + ", ".join(f"{name} {rates[name][-1]:.0f} img/s ({cpu[name][-1]:.2f} cpu ms/img)" for name in contenders)
+        )
 
     medians = {name: statistics.median(v) for name, v in rates.items()}
     cpu_medians = {name: statistics.median(v) for name, v in cpu.items()}
-    print("median: " + ", ".join(f"{name} {medians[name]:.0f} img/s ({cpu_medians[name]:.2f} cpu ms/img)"
-                                 for name in contenders))
+    print(
+        "median: "
+        + ", ".join(f"{name} {medians[name]:.0f} img/s ({cpu_medians[name]:.2f} cpu ms/img)" for name in contenders)
+    )
     for name in contenders:
         if name != "torchvision":
-            print(f"ratio {name} / torchvision: {medians[name] / medians['torchvision']:.2f}x img/s, "
-                  f"{cpu_medians['torchvision'] / cpu_medians[name]:.2f}x fewer cpu ms/img")
-    print("(img/s = images of the timed batches / wall time from the end of the warm-up batches to the last one; "
-          "cpu ms/img = CPU time of the process, its threads and its finished worker processes over the whole "
-          "round / images of the round; same images, crops, size and normalisation for every backend; page cache warm)")
+            print(
+                f"ratio {name} / torchvision: {medians[name] / medians['torchvision']:.2f}x img/s, "
+                f"{cpu_medians['torchvision'] / cpu_medians[name]:.2f}x fewer cpu ms/img"
+            )
+    print(
+        "(img/s = images of the timed batches / wall time from the end of the warm-up batches to the last one; "
+        "cpu ms/img = CPU time of the process, its threads and its finished worker processes over the whole "
+        "round / images of the round; same images, crops, size and normalisation for every backend; page cache warm)"
+    )
     return 0

@@ -25,13 +25,25 @@ def _recipe(global_batch: int, micro_batch: int, size: int, model: str, optimize
     from bench.recipe import recipe_from_dict
 
     train_size = 200
-    return recipe_from_dict("bench perf memory", {
-        "name": "perf-memory", "model": {"name": model},
-        "data": {"dataset": "synthetic", "loader": "random", "image_size": size, "workers": 0,
-                 "synth": {"classes": 10, "train_per_class": train_size // 10, "val_per_class": 2, "size": 16}},
-        "global_batch": global_batch, "micro_batch": micro_batch,
-        "optimizer": {"name": optimizer, "lr": 0.1}, "epochs": global_batch / train_size, "target_top1": 50,
-    })
+    return recipe_from_dict(
+        "bench perf memory",
+        {
+            "name": "perf-memory",
+            "model": {"name": model},
+            "data": {
+                "dataset": "synthetic",
+                "loader": "random",
+                "image_size": size,
+                "workers": 0,
+                "synth": {"classes": 10, "train_per_class": train_size // 10, "val_per_class": 2, "size": 16},
+            },
+            "global_batch": global_batch,
+            "micro_batch": micro_batch,
+            "optimizer": {"name": optimizer, "lr": 0.1},
+            "epochs": global_batch / train_size,
+            "target_top1": 50,
+        },
+    )
 
 
 def child(args) -> None:
@@ -41,22 +53,41 @@ def child(args) -> None:
     from bench.engine import distributed
     from bench.engine.train import Trainer
 
-    trainer = Trainer(_recipe(args.global_batch, args.micro_batch, args.image_size, args.model, args.optimizer),
-                      distributed.Dist(0, 1, 0, distributed.init().device))
+    trainer = Trainer(
+        _recipe(args.global_batch, args.micro_batch, args.image_size, args.model, args.optimizer),
+        distributed.Dist(0, 1, 0, distributed.init().device),
+    )
     start = time.perf_counter()
     trainer.step(trainer.data.train(0, 1), lr=0.1)
     seconds = time.perf_counter() - start
-    out = {"global_batch": args.global_batch, "accum_steps": trainer.plan.accum_steps, "seconds": seconds,
-           "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    out = {
+        "global_batch": args.global_batch,
+        "accum_steps": trainer.plan.accum_steps,
+        "seconds": seconds,
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
     if torch.cuda.is_available():
         out["peak_cuda_mib"] = torch.cuda.max_memory_allocated() / 2**20
     print(json.dumps(out))
 
 
 def measure(global_batch: int, args) -> dict:
-    cmd = [sys.executable, "-m", "bench.perf.memory", "--child", "--global-batch", str(global_batch),
-           "--micro-batch", str(args.micro_batch), "--image-size", str(args.image_size), "--model", args.model,
-           "--optimizer", args.optimizer]
+    cmd = [
+        sys.executable,
+        "-m",
+        "bench.perf.memory",
+        "--child",
+        "--global-batch",
+        str(global_batch),
+        "--micro-batch",
+        str(args.micro_batch),
+        "--image-size",
+        str(args.image_size),
+        "--model",
+        args.model,
+        "--optimizer",
+        args.optimizer,
+    ]
     with tempfile.TemporaryDirectory() as cache:
         done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "BENCH_CACHE": cache})
     if done.returncode:
@@ -85,8 +116,10 @@ def main(argv: list[str] | None = None) -> int:
         child(args)
         return 0
     rows = [measure(b, args) for b in (args.small, args.huge)]
-    print(f"{'global batch':>12} {'accum':>6} {'step s':>8} {'peak RSS MiB':>13}" +
-          (f" {'peak CUDA MiB':>14}" if "peak_cuda_mib" in rows[0] else ""))
+    print(
+        f"{'global batch':>12} {'accum':>6} {'step s':>8} {'peak RSS MiB':>13}"
+        + (f" {'peak CUDA MiB':>14}" if "peak_cuda_mib" in rows[0] else "")
+    )
     for r in rows:
         line = f"{r['global_batch']:>12} {r['accum_steps']:>6} {r['seconds']:>8.1f} {r['peak_rss_mib']:>13.0f}"
         print(line + (f" {r['peak_cuda_mib']:>14.0f}" if "peak_cuda_mib" in r else ""))

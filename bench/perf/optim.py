@@ -21,7 +21,6 @@ import torch
 from torch import nn
 
 from bench import optim
-
 from bench.errors import ArgumentParser, count
 from bench.recipe import check_model_name, timm_models
 
@@ -66,8 +65,10 @@ class Bench:
             "sgd": torch.optim.SGD(self.params["sgd"], lr=lr, momentum=0.9, foreach=True),
             "lars": optim.create(excluded["lars"], "lars", lr=lr, weight_decay=weight_decay),
             "timm": Lars(excluded["timm"], lr=lr, momentum=0.9, weight_decay=weight_decay),
-            **{name: optim.create(excluded[name], registered, lr=lr, weight_decay=weight_decay, fused=fused)
-               for name, (registered, fused) in self.grouped.items()},
+            **{
+                name: optim.create(excluded[name], registered, lr=lr, weight_decay=weight_decay, fused=fused)
+                for name, (registered, fused) in self.grouped.items()
+            },
         }
 
     def _give_grads(self, name):
@@ -124,8 +125,9 @@ def report(ms: dict[str, float], numel: int, copy_elements: int, groups: int, fu
     at_copy_rate = {name: 1e3 * passes * numel * 4 / bandwidth for name, passes in MIN_PASSES.items()}
     at_copy_rate.update({f"{name}_eager": at_copy_rate[name] for name in ("vrgd", "observe")})
     ratio = {name: value / ms["sgd"] for name, value in ms.items()}
-    verdict = {name: (f"<= {limit:.2f} x", "PASS" if ratio[name] <= limit else "MISS")
-               for name, limit in TARGETS.items()}
+    verdict = {
+        name: (f"<= {limit:.2f} x", "PASS" if ratio[name] <= limit else "MISS") for name, limit in TARGETS.items()
+    }
     verdict["timm"] = ("> bench LARS", "PASS" if ms["lars"] < ms["timm"] else "MISS")
     fused = ", fused" if fused else ", eager (no kernels)"
     rows = {
@@ -139,8 +141,12 @@ def report(ms: dict[str, float], numel: int, copy_elements: int, groups: int, fu
     }
     for name, label in FAMILY.items():
         if name in ms:
-            rows.update({name: f"bench {label} step (k = {groups}){fused}",
-                         f"{name}_eager": f"bench {label} step (k = {groups}), fused=False"})
+            rows.update(
+                {
+                    name: f"bench {label} step (k = {groups}){fused}",
+                    f"{name}_eager": f"bench {label} step (k = {groups}), fused=False",
+                }
+            )
     copied = f"median copy of {copy_elements * 4 / 2**20:.0f} MiB, read + write"
     print(f"copy bandwidth {bandwidth / 1e9:.1f} GB/s ({copied})\n")
     print(f"{'case':<48}{'median ms':>10}{'x SGD':>8}{'copy-rate ms':>13}  {'target':<14}result")
@@ -148,14 +154,16 @@ def report(ms: dict[str, float], numel: int, copy_elements: int, groups: int, fu
         target, result = verdict.get(name, ("", ""))
         copy_ms = f"{at_copy_rate[name]:>13.2f}" if name in at_copy_rate else " " * 13
         print(f"{label:<48}{ms[name]:>10.2f}{ratio[name]:>8.3f}{copy_ms}  {target:<14}{result}")
-    print("\nmedian ms: median over the repeats, cases alternating within each repeat; x SGD: median / SGD's median\n"
-          "(three decimals, so a ratio just above a target never prints equal to it).\n"
-          "copy-rate ms: the bytes the step must move at least / the large copy's bandwidth: a yardstick, not a lower\n"
-          "bound (tensors that stay in cache move faster than the copy). SGD: read w, g, v, write w, v; LARS, timm: also read\n"
-          "w, g for the norms; VRGD-LARS: read the sum and sum of squares (layer means of r), again with w (norms),\n"
-          "then with w, v to write w, v and the mean gradient; observe: read g and the sums, write the sums.\n"
-          "torch's foreach SGD moves 8 passes (v *= m; v += g; w -= lr v), not the 5 it must; observe() must\n"
-          "move 5: 5/8 = 0.63 x SGD's step at the same bytes per second.")
+    print(
+        "\nmedian ms: median over the repeats, cases alternating within each repeat; x SGD: median / SGD's median\n"
+        "(three decimals, so a ratio just above a target never prints equal to it).\n"
+        "copy-rate ms: the bytes the step must move at least / the large copy's bandwidth: a yardstick, not a lower\n"
+        "bound (tensors that stay in cache move faster than the copy). SGD: read w, g, v, write w, v; LARS, timm: also read\n"
+        "w, g for the norms; VRGD-LARS: read the sum and sum of squares (layer means of r), again with w (norms),\n"
+        "then with w, v to write w, v and the mean gradient; observe: read g and the sums, write the sums.\n"
+        "torch's foreach SGD moves 8 passes (v *= m; v += g; w -= lr v), not the 5 it must; observe() must\n"
+        "move 5: 5/8 = 0.63 x SGD's step at the same bytes per second."
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -165,7 +173,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=count(1), help="CPU threads (torch.set_num_threads); default: torch's")
     parser.add_argument("--model", default="resnet50", help="timm model whose parameter shapes to use")
     parser.add_argument("--small", action="store_true", help="a few small shapes instead of --model (smoke test)")
-    parser.add_argument("--groups", type=count(2), default=4, help="gradient groups k per VRGD step (default 4, at least 2)")
+    parser.add_argument(
+        "--groups", type=count(2), default=4, help="gradient groups k per VRGD step (default 4, at least 2)"
+    )
     parser.add_argument("--lr", type=float, default=1.0)
     parser.add_argument("--weight-decay", type=float, default=5e-5, help="LARS and VRGD-LARS (default 5e-5, MLPerf)")
     parser.add_argument("--family", action="store_true", help="also VRGD-SGD, VRGD-Adam and VRGD-LAMB, fused and eager")
@@ -180,10 +190,15 @@ def main(argv: list[str] | None = None) -> int:
     bench = Bench(shapes, device, args.lr, args.weight_decay, max(args.groups, 2), args.family)
     copy_elements = max(numel, 2**24)  # >= 64 MiB: beyond the CPU's L3 and the GPU's L2
     ms = measure(bench, copy_elements, args.repeats, device)
-    where = f"{torch.get_num_threads()} threads, load average {os.getloadavg()[0]:.1f}" if device.type == "cpu" else (
-        torch.cuda.get_device_name(device))
-    print(f"bench perf optim: {'small' if args.small else args.model} shapes, {len(shapes)} tensors, {numel:,} "
-          f"parameters (fp32), {device.type} ({where}), {args.repeats} repeats, lr {args.lr}, weight decay "
-          f"{args.weight_decay} (not on SGD)")
+    where = (
+        f"{torch.get_num_threads()} threads, load average {os.getloadavg()[0]:.1f}"
+        if device.type == "cpu"
+        else (torch.cuda.get_device_name(device))
+    )
+    print(
+        f"bench perf optim: {'small' if args.small else args.model} shapes, {len(shapes)} tensors, {numel:,} "
+        f"parameters (fp32), {device.type} ({where}), {args.repeats} repeats, lr {args.lr}, weight decay "
+        f"{args.weight_decay} (not on SGD)"
+    )
     report(ms, numel, copy_elements, bench.groups, bench.opts["vrgd"]._kernels is not None)
     return 0

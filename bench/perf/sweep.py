@@ -50,12 +50,19 @@ def main(argv: list[str]) -> int:
     args = parse(argv)
     with tempfile.TemporaryDirectory() as tmp:
         sweep_file = Path(tmp) / "perf.yaml"
-        sweep_file.write_text(yaml.safe_dump({
-            "base": str(Path(args.recipe).resolve()), "batches": [yaml.safe_load(Path(args.recipe).read_text())
-                                                                 .get("global_batch", 100)],
-            "arms": {"base": {"space": {"seed": {"values": list(range(args.trials))}}}},
-            "search": "grid", "budget": {"epochs": args.epochs}, "select": {"split": "validation"},
-            "reruns": {"seeds": [10_000]}}))
+        sweep_file.write_text(
+            yaml.safe_dump(
+                {
+                    "base": str(Path(args.recipe).resolve()),
+                    "batches": [yaml.safe_load(Path(args.recipe).read_text()).get("global_batch", 100)],
+                    "arms": {"base": {"space": {"seed": {"values": list(range(args.trials))}}}},
+                    "search": "grid",
+                    "budget": {"epochs": args.epochs},
+                    "select": {"split": "validation"},
+                    "reruns": {"seeds": [10_000]},
+                }
+            )
+        )
         start = time.perf_counter()
         spec = sweep.load(sweep_file)
         trials = sweep.expand(sweep_file, spec)
@@ -77,8 +84,10 @@ def main(argv: list[str]) -> int:
     verdict = "PASS" if ratio < TARGET else "MISS"
     print(f"expansion: {expand_s * 1000:.1f} ms per trial (once per sweep command)")
     print(f"overhead / training time, median of trials 2-{len(rows)}: {ratio:.4f} (target < {TARGET}: {verdict})")
-    print("overhead = wall time from taking the trial up to its finished run, less its training steps "
-          "(train_time_s) and evaluations (eval_time_s): lookup, claim, data pipeline, model, run directory.")
+    print(
+        "overhead = wall time from taking the trial up to its finished run, less its training steps "
+        "(train_time_s) and evaluations (eval_time_s): lookup, claim, data pipeline, model, run directory."
+    )
     return 0
 
 

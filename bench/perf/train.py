@@ -58,19 +58,34 @@ def _recipe(args):
     from bench import recipe as recipes
 
     sets = list(args.set)
-    flags = {"model.name": args.model, "data.image_size": args.image_size, "global_batch": args.batch,
-             "micro_batch": args.micro_batch, "engine.precision": args.precision,
-             "engine.channels_last": args.channels_last, "engine.compile": args.compile}
+    flags = {
+        "model.name": args.model,
+        "data.image_size": args.image_size,
+        "global_batch": args.batch,
+        "micro_batch": args.micro_batch,
+        "engine.precision": args.precision,
+        "engine.channels_last": args.channels_last,
+        "engine.compile": args.compile,
+    }
     sets += [f"{key}={value}" for key, value in flags.items() if value is not None]
     needed = args.warmup + (args.repeats + 1) * args.steps
     if args.recipe:
         recipe = recipes.load(args.recipe, sets)
     else:  # ResNet-50 at 224 px, batch 256: on a CPU, 32 (a few minutes, and memory a laptop has)
-        raw = {"name": "perf-train", "model": {"name": "resnet50"},
-               "data": {"dataset": "synthetic", "image_size": 224, "workers": max(1, (os.cpu_count() or 2) // 2),
-                        "synth": {"classes": 10, "train_per_class": 20, "val_per_class": 1, "size": 256}},
-               "global_batch": CPU_DEFAULT_BATCH if args.device == "cpu" else 256,
-               "optimizer": {"name": "sgd", "lr": 0.1, "momentum": 0.9}, "epochs": 1, "target_top1": 50}
+        raw = {
+            "name": "perf-train",
+            "model": {"name": "resnet50"},
+            "data": {
+                "dataset": "synthetic",
+                "image_size": 224,
+                "workers": max(1, (os.cpu_count() or 2) // 2),
+                "synth": {"classes": 10, "train_per_class": 20, "val_per_class": 1, "size": 256},
+            },
+            "global_batch": CPU_DEFAULT_BATCH if args.device == "cpu" else 256,
+            "optimizer": {"name": "sgd", "lr": 0.1, "momentum": 0.9},
+            "epochs": 1,
+            "target_top1": 50,
+        }
         recipe = recipes.recipe_from_dict("bench perf train", recipes.apply_sets(raw, sets))
     return recipe.model_copy(update={"epochs": max(recipe.epochs, needed * recipe.global_batch)})
 
@@ -95,6 +110,7 @@ class Timers:
             finally:
                 self.sync()
                 self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
+
         return timed
 
 
@@ -239,8 +255,12 @@ def measure(cases: dict, repeats: int, steps: int, warmup: int, device: torch.de
         seconds = {key: value / steps for key, value in timers.seconds.items()}
         step = seconds.get("step", seconds["total"])
         data, opt = seconds.get("data", 0.0), seconds["optimizer"]
-        splits[name] = {"data": data, "forward+backward": step - data - opt, "optimizer": opt,
-                        "other": seconds["total"] - step}
+        splits[name] = {
+            "data": data,
+            "forward+backward": step - data - opt,
+            "optimizer": opt,
+            "other": seconds["total"] - step,
+        }
     return rates, splits, peaks
 
 
@@ -294,38 +314,57 @@ def _reference(precision: str) -> list[dict]:
 
 def report(recipe, device, rates, splits, peaks, labels, flops) -> float:
     median = {name: statistics.median(r) for name, r in rates.items()}
-    print(f"{'case':<38}{'img/s':>9}{'x bare':>8}{'step ms':>9}{'data':>8}{'fwd+bwd':>9}{'optim':>8}{'other':>8}"
-          f"{'peak GiB':>10}")
+    print(
+        f"{'case':<38}{'img/s':>9}{'x bare':>8}{'step ms':>9}{'data':>8}{'fwd+bwd':>9}{'optim':>8}{'other':>8}"
+        f"{'peak GiB':>10}"
+    )
     for name, rate in median.items():
         split = splits[name]
         peak = f"{peaks[name]:>10.2f}" if device.type == "cuda" else f"{'':>10}"
-        print(f"{labels[name]:<38}{rate:>9.1f}{rate / median['bare']:>8.3f}{sum(split.values()) * 1e3:>9.1f}"
-              + "".join(f"{split[key] * 1e3:>{w}.1f}" for key, w in
-                        (("data", 8), ("forward+backward", 9), ("optimizer", 8), ("other", 8))) + peak)
+        print(
+            f"{labels[name]:<38}{rate:>9.1f}{rate / median['bare']:>8.3f}{sum(split.values()) * 1e3:>9.1f}"
+            + "".join(
+                f"{split[key] * 1e3:>{w}.1f}"
+                for key, w in (("data", 8), ("forward+backward", 9), ("optimizer", 8), ("other", 8))
+            )
+            + peak
+        )
     middle, low, high = overhead(rates)
-    print(f"\nrunner overhead: 1 - bench (random loader) / bare = {100 * middle:.1f}% (median over "
-          f"{len(rates['bare'])} paired repeats; 95% interval {100 * low:.1f}% to {100 * high:.1f}%), target < "
-          f"{100 * TARGET:.0f}%: {verdict(middle, low, high)}")
+    print(
+        f"\nrunner overhead: 1 - bench (random loader) / bare = {100 * middle:.1f}% (median over "
+        f"{len(rates['bare'])} paired repeats; 95% interval {100 * low:.1f}% to {100 * high:.1f}%), target < "
+        f"{100 * TARGET:.0f}%: {verdict(middle, low, high)}"
+    )
     if device.type == "cpu":
-        print(f"peak resident memory of the process (all cases): "
-              f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB")
-    print(f"model FLOPs: {flops / 1e9:.2f} GFLOP per training image (torch FlopCounterMode, forward + backward, "
-          "2 FLOPs per multiply-add)")
+        print(
+            f"peak resident memory of the process (all cases): "
+            f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB"
+        )
+    print(
+        f"model FLOPs: {flops / 1e9:.2f} GFLOP per training image (torch FlopCounterMode, forward + backward, "
+        "2 FLOPs per multiply-add)"
+    )
     if device.type == "cuda":
         name = torch.cuda.get_device_name(device)
         peak = next((value for key, value in PEAK_BF16.items() if key in name), None)
         if recipe.engine.precision == "bf16" and peak:
-            print(f"model FLOPs utilisation (bench, random loader): {100 * median['bench'] * flops / peak:.1f}% of "
-                  f"{peak / 1e12:.0f} TFLOP/s dense bf16 ({name})")
+            print(
+                f"model FLOPs utilisation (bench, random loader): {100 * median['bench'] * flops / peak:.1f}% of "
+                f"{peak / 1e12:.0f} TFLOP/s dense bf16 ({name})"
+            )
         for row in _reference(recipe.engine.precision):
-            print(f"published reference: {row['gpu']}, {row['gpus']} GPU, {row['precision']}: "
-                  f"{float(row['images_per_second']):,.0f} img/s ({row['source']}; ResNet-50 v1.5, DALI)")
-    print("\nimg/s: median over the repeats; within a repeat the cases take turns step by step, in an order rotating\n"
-          "each step. x bare: that median over the bare loop's. The overhead pairs bench and bare within each repeat;\n"
-          "its interval is the sign test's for the median (PASS: all of it under the target, MISS: all above).\n"
-          "step ms and its split: one more pass per case with timers (the GPU synchronised at each):\n"
-          "data = waiting for the loader's next batch, optim = the optimizer's step(), fwd+bwd = the rest of the\n"
-          "runner's step, other = the runner's work around it (loss and stop flag, pace, progress bar, events.jsonl).")
+            print(
+                f"published reference: {row['gpu']}, {row['gpus']} GPU, {row['precision']}: "
+                f"{float(row['images_per_second']):,.0f} img/s ({row['source']}; ResNet-50 v1.5, DALI)"
+            )
+    print(
+        "\nimg/s: median over the repeats; within a repeat the cases take turns step by step, in an order rotating\n"
+        "each step. x bare: that median over the bare loop's. The overhead pairs bench and bare within each repeat;\n"
+        "its interval is the sign test's for the median (PASS: all of it under the target, MISS: all above).\n"
+        "step ms and its split: one more pass per case with timers (the GPU synchronised at each):\n"
+        "data = waiting for the loader's next batch, optim = the optimizer's step(), fwd+bwd = the rest of the\n"
+        "runner's step, other = the runner's work around it (loss and stop flag, pace, progress bar, events.jsonl)."
+    )
     return middle
 
 
@@ -341,10 +380,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--channels-last", action="store_const", const=True, help="NHWC memory format")
     parser.add_argument("--compile", action="store_const", const=True, help="torch.compile the model")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--threads", type=count(1), help="CPU threads (torch.set_num_threads); default: bench's auto "
-                        "(engine.threads)")
-    parser.add_argument("--contended", action="store_true", help="also time bench's runner beside one busy process "
-                        "(a shared machine) against alone, alternating; goal: at least half the rate alone")
+    parser.add_argument(
+        "--threads", type=count(1), help="CPU threads (torch.set_num_threads); default: bench's auto (engine.threads)"
+    )
+    parser.add_argument(
+        "--contended",
+        action="store_true",
+        help="also time bench's runner beside one busy process "
+        "(a shared machine) against alone, alternating; goal: at least half the rate alone",
+    )
     parser.add_argument("--warmup", type=count(1), default=2, help="untimed steps per case first (default 2)")
     parser.add_argument("--steps", type=count(1), default=6, help="timed steps per case and repeat (default 6)")
     parser.add_argument("--repeats", type=count(1), default=5, help="timed repeats (default 5)")
@@ -362,21 +406,35 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-perf-train-") as scratch:
         random = BenchCase(_with_loader(recipe, "random"), dist, Path(scratch))
         trainer = random.trainer
-        cases = {"bare": BareCase(recipe, device, next(trainer.data.train(0, 1)), trainer.data.num_classes,
-                                  trainer.plan.accum_steps), "bench": random}
+        cases = {
+            "bare": BareCase(
+                recipe, device, next(trainer.data.train(0, 1)), trainer.data.num_classes, trainer.plan.accum_steps
+            ),
+            "bench": random,
+        }
         if recipe.data.loader != "random":
             cases["loader"] = BenchCase(recipe, dist, Path(scratch))
-        labels = {"bare": "bare loop (torch SGD, random tensors)", "bench": "bench runner, random loader",
-                  "loader": f"bench runner, {cases.get('loader', random).loader} loader"}
+        labels = {
+            "bare": "bare loop (torch SGD, random tensors)",
+            "bench": "bench runner, random loader",
+            "loader": f"bench runner, {cases.get('loader', random).loader} loader",
+        }
         plan = trainer.plan
-        where = f"{torch.get_num_threads()} threads, load average {os.getloadavg()[0]:.1f}" if device.type == "cpu" \
+        where = (
+            f"{torch.get_num_threads()} threads, load average {os.getloadavg()[0]:.1f}"
+            if device.type == "cpu"
             else torch.cuda.get_device_name(device)
-        small = " (the CPU default; --batch to change)" if device.type == "cpu" and not (args.recipe or args.batch) else ""
-        print(f"bench perf train: {recipe.model.name} at {recipe.data.image_size} px, global batch "
-              f"{plan.batch} = {plan.accum_steps} x {plan.micro_batch}{small}, {recipe.engine.precision}"
-              f"{', channels_last' if recipe.engine.channels_last else ''}{', compiled' if recipe.engine.compile else ''}"
-              f", optimizer {recipe.optimizer.name}; {device.type} ({where}); {args.warmup} warm-up + {args.repeats} x "
-              f"{args.steps} timed steps per case\n")
+        )
+        small = (
+            " (the CPU default; --batch to change)" if device.type == "cpu" and not (args.recipe or args.batch) else ""
+        )
+        print(
+            f"bench perf train: {recipe.model.name} at {recipe.data.image_size} px, global batch "
+            f"{plan.batch} = {plan.accum_steps} x {plan.micro_batch}{small}, {recipe.engine.precision}"
+            f"{', channels_last' if recipe.engine.channels_last else ''}{', compiled' if recipe.engine.compile else ''}"
+            f", optimizer {recipe.optimizer.name}; {device.type} ({where}); {args.warmup} warm-up + {args.repeats} x "
+            f"{args.steps} timed steps per case\n"
+        )
         try:
             rates, splits, peaks = measure(cases, args.repeats, args.steps, args.warmup, device, plan.batch)
             shared = contended(cases["bench"], args.repeats, args.steps, plan.batch) if args.contended else None
@@ -388,10 +446,12 @@ def main(argv: list[str] | None = None) -> int:
         if shared:
             alone, beside = (statistics.median(r) for r in shared)
             ratios = sorted(b / a for a, b in zip(*shared))
-            print(f"\nshared machine (--contended): bench runner beside one busy process {beside:,.1f} img/s against "
-                  f"{alone:,.1f} alone = {beside / alone:.2f} x (paired repeats: {ratios[0]:.2f} to {ratios[-1]:.2f}); "
-                  f"goal >= 0.5: {'met' if beside / alone >= 0.5 else 'MISSED'} with {torch.get_num_threads()} "
-                  f"threads (GOMP_SPINCOUNT={os.environ.get('GOMP_SPINCOUNT', 'unset')})")
+            print(
+                f"\nshared machine (--contended): bench runner beside one busy process {beside:,.1f} img/s against "
+                f"{alone:,.1f} alone = {beside / alone:.2f} x (paired repeats: {ratios[0]:.2f} to {ratios[-1]:.2f}); "
+                f"goal >= 0.5: {'met' if beside / alone >= 0.5 else 'MISSED'} with {torch.get_num_threads()} "
+                f"threads (GOMP_SPINCOUNT={os.environ.get('GOMP_SPINCOUNT', 'unset')})"
+            )
     return 0
 
 
