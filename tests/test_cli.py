@@ -120,14 +120,13 @@ def test_every_cited_document_is_in_the_repository():
         assert family in page
 
 
-def test_the_readme_lists_every_open_choice_of_the_algorithms_page():
-    """README's conventions name each row of docs/algorithms.md's OPEN table (its choice and its option)."""
+def test_the_conventions_page_lists_every_open_choice_of_the_algorithms_page():
+    """docs/conventions.md names each row of docs/algorithms.md's OPEN table (its choice and its option)."""
     root = Path(__file__).resolve().parents[1]
     page = (root / "docs" / "algorithms.md").read_text()
     table = page[page.index("**OPEN** choices") :].split("\n\n")[1]
     rows = [line.split("|")[1:3] for line in table.splitlines()[2:]]
-    readme = " ".join((root / "README.md").read_text().split())
-    conventions = readme[readme.index("### Conventions where the papers are silent") :]
+    conventions = " ".join((root / "docs" / "conventions.md").read_text().split())
     assert len(rows) >= 8 and any("gsnr_norm" in option for _, option in rows)  # the table was parsed
     for choice, option in rows:
         assert f"**{choice.strip()}**" in conventions, choice
