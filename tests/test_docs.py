@@ -40,9 +40,10 @@ def _readme_commands() -> list[str]:
     """The `bench ...` lines of README.md's code blocks (indented or fenced), comments cut, `&&` chains split."""
     text = (ROOT / "README.md").read_text()
     blocks = re.findall(r"^```[^\n]*\n(.*?)^```", text, flags=re.M | re.S)
-    blocks += ["\n".join(line[4:] for line in group.splitlines())
-               for group in re.findall(r"(?:^ {4}.*\n?)+", re.sub(r"^```.*?^```", "", text, flags=re.M | re.S),
-                                       flags=re.M)]
+    blocks += [
+        "\n".join(line[4:] for line in group.splitlines())
+        for group in re.findall(r"(?:^ {4}.*\n?)+", re.sub(r"^```.*?^```", "", text, flags=re.M | re.S), flags=re.M)
+    ]
     commands = []
     for block in blocks:
         for line in block.splitlines():
@@ -55,8 +56,18 @@ def _readme_commands() -> list[str]:
 
 def test_the_manual_pages_exist_and_each_says_what_it_is_for():
     names = {p.name for p in PAGES[1:]}
-    assert {"getting-started.md", "own-data.md", "recipes.md", "studies.md", "cluster.md", "reliability.md",
-            "performance.md", "extending.md", "conventions.md", "algorithms.md"} <= names
+    assert {
+        "getting-started.md",
+        "own-data.md",
+        "recipes.md",
+        "studies.md",
+        "cluster.md",
+        "reliability.md",
+        "performance.md",
+        "extending.md",
+        "conventions.md",
+        "algorithms.md",
+    } <= names
     for page in PAGES[1:]:
         title, blank, purpose = page.read_text().split("\n")[:3]
         assert title.startswith("# ") and blank == "" and purpose.startswith("This page"), page.name
@@ -128,8 +139,9 @@ def test_the_readme_shows_the_own_data_block():
     assert "bench data check data/mine" in commands
     runs = [c for c in commands if c.startswith("bench run recipes/own-data.yaml --set data.path=data/mine")]
     assert len(runs) == 2 and "--set optimizer.name=vrgd_lars" in runs[1]
-    assert any(c.startswith(("bench table compare results/own-data", "bench report results/own-data"))
-               for c in commands)
+    assert any(
+        c.startswith(("bench table compare results/own-data", "bench report results/own-data")) for c in commands
+    )
 
 
 def test_the_own_data_block_converts_checks_and_validates(tmp_path, capsys, monkeypatch):
@@ -154,10 +166,16 @@ def test_the_own_data_recipe_gives_vrgd_groups_and_one_batchnorm_batch():
     from bench import recipe
     from bench.engine.plan import recipe_plan
 
-    lars, vrgd = (recipe.load(ROOT / "recipes" / "own-data.yaml", sets, models=False)
-                  for sets in ([], ["optimizer.name=vrgd_lars"]))
+    lars, vrgd = (
+        recipe.load(ROOT / "recipes" / "own-data.yaml", sets, models=False)
+        for sets in ([], ["optimizer.name=vrgd_lars"])
+    )
     assert (lars.model.name, lars.data.dataset, lars.data.image_size, lars.data.augment) == (
-        "resnet20_cifar", "folder", 28, "pad_crop")
+        "resnet20_cifar",
+        "folder",
+        28,
+        "pad_crop",
+    )
     assert str(lars.data.path) == "data/mine" and not lars.data.path.is_absolute()  # the working directory's
     assert (lars.optimizer.name, vrgd.optimizer.name) == ("lars", "vrgd_lars")
     assert lars.micro_batch == vrgd.micro_batch == 32  # a fixed BatchNorm batch, not auto's device-chosen one
