@@ -1,8 +1,8 @@
 """The registry of optimizer names and the factory: `create`, `check`, `param_groups`.
 
 Adding an optimizer: its class in its own module, its record in bench/catalog.py (REGISTRY is built from the
-catalog; a rule in catalog.RULES for each new constructor argument), and its tests (README: "Adding an
-optimizer"; tests/test_catalog.py holds the record to the class).
+catalog; a rule in catalog.RULES for each new constructor argument), and its tests (docs/extending.md:
+"Adding an optimizer"; tests/test_catalog.py holds the record to the class).
 """
 
 import inspect
