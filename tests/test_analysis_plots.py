@@ -282,6 +282,7 @@ def test_a_performance_profile_with_no_result_says_so():
             "n_reruns": [5] * 4,
             "problem_label": ["Fashion-MNIST"] * 4,
             "model_label": ["resnet10t"] * 4,
+            "model_shape": ["resnet10t"] * 4,
             "planned_epochs": [2.0] * 4,
         }
     )
