@@ -297,6 +297,14 @@ def _near_tie_note(r: Pair) -> str:
     return f"; rests on a near-tie: {', '.join(ties)}" if ties else ""
 
 
+def mde_cell(c: power.Comparison | None, detectable: float) -> Cell:
+    """The MDE with its 95% interval from the uncertainty of the noise it was computed at (power.sd_interval)."""
+    if c is None:
+        return Cell(None, kind="pct")
+    low, high = power.sd_interval(c)
+    return Cell(detectable, kind="pct", ci=(detectable * low, detectable * high))
+
+
 def verdict(study: Study, baseline: str | None = None) -> Table:
     """For each batch and pair of arms (or each arm against `baseline`): differences with 95% intervals, p-values
     Holm-adjusted within their family, the minimum detectable effect at the family's corrected level (with its
@@ -326,7 +334,6 @@ def verdict(study: Study, baseline: str | None = None) -> Table:
     for r in rows:
         c = r.c
         detectable = power.comparison_mde(c, r.alpha) if c else math.nan
-        spread = power.sd_interval(c) if c else (math.nan, math.nan)
         sd = lambda cell: mean_std_n(cell["val_top1"])[1]  # noqa: E731
         seeds = power.seeds_to_resolve(PLAN_EFFECT, c, sd(r.cx), sd(r.cy), r.alpha) if c else None
         gap = power.compare(r.cx["gap_top1"], r.cy["gap_top1"], r.cx["seeds"], r.cy["seeds"])
@@ -343,7 +350,7 @@ def verdict(study: Study, baseline: str | None = None) -> Table:
                 c.test if c else NO_NUMBER,
                 Cell(c.p if c else None, kind="p"),
                 Cell(r.p_holm, kind="p"),
-                Cell(detectable, kind="pct", ci=(detectable * spread[0], detectable * spread[1]) if c else None),
+                mde_cell(c, detectable),
                 Cell(seeds, kind="int") if seeds else Cell(None, note="> 1000" if c else NO_NUMBER, kind="int"),
                 Cell(gap.diff, kind="pct", ci=(gap.low, gap.high)) if gap else Cell(None, kind="pct"),
                 steps_ratio(r.cx, r.cy),
@@ -452,7 +459,6 @@ def matched(study: Study, baseline: str | None = None) -> Table:
     alpha = power.family_alpha(tested)
     for (batch, owner, x, y, side, c), p_holm in zip(rows, power.holm([r[-1].p if r[-1] else math.nan for r in rows])):
         detectable = power.comparison_mde(c, alpha) if c else math.nan
-        spread = power.sd_interval(c) if c else (math.nan, math.nan)
         word = (
             "too few seeds"
             if c is None
@@ -472,7 +478,7 @@ def matched(study: Study, baseline: str | None = None) -> Table:
                 c.test if c else NO_NUMBER,
                 Cell(c.p if c else None, kind="p"),
                 Cell(p_holm, kind="p"),
-                Cell(detectable, kind="pct", ci=(detectable * spread[0], detectable * spread[1]) if c else None),
+                mde_cell(c, detectable),
                 word,
             ]
         )
