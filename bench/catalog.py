@@ -499,5 +499,6 @@ TABLES = {
         TableRecord("tuning", "bench.analysis.tuning:tuning", sweep=True),
         TableRecord("plan", "bench.analysis.tuning:plan", sweep=True),
         TableRecord("matched", "bench.analysis.tuning:matched", sweep=True),
+        TableRecord("scaling", "bench.analysis.tuning:scaling", sweep=True),
     )
 }

@@ -1,6 +1,6 @@
 """The CIFAR ResNets of He et al. 2016 (section 4.2), registered with timm so recipes name them like any timm model.
 
-    resnet20_cifar, resnet32_cifar, resnet44_cifar, resnet56_cifar, resnet110_cifar   (depth 6n + 2)
+    resnet8_cifar, resnet14_cifar, resnet20_cifar, resnet32_cifar, resnet44_cifar, resnet56_cifar, resnet110_cifar   (depth 6n + 2)
 
 For 32 px images: a 3x3 convolution to 16 channels, three stages of n basic blocks (two 3x3 convolutions
 each) with 16, 32 and 64 channels on 32, 16 and 8 px maps (the first block of stages 2 and 3 has stride 2),
@@ -88,6 +88,18 @@ def _create(blocks: int, pretrained: bool, **kwargs) -> CifarResNet:
     for timm_own in ("pretrained_cfg", "pretrained_cfg_overlay", "cache_dir"):  # what timm passes every model
         kwargs.pop(timm_own, None)
     return CifarResNet(blocks, **kwargs)
+
+
+@register_model
+def resnet8_cifar(pretrained: bool = False, **kwargs) -> CifarResNet:
+    """ResNet-8 for CIFAR: 1 block per stage, 0.08M parameters (a budget-sized member of the family)."""
+    return _create(1, pretrained, **kwargs)
+
+
+@register_model
+def resnet14_cifar(pretrained: bool = False, **kwargs) -> CifarResNet:
+    """ResNet-14 for CIFAR: 2 blocks per stage, 0.17M parameters."""
+    return _create(2, pretrained, **kwargs)
 
 
 @register_model

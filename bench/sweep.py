@@ -314,6 +314,8 @@ def expand(path: str | Path, spec: SweepSpec) -> list[Trial]:
         suffix = f"-s{study}" if spec.studies > 1 else ""
         name = f"{spec.name}-{label}-b{batch}-t{index:02d}{suffix}"
         tags = {"sweep": spec.name, "arm": label, "trial": index, "study": study, "role": "trial"}
+        if spec.select.metric != "top1":  # the analysis ranks trials as the sweep did (no tag: top1, older sweeps)
+            tags["select"] = spec.select.metric
         try:
             recipe = _recipe(
                 spec, label, batch, point, spec.budget.epochs_at(batch, train_size or 1), spec.trial_seed, name, tags

@@ -46,3 +46,12 @@ def test_resnet56_feature_maps_and_option_b():
     assert extra == (16 * 32 + 2 * 32) + (32 * 64 + 2 * 64)  # two 1x1 projections with their BatchNorms
     with pytest.raises(ValueError, match="no pretrained weights"):
         timm.create_model("resnet56_cifar", pretrained=True)
+
+
+@pytest.mark.parametrize("name, blocks", [("resnet8_cifar", 1), ("resnet14_cifar", 2)])
+def test_the_budget_sized_cifar_resnets_have_their_depth(name, blocks):
+    model = timm_models().create_model(name, num_classes=10, in_chans=1)
+    convs = [m for m in model.modules() if isinstance(m, torch.nn.Conv2d)]
+    assert len(convs) + 1 == 6 * blocks + 2
+    assert all(len(stage) == blocks for stage in model.stages)
+    assert model(torch.randn(2, 1, 28, 28)).shape == (2, 10)

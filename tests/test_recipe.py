@@ -87,21 +87,13 @@ def test_validate_and_run_name_the_recipe_and_key_of_a_missing_dataset(tmp_path,
 def test_every_shipped_sweep_expands(capsys, tmp_path, monkeypatch):
     from tests.test_idx import family
 
-    # the Fashion-MNIST study's budget is in images: its expansion reads the training-set size from
-    # data/fashion-mnist-10k, here a stand-in of the same layout made by the same converter
+    # the Fashion-MNIST studies' budgets are in images: their expansion reads the training-set size from
+    # data/fashion-mnist-10k and -20k, here stand-ins of the same layout made by the same converter (the ladder's
+    # base holds out 3,000 images: 400 a class leaves 1,000 to train on)
     monkeypatch.chdir(tmp_path)
-    assert (
-        main(
-            [
-                "data",
-                "idx",
-                str(family(tmp_path / "fashion-mnist", train_per_class=110)),
-                "--out",
-                "data/fashion-mnist-10k",
-            ]
-        )
-        == 0
-    )
+    for out, per_class in (("data/fashion-mnist-10k", 110), ("data/fashion-mnist-20k", 400)):
+        source = family(tmp_path / f"fashion-mnist-{per_class}", train_per_class=per_class)
+        assert main(["data", "idx", str(source), "--out", out]) == 0
     sweeps = sorted(SWEEPS.glob("*.yaml"))
     assert sweeps
     for path in sweeps:

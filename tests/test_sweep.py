@@ -715,3 +715,43 @@ def test_the_sweep_figures_say_what_their_bars_are_and_draw_no_value_above_one(t
     assert note.get_text() == "mean ± sample sd over n = 3 reruns; the verdict pairs them by seed"
     steps = tuning_plots.plot_steps_to_result(table_cells, order)
     assert "reruns' median (selected point)" in [t.get_text() for t in steps.axes[0].get_legend().get_texts()]
+
+
+def test_the_critical_batch_is_where_steps_reach_120_percent_of_linear_scaling():
+    # images relative to batch 100: 1, 1, 1.5 -> the crossing of 1.2 lies between 200 and 400, at 2^(log 1.2/log 1.5)
+    assert tuning.critical_batch([100, 200, 400], [40, 20, 15]) == pytest.approx(
+        200 * 2 ** (math.log(1.2) / math.log(1.5))
+    )
+    assert tuning.critical_batch([100, 200, 400], [40, 20, 10]) == math.inf  # perfect scaling: beyond the ladder
+    assert tuning.critical_batch([100, 200, 400], [40, 20, math.inf]) == 200  # a miss at the crossing: a lower bound
+    assert math.isnan(tuning.critical_batch([100, 200], [math.inf, 20]))  # no base to scale from
+    assert tuning.critical_batch([100, 200], [40, 24]) == pytest.approx(200)  # exactly 1.2 at 200
+
+
+def test_the_scaling_table_gives_each_arms_critical_batch_and_their_ratio(tmp_path):
+    # 1,000 training images, one evaluation an epoch, target 60: steps per epoch 20, 10 and 5 at batch 50, 100, 200
+    curves = {50: [50, 61], 100: [50, 61], 200: [50, 55, 61]}  # images to target 2,000, 2,000, 3,000
+    fast = {50: [50, 61], 100: [50, 61], 200: [50, 61]}  # perfect scaling: the critical batch lies beyond 200
+    for arm, by_batch in (("lars", curves), ("vrgd_lars", fast)):
+        for batch, val in by_batch.items():
+            for seed in (1, 2, 3):
+                sweep_run(tmp_path, arm, batch, "rerun", seed, val)
+    table = tuning.scaling(results.load_study([tmp_path]))
+    rows = {(r[0], r[1]): Row(r, table.columns) for r in table.rows}
+    assert rows[("LARS", 200)]["images / linear"].value == pytest.approx(1.5)
+    assert rows[("LARS", 200)]["steps to result (reruns' median [95%])"].value == 15
+    expected = 100 * 2 ** (math.log(1.2) / math.log(1.5))
+    assert rows[("LARS", 50)]["critical batch [95%]"].startswith(f"{expected:,.0f} [")  # no spread: [b, b]
+    assert rows[("VRGD-LARS", 50)]["critical batch [95%]"].startswith("> 200")
+    assert rows[("VRGD-LARS / LARS", "—")]["critical batch [95%]"].startswith("no ratio")
+    assert "Zhang et al. 2024" in " ".join(table.notes)
+
+
+def test_a_steps_sweep_ranks_its_trials_by_steps_and_flags_a_tie_within_the_grid(tmp_path):
+    tags = {"sweep": "s", "arm": "lars", "study": 0, "role": "trial", "select": "steps_to_target"}
+    for trial, val in enumerate(([50, 61, 80], [61, 62, 63], [40, 59, 90])):  # target 60: steps 20, 10, never
+        make_run(tmp_path, f"s-lars-b100-t{trial:02d}-s0", "lars", 100, 0, val, tags={**tags, "trial": trial})
+    [c] = tuning.cells(results.load_study([tmp_path])).to_dict("records")
+    assert c["select_metric"] == "steps_to_target" and c["best_trial"] == "s-lars-b100-t01-s0"
+    assert c["best_steps"] == 10 and c["runner_up_steps"] == 20
+    assert c["near_tie"] is False  # 10 steps apart, one grid of 10: resolved

@@ -75,6 +75,7 @@ COLUMNS = {
     "matched (at another arm's selected point)",
     "trial": "the sweep trial number",
     "sweep_study": "the sweep study (an independent search) number",
+    "select_metric": "what the run's sweep selected its best trials on: top1 or steps_to_target",
     "point_of": "a matched rerun's point: the arm whose selected point it ran at (reruns.matched)",
     "holdout_size": "training images held out for selection (data.holdout; 0 for none)",
     "commit": "the git commit of the code that made the run ('+dirty': an uncommitted working tree)",

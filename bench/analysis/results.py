@@ -28,7 +28,8 @@ Per run (`Study.runs`, `load()`):
   it); stopped_at_target: the run ended at the target (recipe eval.stop_at_target), so its final values are
   those of that evaluation, not of the planned budget.
 - holdout_top1: Top-1 (%) on the held-out training images (recipe data.holdout) at the last evaluation.
-- sweep, arm, role, trial, sweep_study: the run's place in a `bench sweep` (sweep_place); warmup_epochs.
+- sweep, arm, role, trial, sweep_study, select_metric: the run's place in a `bench sweep` (sweep_place) and the
+  metric its sweep selected on (top1 or steps_to_target); warmup_epochs.
 - mean_gain: mean of the per-step AdaScale gain (NaN when no step logged one).
 - mean_batch / final_batch: mean over steps of the global batch (images seen /
   steps) and the batch of the last step; batch_varies: whether the batch
@@ -501,6 +502,7 @@ def sweep_place(recipe: dict) -> dict:
         "trial": tags.get("trial"),
         "sweep_study": tags.get("study"),
         "point_of": tags.get("point_of"),
+        "select_metric": tags.get("select", "top1"),
     }
 
 

@@ -91,9 +91,15 @@ def cells(study: Study) -> pd.DataFrame:
         trials, reruns = members[members["role"] == "trial"], members[members["role"] == "rerun"]
         column = selection_column(trials)
         scored = trials[(trials["status"] == "completed") & trials[column].notna()]
-        ranked = scored.sort_values(column, ascending=False, kind="stable")
+        by_steps = bool((trials["select_metric"] == "steps_to_target").any())
+        ranked = rank_trials(scored, column, by_steps)
         best = ranked.iloc[0] if len(ranked) else None
         runner_up = ranked.iloc[1][column] if len(ranked) > 1 else math.nan
+        steps_tie = (
+            by_steps
+            and len(ranked) > 1
+            and ranked.iloc[1]["steps_to_target"] - best["steps_to_target"] < best["steps_to_target_grid"]
+        )
         split = (
             best["holdout_size"]
             if best is not None and column == "holdout_top1"
@@ -123,7 +129,11 @@ def cells(study: Study) -> pd.DataFrame:
                 "best_selection_top1": best[column] if best is not None else math.nan,
                 "runner_up_top1": runner_up,
                 "selection_se": se,
-                "near_tie": bool(best is not None and best[column] - runner_up < 2 * se),
+                "select_metric": "steps_to_target" if by_steps else "top1",
+                "best_steps": best["steps_to_target"] if best is not None else math.nan,
+                "runner_up_steps": ranked.iloc[1]["steps_to_target"] if len(ranked) > 1 else math.nan,
+                "near_tie": bool(steps_tie if by_steps else best is not None and best[column] - runner_up < 2 * se),
+                "noise_scale": float(trained["noise_scale"].median()) if len(trained) else math.nan,
                 "best_lr": best["lr"] if best is not None else math.nan,
                 "best_warmup_epochs": best["warmup_epochs"] if best is not None else math.nan,
                 "steps_to_result": _min_steps(trials),
@@ -152,6 +162,17 @@ def cells(study: Study) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows).sort_values(["global_batch", "arm"], key=_arm_order(runs), ignore_index=True)
+
+
+def rank_trials(scored: pd.DataFrame, column: str, by_steps: bool) -> pd.DataFrame:
+    """A cell's scored trials best first, as bench sweep ranks them: by `column` (select.metric top1), or (by_steps,
+    select.metric steps_to_target) those that reached the target in the fewest val steps, then `column`."""
+    if not by_steps:
+        return scored.sort_values(column, ascending=False, kind="stable")
+    key = scored.assign(_reached=np.isfinite(scored["steps_to_target"]), _steps=-scored["steps_to_target"])
+    key["_steps"] = key["_steps"].where(key["_reached"], 0.0)
+    order = key.sort_values(["_reached", "_steps", column], ascending=False, kind="stable").index
+    return scored.loc[order]
 
 
 def selection_se(top1: float, images) -> float:
@@ -718,3 +739,152 @@ def performance_profile(table_cells: pd.DataFrame, taus: np.ndarray) -> dict[str
         ratio = np.where(np.isfinite(ratio), ratio, np.inf)
         out[arm] = np.array([(ratio <= t).mean() for t in taus])
     return out
+
+
+CRITICAL_EXCESS = 1.2  # Zhang et al. 2024: the critical batch is where steps to result are 20% above linear scaling
+
+
+def critical_batch(batches, steps, excess: float = CRITICAL_EXCESS) -> float:
+    """The batch at which steps to result S(B) first exceed `excess` x perfect linear scaling from the smallest
+    batch, S(B) B >= excess S(B0) B0, interpolated linearly in (log B, log S B) between the two ladder batches
+    around the crossing. inf: no batch of the ladder crosses (the critical batch lies beyond it); a missed target
+    (S = inf) at the crossing batch puts it at the batch before (the interpolation's limit: a lower bound); nan:
+    the smallest batch missed."""
+    b, s = np.asarray(batches, float), np.asarray(steps, float)
+    if not len(b) or not np.isfinite(s[0]):
+        return math.nan
+    images = s * b / (s[0] * b[0])  # steps to result in images, relative to the smallest batch's
+    for i in range(1, len(b)):
+        if images[i] >= excess:
+            if not np.isfinite(images[i]):
+                return float(b[i - 1])
+            t = (math.log(excess) - math.log(images[i - 1])) / (math.log(images[i]) - math.log(images[i - 1]))
+            return float(math.exp(math.log(b[i - 1]) + t * (math.log(b[i]) - math.log(b[i - 1]))))
+    return math.inf
+
+
+def _median_steps(samples) -> float:
+    return float(np.median(np.asarray(samples, float))) if len(samples) else math.nan
+
+
+def critical_batch_boot(ladder: pd.DataFrame, rng: np.random.Generator) -> np.ndarray:
+    """BOOTSTRAP resamples of critical_batch over one arm's ladder (rows by batch, column rerun_steps): each batch's
+    reruns resampled with replacement, their median the steps to result."""
+    draws = [rng.choice(np.asarray(s, float), (BOOTSTRAP, len(s))) for s in ladder["rerun_steps"]]
+    medians = np.stack([np.median(d, axis=1) for d in draws], axis=1)  # resample x batch
+    return np.array([critical_batch(ladder["global_batch"], m) for m in medians])
+
+
+def _interval(boot: np.ndarray) -> tuple[float, float] | None:
+    boot = boot[~np.isnan(boot)]
+    if not len(boot):
+        return None
+    low, high = np.quantile(boot, [0.025, 0.975], method="inverted_cdf")
+    return float(low), float(high)
+
+
+def _batch_text(value: float, ladder_top: float) -> str:
+    if value != value:
+        return NO_NUMBER
+    return f"> {ladder_top:,.0f}" if math.isinf(value) else f"{value:,.0f}"
+
+
+def scaling(study: Study, baseline: str | None = None) -> Table:
+    """Steps to result along the batch ladder for each arm (the reruns at each cell's selected point), how far
+    each batch is from perfect linear scaling, the critical batch (Zhang et al. 2024's 20% rule) with a bootstrap
+    interval, the gradient noise scale the reruns logged, and each arm's critical batch against the first arm's.
+    `baseline`: the arm the others' critical batches are divided by (default: the declared question's second)."""
+    table_cells = cells(study)
+    table = Table(
+        _title("Scaling: steps to result and the critical batch", table_cells),
+        [
+            "arm",
+            "batch",
+            "steps to result (reruns' median [95%])",
+            "reached",
+            "grid",
+            "images / linear",
+            "B_simple (reruns' median)",
+            "critical batch [95%]",
+        ],
+    )
+    names = [a for a in arms(sweep_runs(study)) if a in set(table_cells["arm"])]
+    rng = np.random.default_rng(0)
+    boots = {}
+    for arm in names:
+        ladder = table_cells[table_cells["arm"] == arm].sort_values("global_batch")
+        waiting = not ladder["rerun_steps"].map(len).all()
+        medians = ladder["rerun_steps"].map(_median_steps).to_numpy()
+        point = math.nan if waiting else critical_batch(ladder["global_batch"], medians)
+        boots[arm] = (point, None if waiting else critical_batch_boot(ladder, rng))
+        top = float(ladder["global_batch"].max())
+        for i, (_, c) in enumerate(ladder.iterrows()):
+            steps = np.asarray(c["rerun_steps"], float)
+            boot = np.median(rng.choice(steps, (BOOTSTRAP, len(steps))), axis=1) if len(steps) > 1 else np.array([])
+            ci = _interval(boot) if len(boot) else None
+            grids = np.asarray(c["rerun_grid"], float)
+            grid = float(np.nanmax(grids)) if np.isfinite(grids).any() else math.nan
+            linear = medians[i] * c["global_batch"] / (medians[0] * ladder["global_batch"].iloc[0])
+            critical = NO_NUMBER
+            if i == 0:
+                interval = _interval(boots[arm][1]) if boots[arm][1] is not None else None
+                critical = (
+                    "waiting for reruns"
+                    if waiting
+                    else _batch_text(point, top)
+                    + (f" [{_batch_text(interval[0], top)}, {_batch_text(interval[1], top)}]" if interval else "")
+                )
+            table.rows.append(
+                [
+                    display(arm),
+                    c["global_batch"],
+                    Cell(medians[i], kind="steps", ci=ci if ci and math.isfinite(medians[i]) else None),
+                    f"{int(np.isfinite(steps).sum())}/{len(steps)}" if len(steps) else "no reruns",
+                    Cell(grid, kind="steps"),
+                    Cell(linear, kind="ratio"),
+                    Cell(c["noise_scale"], kind="images"),
+                    critical,
+                ]
+            )
+    reference = baseline or (PRIMARY[1] if PRIMARY[1] in boots else names[0] if names else None)
+    for arm in names:
+        if arm == reference or boots[arm][1] is None or boots[reference][1] is None:
+            continue
+        (px, bx), (py, by) = boots[arm], boots[reference]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            point, ratio = px / py, bx / by
+        finite = math.isfinite(point) and point > 0
+        ci = _interval(ratio[np.isfinite(ratio)]) if finite else None
+        table.rows.append(
+            [
+                f"{display(arm)} / {display(reference)}",
+                "—",
+                Cell(None, kind="steps"),
+                "",
+                Cell(None, kind="steps"),
+                Cell(None, kind="ratio"),
+                Cell(None, kind="images"),
+                f"{point:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
+                if finite
+                else "no ratio (a critical batch beyond the ladder or missing)",
+            ]
+        )
+    table.notes = [
+        "steps to result: the median over the reruns (the selected point of each cell with seeds other than the "
+        "trials', so no selection luck) of the steps to the first evaluation at or above the target on the "
+        "validation set, a miss counting as ∞; [95%]: percentile bootstrap over the seeds; reached: reruns that "
+        "reached the target; grid: the evaluation resolution (the largest over the reruns).",
+        "images / linear: steps to result x batch over the smallest batch's (1 = perfect linear scaling: doubling "
+        "the batch halves the steps).",
+        f"critical batch: where steps to result are {CRITICAL_EXCESS - 1:.0%} above perfect linear scaling from the "
+        f"smallest batch (Zhang et al. 2024, 'How Does Critical Batch Size Scale in Pre-training?'), i.e. images / "
+        f"linear = {CRITICAL_EXCESS:g}, interpolated linearly in log batch and log images between the two ladder "
+        "batches around the crossing ('> B': no batch of the ladder crosses; a crossing at a batch whose median "
+        "missed the target is put at the batch before, a lower bound); [95%]: percentile bootstrap, each batch's "
+        f"reruns resampled with replacement ({BOOTSTRAP} resamples, a fixed generator). The last rows divide each "
+        "arm's critical batch by the reference arm's, with the same resamples (independent across arms).",
+        "B_simple: the simple gradient noise scale tr(Σ)/|G|² (McCandlish et al. 2018) each rerun logged after its "
+        "warm-up, median over the reruns; McCandlish et al. predict the critical batch near it.",
+        *provenance_notes(study),
+    ]
+    return table
