@@ -755,3 +755,16 @@ def test_a_steps_sweep_ranks_its_trials_by_steps_and_flags_a_tie_within_the_grid
     assert c["select_metric"] == "steps_to_target" and c["best_trial"] == "s-lars-b100-t01-s0"
     assert c["best_steps"] == 10 and c["runner_up_steps"] == 20
     assert c["near_tie"] is False  # 10 steps apart, one grid of 10: resolved
+
+
+def test_a_steps_sweep_gets_a_speed_verdict_on_the_steps_ratio(tmp_path):
+    # one evaluation an epoch (10 steps at batch 100), target 60: VRGD-LARS reaches it at 10-20 steps, LARS at 30-40
+    for arm, hits in (("vrgd_lars", [1, 1, 2, 1, 1]), ("lars", [3, 4, 3, 3, 4])):
+        for seed, hit in enumerate(hits, 1):
+            tags = {"sweep": "s", "arm": arm, "trial": 0, "study": 0, "role": "rerun", "select": "steps_to_target"}
+            make_run(tmp_path, f"s-{arm}-b100-best-seed{seed}", "lars", 100, seed, [50] * (hit - 1) + [61], tags=tags)
+    rows, table = verdict_rows(tmp_path)
+    row = rows[(100, "LARS", "VRGD-LARS")]
+    assert row["steps to target X / Y"].value == pytest.approx(30 / 10)
+    assert row[-1].startswith("speed: VRGD-LARS faster (95.0% interval [")  # one batch: m = 1
+    assert "select.metric steps_to_target" in " ".join(table.notes)

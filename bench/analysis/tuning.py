@@ -91,7 +91,7 @@ def cells(study: Study) -> pd.DataFrame:
         trials, reruns = members[members["role"] == "trial"], members[members["role"] == "rerun"]
         column = selection_column(trials)
         scored = trials[(trials["status"] == "completed") & trials[column].notna()]
-        by_steps = bool((trials["select_metric"] == "steps_to_target").any())
+        by_steps = bool((members["select_metric"] == "steps_to_target").any())  # reruns carry their trial's tags
         ranked = rank_trials(scored, column, by_steps)
         best = ranked.iloc[0] if len(ranked) else None
         runner_up = ranked.iloc[1][column] if len(ranked) > 1 else math.nan
@@ -223,10 +223,10 @@ def verdict_word(
 BOOTSTRAP = 2000  # resamples of the steps ratio's interval (a fixed generator: the same table every time)
 
 
-def steps_ratio(cell_x: pd.Series, cell_y: pd.Series) -> Cell:
+def steps_ratio(cell_x: pd.Series, cell_y: pd.Series, confidence: float = CONFIDENCE) -> Cell:
     """median steps to target of X's reruns / Y's, a miss counting as infinitely many steps (so a median is
-    infinite when half or more missed), with a 95% percentile bootstrap interval over the seeds of each side:
-    ties (steps on the evaluation grid) and misses need no log-normal assumption."""
+    infinite when half or more missed), with a percentile bootstrap interval (`confidence`) over the seeds of each
+    side: ties (steps on the evaluation grid) and misses need no log-normal assumption."""
     sx, sy = np.asarray(cell_x["rerun_steps"], float), np.asarray(cell_y["rerun_steps"], float)
     if not len(sx) or not len(sy):
         return Cell(None, kind="ratio")
@@ -256,8 +256,28 @@ def steps_ratio(cell_x: pd.Series, cell_y: pd.Series) -> Cell:
     boot = boot[~np.isnan(boot)]
     if not len(boot) or min(len(sx), len(sy)) < 2:
         return Cell(point, kind="ratio", note=note)
-    low, high = np.quantile(boot, [0.025, 0.975], method="inverted_cdf")
+    tail = (1 - confidence) / 2
+    low, high = np.quantile(boot, [tail, 1 - tail], method="inverted_cdf")
     return Cell(point, kind="ratio", ci=(float(low), float(high)) if low != high else None, note=note)  # no spread
+
+
+def speed_word(x: str, y: str, ratio: Cell, alpha: float) -> str:
+    """The verdict of a steps-to-result sweep, on the steps ratio X / Y: 'X faster' / 'Y faster' when its
+    bootstrap interval at 1 - alpha (alpha: the family's Bonferroni level, Holm's first step) excludes 1, else
+    'within noise' with that interval (the smallest ratio it could tell from 1)."""
+    if ratio.empty:
+        return f"no ratio ({ratio.note})" if ratio.note else "no ratio"
+    if "unresolved" in ratio.note:
+        return "unresolved (within one evaluation grid)"
+    if ratio.ci is None:
+        return "too few seeds"
+    low, high = ratio.ci
+    level = f"{1 - alpha:.1%} interval [{low:.2f}, {high:.2f}]"
+    if high < 1:
+        return f"{display(x)} faster ({level})"
+    if low > 1:
+        return f"{display(y)} faster ({level})"
+    return f"within noise ({level})"
 
 
 @dataclass
@@ -359,6 +379,8 @@ def verdict(study: Study, baseline: str | None = None) -> Table:
         seeds = power.seeds_to_resolve(PLAN_EFFECT, c, sd(r.cx), sd(r.cy), r.alpha) if c else None
         gap = power.compare(r.cx["gap_top1"], r.cy["gap_top1"], r.cx["seeds"], r.cy["seeds"])
         word = verdict_word(r.x, r.y, r.cx, r.cy, c, r.p_holm, detectable)
+        if r.cx["select_metric"] == r.cy["select_metric"] == "steps_to_target":  # the question is speed
+            word = "speed: " + speed_word(r.x, r.y, steps_ratio(r.cx, r.cy, 1 - r.alpha), r.alpha)
         table.rows.append(
             [
                 r.batch,
@@ -436,6 +458,11 @@ def verdict(study: Study, baseline: str | None = None) -> Table:
         "as ∞, so half or more misses make a median ∞), with a 95% percentile bootstrap interval over each side's "
         "seeds; < 1: X reaches the target in fewer steps. Steps lie on the evaluation grid (one evaluation every "
         "fixed number of images), which the interval's ties reflect.",
+        "A sweep that selected on steps to the target (select.metric steps_to_target: its runs stop at the target, "
+        "so their final Top-1 says little) gives a speed verdict instead: 'X faster' / 'Y faster' when the steps "
+        "ratio's bootstrap interval at the family's corrected level (1 − α/m, Bonferroni, Holm's first step) "
+        "excludes 1, 'within noise' with that interval otherwise, 'unresolved' when the medians lie within one "
+        "evaluation grid.",
         *_selection_notes(table_cells),
         *provenance_notes(study),
     ]
@@ -775,6 +802,21 @@ def critical_batch_boot(ladder: pd.DataFrame, rng: np.random.Generator) -> np.nd
     return np.array([critical_batch(ladder["global_batch"], m) for m in medians])
 
 
+def critical_batches(table_cells: pd.DataFrame) -> dict[str, tuple[float, np.ndarray | None]]:
+    """arm -> (its critical batch from the reruns' median steps, its bootstrap resamples), for each arm whose every
+    batch has reruns; (nan, None) for an arm still waiting for some."""
+    rng = np.random.default_rng(0)  # a fixed generator: the same interval every time
+    out = {}
+    for arm, ladder in table_cells.groupby("arm", sort=False):
+        ladder = ladder.sort_values("global_batch")
+        if not ladder["rerun_steps"].map(len).all():
+            out[arm] = (math.nan, None)
+            continue
+        medians = ladder["rerun_steps"].map(_median_steps)
+        out[arm] = (critical_batch(ladder["global_batch"], medians), critical_batch_boot(ladder, rng))
+    return out
+
+
 def _interval(boot: np.ndarray) -> tuple[float, float] | None:
     boot = boot[~np.isnan(boot)]
     if not len(boot):
@@ -809,14 +851,12 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
         ],
     )
     names = [a for a in arms(sweep_runs(study)) if a in set(table_cells["arm"])]
-    rng = np.random.default_rng(0)
-    boots = {}
+    boots = critical_batches(table_cells)
+    rng = np.random.default_rng(1)
     for arm in names:
         ladder = table_cells[table_cells["arm"] == arm].sort_values("global_batch")
-        waiting = not ladder["rerun_steps"].map(len).all()
         medians = ladder["rerun_steps"].map(_median_steps).to_numpy()
-        point = math.nan if waiting else critical_batch(ladder["global_batch"], medians)
-        boots[arm] = (point, None if waiting else critical_batch_boot(ladder, rng))
+        point = boots[arm][0]
         top = float(ladder["global_batch"].max())
         for i, (_, c) in enumerate(ladder.iterrows()):
             steps = np.asarray(c["rerun_steps"], float)
@@ -830,7 +870,7 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
                 interval = _interval(boots[arm][1]) if boots[arm][1] is not None else None
                 critical = (
                     "waiting for reruns"
-                    if waiting
+                    if boots[arm][1] is None
                     else _batch_text(point, top)
                     + (f" [{_batch_text(interval[0], top)}, {_batch_text(interval[1], top)}]" if interval else "")
                 )

@@ -14,6 +14,7 @@ Each title says the dataset, the model, the budget and the numbers of trials and
 
 from __future__ import annotations
 
+import math
 import textwrap
 from pathlib import Path
 
@@ -86,6 +87,7 @@ def plot_steps_to_result(table_cells: pd.DataFrame, order: list[str]) -> plt.Fig
     finite = table_cells[np.isfinite(table_cells["steps_to_result"])]
     batches = sorted(set(table_cells["global_batch"]))
     handles += perfect_scaling(ax, finite, "steps_to_result", max(batches))
+    handles += _critical_batches(ax, table_cells, order)
     if missed:
         handles.append(Line2D([], [], color="k", marker="x", linestyle="", label=MISSED))
     plain_log_y(ax)
@@ -94,6 +96,44 @@ def plot_steps_to_result(table_cells: pd.DataFrame, order: list[str]) -> plt.Fig
     _title(ax, "Steps to result against batch size", table_cells)
     ax.legend(handles=handles, loc="best", fontsize=7)
     return fig
+
+
+def _critical_batches(ax, table_cells: pd.DataFrame, order: list[str]) -> list[Line2D]:
+    """Each arm's critical batch (tuning.critical_batches: from its reruns' median steps) as a dotted line in its
+    colour over its 95% bootstrap band; one beyond the ladder is an arrow at the ladder's end. Legend handles."""
+    found = tuning.critical_batches(table_cells)
+    drawn = False
+    for arm in order:
+        point, boot = found.get(arm, (math.nan, None))
+        if boot is None or point != point:
+            continue
+        look = {"color": color(arm, order), "linestyle": ":", "linewidth": 1.2}
+        if math.isinf(point):
+            ax.annotate(
+                "",
+                (max(table_cells["global_batch"]) * 1.4, 0.5),
+                (max(table_cells["global_batch"]), 0.5),
+                xycoords=("data", "axes fraction"),
+                arrowprops={"arrowstyle": "->", "color": look["color"]},
+            )
+        else:
+            ax.axvline(point, **look)
+            band = boot[np.isfinite(boot)]
+            if len(band):
+                low, high = np.quantile(band, [0.025, 0.975], method="inverted_cdf")
+                ax.axvspan(low, high, color=look["color"], alpha=0.1, linewidth=0)
+        drawn = True
+    if not drawn:
+        return []
+    return [
+        Line2D(
+            [],
+            [],
+            color="k",
+            linestyle=":",
+            label=f"critical batch ({tuning.CRITICAL_EXCESS - 1:.0%} above linear; reruns) and 95% band",
+        )
+    ]
 
 
 def plot_reruns_vs_batch(
