@@ -498,15 +498,18 @@ def _closing(iterator):
 
 @dataclass
 class Progress:
-    """The loop's own state, saved in checkpoints: the next step, the schedule position (pace.py),
-    the images seen (the data stream's position), the next step's batch in chunks, the accumulators."""
+    """The loop's own state, saved in checkpoints (its fields are the checkpoint's "progress"): the next step, the
+    schedule position (pace.py), the images seen (the data stream's position), the next step's batch in chunks, the
+    accumulators. Each field has one writer: Pace (start, advance) the first six, Trainer the rest."""
 
+    # Pace's: where the run is in its schedule and its data stream, and SimiGrad's controller
     step: int = 0
     position: float = 0.0
     images: int = 0
     chunks: int = 0
     similarity_sum: float = 0.0
     similarity_count: int = 0
+    # Trainer's: timing (train_step, evaluate), the loss between evaluations, the evaluations' verdicts
     train_time: float = 0.0
     eval_time: float = 0.0
     loss_sum: float = 0.0
