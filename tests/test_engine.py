@@ -447,3 +447,31 @@ def test_a_run_on_images_upscaled_far_beyond_the_dataset_s_warns():
         r"'data.synth'\): .* train at data.image_size 28 with a small-image model",
     ):
         Trainer(recipe, Dist(0, 1, 0, torch.device("cpu")))
+
+
+def test_each_progress_field_has_one_writer():
+    """Pace moves the schedule, stream and controller fields of Progress; the Trainer the timing, loss and
+    evaluation ones (train.Progress's docstring): no field is written by both."""
+    import ast
+    import dataclasses
+
+    from bench.engine import pace, train
+
+    def written(module) -> set[str]:
+        tree = ast.parse(Path(module.__file__).read_text())
+        targets = []
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign):
+                targets += node.targets
+            elif isinstance(node, ast.AugAssign | ast.AnnAssign):
+                targets.append(node.target)
+        names = set()
+        for target in targets:
+            for t in target.elts if isinstance(target, ast.Tuple) else [target]:
+                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "progress":
+                    names.add(t.attr)
+        return names
+
+    fields = [f.name for f in dataclasses.fields(train.Progress)]
+    assert written(pace) == set(fields[:6])
+    assert written(train) and written(train) <= set(fields[6:])
