@@ -1,4 +1,5 @@
-"""One record per optimizer, loader, dataset and table: the facts every other list is derived from (torch-free).
+"""One record per optimizer, loader, dataset, paper setting and table: the facts every other list is derived from
+(torch-free).
 
 The recipe schema, the CLI, the analysis and the tests read these records; the code they name is imported only
 when it runs (`"module:Name"`), so `bench validate`, `bench --help` and the analysis load without torch.
@@ -9,8 +10,9 @@ Adding an optimizer: its module in bench/optim/, its record in OPTIMIZERS, its s
 HPARAMS (the float64 reference tests are its own). A loader: its module in bench/data/ (what
 bench.data.loaders.Loader lists) and its record in LOADERS. A dataset: its record in DATASETS (the function that
 yields its folder), its recipe section (if it has one) in recipe.py, its preparation in bench/data/. A table: its
-function and its record in TABLES. A `bench data` converter: its function in its module in bench/data/ and its
-record in CONVERTERS (its arguments; the command line is built from them).
+function and its record in TABLES; a paper table's setting (model, data sizes, image size, target): its record in
+PAPER_SETTINGS, which the table's `needs` names. A `bench data` converter: its function in its module in
+bench/data/ and its record in CONVERTERS (its arguments; the command line is built from them).
 """
 
 from __future__ import annotations
@@ -473,6 +475,67 @@ CONVERTERS = {
 }
 
 
+# --- paper settings ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PaperSetting:
+    """A published experiment's setting: a measured run sits next to the paper's numbers only when its resolved
+    recipe and the dataset sizes its meta.json records are this (bench/analysis/paper.py checks a run against each
+    record; every setting also needs real images read as images: a user_path dataset and a loader that reads files).
+    A table's `needs` (TABLES) names one."""
+
+    name: str
+    dataset: str  # what the criteria call its data ("ImageNet setting = ...")
+    label: str  # how tables and figures name the setting
+    models: tuple[str, ...]  # model.name patterns (fnmatch): "resnet56*" is any name that starts so
+    train_size: int  # the dataset's training images
+    val_size: int  # its validation images, all of which a run evaluates
+    target: float  # the val Top-1 (%) its tables judge runs with
+    target_source: str  # where the paper states that target
+    image_size: int | None = None  # data.image_size it requires (None: any)
+    min_train_share: float = 1.0  # the least share of train_size a run may train on (a few unreadable images)
+    model_words: str = ""  # how the criteria name the model (default: "model <pattern>")
+
+    @property
+    def tables(self) -> tuple[str, ...]:
+        """The tables whose measured cells need this setting (TableRecord.needs)."""
+        return tuple(t.name for t in TABLES.values() if t.needs == self.name)
+
+
+PAPER_SETTINGS = {
+    r.name: r
+    for r in (
+        # Table 2 states the MLPerf v0.5 target, not today's 75.9% (bench.analysis.paper.MLPERF_TARGET, which
+        # `mlperf-epochs` keeps).
+        PaperSetting(
+            "imagenet",
+            "ImageNet",
+            "ImageNet-1k, ResNet-50, 224 px",
+            ("resnet50",),
+            1_281_167,
+            50_000,
+            74.9,
+            "Table 2's target, MLPerf v0.5",
+            image_size=224,
+            min_train_share=0.99,
+        ),
+        # He et al.'s CIFAR ResNet-56 (bench/models.py), not a reshaped ImageNet ResNet (7x7 stem, max-pool).
+        PaperSetting(
+            "cifar10",
+            "CIFAR-10",
+            "CIFAR-10, ResNet-56",
+            ("resnet56*",),
+            50_000,
+            10_000,
+            93.03,
+            "Table 5's target",
+            model_words="He et al.'s ResNet-56 (a model named resnet56*, as bench's resnet56_cifar)",
+        ),
+    )
+}
+
+
 # --- tables -----------------------------------------------------------------------------------------------------
 
 
@@ -480,7 +543,7 @@ CONVERTERS = {
 class TableRecord:
     name: str
     function: str  # "module:function" (study, baseline) -> render.Table
-    needs: str | None = None  # the paper setting its measured cells need (regenerate() writes it only then)
+    needs: str | None = None  # the PAPER_SETTINGS its measured cells need (regenerate() writes it only then)
     sweep: bool = False  # a sweep's table: --baseline is an arm, and `bench sweep` writes it
 
     def load(self):

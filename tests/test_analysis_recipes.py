@@ -12,10 +12,7 @@ from bench import recipe
 from bench.analysis import paper
 
 PAPER = Path(__file__).resolve().parents[1] / "recipes" / "paper"
-SIZES = {
-    "imagenet": {"train_size": paper.IMAGENET_TRAIN, "val_size": paper.IMAGENET_VAL},
-    "cifar10": {"train_size": paper.CIFAR10_TRAIN, "val_size": paper.CIFAR10_VAL},
-}
+SIZES = {name: {"train_size": s.train_size, "val_size": s.val_size} for name, s in paper.SETTINGS.items()}
 NUMBER = re.compile(r"^\s*[a-z_0-9]+:\s*(\[[-0-9., e]+\]|[-0-9.e]+)\s*(#.*)?$")
 SELF_EVIDENT = ("global_batch:", "seed:")
 

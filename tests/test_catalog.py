@@ -3,6 +3,8 @@ code has a record, every record has its behaviour tests, and the lists elsewhere
 
 import importlib
 import inspect
+import itertools
+import math
 import pkgutil
 import subprocess
 import sys
@@ -137,12 +139,83 @@ def test_every_dataset_writer_has_a_converter_record_and_bench_data_offers_each(
 
 
 def test_every_table_record_resolves_and_the_cli_offers_each():
-    from bench.analysis import commands, paper
+    from bench.analysis import commands
 
     for record in catalog.TABLES.values():
         assert callable(record.load())
-        assert record.needs is None or record.needs in paper.LABELS
     assert commands.TABLE_NAMES == tuple(catalog.TABLES)
+
+
+def test_every_table_s_needs_names_a_paper_setting_record():
+    needed = {record.needs for record in catalog.TABLES.values() if record.needs is not None}
+    assert needed <= set(catalog.PAPER_SETTINGS)
+    for name, setting in catalog.PAPER_SETTINGS.items():
+        assert setting.name == name
+        assert setting.tables == tuple(t for t, record in catalog.TABLES.items() if record.needs == name)
+    assert needed, "no table needs a paper setting: the check below would hold nothing to account"
+
+
+FILE_LOADERS = tuple(name for name, record in catalog.LOADERS.items() if record.reads_files)
+IMAGE_DATASETS = tuple(name for name, record in catalog.DATASETS.items() if record.user_path)
+
+
+def paper_runs(setting):
+    """(resolved recipe, meta.json) pairs that are `setting`: each model pattern, real-image dataset and file loader,
+    and the least and the most training images it allows."""
+    least = math.ceil(setting.min_train_share * setting.train_size)
+    for pattern, dataset, loader, train in itertools.product(
+        setting.models, IMAGE_DATASETS, FILE_LOADERS, sorted({least, setting.train_size})
+    ):
+        model = pattern.replace("*", "_any").replace("?", "x")
+        data = {"dataset": dataset, "loader": loader, "image_size": setting.image_size or 32}
+        recipe = {"model": {"name": model}, "data": data, "target_top1": setting.target}
+        yield recipe, {"train_size": train, "val_size": setting.val_size, "loader": loader}
+
+
+def off_by_one_criterion(setting, recipe, meta):
+    """(criterion, recipe, meta): the run changed in that criterion alone."""
+    least = math.ceil(setting.min_train_share * setting.train_size)
+
+    def changed(data=None, model=None, **facts):
+        model = recipe["model"] if model is None else model
+        return {**recipe, "data": {**recipe["data"], **(data or {})}, "model": model}, {**meta, **facts}
+
+    for dataset, record in catalog.DATASETS.items():
+        if not record.user_path:
+            yield f"dataset {dataset}", *changed(data={"dataset": dataset})
+    for loader, record in catalog.LOADERS.items():
+        if not record.reads_files:
+            yield f"loader {loader}", *changed(data={"loader": loader}, loader=loader)
+    yield "model", *changed(model={"name": "x" + recipe["model"]["name"]})
+    yield "no model name", *changed(model={})
+    if setting.image_size is not None:
+        yield "image size", *changed(data={"image_size": setting.image_size // 2})
+    yield "more validation images", *changed(val_size=setting.val_size + 1)
+    yield "fewer validation images", *changed(val_size=setting.val_size - 1)
+    yield "more training images", *changed(train_size=setting.train_size + 1)
+    yield "fewer training images", *changed(train_size=least - 1)
+    yield "no sizes recorded", *changed(train_size=None, val_size=None)
+
+
+@pytest.mark.parametrize("name", sorted(catalog.PAPER_SETTINGS))
+def test_every_paper_setting_is_recognised_from_a_run_that_is_it_and_from_none_that_differs(name):
+    """Its record is the whole of a setting: a run that meets each criterion is it (and no other setting); a run
+    that differs in any one criterion is not it; the criteria sentence names what the record requires."""
+    from bench.analysis import paper
+
+    setting = catalog.PAPER_SETTINGS[name]
+    runs = list(paper_runs(setting))
+    assert len(runs) >= len(IMAGE_DATASETS) * len(FILE_LOADERS)
+    for recipe, meta in runs:
+        assert paper.paper_setting(recipe, meta) == name, (recipe, meta)
+        assert paper.setting_label(recipe, meta, name) == f"{setting.label}, target {setting.target:g}%"
+        for criterion, other, other_meta in off_by_one_criterion(setting, recipe, meta):
+            assert paper.paper_setting(other, other_meta) != name, criterion
+    said = paper.criteria(setting)
+    assert said.startswith(f"{setting.dataset} setting = ")
+    assert all(pattern in said for pattern in setting.models)
+    assert f"{setting.train_size:,}" in said and f"{setting.val_size:,}" in said
+    assert setting.image_size is None or f"image_size {setting.image_size}" in said
 
 
 def test_the_analysis_reads_facts_not_names():

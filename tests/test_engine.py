@@ -307,13 +307,41 @@ def test_micro_batch_auto_fits_the_memory_and_leaves_the_random_state_alone(tmp_
     tight = Trainer(recipe_mod.load(path), dist)
     assert tight.plan.micro_batch == 25 and "at most 30 images fit" in tight.memory_note  # 25 divides 100
     explicit = Trainer(recipe_mod.load(path, ["micro_batch=25"]), dist)
-    for a, b in zip(tight.model.parameters(), explicit.model.parameters()):
-        assert torch.equal(a, b)  # the probe model drew no random numbers the run's model then misses
+    probed, trained = tight.model.state_dict(), explicit.model.state_dict()
+    assert probed.keys() == trained.keys() and any("running_mean" in key for key in probed)
+    for key in probed:  # the probe drew no random numbers and left BatchNorm's running statistics as they were
+        assert torch.equal(probed[key], trained[key]), key
     monkeypatch.setattr(memory, "free_bytes", lambda device: per_image / 4)
     assert main_run(path, tmp_path) == 2
     err = capsys.readouterr().err
     assert err.startswith("bench: error: micro_batch auto: one 64 px image of resnet10t keeps") and err.count("\n") == 1
     assert not (tmp_path / "out").exists()
+
+
+def test_micro_batch_auto_builds_the_model_once_and_probes_the_one_it_trains(tmp_path, monkeypatch):
+    from bench.engine import memory, train
+    from bench.engine.distributed import Dist
+
+    built, probed = [], []
+    create_model, saved_bytes_per_image = train.create_model, memory.saved_bytes_per_image
+    monkeypatch.setattr(
+        train, "create_model", lambda recipe, classes: built.append(classes) or create_model(recipe, classes)
+    )
+    monkeypatch.setattr(
+        memory,
+        "saved_bytes_per_image",
+        lambda model, *args: probed.append(model) or saved_bytes_per_image(model, *args),
+    )
+    path = write_recipe(
+        tmp_path / "r.yaml", (RECIPES / "demo.yaml").read_text().replace("micro_batch: 50", "micro_batch: auto")
+    )
+    dist = Dist(0, 1, 0, torch.device("cpu"))
+    auto = Trainer(recipe_mod.load(path), dist)
+    assert built == [auto.data.num_classes] and len(probed) == 1 and probed[0] is auto.model
+    built.clear()
+    probed.clear()
+    Trainer(recipe_mod.load(path, ["micro_batch=25"]), dist)
+    assert len(built) == 1 and probed == []  # a given micro-batch probes nothing
 
 
 def main_run(path, tmp_path) -> int:
@@ -419,3 +447,31 @@ def test_a_run_on_images_upscaled_far_beyond_the_dataset_s_warns():
         r"'data.synth'\): .* train at data.image_size 28 with a small-image model",
     ):
         Trainer(recipe, Dist(0, 1, 0, torch.device("cpu")))
+
+
+def test_each_progress_field_has_one_writer():
+    """Pace moves the schedule, stream and controller fields of Progress; the Trainer the timing, loss and
+    evaluation ones (train.Progress's docstring): no field is written by both."""
+    import ast
+    import dataclasses
+
+    from bench.engine import pace, train
+
+    def written(module) -> set[str]:
+        tree = ast.parse(Path(module.__file__).read_text())
+        targets = []
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign):
+                targets += node.targets
+            elif isinstance(node, ast.AugAssign | ast.AnnAssign):
+                targets.append(node.target)
+        names = set()
+        for target in targets:
+            for t in target.elts if isinstance(target, ast.Tuple) else [target]:
+                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "progress":
+                    names.add(t.attr)
+        return names
+
+    fields = [f.name for f in dataclasses.fields(train.Progress)]
+    assert written(pace) == set(fields[:6])
+    assert written(train) and written(train) <= set(fields[6:])

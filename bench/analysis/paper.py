@@ -2,41 +2,66 @@
 
 A measured run sits next to a published number only when its recipe is the
 paper's setting, decided from the resolved recipe and the dataset sizes the
-runner recorded in meta.json (see CRITERIA). A scaled-down study on generated
+runner recorded in meta.json: one record per setting (catalog.PAPER_SETTINGS),
+which `matches` checks and `criteria` states. A scaled-down study on generated
 or toy data is never labelled ImageNet or CIFAR-10.
 """
 
 from __future__ import annotations
 
+from fnmatch import fnmatchcase
 from pathlib import Path
 
 import pandas as pd
 
 from bench import catalog
-from bench.catalog import reads_files
+from bench.catalog import PaperSetting, reads_files
 from bench.errors import UserError
 
 REFERENCE_DIR = Path(__file__).resolve().parents[2] / "results" / "reference"
-IMAGENET_TRAIN, IMAGENET_VAL = 1_281_167, 50_000
-CIFAR10_TRAIN, CIFAR10_VAL = 50_000, 10_000
+SETTINGS = catalog.PAPER_SETTINGS
+IMAGENET_TRAIN = SETTINGS["imagenet"].train_size  # MLPerf's epochs are ImageNet's (mlperf-epochs, the plots)
 MLPERF_TARGET = 75.9  # MLPerf ResNet-50 Top-1 target (%), mlperf_resnet50_rcp.csv
 IMAGE_DATASETS = tuple(name for name, d in catalog.DATASETS.items() if d.user_path)  # real images
 
-CRITERIA = {
-    "imagenet": (
-        f"ImageNet setting = model resnet50, data.dataset folder or filelist, image_size 224, "
-        f"{IMAGENET_VAL:,} validation images and 99-100% of the {IMAGENET_TRAIN:,} training images"
-    ),
-    "cifar10": (
-        f"CIFAR-10 setting = He et al.'s ResNet-56 (a model named resnet56*, as bench's resnet56_cifar), "
-        f"data.dataset folder or filelist, {CIFAR10_TRAIN:,} training and {CIFAR10_VAL:,} validation images"
-    ),
-}
-CRITERIA = {k: v + ", read as images (data.loader not random)" for k, v in CRITERIA.items()}
-LABELS = {"imagenet": "ImageNet-1k, ResNet-50, 224 px", "cifar10": "CIFAR-10, ResNet-56"}
-# The target each VRGD table judges with: the paper's own (Table 2 states the MLPerf v0.5 target, not today's
-# 75.9% of MLPERF_TARGET, which `mlperf-epochs` keeps), and where the paper states it.
-PAPER_TARGETS = {"imagenet": (74.9, "Table 2's target, MLPerf v0.5"), "cifar10": (93.03, "Table 5's target")}
+
+def matches(setting: PaperSetting, recipe: dict, meta: dict) -> bool:
+    """Whether a run (its resolved recipe and meta.json) is `setting` (its criteria)."""
+    model, data = recipe.get("model") or {}, recipe.get("data") or {}
+    train, val = meta.get("train_size") or 0, meta.get("val_size") or 0
+    if data.get("dataset") not in IMAGE_DATASETS or not reads_files(meta.get("loader") or data.get("loader")):
+        return False  # random tensors in ImageNet's shape measure nothing of ImageNet
+    return (
+        any(fnmatchcase(str(model.get("name", "")), pattern) for pattern in setting.models)
+        and (setting.image_size is None or data.get("image_size") == setting.image_size)
+        and val == setting.val_size
+        and setting.min_train_share * setting.train_size <= train <= setting.train_size
+    )
+
+
+def paper_setting(recipe: dict, meta: dict) -> str:
+    """The name of the paper setting (catalog.PAPER_SETTINGS) the run is, else ''."""
+    return next((name for name, setting in SETTINGS.items() if matches(setting, recipe, meta)), "")
+
+
+def criteria(setting: PaperSetting) -> str:
+    """The setting's criteria in one sentence (a paper table's first note)."""
+    s = setting
+    if s.min_train_share < 1:
+        sizes = (
+            f"{s.val_size:,} validation images and {s.min_train_share * 100:g}-100% of the "
+            f"{s.train_size:,} training images"
+        )
+    else:
+        sizes = f"{s.train_size:,} training and {s.val_size:,} validation images"
+    parts = [
+        s.model_words or "model " + " or ".join(s.models),
+        f"data.dataset {' or '.join(IMAGE_DATASETS)}",
+        *([f"image_size {s.image_size}"] if s.image_size is not None else []),
+        sizes,
+    ]
+    return f"{s.dataset} setting = {', '.join(parts)}, read as images (data.loader not random)"
+
 
 # Published method name -> the optimizer names (bench.optim registry) measured for it.
 MEASURED_AS = {
@@ -56,33 +81,10 @@ def display(name: str) -> str:
     return DISPLAY.get(name, name)
 
 
-def _is_resnet56(model: dict) -> bool:
-    """He et al.'s CIFAR ResNet-56 (bench/models.py), not a reshaped ImageNet ResNet (7x7 stem, max-pool)."""
-    return str(model.get("name", "")).startswith("resnet56")
-
-
-def paper_setting(recipe: dict, meta: dict) -> str:
-    """'imagenet' or 'cifar10' when the run is that paper's setting (CRITERIA), else ''."""
-    model, data = recipe.get("model") or {}, recipe.get("data") or {}
-    train, val = meta.get("train_size") or 0, meta.get("val_size") or 0
-    if data.get("dataset") not in IMAGE_DATASETS or not reads_files(meta.get("loader") or data.get("loader")):
-        return ""  # random tensors in ImageNet's shape measure nothing of ImageNet
-    if (
-        model.get("name") == "resnet50"
-        and data.get("image_size") == 224
-        and val == IMAGENET_VAL
-        and 0.99 * IMAGENET_TRAIN <= train <= IMAGENET_TRAIN
-    ):
-        return "imagenet"
-    if _is_resnet56(model) and train == CIFAR10_TRAIN and val == CIFAR10_VAL:
-        return "cifar10"
-    return ""
-
-
 def setting_label(recipe: dict, meta: dict, paper: str) -> str:
     """A human name for the problem a run solves (model, data, image size, target)."""
     if paper:
-        return f"{LABELS[paper]}, target {float(recipe['target_top1']):g}%"
+        return f"{SETTINGS[paper].label}, target {float(recipe['target_top1']):g}%"
     return f"{model_label(recipe.get('model') or {})} on {data_label(recipe, meta)}"
 
 

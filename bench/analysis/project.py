@@ -37,7 +37,7 @@ from bench.errors import UserError, did_you_mean
 
 PRESETS = Path(__file__).with_name("clusters.yaml")
 VALIDATION = "time_to_train_resnet50"  # results/reference/<stem>.csv
-IMAGENET_TRAIN_IMAGES = 1_281_167
+IMAGENET_TRAIN_IMAGES = paper.IMAGENET_TRAIN
 RESNET50_PARAMETERS = 25_557_032  # ResNet-50 v1.5 with 1000 classes
 BACKWARD_SHARE = 2 / 3  # backward = 2 x forward FLOPs
 FLOAT_BYTES = 4  # bench's gradients and statistics are fp32 (bf16 autocast keeps fp32 parameters; fp64 runs: 8)

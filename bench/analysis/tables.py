@@ -2,7 +2,7 @@
 
 Measured cells come from seed aggregates (results.aggregate): mean ± sample std
 over seeds, n = runs. A paper table uses only runs in that paper's setting
-(paper.CRITERIA); a cell with no such run says '—', nothing is filled in. When
+(catalog.PAPER_SETTINGS); a cell with no such run says '—', nothing is filled in. When
 several recipes exist for one optimizer at one batch (e.g. a learning-rate
 sweep), the one with the highest mean final val Top-1 is used and the footnote
 says so.
@@ -90,32 +90,33 @@ class PaperRuns:
 
     def measured(self, method: str, batch: int, metric: str = "val_top1", judged: bool = False) -> Cell:
         """The seed aggregate's cell; judged: its note says how many seeds' final val Top-1 reached the
-        paper's target (paper.PAPER_TARGETS)."""
+        paper's target (its PaperSetting record)."""
         g = self.get(method, batch)
         if g is None:
             return Cell(None)
         out = measured_cell(g, metric)
         if not judged:
             return out
-        target = paper.PAPER_TARGETS[self.setting][0]
+        target = paper.SETTINGS[self.setting].target
         finals = self.finals.loc[list(g["runs"])]
         reached = f"{int((finals >= target).sum())}/{len(finals)} ≥ {target:g}"
         return replace(out, note="; ".join(filter(None, [out.note, reached])))
 
     def published(self, value: float) -> Cell:
         """A published Top-1, noted 'below target' where it misses the paper's own target."""
-        below = value == value and value < paper.PAPER_TARGETS[self.setting][0]
+        below = value == value and value < paper.SETTINGS[self.setting].target
         return cell(value, note="below target") if below else cell(value)
 
     def target_note(self) -> str:
-        target, where = paper.PAPER_TARGETS[self.setting]
+        setting = paper.SETTINGS[self.setting]
+        target, where = setting.target, setting.target_source
         return (
             f"target: {target:g}% val Top-1 ({where}); a published number under it is marked 'below target', "
             f"a measured cell says how many seeds' final val Top-1 reached it."
         )
 
     def notes(self) -> list[str]:
-        out = [paper.CRITERIA[self.setting] + "."]
+        out = [paper.criteria(paper.SETTINGS[self.setting]) + "."]
         substitutes = sorted(u for u in self.used_names if u.split("=")[0] != u.split("=")[1])
         if substitutes:
             out.append("Measured with another registry name: " + ", ".join(substitutes) + ".")
@@ -140,7 +141,7 @@ def vrgd_imagenet(study: Study, baseline: str | None = None) -> Table:
     batches = sorted({int(c) for c in pub.columns} | runs.batches(["lars", "vrgd_lars"]))
     table = Table(
         f"ImageNet ResNet-50 Top-1 (%) by global batch: LARS vs VRGD-LARS, judged at "
-        f"{paper.PAPER_TARGETS['imagenet'][0]:g}%",
+        f"{paper.SETTINGS['imagenet'].target:g}%",
         [
             "batch",
             "LARS published",
@@ -230,7 +231,7 @@ def vrgd_cifar10(study: Study, baseline: str | None = None) -> Table:
     batches = sorted({int(c) for c in pub.columns} | runs.batches(pub.index))
     columns = ["optimizer"] + [f"{b} {what}" for b in batches for what in ("published", "measured")]
     table = Table(
-        f"CIFAR-10 ResNet-56 Top-1 (%) by global batch, 8 optimizers, judged at {paper.PAPER_TARGETS['cifar10'][0]:g}%",
+        f"CIFAR-10 ResNet-56 Top-1 (%) by global batch, 8 optimizers, judged at {paper.SETTINGS['cifar10'].target:g}%",
         columns,
     )
     for method in pub.index:
@@ -407,10 +408,11 @@ def compare(study: Study, baseline: str | None = None, batch: int | None = None)
             "compared with the baseline there; their batch grows or shrinks, so compare them in epochs "
             "or images (`bench report` shows their mean and final batch), not in steps."
         )
+    labels = " or ".join(f"'{s.label}'" for s in paper.SETTINGS.values())
+    first_tables = "`, `".join(s.tables[0] for s in paper.SETTINGS.values() if s.tables)
     table.notes.append(
-        "A setting = the model, data, image size and target the recipes train; only settings named "
-        f"'{paper.LABELS['imagenet']}' or '{paper.LABELS['cifar10']}' meet a paper's criteria "
-        "(`bench table vrgd-imagenet`, `vrgd-cifar10`); anything else is not those datasets."
+        f"A setting = the model, data, image size and target the recipes train; only settings named {labels} meet a "
+        f"paper's criteria (`bench table {first_tables}`); anything else is not those datasets."
     )
     return table
 

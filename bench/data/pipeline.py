@@ -152,16 +152,18 @@ def build(
     device: torch.device | str | None = None,
     dtype: str = "float32",
     channels_last: bool = False,
+    layout: folder_layout.Folder | None = None,
 ) -> Data:
     """The data of one rank. `step_images`: the plan's batch (sampling.StepStream). `device`: where the model
     runs (default: the current CUDA device, else
     the CPU); DALI decodes on it when it is a GPU. `dtype` ("float32" or "bfloat16") and
-    `channels_last` shape the image batches."""
+    `channels_last` shape the image batches. `layout`: the dataset's layout when the caller has scanned it already
+    (scan(spec, loader): the runner reads the classes before the plan), else scanned here."""
     loader = resolve_loader(spec.loader)
     device = torch.device(device) if device is not None else default_device()
     if device.type == "cuda" and device.index is None:
         device = torch.device("cuda", torch.cuda.current_device())
-    layout = scan(spec, loader)
+    layout = scan(spec, loader) if layout is None else layout
     if spec.holdout:
         held = sampling.holdout_indices(len(layout.train), spec.holdout)
         if not 0 < len(held) < len(layout.train):

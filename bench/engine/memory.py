@@ -19,7 +19,9 @@ PROBE = 2
 
 
 def saved_bytes_per_image(model, image_size: int, device, dtype) -> float:
-    """Bytes autograd keeps for backward per image (forward of PROBE images, each storage counted once)."""
+    """Bytes autograd keeps for backward per image (forward of PROBE images, each storage counted once). The model
+    is left as it was found: its mode, and its buffers (BatchNorm's running statistics, which the training-mode
+    forward moves), so the probed model is the one a run trains."""
     import torch
 
     seen: dict[int, int] = {}
@@ -31,10 +33,16 @@ def saved_bytes_per_image(model, image_size: int, device, dtype) -> float:
 
     images = torch.randn(PROBE, 3, image_size, image_size, device=device, dtype=dtype)
     was_training = model.training
+    buffers = [(b, b.clone()) for b in model.buffers()]
     model.train()
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        model(images)
-    model.train(was_training)
+    try:
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            model(images)
+    finally:
+        model.train(was_training)
+        with torch.no_grad():
+            for buffer, before in buffers:
+                buffer.copy_(before)
     return sum(seen.values()) / PROBE
 
 

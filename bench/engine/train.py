@@ -46,7 +46,7 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from bench import optim
-from bench.data import Data, build, images
+from bench.data import Data, build, images, resolve_loader, scan
 from bench.engine import checkpoint, distributed, tensorboard, threads, wandb_curves
 from bench.engine.faults import crash_point
 from bench.engine.pace import Pace
@@ -130,11 +130,16 @@ class Trainer:
 
     def __init__(self, recipe: Recipe, dist: distributed.Dist):
         self.recipe, self.dist, self.device = recipe, dist, dist.device
-        self.memory_note = None
         torch.manual_seed(recipe.seed)
         if self.device.type == "cuda":
             torch.backends.cudnn.benchmark = True
-        self.plan = recipe_plan(recipe, dist.world, self._memory_cap() if recipe.micro_batch == "auto" else None)
+        # The model is built once, before the plan: micro_batch auto's cap is a probe of this very model, and its
+        # classes come from the dataset's layout (scanned once, handed to the data). Nothing between draws from the
+        # global random state, so the weights are those of a model built after the data.
+        layout = scan(recipe.data, resolve_loader(recipe.data.loader))
+        model = create_model(recipe, len(layout.classes)).to(self.device, dtype=param_dtype(recipe))
+        cap, self.memory_note = self._memory_cap(model) if recipe.micro_batch == "auto" else (None, None)
+        self.plan = recipe_plan(recipe, dist.world, cap)
         self.data: Data = build(
             recipe.data,
             self.plan.batch,
@@ -144,6 +149,7 @@ class Trainer:
             recipe.seed,
             device=self.device,
             channels_last=recipe.engine.channels_last,
+            layout=layout,
         )
         # what a resumed run checks it still trains on (saved in checkpoints, recorded in meta.json)
         self.train_set = {"train_size": self.data.train_size, "train_digest": self.data.layout.train_digest()}
@@ -151,7 +157,6 @@ class Trainer:
             self._check_readable()
         if dist.is_main and (said := images.upscale_warning(recipe.data)):
             warnings.warn(said, BenchWarning)
-        model = create_model(recipe, self.data.num_classes)
         if recipe.engine.sync_bn and dist.world > 1:
             model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)
         fmt = torch.channels_last if recipe.engine.channels_last else torch.contiguous_format
@@ -171,7 +176,6 @@ class Trainer:
         net = self.ddp or self.model
         self.net = torch.compile(net) if recipe.engine.compile else net
         self.pace = Pace(recipe, self.plan, self.data.train_size, self.opt.pace == "scale_invariant")
-        self.group_images = self.plan.micro_per_group * self.plan.micro_batch
         self.slowdown = threads.Slowdown(torch.get_num_threads())
 
     def _check_readable(self) -> None:
@@ -199,37 +203,36 @@ class Trainer:
             "resume on the same images, or start a new run with --restart"
         )
 
-    def _memory_cap(self) -> int:
-        """The largest micro-batch whose activations fit the device (engine/memory.py), from a probe model that
-        leaves the random state as it found it; one sentence when not even one image fits."""
+    def _memory_cap(self, model: torch.nn.Module) -> tuple[int, str | None]:
+        """The largest micro-batch whose activations fit the device (engine/memory.py), probed on the run's model
+        (before any SyncBatchNorm or memory format), which it leaves as it found it, the random state too; and the
+        line that says so where the memory, not engine.micro_batch_cap, decides (else None). One sentence when not
+        even one image fits."""
         from bench.engine import memory
 
         recipe, device = self.recipe, self.device
-        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-            probe = create_model(recipe, recipe.model.kwargs.get("num_classes", 10))
-            probe = probe.to(device, dtype=param_dtype(recipe))
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):  # dropout, drop-path
             with autocast(recipe, device):
                 cap, per_image, free = memory.micro_batch_cap(
-                    probe,
+                    model,
                     recipe.data.image_size,
                     device,
                     param_dtype(recipe),
                     int(os.environ.get("LOCAL_WORLD_SIZE", 1)),
                 )
-        del probe
         if cap < 1:
             raise UserError(
                 f"micro_batch auto: one {recipe.data.image_size} px image of {recipe.model.name} keeps "
                 f"{per_image / 2**20:,.0f} MB of activations and {free / 2**30:.1f} GB are free on "
                 f"{device}: a smaller image_size or model, or more memory"
             )
-        if cap < recipe.engine.micro_batch_cap:
-            self.memory_note = (
-                f"micro_batch auto: at most {cap} images fit ({per_image / 2**20:,.1f} MB of "
-                f"activations an image, {memory.FRACTION:.0%} of the {free / 2**30:.1f} GB free on "
-                f"{device})"
-            )
-        return cap
+        if cap >= recipe.engine.micro_batch_cap:
+            return cap, None
+        return cap, (
+            f"micro_batch auto: at most {cap} images fit ({per_image / 2**20:,.1f} MB of "
+            f"activations an image, {memory.FRACTION:.0%} of the {free / 2**30:.1f} GB free on "
+            f"{device})"
+        )
 
     def _dead_params(self):
         """The share of parameters no image reaches (engine/dead.py); above dead.WARN_SHARE one warning line on
@@ -302,7 +305,8 @@ class Trainer:
         diag = self.opt.diagnostics()
         event = {"step": step, "lr": lr, "batch": batch, "loss": loss, **diag}
         if "grad_var" in diag:
-            trace, sqnorm = self.group_images * diag["grad_var"], diag["grad_sqnorm"]
+            group_images = self.plan.micro_per_group * self.plan.micro_batch
+            trace, sqnorm = group_images * diag["grad_var"], diag["grad_sqnorm"]
             event.update(noise_trace=trace, noise_scale=trace / sqnorm if sqnorm > 0 else None)
         return {
             key: (value if value is None or math.isfinite(value) else None) if isinstance(value, float) else value
@@ -494,15 +498,18 @@ def _closing(iterator):
 
 @dataclass
 class Progress:
-    """The loop's own state, saved in checkpoints: the next step, the schedule position (pace.py),
-    the images seen (the data stream's position), the next step's batch in chunks, the accumulators."""
+    """The loop's own state, saved in checkpoints (its fields are the checkpoint's "progress"): the next step, the
+    schedule position (pace.py), the images seen (the data stream's position), the next step's batch in chunks, the
+    accumulators. Each field has one writer: Pace (start, advance) the first six, Trainer the rest."""
 
+    # Pace's: where the run is in its schedule and its data stream, and SimiGrad's controller
     step: int = 0
     position: float = 0.0
     images: int = 0
     chunks: int = 0
     similarity_sum: float = 0.0
     similarity_count: int = 0
+    # Trainer's: timing (train_step, evaluate), the loss between evaluations, the evaluations' verdicts
     train_time: float = 0.0
     eval_time: float = 0.0
     loss_sum: float = 0.0
