@@ -502,10 +502,12 @@ def matched(study: Study, baseline: str | None = None) -> Table:
             x, y = sorted([owner, other], key=lambda a: a != PRIMARY[0])  # VRGD-LARS first, as in the verdict
             side = {owner: own.dropna(subset=["val_top1"]), other: guest.dropna(subset=["val_top1"])}
             c = power.compare(side[x]["val_top1"], side[y]["val_top1"], list(side[x]["seed"]), list(side[y]["seed"]))
-            rows.append((int(batch), owner, x, y, side, c))
-    tested = sum(r[-1] is not None for r in rows)
+            rows.append({"batch": int(batch), "owner": owner, "x": x, "y": y, "side": side, "c": c})
+    tested = sum(r["c"] is not None for r in rows)
     alpha = power.family_alpha(tested)
-    for (batch, owner, x, y, side, c), p_holm in zip(rows, power.holm([r[-1].p if r[-1] else math.nan for r in rows])):
+    p_holms = power.holm([r["c"].p if r["c"] else math.nan for r in rows])
+    for row, p_holm in zip(rows, p_holms):
+        batch, owner, x, y, side, c = row.values()
         detectable = power.comparison_mde(c, alpha) if c else math.nan
         word = (
             "too few seeds"
