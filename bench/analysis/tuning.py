@@ -844,6 +844,7 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
         [
             "arm",
             "batch",
+            "fewest over trials",
             "steps to result (reruns' median [95%])",
             "reached",
             "grid",
@@ -880,6 +881,7 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
                 [
                     display(arm),
                     c["global_batch"],
+                    steps_cell(c["steps_to_result"], c["steps_to_result_grid"]),
                     Cell(medians[i], kind="steps", ci=ci if ci and math.isfinite(medians[i]) else None),
                     f"{int(np.isfinite(steps).sum())}/{len(steps)}" if len(steps) else "no reruns",
                     Cell(grid, kind="steps"),
@@ -902,6 +904,7 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
                 f"{display(arm)} / {display(reference)}",
                 "—",
                 Cell(None, kind="steps"),
+                Cell(None, kind="steps"),
                 "",
                 Cell(None, kind="steps"),
                 Cell(None, kind="ratio"),
@@ -912,6 +915,8 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
             ]
         )
     table.notes = [
+        "fewest over trials: the fewest steps to the target over the cell's trials (Shallue et al. 2018's steps to "
+        "result, chosen after the fact, so it carries the winner's luck; ∞: no trial reached it), with its grid.",
         "steps to result: the median over the reruns (the selected point of each cell with seeds other than the "
         "trials', so no selection luck) of the steps to the first evaluation at or above the target on the "
         "validation set, a miss counting as ∞; [95%]: percentile bootstrap over the seeds; reached: reruns that "
