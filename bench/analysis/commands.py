@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from pathlib import Path
 
 from bench import catalog
@@ -42,7 +43,11 @@ def cmd_report(args) -> int:
         frame, name = (runs, "runs") if args.runs else (results.aggregate(runs), "recipes")
         text = export.write(export.relative_runs(frame, args.paths), args.format, args.out, name)
     else:
-        text = report.render(runs, args.format, per_run=args.runs)
+        from bench.analysis.render import render, side_notes
+
+        table = report.build(runs, per_run=args.runs)
+        text = render(table, args.format)
+        sys.stderr.write(side_notes([table], args.format))
         if args.out:
             atomic_write(Path(args.out), text)
     if text is not None and not args.out:
@@ -51,11 +56,13 @@ def cmd_report(args) -> int:
 
 
 def cmd_table(args) -> int:
+    """The table on stdout; as csv, a plain table for read_csv, its title and notes on stderr."""
     from bench.analysis import results, tables
-    from bench.analysis.render import render
+    from bench.analysis.render import render, side_notes
 
     table = tables.build(args.name, results.load_study(args.paths, args.strict), args.baseline, args.batch)
     print(render(table, args.format), end="")
+    sys.stderr.write(side_notes([table], args.format))
     return 0
 
 
@@ -97,7 +104,7 @@ def cmd_project(args) -> int:
     import pandas as pd
 
     from bench.analysis import project
-    from bench.analysis.render import Table, cell, render
+    from bench.analysis.render import Table, cell, render, side_notes
 
     presets = project.load_presets(args.presets)
     if args.list:
@@ -108,7 +115,9 @@ def cmd_project(args) -> int:
             )
         return 0
     if args.validate:
-        print(render(project.validation_table(project.validate(presets)), args.format), end="")
+        table = project.validation_table(project.validate(presets))
+        print(render(table, args.format), end="")
+        sys.stderr.write(side_notes([table], args.format))
         return 0
     if not args.cluster:
         raise UserError("bench project: give --cluster NAME (--list shows the presets), or --validate")
@@ -162,6 +171,7 @@ def cmd_project(args) -> int:
         ]
         tables.append(sat)
     print("\n".join(render(t, args.format) for t in tables), end="")
+    sys.stderr.write(side_notes(tables, args.format))
     if args.plot:
         for path in project.plot(frame, args.plot, f"{args.cluster}", note):
             print(path)
@@ -197,6 +207,7 @@ def regenerate_sweep(results_dir: str | Path, plots_dir: str | Path, baseline: s
 
 
 def _write_tables(results_dir: Path, outputs: dict) -> list[Path]:
+    """Each table as <name>.md (with its title and notes) and <name>.csv (the plain table, read_csv's)."""
     from bench.analysis.render import render
 
     written = []

@@ -133,6 +133,11 @@ def table(runs: pd.DataFrame, per_run: bool = False) -> Table:
 
 
 def render(runs: pd.DataFrame, fmt: str = "markdown", per_run: bool = False) -> str:
+    return render_table(build(runs, per_run), fmt)
+
+
+def build(runs: pd.DataFrame, per_run: bool = False) -> Table:
+    """The report as `bench report` prints it: table(), and a note on each run evaluated on part of val."""
     t = table(runs, per_run)
     short = runs[pd.to_numeric(runs["val_images"]) < pd.to_numeric(runs["val_size"])] if len(runs) else runs
     t.notes += [
@@ -140,7 +145,7 @@ def render(runs: pd.DataFrame, fmt: str = "markdown", per_run: bool = False) -> 
         "(the others unreadable; meta.json names them)."
         for _, r in short.iterrows()
     ]
-    return render_table(t, fmt)
+    return t
 
 
 SUMMARY = ("val_top1", "train_eval_top1", "gap_top1", "epochs_to_target")

@@ -1,0 +1,78 @@
+"""Outputs that other tools read as they expect (issue 39, sections 5 and 6): a csv is a plain table read_csv loads
+with its defaults, unfinished numbers say so, the verdict's messages say what is missing, and the small things."""
+
+import io
+import math
+
+import pandas as pd
+import pytest
+
+from bench.analysis import results, tables
+from bench.analysis.render import Cell, Table, render
+from bench.cli import main
+from tests.test_analysis_helpers import make_run
+
+
+def compare_tree(root):
+    """LARS and VRGD-LARS at one batch, two seeds each, with finals that average to long floats."""
+    for seed, (lars, vrgd) in enumerate(((50.1, 60.7), (70.3, 80.9))):
+        make_run(root, "lars", "lars", 100, seed, [40.0, lars])
+        make_run(root, "vrgd", "vrgd_lars", 100, seed, [45.0, vrgd])
+
+
+# ---- csv ------------------------------------------------------------------------------------------------------
+
+
+def test_compare_csv_is_a_plain_table_with_rounded_numbers(tmp_path, capsys):
+    """`bench table compare --format csv`: read_csv with its defaults loads it (no '#' lines), its numbers are
+    printed at their stated precision (two decimals for a percentage), and the title and notes go to stderr."""
+    compare_tree(tmp_path)
+    assert main(["table", "compare", str(tmp_path), "--format", "csv"]) == 0
+    out, err = capsys.readouterr()
+    assert not any(line.startswith("#") for line in out.splitlines())
+    frame = pd.read_csv(io.StringIO(out))
+    assert list(frame["optimizer"]) == ["LARS", "VRGD-LARS"]
+    assert frame.loc[1, "val Top-1"] == pytest.approx(70.8) and frame.loc[1, "val Top-1 n"] == 2
+    for line in out.splitlines()[1:]:  # no float printed past its precision (1.2000000000000028)
+        for value in line.split(","):
+            assert len(value.partition(".")[2]) <= 2, line
+    assert "Optimizers compared at each global batch" in err and "baseline B = LARS" in err
+
+
+def test_every_cell_kind_is_rounded_to_its_digits_in_csv():
+    table = Table(
+        "t",
+        ["pct", "steps", "p", "plain"],
+        [
+            [
+                Cell(1.2000000000000028, 0.30000000000000004, 2),
+                Cell(12345.6, kind="steps"),
+                Cell(0.012345, kind="p"),
+                0.1,
+            ]
+        ],
+    )
+    table.rows.append([Cell(math.inf), Cell(None, kind="steps"), Cell(0.5, kind="p", ci=(0.25, 1 / 3)), "x"])
+    text = render(table, "csv")
+    assert text.splitlines()[1] == "1.20,0.30,2,12346,0.0123,,,0.1"
+    assert text.splitlines()[2] == "inf,,,,0.5,0.25,0.333,x"
+    frame = pd.read_csv(io.StringIO(text))
+    assert math.isinf(frame.loc[1, "pct"]) and frame.loc[0, "steps"] == 12346
+
+
+def test_report_csv_to_a_file_is_plain_and_its_notes_go_to_stderr(tmp_path, capsys):
+    compare_tree(tmp_path / "runs")
+    out = tmp_path / "report.csv"
+    assert main(["report", str(tmp_path / "runs"), "--format", "csv", "--out", str(out)]) == 0
+    frame = pd.read_csv(out)
+    assert set(frame["optimizer"]) == {"lars", "vrgd_lars"}
+    assert "Recipes (seeds aggregated)" in capsys.readouterr().err
+
+
+def test_tables_written_beside_a_study_are_plain_csv(tmp_path):
+    from bench.analysis import commands
+
+    compare_tree(tmp_path)
+    commands._write_tables(tmp_path, {"compare": tables.build("compare", results.load_study([tmp_path]))})
+    assert len(pd.read_csv(tmp_path / "compare.csv")) == 2
+    assert "baseline B = LARS" in (tmp_path / "compare.md").read_text()  # the notes: in the markdown beside it
