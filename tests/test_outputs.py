@@ -76,3 +76,18 @@ def test_tables_written_beside_a_study_are_plain_csv(tmp_path):
     commands._write_tables(tmp_path, {"compare": tables.build("compare", results.load_study([tmp_path]))})
     assert len(pd.read_csv(tmp_path / "compare.csv")) == 2
     assert "baseline B = LARS" in (tmp_path / "compare.md").read_text()  # the notes: in the markdown beside it
+
+
+# ---- the Python API -------------------------------------------------------------------------------------------
+
+
+def test_api_curves_say_which_optimizer_batch_seed_and_recipe_made_them(tmp_path):
+    from bench import api
+
+    compare_tree(tmp_path)
+    curves = api.curves(tmp_path)
+    assert list(curves.columns[:5]) == ["run", "recipe", "optimizer", "global_batch", "seed"]
+    assert len(curves) == 8 and "val_top1" in curves.columns
+    final = curves.groupby(["optimizer", "seed"])["val_top1"].last()  # by optimizer, with no merge
+    assert final[("vrgd_lars", 1)] == pytest.approx(80.9) and final[("lars", 0)] == pytest.approx(50.1)
+    assert set(curves["global_batch"]) == {100} and set(curves["recipe"]) == {"lars", "vrgd"}
