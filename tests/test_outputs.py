@@ -91,3 +91,23 @@ def test_api_curves_say_which_optimizer_batch_seed_and_recipe_made_them(tmp_path
     final = curves.groupby(["optimizer", "seed"])["val_top1"].last()  # by optimizer, with no merge
     assert final[("vrgd_lars", 1)] == pytest.approx(80.9) and final[("lars", 0)] == pytest.approx(50.1)
     assert set(curves["global_batch"]) == {100} and set(curves["recipe"]) == {"lars", "vrgd"}
+
+
+# ---- the verdict on runs made by hand --------------------------------------------------------------------------
+
+
+def test_verdict_on_hand_runs_says_how_to_pair_them_and_that_way_works(tmp_path, capsys):
+    """Seeds run by hand (no sweep): the error says how to get a paired verdict without a sweep, and doing what it
+    says (the runs tagged role: rerun) gives one, paired by seed."""
+    for seed, (lars, vrgd) in enumerate(((50.0, 52.0), (55.0, 56.5), (60.0, 63.0)), 1):
+        make_run(tmp_path / "hand", "lars", "lars", 100, seed, [40.0, lars])
+        make_run(tmp_path / "hand", "vrgd", "vrgd_lars", 100, seed, [40.0, vrgd])
+        make_run(tmp_path / "tagged", "lars", "lars", 100, seed, [40.0, lars], tags={"role": "rerun"})
+        make_run(tmp_path / "tagged", "vrgd", "vrgd_lars", 100, seed, [40.0, vrgd], tags={"role": "rerun"})
+    assert main(["table", "verdict", str(tmp_path / "hand")]) == 2
+    err = capsys.readouterr().err
+    assert "--set tags.role=rerun" in err and "`bench table compare`" in err and "paired verdict" in err
+    assert main(["table", "verdict", str(tmp_path / "tagged"), "--format", "csv"]) == 0
+    row = pd.read_csv(io.StringIO(capsys.readouterr().out)).iloc[0]
+    assert (row["X"], row["Y"], row["test"]) == ("LARS", "VRGD-LARS", "paired")
+    assert row["Δ val Top-1 (X − Y)"] == pytest.approx(-2.17, abs=0.01)
