@@ -111,3 +111,38 @@ def test_verdict_on_hand_runs_says_how_to_pair_them_and_that_way_works(tmp_path,
     row = pd.read_csv(io.StringIO(capsys.readouterr().out)).iloc[0]
     assert (row["X"], row["Y"], row["test"]) == ("LARS", "VRGD-LARS", "paired")
     assert row["Δ val Top-1 (X − Y)"] == pytest.approx(-2.17, abs=0.01)
+
+
+# ---- a running run in the report --------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def running_tree(tmp_path):
+    """A finished recipe and one whose run is still training (a live process holds its lock) at epoch 1 of 10."""
+    import fcntl
+    import json
+
+    make_run(tmp_path, "done", "lars", 100, 0, [40.0, 61.0])
+    run = make_run(tmp_path, "live", "vrgd_lars", 100, 0, [52.5], epochs=10, status="running")
+    meta = json.loads((run / "meta.json").read_text())
+    (run / "meta.json").write_text(json.dumps({**meta, "total_steps": 100}))
+    with open(run / ".lock", "w") as lock:  # held as the training process holds it
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        yield tmp_path
+
+
+@pytest.mark.parametrize("per_run", [False, True])
+def test_report_marks_a_running_runs_numbers_as_not_final(running_tree, per_run, capsys):
+    from bench.analysis import report
+
+    runs = results.load([running_tree])
+    assert set(runs["status"]) == {"completed", "running"}
+    table = report.table(runs, per_run)
+    rows = {r[0]: dict(zip(table.columns, r)) for r in table.rows}
+    assert rows["live"]["val_top1"].text() == "52.50 (not final)" and rows["done"]["val_top1"].text() == "61.00"
+    assert "not final" in rows["live"]["gap_top1"].text() and "not final" not in rows["live"]["epochs"].text()
+    assert any("'not final'" in note for note in table.notes)
+    assert main(["report", str(running_tree), "--format", "csv", *["--runs"] * per_run]) == 0
+    frame = pd.read_csv(io.StringIO(capsys.readouterr().out)).set_index("recipe")
+    assert frame.loc["live", "val_top1 note"] == "not final" and pd.isna(frame.loc["done", "val_top1 note"])
+    assert frame.loc["live", "val_top1"] == 52.5  # the number stays, marked
