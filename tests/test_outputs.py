@@ -146,3 +146,22 @@ def test_report_marks_a_running_runs_numbers_as_not_final(running_tree, per_run,
     frame = pd.read_csv(io.StringIO(capsys.readouterr().out)).set_index("recipe")
     assert frame.loc["live", "val_top1 note"] == "not final" and pd.isna(frame.loc["done", "val_top1 note"])
     assert frame.loc["live", "val_top1"] == 52.5  # the number stays, marked
+
+
+# ---- the verdict on reruns without trials ------------------------------------------------------------------------
+
+
+def test_verdict_on_reruns_without_trials_says_what_is_missing(tmp_path, capsys):
+    """A tree of a sweep's reruns alone (their trials elsewhere), which held images out: no claim that selection
+    used the validation set, and no '0 trials per cell'."""
+    from tests.test_sweep import sweep_run
+
+    for arm in ("lars", "nesterov"):
+        for seed in (1, 2):
+            sweep_run(tmp_path, arm, 128, "rerun", seed, [50, 60 + seed + (arm == "lars")])
+    assert results.load([tmp_path])["holdout_top1"].notna().all()  # holdout_top1 logged: images were held out
+    assert main(["table", "verdict", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "no images were held out" not in out and "Selection used the validation set" not in out
+    assert "0 trials per cell" not in out
+    assert "no trials in this tree, 2 seeds per rerun" in out and "No trials in this tree (reruns only)" in out
