@@ -165,3 +165,20 @@ def test_verdict_on_reruns_without_trials_says_what_is_missing(tmp_path, capsys)
     assert "no images were held out" not in out and "Selection used the validation set" not in out
     assert "0 trials per cell" not in out
     assert "no trials in this tree, 2 seeds per rerun" in out and "No trials in this tree (reruns only)" in out
+
+
+# ---- small things -------------------------------------------------------------------------------------------------
+
+
+def test_the_fused_kernel_message_says_it_compiles_once_and_is_cached(tmp_path, monkeypatch, capsys):
+    """No duration a loaded machine would contradict (30 s idle, 105 s under load): once, then from the cache."""
+    import torch.utils.cpp_extension as cpp
+
+    from bench.optim import fused
+
+    monkeypatch.setattr(cpp, "_get_build_directory", lambda name, verbose: str(tmp_path))
+    monkeypatch.setattr(cpp, "load", lambda *a, **k: "module")  # the compiler is not run here
+    assert fused._build.__wrapped__() == ("module", None)
+    err = capsys.readouterr().err
+    assert "once" in err and "cache" in err and str(tmp_path) in err
+    assert "about" not in err and " s;" not in err
