@@ -17,6 +17,7 @@ are left for bugs.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -35,6 +36,46 @@ def stop_code(signal_name: str | None) -> int:
     """The exit code of a run stopped by `signal_name` after its checkpoint: a Ctrl-C must stop the shell
     loop or script that started it, a scheduler's preemption is a normal end (SLURM requeues the job)."""
     return INTERRUPTED if signal_name == "SIGINT" else 0
+
+
+class _Unbroken:
+    """A text stream whose reader may leave (`bench run ... | head`): what a run prints is a by-product of it, so
+    a closed pipe sends the rest to /dev/null instead of failing the run with BrokenPipeError."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._gone()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._gone()
+
+    def _gone(self) -> None:
+        """From now on the descriptor is /dev/null: later writes, and the interpreter's flush at exit, succeed."""
+        with contextlib.suppress(OSError, ValueError):  # a stream with no descriptor (a test's capture)
+            os.dup2(os.open(os.devnull, os.O_WRONLY), self._stream.fileno())
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def _output_may_close():
+    """stdout and stderr as _Unbroken streams while a run, suite or sweep trains."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _Unbroken(sys.stdout), _Unbroken(sys.stderr)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
 
 
 def cmd_validate(args) -> int:
@@ -151,6 +192,11 @@ def _worker_args(args) -> list[str]:
 
 
 def cmd_run(args) -> int:
+    with _output_may_close():
+        return _run(args)
+
+
+def _run(args) -> int:
     from bench.data.check import check_data
 
     r = _recipe(args)  # bad input stops here, before any worker starts
@@ -205,6 +251,11 @@ def _after_stop(signal_name: str, recipe_name: str, args, since: float) -> int:
 
 
 def cmd_suite(args) -> int:
+    with _output_may_close():
+        return _suite(args)
+
+
+def _suite(args) -> int:
     from bench.analysis import commands as analysis_commands
     from bench.suite import Preempted, run_suite
 
@@ -224,6 +275,11 @@ def cmd_suite(args) -> int:
 
 
 def cmd_sweep(args) -> int:
+    with _output_may_close():
+        return _sweep(args)
+
+
+def _sweep(args) -> int:
     from bench import sweep
 
     spec = sweep.load(args.sweep)

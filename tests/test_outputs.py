@@ -182,3 +182,48 @@ def test_the_fused_kernel_message_says_it_compiles_once_and_is_cached(tmp_path, 
     err = capsys.readouterr().err
     assert "once" in err and "cache" in err and str(tmp_path) in err
     assert "about" not in err and " s;" not in err
+
+
+TINY_RUN = """
+model: {name: resnet20_cifar}
+data: {dataset: folder, path: DATA, image_size: 16, augment: pad_crop, workers: 0, eval_batch: 64}
+global_batch: 40
+optimizer: {name: sgd, lr: 0.1, momentum: 0.9}
+epochs: 2
+target_top1: 40
+"""  # 160 training images: 8 steps, evaluations after steps 4 and 8
+
+
+def test_a_run_whose_reader_left_still_completes(tiny_dataset, tmp_path):
+    """`bench run ... 2>&1 | head -1`: the reader goes away after the first line; the run goes on, ends completed
+    (not 'failed BrokenPipeError') and exits 0."""
+    import json
+    import subprocess
+    import sys
+
+    recipe = tmp_path / "tiny.yaml"
+    recipe.write_text(TINY_RUN.replace("DATA", str(tiny_dataset)))
+    child = subprocess.Popen(
+        [sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path / "out")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    child.stdout.readline()
+    child.stdout.close()  # as head does after its lines
+    assert child.wait(timeout=600) == 0
+    [meta] = (tmp_path / "out").rglob("meta.json")
+    assert json.loads(meta.read_text())["status"] == "completed"
+
+
+def test_output_to_a_closed_pipe_goes_nowhere_instead_of_failing():
+    import os
+
+    from bench.cli import _Unbroken
+
+    read, write = os.pipe()
+    os.close(read)
+    stream = _Unbroken(io.TextIOWrapper(io.FileIO(write, "w"), line_buffering=True))
+    assert stream.write("epoch 1.00  step 4\n") == len("epoch 1.00  step 4\n")  # EPIPE: swallowed
+    stream.write("epoch 2.00  step 8\n")
+    stream.flush()
+    stream.close()
