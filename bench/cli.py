@@ -135,24 +135,47 @@ def _dead_params(path: str, r, schema_only: bool) -> str:
     return f", dead parameters {found.share:.1%} ({found.dead:,} of {found.total:,}) at {spec.image_size} px"
 
 
+KEY_COLUMNS = (26, 16)  # the widest the type and default columns get before they wrap
+MEANING_MIN = 30  # a meaning column narrower than this goes under its key instead, indented
+
+
 def cmd_recipe_keys(args) -> int:
-    """Every recipe key with its type, default and meaning (from the schema), then each optimizer's own keys."""
+    """Every recipe key with its type, default and meaning (from the schema), wrapped to the terminal's width (a
+    narrow one gets each meaning under its key), then each optimizer's own keys."""
+    import shutil
+    import textwrap
+    from itertools import zip_longest
+
     from bench import optim, recipe
 
-    rows = recipe.keys()
-    width = [max(len(r[i]) for r in rows) for i in range(3)]
-    print(f"{'key':<{width[0]}}  {'type':<{width[1]}}  {'default':<{width[2]}}  meaning")
-    for key, kind, default, meaning in rows:
-        print(f"{key:<{width[0]}}  {kind:<{width[1]}}  {default:<{width[2]}}  {meaning}")
+    rows = [("key", "type", "default", "meaning"), *recipe.keys()]
+    width = shutil.get_terminal_size((100, 24)).columns
+    columns = [max(len(r[0]) for r in rows)]
+    columns += [min(cap, max(len(r[i + 1]) for r in rows)) for i, cap in enumerate(KEY_COLUMNS)]
+    meaning = width - sum(columns) - 2 * len(columns)
+    under = meaning < MEANING_MIN
+    if not under:
+        columns.append(meaning)
+    for row in rows:
+        cells = [textwrap.wrap(text, w, break_on_hyphens=False) or [""] for text, w in zip(row, columns)]
+        for parts in zip_longest(*cells, fillvalue=""):
+            print("  ".join(p.ljust(w) for p, w in zip(parts, columns)).rstrip())
+        if under and row[3]:
+            print(textwrap.fill(row[3], max(width, MEANING_MIN), initial_indent="    ", subsequent_indent="    "))
+    print()
     print(
-        "\noptimizer.name and its own keys (beside name and lr; defaults in parentheses; "
-        "docs/algorithms.md has the equations):"
+        textwrap.fill(
+            "optimizer.name and its own keys (beside name and lr; defaults in parentheses; "
+            "docs/algorithms.md has the equations):",
+            width,
+        )
     )
     for name in optim.NAMES:
         own = {
             k: v for k, v in optim.hyperparameters(optim.REGISTRY[name]).items() if k not in ("lr", "weight_decay")
         }  # weight_decay is a top-level recipe key
-        print(f"  {name}: " + ", ".join(f"{k} ({v})" for k, v in own.items()))
+        said = f"  {name}: " + ", ".join(f"{k} ({v})" for k, v in own.items())
+        print(textwrap.fill(said, max(width, MEANING_MIN), subsequent_indent="      ", break_on_hyphens=False))
     return 0
 
 

@@ -288,7 +288,7 @@ class AdaptiveBatchSpec(_Strict):
 
 
 class Recipe(_Strict):
-    name: str = Field(description="the run directory's folder name (default: the recipe file's name)")
+    name: str = Field(description="the run directory's folder name")
     model: ModelSpec = Field(description="the network")
     data: DataSpec = Field(DataSpec(), description="the dataset, its transforms and its loader")
     global_batch: PositiveInt = Field(
@@ -586,8 +586,13 @@ def _schema_class(ann) -> type[BaseModel] | None:
     return next((a for a in options if isinstance(a, type) and issubclass(a, BaseModel)), None)
 
 
+# Keys the schema requires that load() fills in from the file when the recipe leaves them out: their default.
+FILLED_IN = {"name": "the file's name"}
+
+
 def keys() -> list[tuple[str, str, str, str]]:
-    """Every recipe key as (dotted key, type, default, meaning), read from the schema (`bench recipe keys`)."""
+    """Every recipe key as (dotted key, type, default, meaning), read from the schema (`bench recipe keys`); a key
+    load() fills in (FILLED_IN) shows what it is filled with, not 'required'."""
     rows = []
 
     def walk(model: type[BaseModel], prefix: str) -> None:
@@ -595,7 +600,9 @@ def keys() -> list[tuple[str, str, str, str]]:
             section = _schema_class(field.annotation)
             value = None if field.is_required() else field.get_default(call_default_factory=True)
             default = (
-                "required"
+                FILLED_IN[prefix + name]
+                if prefix + name in FILLED_IN
+                else "required"
                 if field.is_required()
                 else ""
                 if value is not None and section
@@ -722,7 +729,7 @@ def load(path: str | Path, sets: list[str] = (), models: bool = True, notes: lis
     raw = read_yaml(path)
     if not isinstance(raw, dict):
         raise UserError(f"{path}: a recipe is a YAML mapping of keys (model, global_batch, optimizer, ...)")
-    raw.setdefault("name", path.stem)
+    raw.setdefault("name", path.stem)  # FILLED_IN
     before = copy.deepcopy(raw)
     try:
         apply_sets(raw, list(sets))

@@ -227,3 +227,17 @@ def test_output_to_a_closed_pipe_goes_nowhere_instead_of_failing():
     stream.write("epoch 2.00  step 8\n")
     stream.flush()
     stream.close()
+
+
+@pytest.mark.parametrize("columns", [80, 120, 250])
+def test_recipe_keys_fit_the_terminal_and_name_has_its_default(columns, monkeypatch, capsys):
+    from bench import recipe
+
+    monkeypatch.setenv("COLUMNS", str(columns))
+    assert main(["recipe", "keys"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert max(map(len, lines)) <= columns
+    rows = {line.split()[0]: line for line in lines if line and not line.startswith(" ")}
+    assert {key for key, *_ in recipe.keys()} <= set(rows)
+    assert "the file's name" in rows["name"] and "required" not in rows["name"]  # load() fills it in
+    assert "required" in rows["epochs"]
