@@ -241,3 +241,17 @@ def test_recipe_keys_fit_the_terminal_and_name_has_its_default(columns, monkeypa
     assert {key for key, *_ in recipe.keys()} <= set(rows)
     assert "the file's name" in rows["name"] and "required" not in rows["name"]  # load() fills it in
     assert "required" in rows["epochs"]
+
+
+@pytest.mark.parametrize("name", ["compare", "verdict", "vrgd-imagenet"])
+def test_each_table_has_its_own_help(name, capsys):
+    from bench import catalog
+
+    with pytest.raises(SystemExit) as done:
+        main(["table", name, "--help"])
+    assert done.value.code == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"usage: bench table {name}" in out
+    assert "".join(catalog.TABLES[name].help.split()) in "".join(out.split())  # argparse wraps at hyphens too
+    assert ("--batch B" in out) == (name == "compare")  # the options it takes, not every table's
+    assert ("--baseline ARM" in out) == catalog.TABLES[name].sweep

@@ -239,6 +239,16 @@ def _pair(text: str) -> tuple[str, str]:
     return names
 
 
+SUPPRESS = argparse.SUPPRESS  # an option a table takes and ignores (or tables.build refuses): not in its help
+BASELINE = {  # what --baseline means to each table that reads it
+    "compare": "the optimizer B of the speedups (default: lars, else sgd, else the first by name); any optimizer "
+    "the runs use",
+    "verdict": "compare each other arm with this one (default: every pair of arms)",
+    "plan": "plan each other arm's comparison with this one (default: every pair of arms)",
+    "scaling": "the arm the others' critical batches are divided by (default: lars, else the first arm)",
+}
+
+
 def add_parsers(sub, default_results: Path) -> None:
     where = dict(
         nargs="*",
@@ -269,26 +279,25 @@ def add_parsers(sub, default_results: Path) -> None:
 
     s = sub.add_parser(
         "table",
-        help="a paper's table side by side with measured runs, or `compare`",
-        description="Tables: " + ", ".join(TABLE_NAMES) + ".",
+        help="a paper's table side by side with measured runs, `compare`, or a sweep's tables",
+        description="Tables: " + ", ".join(TABLE_NAMES) + "; `bench table NAME --help` says what each shows.",
     )
-    s.add_argument("name", metavar="NAME", help=" | ".join(TABLE_NAMES))
-    s.add_argument("paths", **where)
-    s.add_argument("--strict", **strict)
-    s.add_argument("--format", **fmt)
-    s.add_argument(
-        "--baseline",
-        metavar="OPTIMIZER",
-        help="compare: the optimizer B of the speedups "
-        "(default: lars, else sgd, else the first by name); any optimizer the runs use",
-    )
-    s.add_argument(
-        "--batch",
-        type=int,
-        metavar="B",
-        help="compare: only the recipes of global batch B (an adaptive run's starting batch)",
-    )
-    s.set_defaults(func=cmd_table)
+    names = s.add_subparsers(dest="name", required=True, metavar="NAME")
+    for name, record in catalog.TABLES.items():  # each its own help: what it shows and the options it takes
+        t = names.add_parser(name, help=record.help.replace("%", "%%"), description=record.help)
+        t.add_argument("paths", **where)
+        t.add_argument("--strict", **strict)
+        t.add_argument("--format", **fmt)
+        t.add_argument("--baseline", metavar="ARM" if record.sweep else "OPTIMIZER", help=BASELINE.get(name, SUPPRESS))
+        t.add_argument(
+            "--batch",
+            type=int,
+            metavar="B",
+            help="only the recipes of global batch B (an adaptive run's starting batch)"
+            if name == "compare"
+            else SUPPRESS,
+        )
+        t.set_defaults(func=cmd_table)
 
     s = sub.add_parser("export", help="the runs' curves for another tool: TensorBoard event files")
     s.add_argument(
