@@ -1,7 +1,7 @@
 """`bench report`, `bench table`, `bench plot`, and `regenerate()` for `bench suite`.
 
     bench report [PATH...] [--runs] [--format markdown|csv|latex|parquet|json] [--out FILE]
-    bench table NAME [PATH...] [--format markdown|csv|latex] [--baseline OPTIMIZER] [--batch B]
+    bench table TABLE [PATH...] [--format markdown|csv|latex] [--baseline OPTIMIZER|ARM] [--batch B]
     bench plot [PATH...] --out DIR
     bench export tensorboard [PATH...] --out DIR
 
@@ -280,9 +280,9 @@ def add_parsers(sub, default_results: Path) -> None:
     s = sub.add_parser(
         "table",
         help="a paper's table side by side with measured runs, `compare`, or a sweep's tables",
-        description="Tables: " + ", ".join(TABLE_NAMES) + "; `bench table NAME --help` says what each shows.",
+        description="Tables: " + ", ".join(TABLE_NAMES) + "; `bench table TABLE --help` says what each shows.",
     )
-    names = s.add_subparsers(dest="name", required=True, metavar="NAME")
+    names = s.add_subparsers(dest="name", required=True, metavar="TABLE")
     for name, record in catalog.TABLES.items():  # each its own help: what it shows and the options it takes
         t = names.add_parser(name, help=record.help.replace("%", "%%"), description=record.help)
         t.add_argument("paths", **where)
