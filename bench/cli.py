@@ -222,6 +222,11 @@ def cmd_run(args) -> int:
 def _run(args) -> int:
     from bench.data.check import check_data
 
+    if Path(args.recipe).is_dir():  # recipes/mini: a folder of recipes is a suite's
+        raise UserError(
+            f"{args.recipe}: a folder, not a recipe file; `bench suite {args.recipe}` runs every recipe in it "
+            "(skipping completed ones), then reports and plots"
+        )
     r = _recipe(args)  # bad input stops here, before any worker starts
     check_data(args.recipe, r)
     if args.nproc > 1:

@@ -255,3 +255,10 @@ def test_each_table_has_its_own_help(name, capsys):
     assert "".join(catalog.TABLES[name].help.split()) in "".join(out.split())  # argparse wraps at hyphens too
     assert ("--batch B" in out) == (name == "compare")  # the options it takes, not every table's
     assert ("--baseline ARM" in out) == catalog.TABLES[name].sweep
+
+
+def test_run_of_a_folder_points_to_suite(tmp_path, capsys):
+    (tmp_path / "recipes").mkdir()
+    assert main(["run", str(tmp_path / "recipes")]) == 2
+    err = capsys.readouterr().err
+    assert "a folder, not a recipe file" in err and f"`bench suite {tmp_path / 'recipes'}`" in err
