@@ -397,20 +397,22 @@ class Recipe(_Strict):
             return False
 
 
-def describe_error(error: ValidationError) -> str:
+def describe_error(error: ValidationError, root: type[BaseModel] | None = None) -> str:
     """The first problem of a pydantic error as one sentence naming the key; an unknown key comes first
-    (a misspelt `epoch:` is the cause of the missing `epochs`), with the closest known key."""
+    (a misspelt `epoch:` is the cause of the missing `epochs`), with the closest known key of its section.
+    `root`: the schema the error is of (default: Recipe; a sweep file's is bench.sweep.SweepSpec)."""
     errors = error.errors()
     err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     key = ".".join(str(p) for p in err["loc"]) or "(top level)"
     if err["type"] == "extra_forbidden":
-        section = _section(err["loc"][:-1])
+        section = _section(err["loc"][:-1], root)
         close = difflib.get_close_matches(str(err["loc"][-1]), list(section.model_fields) if section else [], n=1)
         return f"unknown key '{key}'" + (f" (did you mean '{close[0]}'?)" if close else "")
     if err["type"] == "missing":
         return f"missing required key '{key}'"
     members = [e for e in errors if len(e["loc"]) > 1 and e["loc"][:-1] == err["loc"][:-1]]
-    if len(members) > 1 and _section(err["loc"][:-2]) and err["loc"][-1] not in _section(err["loc"][:-2]).model_fields:
+    parent = _section(err["loc"][:-2], root)
+    if len(members) > 1 and parent and err["loc"][-1] not in parent.model_fields:
         # a union's members (an integer or 'auto'): pydantic names each by a tag after the key
         key = ".".join(str(p) for p in err["loc"][:-1])
         said = " or ".join(dict.fromkeys(e["msg"][0].lower() + e["msg"][1:] for e in members))
@@ -569,14 +571,20 @@ def parse_set(assignment: str) -> tuple[list[str], Any]:
     return key.split("."), yaml.safe_load(value)
 
 
-def _section(loc) -> type[BaseModel] | None:
-    """The schema class of the recipe section at `loc` (() is the recipe itself), if it is one."""
-    model: Any = Recipe
+def _section(loc, root: type[BaseModel] | None = None) -> type[BaseModel] | None:
+    """The schema class of the section at `loc` (() is `root` itself, by default the Recipe), if it is one; a
+    mapping of sections (a sweep's `arms: {NAME: Arm}`) takes its key as one part of `loc`."""
+    model: Any = root or Recipe
+    keyed = False
     for part in loc:
+        if keyed:  # the mapping's own key (an arm's name): the section is its values'
+            keyed = False
+            continue
         field = model.model_fields.get(str(part)) if model else None
         if field is None:
             return None
         model = _schema_class(field.annotation)
+        keyed = getattr(field.annotation, "__origin__", None) is dict
     return model
 
 

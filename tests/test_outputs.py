@@ -262,3 +262,30 @@ def test_run_of_a_folder_points_to_suite(tmp_path, capsys):
     assert main(["run", str(tmp_path / "recipes")]) == 2
     err = capsys.readouterr().err
     assert "a folder, not a recipe file" in err and f"`bench suite {tmp_path / 'recipes'}`" in err
+
+
+@pytest.mark.parametrize(
+    "typo, said",
+    [
+        (("trials: 2", "trails: 2"), "unknown key 'trails' (did you mean 'trials'?)"),
+        (("batches: [32]", "bathces: [32]"), "unknown key 'bathces' (did you mean 'batches'?)"),
+        (("budget: {epochs: 2}", "budget: {epoch: 2}"), "unknown key 'budget.epoch' (did you mean 'epochs'?)"),
+        (("reruns: {seeds: [1, 2]}", "reruns: {seed: [1, 2]}"), "unknown key 'reruns.seed' (did you mean 'seeds'?)"),
+        (
+            ("    space:\n      optimizer.lr: {low: 0.01", "    spaces:\n      optimizer.lr: {low: 0.01"),
+            "unknown key 'arms.sgd.spaces' (did you mean 'space'?)",
+        ),
+        (("{low: 0.01, high: 0.5, scale: log}", "{low: 0.01, hihg: 0.5, scale: log}"), "(did you mean 'high'?)"),
+    ],
+)
+def test_sweep_keys_get_did_you_mean_as_recipe_keys_do(tmp_path, typo, said):
+    from bench import sweep
+    from bench.errors import UserError
+    from tests.test_sweep import SWEEP
+
+    (tmp_path / "base.yaml").write_text("name: b\n")
+    path = tmp_path / "s.yaml"
+    path.write_text(SWEEP.replace(*typo, 1))
+    with pytest.raises(UserError) as e:
+        sweep.load(path)
+    assert said in str(e.value)
