@@ -54,7 +54,9 @@ def file_stem(name: str) -> str:
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # every number finite
+    # every number finite; strict types: `epochs: "2"` (a quoted number) or `random_flip: "no"` is a mistake in a
+    # YAML file, refused rather than converted (an integer is still a float); a path is given as text (strict=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, strict=True)
 
 
 class ModelSpec(_Strict):
@@ -87,7 +89,7 @@ class DataSpec(_Strict):
         description="synthetic/digits: generated into the cache; folder: <path>/{train,val}/<class>/<image>; "
         "filelist: <path>/{train,val}.txt with lines '<file relative to path> <label>'",
     )
-    path: Path | None = Field(None, description="dataset root (dataset: folder or filelist)")
+    path: Path | None = Field(None, strict=False, description="dataset root (dataset: folder or filelist)")
     synth: SynthData = Field(SynthData(), description="the generated dataset (dataset: synthetic)")
     digits: DigitsData = Field(DigitsData(), description="the handwritten digits (dataset: digits)")
     image_size: int = Field(224, ge=8, description="side of the square images the model sees, train and val")
@@ -148,7 +150,7 @@ class DataSpec(_Strict):
 class OptimizerSpec(BaseModel):
     """`name` and `lr` plus the optimizer's own hyperparameters (checked by bench.optim)."""
 
-    model_config = ConfigDict(extra="allow", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="allow", frozen=True, allow_inf_nan=False, strict=True)
     name: str = Field(
         description="a registered optimizer (bench.optim.NAMES); its own hyperparameters are keys "
         "beside name and lr, e.g. momentum, eta, trust_clip"
@@ -420,7 +422,14 @@ def describe_error(error: ValidationError, root: type[BaseModel] | None = None) 
     msg = err["msg"].removeprefix("Value error, ")
     if err["type"] == "value_error":
         return msg if not err["loc"] else f"key '{key}': {msg}"
-    return f"key '{key}': {msg[0].lower() + msg[1:]} (got {_shown(err['input'])})"
+    return f"key '{key}': {msg[0].lower() + msg[1:]} (got {_shown(err['input'])}{_text_hint(err)})"
+
+
+def _text_hint(err) -> str:
+    """Why a number or a boolean came as text (strict types): it was quoted (1e-3 unquoted is a float here)."""
+    if err["type"] not in ("int_type", "float_type", "bool_type") or not isinstance(err["input"], str):
+        return ""
+    return ", text: write it without quotes"
 
 
 def _shown(value, limit: int = 60) -> str:
@@ -483,6 +492,13 @@ class _RecipeLoader(yaml.SafeLoader):
                 raise yaml.YAMLError(f"key '{key}' appears twice, at lines {seen[key]} and {line}; keep one")
             seen[key] = line
         return super().construct_mapping(node, deep)
+
+
+# YAML 1.2's floats without a decimal point (1e-3, 5E4), which PyYAML (YAML 1.1) reads as text: with strict types
+# a learning rate written as timm's configs write it would be refused, and a quoted "1e-3" could not be told apart.
+_RecipeLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)[eE][-+]?\d+$"), list("-+.0123456789")
+)
 
 
 def read_yaml(path: Path, what: str = "recipe"):
@@ -568,7 +584,7 @@ def parse_set(assignment: str) -> tuple[list[str], Any]:
     key, sep, value = assignment.partition("=")
     if not sep or not key:
         raise UserError(f"--set '{assignment}': expected KEY.PATH=VALUE, e.g. --set optimizer.lr=0.5")
-    return key.split("."), yaml.safe_load(value)
+    return key.split("."), yaml.load(value, Loader=_RecipeLoader)  # noqa: S506 - a SafeLoader, as recipe files
 
 
 def _section(loc, root: type[BaseModel] | None = None) -> type[BaseModel] | None:

@@ -289,3 +289,45 @@ def test_sweep_keys_get_did_you_mean_as_recipe_keys_do(tmp_path, typo, said):
     with pytest.raises(UserError) as e:
         sweep.load(path)
     assert said in str(e.value)
+
+
+STRICT = """
+model: {name: resnet10t}
+global_batch: 32
+optimizer: {name: sgd, lr: 1e-3}
+epochs: EPOCHS
+target_top1: 30
+"""
+
+
+@pytest.mark.parametrize(
+    "epochs, flip, said",
+    [
+        ('"2"', "true", "key 'epochs': input should be a valid number (got '2', text: write it without quotes)"),
+        ("2", '"no"', "key 'data.random_flip': input should be a valid boolean (got 'no', text: write it without"),
+        ("2.5", "yes", None),  # YAML's own booleans and an integer or float where a float goes are fine
+    ],
+)
+def test_a_quoted_number_or_boolean_is_refused_not_converted(tmp_path, epochs, flip, said):
+    from bench import recipe
+    from bench.errors import UserError
+
+    path = tmp_path / "r.yaml"
+    path.write_text(STRICT.replace("EPOCHS", epochs) + f"data: {{random_flip: {flip}}}\n")
+    if said is None:
+        r = recipe.load(path, models=False)
+        assert r.epochs == 2.5 and r.data.random_flip is True
+        return
+    with pytest.raises(UserError) as e:
+        recipe.load(path, models=False)
+    assert said in str(e.value)
+
+
+def test_a_learning_rate_in_scientific_notation_is_a_number(tmp_path):
+    """1e-3 (as timm's configs write it) is a float in the file and in --set, though PyYAML alone reads it as text."""
+    from bench import recipe
+
+    path = tmp_path / "r.yaml"
+    path.write_text(STRICT.replace("EPOCHS", "2"))
+    assert recipe.load(path, models=False).optimizer.lr == 0.001
+    assert recipe.load(path, ["optimizer.lr=5E-2", "weight_decay=5e-5"], models=False).weight_decay == 5e-5
