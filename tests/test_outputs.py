@@ -331,3 +331,35 @@ def test_a_learning_rate_in_scientific_notation_is_a_number(tmp_path):
     path.write_text(STRICT.replace("EPOCHS", "2"))
     assert recipe.load(path, models=False).optimizer.lr == 0.001
     assert recipe.load(path, ["optimizer.lr=5E-2", "weight_decay=5e-5"], models=False).weight_decay == 5e-5
+
+
+def test_steps_to_target_with_no_run_at_the_target_says_so_on_the_panel(tmp_path):
+    from bench.analysis import plots
+
+    make_run(tmp_path, "lars-100", "lars", 100, 0, [40, 50])  # target 60: never reached
+    make_run(tmp_path, "lars-400", "lars", 400, 0, [30, 45])
+    study = results.load_study([tmp_path])
+    groups, order = plots.series(study, study.runs["setting"].iloc[0])
+    with plots.plt.rc_context(plots.STYLE):
+        fig = plots.plot_steps_to_target(groups, order, "t", "")
+    ax = fig.axes[0]
+    [note] = [t for t in ax.texts if t.get_gid() == "no-run-reached"]
+    assert note.get_text() == "no run reached 60% val Top-1"
+    assert ax.get_yscale() == "linear" and not len(ax.get_yticks())  # no empty log axis to read
+    plots.plt.close(fig)
+    data = pd.DataFrame(
+        {
+            "line": ["a", "a", "b"],
+            "global_batch": [100, 400, 100],
+            "steps_to_target": [math.inf] * 3,
+            "steps_to_target_std": [math.nan] * 3,
+            "target_top1": [60.0] * 3,
+            "problem_label": ["toy"] * 3,
+        }
+    )
+    with plots.plt.rc_context(plots.STYLE):
+        fig = plots.plot_by_model(data)
+    assert [t.get_text() for t in fig.axes[0].texts if t.get_gid() == "no-run-reached"] == [
+        "no run reached 60% val Top-1"
+    ]
+    plots.plt.close(fig)
