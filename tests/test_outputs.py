@@ -363,3 +363,16 @@ def test_steps_to_target_with_no_run_at_the_target_says_so_on_the_panel(tmp_path
         "no run reached 60% val Top-1"
     ]
     plots.plt.close(fig)
+
+
+def test_a_missing_relative_data_path_names_the_directory_it_was_resolved_against(tmp_path, monkeypatch, capsys):
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(STRICT.replace("EPOCHS", "2") + "data: {dataset: folder, path: data/mnist}\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["validate", str(recipe)]) == 2
+    err = capsys.readouterr().err
+    assert "data/mnist: dataset directory does not exist" in err
+    assert f"resolved against the working directory, {tmp_path}" in err
+    recipe.write_text(STRICT.replace("EPOCHS", "2") + f"data: {{dataset: folder, path: {tmp_path / 'none'}}}\n")
+    assert main(["validate", str(recipe)]) == 2
+    assert "working directory" not in capsys.readouterr().err  # an absolute path is where it says
