@@ -6,7 +6,7 @@
     run = api.run(recipe, out="results/runs")                               # the run directory (a Path)
     runs = api.results("results/runs")                                     # pandas: one row per run
     recipes = api.results("results/runs", per="recipe")                    # one row per recipe, seeds aggregated
-    curves = api.curves("results/runs")                                    # every evaluation of every run
+    curves = api.curves("results/runs")                                    # every evaluation, with optimizer, batch, seed
     api.sweep("recipes/sweeps/mini.yaml", out="results/tuned")             # trials, then the reruns
 
 Bad input raises `bench.errors.UserError` (a ValueError) with the CLI's one sentence; the columns are defined in
@@ -56,11 +56,17 @@ def results(*paths: str | Path, per: Literal["run", "recipe"] = "run", strict: b
     return runs if per == "run" else analysis.aggregate(runs)
 
 
+CURVE_KEYS = ("run", "recipe", "optimizer", "global_batch", "seed")  # who made a curve, so a plot needs no merge
+
+
 def curves(*paths: str | Path, strict: bool = False) -> pd.DataFrame:
-    """Every evaluation of every run (metrics.csv rows, with a `run` column)."""
+    """Every evaluation of every run: metrics.csv rows after CURVE_KEYS (the run directory, its recipe's name,
+    optimizer, global batch and seed), so `curves.groupby("optimizer")` plots by optimizer as it is."""
     from bench.analysis import results as analysis
 
-    return analysis.load_study(list(paths) or [DEFAULT_OUT], strict).curves
+    study = analysis.load_study(list(paths) or [DEFAULT_OUT], strict)
+    merged = study.curves.merge(study.runs[list(CURVE_KEYS)], on="run", how="left", validate="many_to_one")
+    return merged[[*CURVE_KEYS, *(c for c in merged.columns if c not in CURVE_KEYS)]]
 
 
 def sweep(

@@ -545,6 +545,7 @@ class TableRecord:
     function: str  # "module:function" (study, baseline) -> render.Table
     needs: str | None = None  # the PAPER_SETTINGS its measured cells need (regenerate() writes it only then)
     sweep: bool = False  # a sweep's table: --baseline is an arm, and `bench sweep` writes it
+    help: str = ""  # what it shows, in one line (`bench table NAME --help`)
 
     def load(self):
         return resolve(self.function)
@@ -553,15 +554,66 @@ class TableRecord:
 TABLES = {
     r.name: r
     for r in (
-        TableRecord("vrgd-imagenet", "bench.analysis.tables:vrgd_imagenet", needs="imagenet"),
-        TableRecord("vrgd-gap", "bench.analysis.tables:vrgd_gap", needs="imagenet"),
-        TableRecord("vrgd-cifar10", "bench.analysis.tables:vrgd_cifar10", needs="cifar10"),
-        TableRecord("mlperf-epochs", "bench.analysis.tables:mlperf_epochs", needs="imagenet"),
-        TableRecord("compare", "bench.analysis.tables:compare"),
-        TableRecord("verdict", "bench.analysis.tuning:verdict", sweep=True),
-        TableRecord("tuning", "bench.analysis.tuning:tuning", sweep=True),
-        TableRecord("plan", "bench.analysis.tuning:plan", sweep=True),
-        TableRecord("matched", "bench.analysis.tuning:matched", sweep=True),
-        TableRecord("scaling", "bench.analysis.tuning:scaling", sweep=True),
+        TableRecord(
+            "vrgd-imagenet",
+            "bench.analysis.tables:vrgd_imagenet",
+            needs="imagenet",
+            help="the VRGD paper's ImageNet ResNet-50 Top-1 by global batch (LARS, VRGD-LARS) beside measured runs",
+        ),
+        TableRecord(
+            "vrgd-gap",
+            "bench.analysis.tables:vrgd_gap",
+            needs="imagenet",
+            help="the VRGD paper's ImageNet generalization gap (train, test, gap) by batch beside measured runs",
+        ),
+        TableRecord(
+            "vrgd-cifar10",
+            "bench.analysis.tables:vrgd_cifar10",
+            needs="cifar10",
+            help="the VRGD paper's CIFAR-10 ResNet-56 Top-1 of 8 optimizers by batch beside measured runs",
+        ),
+        TableRecord(
+            "mlperf-epochs",
+            "bench.analysis.tables:mlperf_epochs",
+            needs="imagenet",
+            help="epochs to 75.9% Top-1 on ImageNet ResNet-50 against MLPerf's reference range",
+        ),
+        TableRecord(
+            "compare",
+            "bench.analysis.tables:compare",
+            help="every recipe against the baseline optimizer's best recipe at the same global batch: Top-1, gap, "
+            "steps, epochs and seconds to target, speedups (runs made by bench run or bench sweep)",
+        ),
+        TableRecord(
+            "verdict",
+            "bench.analysis.tuning:verdict",
+            sweep=True,
+            help="a sweep's tuned optimizers at each batch: differences with 95% intervals (paired by seed), "
+            "Holm-adjusted p, the minimum detectable effect",
+        ),
+        TableRecord(
+            "tuning",
+            "bench.analysis.tuning:tuning",
+            sweep=True,
+            help="a sweep's search per (arm, batch): trials, the best point, steps to result, the reruns' figures",
+        ),
+        TableRecord(
+            "plan",
+            "bench.analysis.tuning:plan",
+            sweep=True,
+            help="the seeds per side a next study needs for each of the verdict's comparisons, at this one's noise",
+        ),
+        TableRecord(
+            "matched",
+            "bench.analysis.tuning:matched",
+            sweep=True,
+            help="a sweep's matched points (reruns.matched): both arms at each arm's selected point, paired by seed",
+        ),
+        TableRecord(
+            "scaling",
+            "bench.analysis.tuning:scaling",
+            sweep=True,
+            help="steps to result along a sweep's batch ladder, the distance from perfect scaling, the critical batch",
+        ),
     )
 }

@@ -17,6 +17,7 @@ are left for bugs.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -35,6 +36,46 @@ def stop_code(signal_name: str | None) -> int:
     """The exit code of a run stopped by `signal_name` after its checkpoint: a Ctrl-C must stop the shell
     loop or script that started it, a scheduler's preemption is a normal end (SLURM requeues the job)."""
     return INTERRUPTED if signal_name == "SIGINT" else 0
+
+
+class _Unbroken:
+    """A text stream whose reader may leave (`bench run ... | head`): what a run prints is a by-product of it, so
+    a closed pipe sends the rest to /dev/null instead of failing the run with BrokenPipeError."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._gone()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._gone()
+
+    def _gone(self) -> None:
+        """From now on the descriptor is /dev/null: later writes, and the interpreter's flush at exit, succeed."""
+        with contextlib.suppress(OSError, ValueError):  # a stream with no descriptor (a test's capture)
+            os.dup2(os.open(os.devnull, os.O_WRONLY), self._stream.fileno())
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def _output_may_close():
+    """stdout and stderr as _Unbroken streams while a run, suite or sweep trains."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _Unbroken(sys.stdout), _Unbroken(sys.stderr)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
 
 
 def cmd_validate(args) -> int:
@@ -94,24 +135,47 @@ def _dead_params(path: str, r, schema_only: bool) -> str:
     return f", dead parameters {found.share:.1%} ({found.dead:,} of {found.total:,}) at {spec.image_size} px"
 
 
+KEY_COLUMNS = (26, 16)  # the widest the type and default columns get before they wrap
+MEANING_MIN = 30  # a meaning column narrower than this goes under its key instead, indented
+
+
 def cmd_recipe_keys(args) -> int:
-    """Every recipe key with its type, default and meaning (from the schema), then each optimizer's own keys."""
+    """Every recipe key with its type, default and meaning (from the schema), wrapped to the terminal's width (a
+    narrow one gets each meaning under its key), then each optimizer's own keys."""
+    import shutil
+    import textwrap
+    from itertools import zip_longest
+
     from bench import optim, recipe
 
-    rows = recipe.keys()
-    width = [max(len(r[i]) for r in rows) for i in range(3)]
-    print(f"{'key':<{width[0]}}  {'type':<{width[1]}}  {'default':<{width[2]}}  meaning")
-    for key, kind, default, meaning in rows:
-        print(f"{key:<{width[0]}}  {kind:<{width[1]}}  {default:<{width[2]}}  {meaning}")
+    rows = [("key", "type", "default", "meaning"), *recipe.keys()]
+    width = shutil.get_terminal_size((100, 24)).columns
+    columns = [max(len(r[0]) for r in rows)]
+    columns += [min(cap, max(len(r[i + 1]) for r in rows)) for i, cap in enumerate(KEY_COLUMNS)]
+    meaning = width - sum(columns) - 2 * len(columns)
+    under = meaning < MEANING_MIN
+    if not under:
+        columns.append(meaning)
+    for row in rows:
+        cells = [textwrap.wrap(text, w, break_on_hyphens=False) or [""] for text, w in zip(row, columns)]
+        for parts in zip_longest(*cells, fillvalue=""):
+            print("  ".join(p.ljust(w) for p, w in zip(parts, columns)).rstrip())
+        if under and row[3]:
+            print(textwrap.fill(row[3], max(width, MEANING_MIN), initial_indent="    ", subsequent_indent="    "))
+    print()
     print(
-        "\noptimizer.name and its own keys (beside name and lr; defaults in parentheses; "
-        "docs/algorithms.md has the equations):"
+        textwrap.fill(
+            "optimizer.name and its own keys (beside name and lr; defaults in parentheses; "
+            "docs/algorithms.md has the equations):",
+            width,
+        )
     )
     for name in optim.NAMES:
         own = {
             k: v for k, v in optim.hyperparameters(optim.REGISTRY[name]).items() if k not in ("lr", "weight_decay")
         }  # weight_decay is a top-level recipe key
-        print(f"  {name}: " + ", ".join(f"{k} ({v})" for k, v in own.items()))
+        said = f"  {name}: " + ", ".join(f"{k} ({v})" for k, v in own.items())
+        print(textwrap.fill(said, max(width, MEANING_MIN), subsequent_indent="      ", break_on_hyphens=False))
     return 0
 
 
@@ -151,8 +215,18 @@ def _worker_args(args) -> list[str]:
 
 
 def cmd_run(args) -> int:
+    with _output_may_close():
+        return _run(args)
+
+
+def _run(args) -> int:
     from bench.data.check import check_data
 
+    if Path(args.recipe).is_dir():  # recipes/mini: a folder of recipes is a suite's
+        raise UserError(
+            f"{args.recipe}: a folder, not a recipe file; `bench suite {args.recipe}` runs every recipe in it "
+            "(skipping completed ones), then reports and plots"
+        )
     r = _recipe(args)  # bad input stops here, before any worker starts
     check_data(args.recipe, r)
     if args.nproc > 1:
@@ -205,6 +279,11 @@ def _after_stop(signal_name: str, recipe_name: str, args, since: float) -> int:
 
 
 def cmd_suite(args) -> int:
+    with _output_may_close():
+        return _suite(args)
+
+
+def _suite(args) -> int:
     from bench.analysis import commands as analysis_commands
     from bench.suite import Preempted, run_suite
 
@@ -224,6 +303,11 @@ def cmd_suite(args) -> int:
 
 
 def cmd_sweep(args) -> int:
+    with _output_may_close():
+        return _sweep(args)
+
+
+def _sweep(args) -> int:
     from bench import sweep
 
     spec = sweep.load(args.sweep)

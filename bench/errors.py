@@ -64,8 +64,8 @@ class ArgumentParser(argparse.ArgumentParser):
             what, given = choice.group(1), choice.group(2)
             options = re.findall(r"'([^']*)'", choice.group(3))
             close = difflib.get_close_matches(given, options, n=1)
-            kind = "command" if what in ("COMMAND", "WHAT", "BENCHMARK") else f"value '{given}' for {what}"
-            said = f"unknown command '{given}'" if kind == "command" else f"unknown {kind}"
+            named = {"COMMAND": "command", "WHAT": "command", "BENCHMARK": "command", "TABLE": "table"}.get(what)
+            said = f"unknown {named} '{given}'" if named else f"unknown value '{given}' for {what}"
             message = said + (f" (did you mean '{close[0]}'?)" if close else f"; one of {', '.join(options)}")
         raise UserError(f"{where}{message} (see {self.prog} --help)")
 

@@ -54,7 +54,9 @@ def file_stem(name: str) -> str:
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # every number finite
+    # every number finite; strict types: `epochs: "2"` (a quoted number) or `random_flip: "no"` is a mistake in a
+    # YAML file, refused rather than converted (an integer is still a float); a path is given as text (strict=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, strict=True)
 
 
 class ModelSpec(_Strict):
@@ -87,7 +89,7 @@ class DataSpec(_Strict):
         description="synthetic/digits: generated into the cache; folder: <path>/{train,val}/<class>/<image>; "
         "filelist: <path>/{train,val}.txt with lines '<file relative to path> <label>'",
     )
-    path: Path | None = Field(None, description="dataset root (dataset: folder or filelist)")
+    path: Path | None = Field(None, strict=False, description="dataset root (dataset: folder or filelist)")
     synth: SynthData = Field(SynthData(), description="the generated dataset (dataset: synthetic)")
     digits: DigitsData = Field(DigitsData(), description="the handwritten digits (dataset: digits)")
     image_size: int = Field(224, ge=8, description="side of the square images the model sees, train and val")
@@ -148,7 +150,7 @@ class DataSpec(_Strict):
 class OptimizerSpec(BaseModel):
     """`name` and `lr` plus the optimizer's own hyperparameters (checked by bench.optim)."""
 
-    model_config = ConfigDict(extra="allow", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="allow", frozen=True, allow_inf_nan=False, strict=True)
     name: str = Field(
         description="a registered optimizer (bench.optim.NAMES); its own hyperparameters are keys "
         "beside name and lr, e.g. momentum, eta, trust_clip"
@@ -288,7 +290,7 @@ class AdaptiveBatchSpec(_Strict):
 
 
 class Recipe(_Strict):
-    name: str = Field(description="the run directory's folder name (default: the recipe file's name)")
+    name: str = Field(description="the run directory's folder name")
     model: ModelSpec = Field(description="the network")
     data: DataSpec = Field(DataSpec(), description="the dataset, its transforms and its loader")
     global_batch: PositiveInt = Field(
@@ -397,20 +399,22 @@ class Recipe(_Strict):
             return False
 
 
-def describe_error(error: ValidationError) -> str:
+def describe_error(error: ValidationError, root: type[BaseModel] | None = None) -> str:
     """The first problem of a pydantic error as one sentence naming the key; an unknown key comes first
-    (a misspelt `epoch:` is the cause of the missing `epochs`), with the closest known key."""
+    (a misspelt `epoch:` is the cause of the missing `epochs`), with the closest known key of its section.
+    `root`: the schema the error is of (default: Recipe; a sweep file's is bench.sweep.SweepSpec)."""
     errors = error.errors()
     err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     key = ".".join(str(p) for p in err["loc"]) or "(top level)"
     if err["type"] == "extra_forbidden":
-        section = _section(err["loc"][:-1])
+        section = _section(err["loc"][:-1], root)
         close = difflib.get_close_matches(str(err["loc"][-1]), list(section.model_fields) if section else [], n=1)
         return f"unknown key '{key}'" + (f" (did you mean '{close[0]}'?)" if close else "")
     if err["type"] == "missing":
         return f"missing required key '{key}'"
     members = [e for e in errors if len(e["loc"]) > 1 and e["loc"][:-1] == err["loc"][:-1]]
-    if len(members) > 1 and _section(err["loc"][:-2]) and err["loc"][-1] not in _section(err["loc"][:-2]).model_fields:
+    parent = _section(err["loc"][:-2], root)
+    if len(members) > 1 and parent and err["loc"][-1] not in parent.model_fields:
         # a union's members (an integer or 'auto'): pydantic names each by a tag after the key
         key = ".".join(str(p) for p in err["loc"][:-1])
         said = " or ".join(dict.fromkeys(e["msg"][0].lower() + e["msg"][1:] for e in members))
@@ -418,7 +422,14 @@ def describe_error(error: ValidationError) -> str:
     msg = err["msg"].removeprefix("Value error, ")
     if err["type"] == "value_error":
         return msg if not err["loc"] else f"key '{key}': {msg}"
-    return f"key '{key}': {msg[0].lower() + msg[1:]} (got {_shown(err['input'])})"
+    return f"key '{key}': {msg[0].lower() + msg[1:]} (got {_shown(err['input'])}{_text_hint(err)})"
+
+
+def _text_hint(err) -> str:
+    """Why a number or a boolean came as text (strict types): it was quoted (1e-3 unquoted is a float here)."""
+    if err["type"] not in ("int_type", "float_type", "bool_type") or not isinstance(err["input"], str):
+        return ""
+    return ", text: write it without quotes"
 
 
 def _shown(value, limit: int = 60) -> str:
@@ -481,6 +492,13 @@ class _RecipeLoader(yaml.SafeLoader):
                 raise yaml.YAMLError(f"key '{key}' appears twice, at lines {seen[key]} and {line}; keep one")
             seen[key] = line
         return super().construct_mapping(node, deep)
+
+
+# YAML 1.2's floats without a decimal point (1e-3, 5E4), which PyYAML (YAML 1.1) reads as text: with strict types
+# a learning rate written as timm's configs write it would be refused, and a quoted "1e-3" could not be told apart.
+_RecipeLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)[eE][-+]?\d+$"), list("-+.0123456789")
+)
 
 
 def read_yaml(path: Path, what: str = "recipe"):
@@ -566,17 +584,23 @@ def parse_set(assignment: str) -> tuple[list[str], Any]:
     key, sep, value = assignment.partition("=")
     if not sep or not key:
         raise UserError(f"--set '{assignment}': expected KEY.PATH=VALUE, e.g. --set optimizer.lr=0.5")
-    return key.split("."), yaml.safe_load(value)
+    return key.split("."), yaml.load(value, Loader=_RecipeLoader)  # noqa: S506 - a SafeLoader, as recipe files
 
 
-def _section(loc) -> type[BaseModel] | None:
-    """The schema class of the recipe section at `loc` (() is the recipe itself), if it is one."""
-    model: Any = Recipe
+def _section(loc, root: type[BaseModel] | None = None) -> type[BaseModel] | None:
+    """The schema class of the section at `loc` (() is `root` itself, by default the Recipe), if it is one; a
+    mapping of sections (a sweep's `arms: {NAME: Arm}`) takes its key as one part of `loc`."""
+    model: Any = root or Recipe
+    keyed = False
     for part in loc:
+        if keyed:  # the mapping's own key (an arm's name): the section is its values'
+            keyed = False
+            continue
         field = model.model_fields.get(str(part)) if model else None
         if field is None:
             return None
         model = _schema_class(field.annotation)
+        keyed = getattr(field.annotation, "__origin__", None) is dict
     return model
 
 
@@ -586,8 +610,13 @@ def _schema_class(ann) -> type[BaseModel] | None:
     return next((a for a in options if isinstance(a, type) and issubclass(a, BaseModel)), None)
 
 
+# Keys the schema requires that load() fills in from the file when the recipe leaves them out: their default.
+FILLED_IN = {"name": "the file's name"}
+
+
 def keys() -> list[tuple[str, str, str, str]]:
-    """Every recipe key as (dotted key, type, default, meaning), read from the schema (`bench recipe keys`)."""
+    """Every recipe key as (dotted key, type, default, meaning), read from the schema (`bench recipe keys`); a key
+    load() fills in (FILLED_IN) shows what it is filled with, not 'required'."""
     rows = []
 
     def walk(model: type[BaseModel], prefix: str) -> None:
@@ -595,7 +624,9 @@ def keys() -> list[tuple[str, str, str, str]]:
             section = _schema_class(field.annotation)
             value = None if field.is_required() else field.get_default(call_default_factory=True)
             default = (
-                "required"
+                FILLED_IN[prefix + name]
+                if prefix + name in FILLED_IN
+                else "required"
                 if field.is_required()
                 else ""
                 if value is not None and section
@@ -722,7 +753,7 @@ def load(path: str | Path, sets: list[str] = (), models: bool = True, notes: lis
     raw = read_yaml(path)
     if not isinstance(raw, dict):
         raise UserError(f"{path}: a recipe is a YAML mapping of keys (model, global_batch, optimizer, ...)")
-    raw.setdefault("name", path.stem)
+    raw.setdefault("name", path.stem)  # FILLED_IN
     before = copy.deepcopy(raw)
     try:
         apply_sets(raw, list(sets))

@@ -242,7 +242,7 @@ def load(path: str | Path) -> SweepSpec:
         recipe_mod.check_path_component(str(raw["name"]), "name")
         spec = SweepSpec.model_validate(raw)
     except ValueError as e:  # pydantic's ValidationError is a ValueError too
-        message = recipe_mod.describe_error(e) if isinstance(e, ValidationError) else str(e)
+        message = recipe_mod.describe_error(e, SweepSpec) if isinstance(e, ValidationError) else str(e)
         raise UserError(f"{path}: {message}") from None
     base = (path.parent / spec.base).resolve()
     if not base.is_file():

@@ -298,7 +298,9 @@ def test_no_runs_and_missing_path_are_user_errors(tmp_path, capsys):
 def test_unknown_table_and_baseline(tmp_path, capsys):
     seeds(tmp_path)
     assert main(["table", "vrgd-imagnet", str(tmp_path)]) == 2
-    assert "unknown table 'vrgd-imagnet'; choose from vrgd-imagenet, vrgd-gap" in capsys.readouterr().err
+    assert "unknown table 'vrgd-imagnet' (did you mean 'vrgd-imagenet'?)" in capsys.readouterr().err
+    assert main(["table", "speed", str(tmp_path)]) == 2
+    assert "unknown table 'speed'; one of vrgd-imagenet, vrgd-gap" in capsys.readouterr().err
     assert main(["table", "compare", str(tmp_path), "--baseline", "adam"]) == 2
     assert "no run uses that optimizer; the runs use lars" in capsys.readouterr().err
 

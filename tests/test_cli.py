@@ -81,7 +81,7 @@ def _flat(d: dict, prefix: str = "") -> set[str]:
     return out
 
 
-def test_recipe_keys_lists_every_schema_key_with_a_meaning(capsys):
+def test_recipe_keys_lists_every_schema_key_with_a_meaning(capsys, monkeypatch):
     from bench.recipe import Recipe
 
     full = Recipe.model_validate(
@@ -96,10 +96,14 @@ def test_recipe_keys_lists_every_schema_key_with_a_meaning(capsys):
             "logging": {"wandb": {"project": "p"}},  # the optional sections set, so their keys appear
         }
     ).model_dump(mode="json")
+    monkeypatch.setenv("COLUMNS", "250")  # wide enough for a meaning column (a narrow terminal: under the key)
     assert main(["recipe", "keys"]) == 0
     header, *lines = capsys.readouterr().out.splitlines()
     schema = lines[: lines.index("")]  # then the optimizers' own keys
-    meanings = {line.split()[0]: line[header.index("meaning") :].strip() for line in schema}
+    meanings, key = {}, None
+    for line in schema:  # a key's row, then the lines its wrapped cells continue on (starting with spaces)
+        key = line.split()[0] if not line.startswith(" ") else key
+        meanings[key] = (meanings.get(key, "") + " " + line[header.index("meaning") :].strip()).strip()
     assert set(meanings) == _flat(full)
     assert all(meanings.values()), [key for key, meaning in meanings.items() if not meaning]
     assert any(line.startswith("  vrgd_lars: ") and "gamma (0.1)" in line for line in lines)

@@ -64,8 +64,10 @@ def test_perf_train_prints_every_case_its_split_and_the_overhead(tiny_recipe, ca
     assert rows["bare loop (torch SGD, random tensors)"][1] == "1.000"
     assert float(rows["bare loop (torch SGD, random tensors)"][6]) == 0.0  # the bare loop has no runner around it
     overhead = next(line for line in lines if line.startswith("runner overhead"))
-    assert "median over 2 paired repeats; 95% interval" in overhead
-    assert overhead.endswith(("PASS", "MISS", "not resolved at this noise: more --repeats"))
+    # 2 repeats: the lowest to the highest, said to be a range, and no PASS or MISS read off it
+    assert "median over 2 paired repeats; range (too few repeats for an interval)" in overhead
+    assert "95% interval" not in overhead and "PASS" not in overhead and "MISS" not in overhead
+    assert overhead.endswith("no verdict from 2 repeats (--repeats 6 or more give an interval)")
     assert "GFLOP per training image" in out and "step ms and its split" in out
     assert set(Path(tempfile.gettempdir()).glob("bench-perf-train-*")) == scratch  # the scratch run dirs are gone
 
@@ -108,6 +110,16 @@ def test_overhead_interval_is_the_sign_tests_and_the_verdict_reads_it():
     assert perf_train.verdict(middle, low, high) == "PASS"
     assert perf_train.verdict(0.05, 0.031, 0.07) == "MISS"
     assert perf_train.verdict(0.02, -0.01, 0.05) == "not resolved at this noise: more --repeats"
+
+
+def test_under_min_pairs_the_overhead_is_a_range_with_no_verdict():
+    """The sign test's interval reaches 95% first at MIN_PAIRS pairs; below it the lowest to the highest pair is
+    a range, and a range that lies under the target is no PASS."""
+    from scipy.stats import binom
+
+    assert [n for n in range(1, 12) if 2 * binom.pmf(0, n, 0.5) <= 0.05][0] == perf_train.MIN_PAIRS
+    assert perf_train.verdict(0.003, -0.01, 0.007, pairs=2).startswith("no verdict from 2 repeats")
+    assert perf_train.verdict(0.003, -0.01, 0.007, pairs=perf_train.MIN_PAIRS) == "PASS"
 
 
 def test_flops_of_resnet50_match_its_published_multiply_adds():

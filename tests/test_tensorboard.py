@@ -70,7 +70,7 @@ def assert_curves_match_the_logs(run):
     curves = scalars(folder)
     assert {"train/lr", "train/loss", "train/batch", "train/trust_median"} <= set(curves)
     for key in ("lr", "loss", "trust_median"):
-        assert curves[f"train/{key}"] == [(e["step"], pytest.approx(e[key], rel=1e-6)) for e in events]
+        assert curves[f"train/{key}"] == [(e["step"] + 1, pytest.approx(e[key], rel=1e-6)) for e in events]
     for split, axis in (("eval", "step"), ("eval_by_images", "images_seen")):
         assert {f"{split}/{k}" for k in ("val_top1", "train_eval_top1", "val_loss", "epoch", "lr")} <= set(curves)
         assert curves[f"{split}/val_top1"] == [
@@ -78,6 +78,21 @@ def assert_curves_match_the_logs(run):
         ]
     raw = raw_points(folder)
     assert len(raw) == len(set(raw))  # each point once in the files themselves, not only after a purge
+
+
+def test_train_and_eval_curves_share_one_step_axis(tmp_path):
+    """The steps done: the training loss of the 5th step (events.jsonl step 4) and the evaluation after it (metrics.csv
+    step 5) are both at x = 5, as a reader lining up the two panels expects."""
+    from bench.engine.tensorboard import Curves
+
+    curves = Curves(tmp_path / "tb", "name: x\n")
+    for step in range(5):
+        curves.event({"step": step, "loss": 2.0 - step / 10})
+    curves.metrics({"step": 5, "images_seen": 160, "val_top1": 40.0})
+    curves.close()
+    points = scalars(tmp_path / "tb")
+    assert [s for s, _ in points["train/loss"]] == [1, 2, 3, 4, 5]
+    assert points["train/loss"][-1] == (5, pytest.approx(1.6)) and points["eval/val_top1"] == [(5, 40.0)]
 
 
 def test_a_run_writes_live_curves_with_every_logged_scalar(recipe, tmp_path):

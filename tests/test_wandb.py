@@ -78,7 +78,7 @@ def assert_wandb_matches_the_logs(run):
     events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
     metrics = pd.read_csv(run / "metrics.csv")
     train = [r for r in rows if "train/loss" in r]
-    assert [r["step"] for r in train] == [e["step"] for e in events]
+    assert [r["step"] for r in train] == [e["step"] + 1 for e in events]  # steps done, as eval/*'s
     for key in ("lr", "loss", "trust_median"):
         assert [r[f"train/{key}"] for r in train] == [pytest.approx(e[key], rel=1e-12) for e in events]
     evals = [r for r in rows if "eval/val_top1" in r]
@@ -102,7 +102,7 @@ def test_a_run_writes_offline_wandb_curves_config_and_tags(recipe, tmp_path):
 
 def test_a_preempted_run_resumes_the_same_wandb_run_without_a_point_twice(recipe, tmp_path):
     """SIGTERM after step 7 (events 0..7): the run checkpoints at step 8 and ends preempted; the first W&B segment holds steps
-    0..7 and the evaluation after step 5, the resumed one the rest; together each point once."""
+    1..8 done and the evaluation after step 5, the resumed one the rest; together each point once."""
     preempted = subprocess.run(
         [sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path), "--no-progress"],
         env=dict(os.environ, BENCH_CRASH_AT="step:7", BENCH_CRASH_SIGNAL="TERM"),
@@ -112,7 +112,7 @@ def test_a_preempted_run_resumes_the_same_wandb_run_without_a_point_twice(recipe
     assert preempted.returncode == 0, preempted.stderr
     run = only_run(tmp_path)
     first, _ = history(run)
-    assert [r["step"] for r in first if "train/loss" in r] == list(range(8))
+    assert [r["step"] for r in first if "train/loss" in r] == list(range(1, 9))
     assert [r["step"] for r in first if "eval/val_top1" in r] == [5]
     resumed = run_cli("run", str(recipe), "--out", str(tmp_path), "--no-progress")
     assert resumed.returncode == 0, resumed.stderr
@@ -135,10 +135,10 @@ def test_a_killed_run_never_sends_a_point_twice(recipe, tmp_path):
     assert run_cli("run", str(recipe), "--out", str(tmp_path), "--no-progress").returncode == 0
     rows, _ = history(only_run(tmp_path))
     events = {json.loads(line)["step"]: json.loads(line) for line in (only_run(tmp_path) / "events.jsonl").open()}
-    steps = [r["step"] for r in rows if "train/loss" in r]
+    steps = [r["step"] - 1 for r in rows if "train/loss" in r]  # W&B's x is the steps done: events' step + 1
     assert len(steps) == len(set(steps)) and set(range(4, 15)) <= set(steps) <= set(events)
     assert all(
-        r["train/loss"] == pytest.approx(events[r["step"]]["loss"], rel=1e-12) for r in rows if "train/loss" in r
+        r["train/loss"] == pytest.approx(events[r["step"] - 1]["loss"], rel=1e-12) for r in rows if "train/loss" in r
     )
 
 

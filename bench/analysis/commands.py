@@ -1,7 +1,7 @@
 """`bench report`, `bench table`, `bench plot`, and `regenerate()` for `bench suite`.
 
     bench report [PATH...] [--runs] [--format markdown|csv|latex|parquet|json] [--out FILE]
-    bench table NAME [PATH...] [--format markdown|csv|latex] [--baseline OPTIMIZER] [--batch B]
+    bench table TABLE [PATH...] [--format markdown|csv|latex] [--baseline OPTIMIZER|ARM] [--batch B]
     bench plot [PATH...] --out DIR
     bench export tensorboard [PATH...] --out DIR
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from pathlib import Path
 
 from bench import catalog
@@ -42,7 +43,11 @@ def cmd_report(args) -> int:
         frame, name = (runs, "runs") if args.runs else (results.aggregate(runs), "recipes")
         text = export.write(export.relative_runs(frame, args.paths), args.format, args.out, name)
     else:
-        text = report.render(runs, args.format, per_run=args.runs)
+        from bench.analysis.render import render, side_notes
+
+        table = report.build(runs, per_run=args.runs)
+        text = render(table, args.format)
+        sys.stderr.write(side_notes([table], args.format))
         if args.out:
             atomic_write(Path(args.out), text)
     if text is not None and not args.out:
@@ -51,11 +56,13 @@ def cmd_report(args) -> int:
 
 
 def cmd_table(args) -> int:
+    """The table on stdout; as csv, a plain table for read_csv, its title and notes on stderr."""
     from bench.analysis import results, tables
-    from bench.analysis.render import render
+    from bench.analysis.render import render, side_notes
 
     table = tables.build(args.name, results.load_study(args.paths, args.strict), args.baseline, args.batch)
     print(render(table, args.format), end="")
+    sys.stderr.write(side_notes([table], args.format))
     return 0
 
 
@@ -97,7 +104,7 @@ def cmd_project(args) -> int:
     import pandas as pd
 
     from bench.analysis import project
-    from bench.analysis.render import Table, cell, render
+    from bench.analysis.render import Table, cell, render, side_notes
 
     presets = project.load_presets(args.presets)
     if args.list:
@@ -108,7 +115,9 @@ def cmd_project(args) -> int:
             )
         return 0
     if args.validate:
-        print(render(project.validation_table(project.validate(presets)), args.format), end="")
+        table = project.validation_table(project.validate(presets))
+        print(render(table, args.format), end="")
+        sys.stderr.write(side_notes([table], args.format))
         return 0
     if not args.cluster:
         raise UserError("bench project: give --cluster NAME (--list shows the presets), or --validate")
@@ -162,6 +171,7 @@ def cmd_project(args) -> int:
         ]
         tables.append(sat)
     print("\n".join(render(t, args.format) for t in tables), end="")
+    sys.stderr.write(side_notes(tables, args.format))
     if args.plot:
         for path in project.plot(frame, args.plot, f"{args.cluster}", note):
             print(path)
@@ -197,6 +207,7 @@ def regenerate_sweep(results_dir: str | Path, plots_dir: str | Path, baseline: s
 
 
 def _write_tables(results_dir: Path, outputs: dict) -> list[Path]:
+    """Each table as <name>.md (with its title and notes) and <name>.csv (the plain table, read_csv's)."""
     from bench.analysis.render import render
 
     written = []
@@ -226,6 +237,16 @@ def _pair(text: str) -> tuple[str, str]:
             f"{text!r} is not two optimizer names SLOW,FAST" + (f" ({', '.join(unknown)} unknown)" if unknown else "")
         )
     return names
+
+
+SUPPRESS = argparse.SUPPRESS  # an option a table takes and ignores (or tables.build refuses): not in its help
+BASELINE = {  # what --baseline means to each table that reads it
+    "compare": "the optimizer B of the speedups (default: lars, else sgd, else the first by name); any optimizer "
+    "the runs use",
+    "verdict": "compare each other arm with this one (default: every pair of arms)",
+    "plan": "plan each other arm's comparison with this one (default: every pair of arms)",
+    "scaling": "the arm the others' critical batches are divided by (default: lars, else the first arm)",
+}
 
 
 def add_parsers(sub, default_results: Path) -> None:
@@ -258,26 +279,25 @@ def add_parsers(sub, default_results: Path) -> None:
 
     s = sub.add_parser(
         "table",
-        help="a paper's table side by side with measured runs, or `compare`",
-        description="Tables: " + ", ".join(TABLE_NAMES) + ".",
+        help="a paper's table side by side with measured runs, `compare`, or a sweep's tables",
+        description="Tables: " + ", ".join(TABLE_NAMES) + "; `bench table TABLE --help` says what each shows.",
     )
-    s.add_argument("name", metavar="NAME", help=" | ".join(TABLE_NAMES))
-    s.add_argument("paths", **where)
-    s.add_argument("--strict", **strict)
-    s.add_argument("--format", **fmt)
-    s.add_argument(
-        "--baseline",
-        metavar="OPTIMIZER",
-        help="compare: the optimizer B of the speedups "
-        "(default: lars, else sgd, else the first by name); any optimizer the runs use",
-    )
-    s.add_argument(
-        "--batch",
-        type=int,
-        metavar="B",
-        help="compare: only the recipes of global batch B (an adaptive run's starting batch)",
-    )
-    s.set_defaults(func=cmd_table)
+    names = s.add_subparsers(dest="name", required=True, metavar="TABLE")
+    for name, record in catalog.TABLES.items():  # each its own help: what it shows and the options it takes
+        t = names.add_parser(name, help=record.help.replace("%", "%%"), description=record.help)
+        t.add_argument("paths", **where)
+        t.add_argument("--strict", **strict)
+        t.add_argument("--format", **fmt)
+        t.add_argument("--baseline", metavar="ARM" if record.sweep else "OPTIMIZER", help=BASELINE.get(name, SUPPRESS))
+        t.add_argument(
+            "--batch",
+            type=int,
+            metavar="B",
+            help="only the recipes of global batch B (an adaptive run's starting batch)"
+            if name == "compare"
+            else SUPPRESS,
+        )
+        t.set_defaults(func=cmd_table)
 
     s = sub.add_parser("export", help="the runs' curves for another tool: TensorBoard event files")
     s.add_argument(

@@ -329,6 +329,22 @@ def perfect_scaling(ax, finite: pd.DataFrame, metric: str, last_batch: float) ->
     return [Line2D([], [], color="0.5", linestyle="--", label="perfect scaling (∝ 1/batch)")]
 
 
+def no_run_reached(ax, target: float) -> None:
+    """A steps-to-target panel where no run reached the target: says so where the points would be, with no
+    y scale to read (an empty log axis reads as a drawing error); the misses stay marked in the band above."""
+    ax.set_yticks([])
+    ax.text(
+        0.5,
+        0.5,
+        f"no run reached {target:g}% val Top-1",
+        transform=ax.transAxes,
+        ha="center",
+        va="center",
+        fontsize=8,
+        gid="no-run-reached",
+    )
+
+
 def plot_steps_to_target(groups: pd.DataFrame, order: list[str], title: str, paper_setting: str) -> plt.Figure:
     fig, ax = plt.subplots(figsize=(WIDTH / 2, 2.8), layout="constrained")
     handles, missed = [], False
@@ -370,9 +386,10 @@ def plot_steps_to_target(groups: pd.DataFrame, order: list[str], title: str, pap
                 label="MLPerf LARS reference (range)",
             )
         )
-    if not len(finite):
-        ax.set_ylim(1, 10)  # nothing reached the target: an empty log axis, the misses in the band above
-    ax.set_yscale("log")
+    if len(finite):
+        ax.set_yscale("log")
+    else:
+        no_run_reached(ax, target)
     log2_batch_axis(ax, batches)  # ticks at the measured batches only
     if missed:
         handles.append(Line2D([], [], color="k", marker="x", linestyle="", label=MISSED))
@@ -674,9 +691,10 @@ def plot_by_model(data: pd.DataFrame) -> plt.Figure:
         misses = d.loc[np.isinf(d["steps_to_target"]), "global_batch"]
         miss_band(ax, misses * dx, c, top=True)
         missed |= bool(len(misses))
-    if not np.isfinite(data["steps_to_target"]).any():
-        ax.set_ylim(1, 10)  # nothing reached the target: an empty log axis, the misses in the band above
-    plain_log_y(ax)
+    if np.isfinite(data["steps_to_target"]).any():
+        plain_log_y(ax)
+    else:
+        no_run_reached(ax, data["target_top1"].iloc[0])
     log2_batch_axis(ax, data["global_batch"])
     if missed:
         handles.append(Line2D([], [], color="k", marker="x", linestyle="", label=MISSED))

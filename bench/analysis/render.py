@@ -3,8 +3,11 @@
 A `Cell` is a published number, a measured mean (with std and n), a derived
 value, or a note ("—" for no number, "diverged"). Markdown and LaTeX print
 "mean ± std (n=k)"; CSV keeps numbers in their own columns (`<col>`,
-`<col> std`, `<col> n`, `<col> note`) and the notes as leading '#' lines, the
-convention of the published tables in results/reference/.
+`<col> std`, `<col> n`, `<col> note`), each rounded to its kind's DIGITS, and
+nothing else: a plain table `pandas.read_csv(path)` loads with its defaults. Its
+title and notes are `notes_text()`, which the CLI prints on stderr (and which the
+markdown of the same table, written beside a csv by `bench suite` and `bench
+sweep`, holds).
 """
 
 from __future__ import annotations
@@ -99,17 +102,35 @@ def markdown(table: Table) -> str:
     return f"**{table.title}**\n\n{body}\n{notes}\n"
 
 
-def _csv_value(c) -> str:
-    if not isinstance(c, Cell):
-        return str(c)
-    if c.empty:
+def csv_number(value, kind: str) -> str:
+    """A number as the csv holds it: its kind's DIGITS without the thousands separator (1.2000000000000028 of a
+    pct is 1.20), infinities as 'inf' (read_csv's float), no number as ''."""
+    if value is None or isinstance(value, str):
+        return value or ""
+    if isinstance(value, float) and math.isnan(value):
         return ""
-    return str(c.value) if not isinstance(c.value, float) else repr(c.value)
+    if isinstance(value, float) and math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return DIGITS[kind].replace(",", "").format(int(value) if kind == "int" else value)
+
+
+def _csv_value(c) -> str:
+    if isinstance(c, Cell):
+        return "" if c.empty else csv_number(c.value, c.kind)
+    if isinstance(c, float):  # a bare number a table did not wrap in a Cell: printed as markdown would
+        return csv_number(c, "float")
+    return str(c)
+
+
+def notes_text(table: Table) -> str:
+    """What a csv leaves out: the table's title and its notes, one a line (the CLI prints them on stderr)."""
+    return "".join(f"{line}\n" for line in [table.title, *table.notes])
 
 
 def csv_text(table: Table) -> str:
-    """Numbers in columns; a measured column (cells with n or a std) gains '<col> std' and '<col> n', a column with
-    confidence intervals '<col> ci low' and '<col> ci high'; notes in '<col> note'."""
+    """A plain table: numbers in columns, rounded to their kind's DIGITS; a measured column (cells with n or a
+    std) gains '<col> std' and '<col> n', a column with confidence intervals '<col> ci low' and '<col> ci high';
+    notes in '<col> note'. The title and the table's notes are notes_text()'s."""
     layout = []
     for j, name in enumerate(table.columns):
         cells = [row[j] for row in table.rows]
@@ -118,8 +139,6 @@ def csv_text(table: Table) -> str:
         interval = any(isinstance(c, Cell) and c.ci is not None for c in cells)
         layout.append((j, name, measured, noted, interval))
     buf = io.StringIO()
-    for note in [table.title, *table.notes]:
-        buf.write(f"# {note}\n")
     writer = csv.writer(buf, lineterminator="\n")
     header = []
     for _, name, measured, noted, interval in layout:
@@ -136,10 +155,11 @@ def csv_text(table: Table) -> str:
             c = row[j]
             out.append(_csv_value(c))
             if measured:
-                std = c.std if isinstance(c, Cell) and not c.empty and c.std == c.std else ""
+                std = csv_number(c.std, c.kind) if isinstance(c, Cell) and not c.empty else ""
                 out += [std, c.n if isinstance(c, Cell) and c.n is not None else ""]
             if interval:
-                out += list(c.ci) if isinstance(c, Cell) and c.ci is not None else ["", ""]
+                ci = c.ci if isinstance(c, Cell) and c.ci is not None else (None, None)
+                out += [csv_number(v, c.kind) for v in ci]
             if noted:
                 out.append(c.note if isinstance(c, Cell) and c.note != NO_NUMBER else "")
         writer.writerow(out)
@@ -188,6 +208,12 @@ def latex(table: Table) -> str:
         lines += [r"\par\smallskip\footnotesize", r" \\ ".join(latex_escape(n) for n in table.notes)]
     lines.append(r"\end{table}")
     return "\n".join(lines) + "\n"
+
+
+def side_notes(tables: list[Table], fmt: str) -> str:
+    """What goes to stderr beside `tables` rendered in `fmt`: a csv's titles and notes (the other formats hold
+    theirs)."""
+    return "\n".join(notes_text(t) for t in tables) if fmt == "csv" else ""
 
 
 def render(table: Table, fmt: str = "markdown") -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pandas as pd
 
 from bench.analysis.render import Cell, Table
@@ -58,6 +60,23 @@ METRICS = (
 )
 
 
+# The columns whose numbers are a finished run's (at its last evaluation): an unfinished run's are marked NOT_FINAL.
+FINAL_COLUMNS = ("val_top1", "best_val_top1", "val_top5", "train_eval_top1", "gap_top1", "gap_loss")
+NOT_FINAL = "not final"
+NOT_FINAL_NOTE = (
+    f"'{NOT_FINAL}': the run (for a recipe: every seed of it) has not finished (running, stopped, preempted or "
+    "failed): its numbers are those of its last evaluation so far, not its final values."
+)
+
+
+def _final(c: Cell, metric: str, finished: bool) -> Cell:
+    """A final-value cell, marked NOT_FINAL when its run has not finished (an accuracy at epoch 1.02 of 10 is not
+    the recipe's result)."""
+    if finished or metric not in FINAL_COLUMNS or c.empty:
+        return c
+    return replace(c, note="; ".join(filter(None, [c.note, NOT_FINAL])))
+
+
 def step_columns(runs: pd.DataFrame) -> list[tuple[str, str, str]]:
     """(column, metric, kind) of the STEP_COLUMNS some run has data for (none for runs made before them)."""
     return [(c, m, k) for c, m, k, shown in STEP_COLUMNS if m in runs and len(runs) and shown(runs)]
@@ -93,12 +112,12 @@ def table(runs: pd.DataFrame, per_run: bool = False) -> Table:
                     r["seed"],
                     r["status"],
                     Cell(r["target_top1"], kind="float"),
-                    *(Cell(r[m], kind=k) for m, k in METRICS),
+                    *(_final(Cell(r[m], kind=k), m, bool(r["finished"])) for m, k in METRICS),
                     *(Cell(r[m], kind=k) for _, m, k in extra),
                     *[instability_text(r) if not r["diverged"] else ""] * unstable,
                 ]
             )
-        t.notes = RUN_DEFINITIONS + notes
+        t.notes = RUN_DEFINITIONS + notes + [NOT_FINAL_NOTE] * bool(len(runs) and not runs["finished"].all())
         return t
     t = Table(
         "Recipes (seeds aggregated)",
@@ -114,7 +133,8 @@ def table(runs: pd.DataFrame, per_run: bool = False) -> Table:
             *["unstable"] * unstable,
         ],
     )
-    for _, g in aggregate(runs).iterrows():
+    groups = aggregate(runs)
+    for _, g in groups.iterrows():
         t.rows.append(
             [
                 g["recipe"],
@@ -123,16 +143,21 @@ def table(runs: pd.DataFrame, per_run: bool = False) -> Table:
                 g["n"],
                 g["status"],
                 Cell(g["target_top1"], kind="float"),
-                *(measured_cell(g, m, k, n=False, notes=False) for m, k in METRICS),
+                *(_final(measured_cell(g, m, k, n=False, notes=False), m, not g["unfinished"]) for m, k in METRICS),
                 *(measured_cell(g, m, k, n=False, notes=False) for _, m, k in extra),
                 *[f"{g['n_unstable']} of {g['n']}" if g["n_unstable"] else ""] * unstable,
             ]
         )
-    t.notes = DEFINITIONS + notes
+    t.notes = DEFINITIONS + notes + [NOT_FINAL_NOTE] * bool(len(groups) and groups["unfinished"].any())
     return t
 
 
 def render(runs: pd.DataFrame, fmt: str = "markdown", per_run: bool = False) -> str:
+    return render_table(build(runs, per_run), fmt)
+
+
+def build(runs: pd.DataFrame, per_run: bool = False) -> Table:
+    """The report as `bench report` prints it: table(), and a note on each run evaluated on part of val."""
     t = table(runs, per_run)
     short = runs[pd.to_numeric(runs["val_images"]) < pd.to_numeric(runs["val_size"])] if len(runs) else runs
     t.notes += [
@@ -140,7 +165,7 @@ def render(runs: pd.DataFrame, fmt: str = "markdown", per_run: bool = False) -> 
         "(the others unreadable; meta.json names them)."
         for _, r in short.iterrows()
     ]
-    return render_table(t, fmt)
+    return t
 
 
 SUMMARY = ("val_top1", "train_eval_top1", "gap_top1", "epochs_to_target")
@@ -156,7 +181,7 @@ def summary(runs: pd.DataFrame) -> str:
                 r["recipe"],
                 r["status"],
                 Cell(r["target_top1"], kind="float"),
-                *(Cell(r[m], kind=kinds[m]) for m in SUMMARY),
+                *(_final(Cell(r[m], kind=kinds[m]), m, bool(r["finished"])) for m in SUMMARY),
                 Cell(r["val_images"], kind="images"),
             ]
         )

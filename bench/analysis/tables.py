@@ -423,10 +423,21 @@ SWEEP_TABLES = tuple(name for name, t in TABLES.items() if t.sweep)  # --baselin
 NEEDS = {name: t.needs for name, t in TABLES.items() if t.needs}
 
 
+HAND_RUN = (
+    "no runs made by bench sweep here (recipe tag role: trial or rerun), which `bench table {name}` reads; to get a "
+    "paired verdict on runs made by hand, run each optimizer over the same seeds tagged as reruns (`bench run "
+    "RECIPE --set seed=1 --set tags.role=rerun`, then seed=2, ...; the arm is the optimizer's name unless tags.arm "
+    "says otherwise) and the verdict pairs them by seed; `bench table compare` sets these runs side by side now "
+    "(mean ± std over seeds, unpaired)"
+)
+
+
 def build(name: str, study: Study, baseline: str | None = None, batch: int | None = None) -> Table:
     """The table `name`; `batch` (compare only): only the recipes of that global batch."""
     if name not in TABLES:
         raise UserError(f"unknown table '{name}'; choose from {', '.join(TABLES)}")
+    if TABLES[name].sweep and study.runs["role"].isna().all():  # every run made by hand (bench run)
+        raise UserError(HAND_RUN.format(name=name))
     if baseline is not None and name not in SWEEP_TABLES and baseline not in set(study.groups["optimizer"]):
         raise UserError(
             f"--baseline '{baseline}': no run uses that optimizer; the runs use "

@@ -729,12 +729,20 @@ def tuning(study: Study, baseline: str | None = None) -> Table:
 
 
 def _selection_notes(table_cells: pd.DataFrame) -> list[str]:
-    used = set(table_cells["selection"])
+    """Which split the trials selected on; only cells with trials have one (reruns alone hold no selection)."""
+    tried = table_cells[table_cells["n_trials"] > 0]
+    if not len(tried):
+        return [
+            "No trials in this tree (reruns only): how and on which images the reruns' points were selected is not "
+            "known here; the reruns' own figures are not selected on."
+        ]
+    used = set(tried["selection"])
     if used == {"holdout_top1"}:
         return ["Selection used held-out training images (data.holdout), never the validation set."]
+    where = "(the trials held no images out)" if used == {"val_top1"} else "where a cell's trials held no images out"
     return [
-        "Selection used the validation set (no images were held out): the trials' val figures are optimistic; "
-        "the reruns' are not selected on."
+        f"Selection used the validation set {where}: the trials' val figures are optimistic; the reruns' are not "
+        "selected on."
     ]
 
 
@@ -752,10 +760,9 @@ def describe(table_cells: pd.DataFrame) -> str:
     budget = (
         f"{epochs[0]:.3g} epochs" if len(epochs) == 1 else f"{epochs[0]:.3g}-{epochs[-1]:.3g} epochs (one image budget)"
     )
-    return (
-        f"{first['problem_label']}, {first['model_shape']}, {budget} per run, "
-        f"{show(trials)} trials per cell, {show(seeds)} seeds per rerun"
-    )
+    tried = f"{show(trials)} trials per cell" if max(trials) else "no trials in this tree"
+    rerun = f"{show(seeds)} seeds per rerun" if max(seeds) else "no reruns"
+    return f"{first['problem_label']}, {first['model_shape']}, {budget} per run, {tried}, {rerun}"
 
 
 def performance_profile(table_cells: pd.DataFrame, taus: np.ndarray) -> dict[str, np.ndarray]:

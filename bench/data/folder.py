@@ -93,12 +93,21 @@ def _scan_split(root: Path, split: str, classes: tuple[str, ...] | None) -> tupl
     return found, Split(tuple(files), tuple(labels))
 
 
+def not_there(root: Path) -> UserError:
+    """The error for a dataset folder that is not there; a relative data.path names the directory it was resolved
+    against (the working directory), which a recipe read from elsewhere does not show."""
+    where = (
+        "" if root.is_absolute() else f" (a relative data.path is resolved against the working directory, {Path.cwd()})"
+    )
+    return UserError(f"{root}: dataset directory does not exist{where}")
+
+
 def check(root: str | Path, filelist: bool = False) -> None:
     """The layout's shape, without listing every image (`bench validate`): the folder, its split folders and
     the same class folders in both, each holding an image (the first one found), or its two file lists."""
     root = Path(root)
     if not root.is_dir():
-        raise UserError(f"{root}: dataset directory does not exist")
+        raise not_there(root)
     if filelist:
         for split in ("train", "val"):
             if not (root / f"{split}.txt").is_file():
@@ -155,7 +164,7 @@ def read(root: str | Path, layout: str) -> Folder:
 def scan(root: str | Path) -> Folder:
     root = Path(root)
     if not root.is_dir():
-        raise UserError(f"{root}: dataset directory does not exist")
+        raise not_there(root)
     classes, train = _scan_split(root, "train", None)
     _, val = _scan_split(root, "val", classes)
     return Folder(root, classes, train, val)
@@ -185,7 +194,7 @@ def scan_lists(root: str | Path) -> Folder:
     """The dataset described by <root>/train.txt and <root>/val.txt."""
     root = Path(root)
     if not root.is_dir():
-        raise UserError(f"{root}: dataset directory does not exist")
+        raise not_there(root)
     train_files, train_labels = _read_list(root, "train")
     val_files, val_labels = _read_list(root, "val")
     n = max(train_labels) + 1

@@ -5,10 +5,12 @@ One TensorBoard run per bench run: the run directory's `tensorboard/` folder, as
 theirs, the split in each tag:
 
     train/<key>            every events.jsonl scalar (lr, loss, batch, trust ratios, GSNR statistics, noise
-                           scale, gain, ...) against the step it was logged for
-    eval/<column>          every metrics.csv column against the step
+                           scale, gain, ...) against the steps done once its step ended (steps_done)
+    eval/<column>          every metrics.csv column against the steps done when it was evaluated
     eval_by_images/<column>  the same against the images seen (its own tags: one x axis per chart)
-and the resolved recipe as text (`recipe`). A sweep's run also writes TensorBoard's HParams (the arm, batch,
+and the resolved recipe as text (`recipe`). One x axis for train/* and eval/*: optimizer steps done, as
+metrics.csv counts them (events.jsonl numbers a step from 0: its step s is plotted at s + 1), so the
+training loss of the step an evaluation followed sits at that evaluation's x. A sweep's run also writes TensorBoard's HParams (the arm, batch,
 role, seed, lr, warm-up and the optimizer's keys, with the final val and holdout Top-1) when it finishes, so
 the HParams dashboard compares a sweep's trials.
 
@@ -54,6 +56,12 @@ def scalars(row: dict, skip: tuple) -> dict:
     }
 
 
+def steps_done(event: dict) -> int:
+    """The x of an events.jsonl line in the curves: the optimizer steps done once its step ended (its 0-based
+    `step` + 1), the count metrics.csv's `step` is, so train/* and eval/* share one axis (W&B's too)."""
+    return int(event["step"]) + 1
+
+
 def _dotted(recipe: dict, key: str):
     value = recipe
     for part in key.split("."):
@@ -92,9 +100,9 @@ class Curves:
                     self.metrics({k: float(v) for k, v in row.items() if v not in ("", None)})
 
     def event(self, event: dict) -> None:
-        """One events.jsonl line: its scalars against its step."""
+        """One events.jsonl line: its scalars against the steps done (steps_done)."""
         for key, value in scalars(event, ("step",)).items():
-            self.writer.add_scalar(f"train/{key}", value, event["step"])
+            self.writer.add_scalar(f"train/{key}", value, steps_done(event))
 
     def metrics(self, row: dict) -> None:
         """One metrics.csv row: its columns against the step and against the images seen."""

@@ -1,8 +1,8 @@
 """Weights & Biases curves of a run (recipe `logging.wandb: {project: ...}`), the second optional writer beside
 TensorBoard (bench.engine.tensorboard), with the same scalars:
 
-    train/<key>   every events.jsonl scalar against `step`
-    eval/<col>    every metrics.csv column against `step` (and `images_seen` is logged beside it)
+    train/<key>   every events.jsonl scalar against `step`, the steps done once its step ended (steps_done)
+    eval/<col>    every metrics.csv column against `step`, the steps done (and `images_seen` is logged beside it)
 and the resolved recipe as the W&B config, tagged by optimizer, batch and seed.
 
 Offline by default (`mode: offline` writes <run>/wandb/offline-run-*; `wandb sync` uploads them later):
@@ -22,7 +22,7 @@ import hashlib
 import re
 from pathlib import Path
 
-from bench.engine.tensorboard import scalars
+from bench.engine.tensorboard import scalars, steps_done
 from bench.errors import require_extra
 
 FOLDER = "wandb"
@@ -70,7 +70,9 @@ class WandbCurves:
 
     def event(self, event: dict) -> None:
         """One events.jsonl line, held until a checkpoint keeps it."""
-        self._pending.append({"step": event["step"], **{f"train/{k}": v for k, v in scalars(event, ("step",)).items()}})
+        self._pending.append(
+            {"step": steps_done(event), **{f"train/{k}": v for k, v in scalars(event, ("step",)).items()}}
+        )
 
     def metrics(self, row: dict) -> None:
         """One metrics.csv row, held until a checkpoint keeps it."""

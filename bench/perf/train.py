@@ -14,7 +14,8 @@ on all of them alike, each with its own copy of the model (same seed):
   reading and decoding the data costs on top.
 
 Runner overhead = 1 - bench img/s (random loader) / bare img/s, paired within each repeat; target under 3%,
-judged by a 95% interval of the median (PASS, MISS, or not resolved at the machine's noise). The split of a
+judged by a 95% interval of the median (PASS, MISS, or not resolved at the machine's noise); under MIN_PAIRS
+repeats no interval reaches 95%: the lowest to the highest is printed as a range, with no verdict. The split of a
 step (data wait / forward+backward / optimizer / other) comes from one more pass per case with
 timers around the loader's next(), the optimizer's step() and the runner's step() (synchronising
 the GPU at each, so that pass is slower and is not the img/s). On a GPU: peak memory per case,
@@ -43,6 +44,9 @@ from tqdm import tqdm
 from bench.errors import ArgumentParser, UserError, count
 
 TARGET = 0.03  # runner overhead, 1 - bench / bare img/s
+# The fewest pairs whose sign-test interval of the median reaches 95%: [lowest, highest] misses it with
+# probability 2 x 2^-n, at most 5% first at n = 6 (n = 5: 6.25%).
+MIN_PAIRS = 6
 # The built-in benchmark's batch on a CPU: ResNet-50's 256-image micro-batch at 224 px needs about 24 GB of
 # activations (a 2-core, 24 GB machine's kernel killed it); 32 needs about 3 GB and a step takes seconds.
 CPU_DEFAULT_BATCH = 32
@@ -297,7 +301,10 @@ def overhead(rates: dict) -> tuple[float, float, float]:
     return statistics.median(paired), paired[k - 1], paired[n - k]
 
 
-def verdict(middle: float, low: float, high: float) -> str:
+def verdict(middle: float, low: float, high: float, pairs: int = MIN_PAIRS) -> str:
+    """PASS or MISS when the whole interval is on one side of the target; none from a range of too few pairs."""
+    if pairs < MIN_PAIRS:
+        return f"no verdict from {pairs} repeat{'s' * (pairs != 1)} (--repeats {MIN_PAIRS} or more give an interval)"
     if high < TARGET:
         return "PASS"
     if low >= TARGET:
@@ -330,10 +337,12 @@ def report(recipe, device, rates, splits, peaks, labels, flops) -> float:
             + peak
         )
     middle, low, high = overhead(rates)
+    pairs = len(rates["bare"])
+    spread = "95% interval" if pairs >= MIN_PAIRS else "range (too few repeats for an interval)"
     print(
         f"\nrunner overhead: 1 - bench (random loader) / bare = {100 * middle:.1f}% (median over "
-        f"{len(rates['bare'])} paired repeats; 95% interval {100 * low:.1f}% to {100 * high:.1f}%), target < "
-        f"{100 * TARGET:.0f}%: {verdict(middle, low, high)}"
+        f"{pairs} paired repeats; {spread} {100 * low:.1f}% to {100 * high:.1f}%), target < "
+        f"{100 * TARGET:.0f}%: {verdict(middle, low, high, pairs)}"
     )
     if device.type == "cpu":
         print(
@@ -360,7 +369,8 @@ def report(recipe, device, rates, splits, peaks, labels, flops) -> float:
     print(
         "\nimg/s: median over the repeats; within a repeat the cases take turns step by step, in an order rotating\n"
         "each step. x bare: that median over the bare loop's. The overhead pairs bench and bare within each repeat;\n"
-        "its interval is the sign test's for the median (PASS: all of it under the target, MISS: all above).\n"
+        "its interval is the sign test's for the median (PASS: all of it under the target, MISS: all above);\n"
+        f"under {MIN_PAIRS} repeats it is the lowest to the highest pair, a range with no verdict.\n"
         "step ms and its split: one more pass per case with timers (the GPU synchronised at each):\n"
         "data = waiting for the loader's next batch, optim = the optimizer's step(), fwd+bwd = the rest of the\n"
         "runner's step, other = the runner's work around it (loss and stop flag, pace, progress bar, events.jsonl)."
