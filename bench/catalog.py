@@ -546,6 +546,7 @@ class TableRecord:
     needs: str | None = None  # the PAPER_SETTINGS its measured cells need (regenerate() writes it only then)
     sweep: bool = False  # a sweep's table: --baseline is an arm, and `bench sweep` writes it
     help: str = ""  # what it shows, in one line (`bench table NAME --help`)
+    baseline: str = ""  # what --baseline means to it ('': it takes none, and refuses one)
 
     def load(self):
         return resolve(self.function)
@@ -583,6 +584,8 @@ TABLES = {
             "bench.analysis.tables:compare",
             help="every recipe against the baseline optimizer's best recipe at the same global batch: Top-1, gap, "
             "steps, epochs and seconds to target, speedups (runs made by bench run or bench sweep)",
+            baseline="the optimizer B of the speedups (default: lars, else sgd, else the first by name); any optimizer "
+            "the runs use",
         ),
         TableRecord(
             "verdict",
@@ -590,6 +593,7 @@ TABLES = {
             sweep=True,
             help="a sweep's tuned optimizers at each batch: differences with 95% intervals (paired by seed), "
             "Holm-adjusted p, the minimum detectable effect",
+            baseline="compare each other arm with this one (default: every pair of arms)",
         ),
         TableRecord(
             "tuning",
@@ -602,6 +606,7 @@ TABLES = {
             "bench.analysis.tuning:plan",
             sweep=True,
             help="the seeds per side a next study needs for each of the verdict's comparisons, at this one's noise",
+            baseline="plan each other arm's comparison with this one (default: every pair of arms)",
         ),
         TableRecord(
             "matched",
@@ -614,6 +619,7 @@ TABLES = {
             "bench.analysis.tuning:scaling",
             sweep=True,
             help="steps to result along a sweep's batch ladder, the distance from perfect scaling, the critical batch",
+            baseline="the arm the others' critical batches are divided by (default: lars, else the first arm)",
         ),
     )
 }

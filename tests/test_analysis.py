@@ -303,6 +303,11 @@ def test_unknown_table_and_baseline(tmp_path, capsys):
     assert "unknown table 'speed'; one of vrgd-imagenet, vrgd-gap" in capsys.readouterr().err
     assert main(["table", "compare", str(tmp_path), "--baseline", "adam"]) == 2
     assert "no run uses that optimizer; the runs use lars" in capsys.readouterr().err
+    assert main(["table", "vrgd-imagenet", str(tmp_path), "--baseline", "lars"]) == 2  # once taken and ignored
+    assert (
+        "--baseline is not an option of `bench table vrgd-imagenet`; the tables that take it: compare, verdict, plan, "
+        "scaling" in capsys.readouterr().err
+    )
 
 
 @pytest.mark.parametrize(

@@ -52,6 +52,15 @@ def test_plots_are_written_and_not_empty(regenerated):
     }
 
 
+def test_figures_drawn_again_from_the_same_runs_are_the_same_files(regenerated):
+    """No date and no random element ids in a figure: a re-rendered figure shows in a diff only where it changed."""
+    root, written = regenerated
+    before = {p: p.read_bytes() for p in written if p.suffix in (".png", ".svg")}
+    again = commands.regenerate(root / "mini", root / "plots")
+    assert set(before) <= set(again) and all(p.read_bytes() == before[p] for p in before)
+    assert b"<dc:date>" not in before[root / "plots" / "curves.svg"]
+
+
 def test_regenerate_writes_report_and_tables(regenerated):
     root, written = regenerated
     names = {p.name for p in written}

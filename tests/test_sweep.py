@@ -10,6 +10,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -336,6 +337,10 @@ def test_verdict_is_a_cli_table_in_every_format(tmp_path):
         text=True,
     )
     assert bad.returncode == 2 and "not an arm of these sweeps" in bad.stderr
+    # every table that takes an arm checks it (scaling once indexed its resamples by it: a KeyError), and a sweep
+    # table that takes none refuses one rather than ignoring it
+    assert main(["table", "scaling", str(tmp_path), "--baseline", "adamw"]) == 2
+    assert main(["table", "matched", str(tmp_path), "--baseline", "lars"]) == 2
 
 
 # ---- end to end --------------------------------------------------------------------------------------------
@@ -547,8 +552,6 @@ def test_the_verdict_names_its_commits_and_platforms_and_warns_when_they_differ(
 def test_the_plan_table_sizes_a_next_study_at_the_corrected_level(tmp_path):
     """From a pilot's paired noise: the seeds a side needs for 0.25, 0.5 and 1 pp after Holm over the family, at
     the observed sd and at the upper end of its interval (more seeds)."""
-    import numpy as np
-
     rng = np.random.default_rng(2)
     shared = rng.normal(80, 1.0, 5)
     for batch in (64, 256):
@@ -745,6 +748,21 @@ def test_the_scaling_table_gives_each_arms_critical_batch_and_their_ratio(tmp_pa
     assert rows[("VRGD-LARS", 50)]["critical batch [95%]"].startswith("> 200")
     assert rows[("VRGD-LARS / LARS", "—")]["critical batch [95%]"].startswith("no ratio")
     assert "Zhang et al. 2024" in " ".join(table.notes)
+
+
+def test_an_arms_critical_batch_interval_does_not_depend_on_the_other_arms():
+    """Each arm resamples with a generator of its own: adding an arm before it (or reordering) leaves its interval."""
+
+    def ladder(arm, spread):
+        return [
+            {"arm": arm, "global_batch": b, "rerun_steps": [s, s + spread, s + 2 * spread, s + 3 * spread]}
+            for b, s in ((50, 40), (100, 22), (200, 15))
+        ]
+
+    alone = tuning.critical_batches(pd.DataFrame(ladder("lars", 2)))["lars"][1]
+    beside = tuning.critical_batches(pd.DataFrame(ladder("adamw", 3) + ladder("lars", 2)))["lars"][1]
+    assert np.unique(alone).size > 1  # the resamples spread: a shared generator would have moved them
+    np.testing.assert_array_equal(alone, beside)
 
 
 def test_a_steps_sweep_ranks_its_trials_by_steps_and_flags_a_tie_within_the_grid(tmp_path):

@@ -189,7 +189,7 @@ def regenerate(results_dir: str | Path, plots_dir: str | Path | None, baseline: 
     outputs = {"report": report.table(study.runs), "compare": tables.build("compare", study, baseline)}
     for name, setting in tables.NEEDS.items():
         if (study.groups["paper"] == setting).any():
-            outputs[name] = tables.build(name, study, baseline)
+            outputs[name] = tables.build(name, study, tables.baseline_for(name, baseline))
     return _write_tables(results_dir, outputs) + (plots.plot_all(study, plots_dir) if plots_dir is not None else [])
 
 
@@ -201,7 +201,7 @@ def regenerate_sweep(results_dir: str | Path, plots_dir: str | Path, baseline: s
     study = results.load_study([results_dir])
     outputs = {
         "report": report.table(study.runs),
-        **{name: tables.build(name, study, baseline) for name in tables.SWEEP_TABLES},
+        **{name: tables.build(name, study, tables.baseline_for(name, baseline)) for name in tables.SWEEP_TABLES},
     }
     return _write_tables(results_dir, outputs) + tuning_plots.plot_all(study, plots_dir)
 
@@ -240,13 +240,6 @@ def _pair(text: str) -> tuple[str, str]:
 
 
 SUPPRESS = argparse.SUPPRESS  # an option a table takes and ignores (or tables.build refuses): not in its help
-BASELINE = {  # what --baseline means to each table that reads it
-    "compare": "the optimizer B of the speedups (default: lars, else sgd, else the first by name); any optimizer "
-    "the runs use",
-    "verdict": "compare each other arm with this one (default: every pair of arms)",
-    "plan": "plan each other arm's comparison with this one (default: every pair of arms)",
-    "scaling": "the arm the others' critical batches are divided by (default: lars, else the first arm)",
-}
 
 
 def add_parsers(sub, default_results: Path) -> None:
@@ -288,7 +281,7 @@ def add_parsers(sub, default_results: Path) -> None:
         t.add_argument("paths", **where)
         t.add_argument("--strict", **strict)
         t.add_argument("--format", **fmt)
-        t.add_argument("--baseline", metavar="ARM" if record.sweep else "OPTIMIZER", help=BASELINE.get(name, SUPPRESS))
+        t.add_argument("--baseline", metavar="ARM" if record.sweep else "OPTIMIZER", help=record.baseline or SUPPRESS)
         t.add_argument(
             "--batch",
             type=int,

@@ -138,12 +138,14 @@ def plain_log_y(ax) -> None:
 
 def save(fig, out: Path, stem: str) -> list[Path]:
     """PNG and SVG, each written whole (atomic_write: processes drawing the same figure, as a job array's
-    tasks do, never see or rename each other's half-written file)."""
+    tasks do, never see or rename each other's half-written file), with no date in them: the same runs give the
+    same files, so a re-rendered figure shows in a diff only where it changed."""
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for ext in ("png", "svg"):
         image = io.BytesIO()
-        fig.savefig(image, format=ext)
+        with plt.rc_context({"svg.hashsalt": "bench"}):  # fixed element ids, not random ones
+            fig.savefig(image, format=ext, metadata={"Date": None} if ext == "svg" else None)
         atomic_write(out / f"{stem}.{ext}", image.getvalue())
         paths.append(out / f"{stem}.{ext}")
     plt.close(fig)

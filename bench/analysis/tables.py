@@ -432,10 +432,18 @@ HAND_RUN = (
 )
 
 
+def baseline_for(name: str, baseline: str | None) -> str | None:
+    """`baseline` where the table `name` reads one, else None (a command that writes every table passes it on)."""
+    return baseline if TABLES[name].baseline else None
+
+
 def build(name: str, study: Study, baseline: str | None = None, batch: int | None = None) -> Table:
     """The table `name`; `batch` (compare only): only the recipes of that global batch."""
     if name not in TABLES:
         raise UserError(f"unknown table '{name}'; choose from {', '.join(TABLES)}")
+    if baseline is not None and not TABLES[name].baseline:
+        takers = ", ".join(n for n, t in TABLES.items() if t.baseline)
+        raise UserError(f"--baseline is not an option of `bench table {name}`; the tables that take it: {takers}")
     if TABLES[name].sweep and study.runs["role"].isna().all():  # every run made by hand (bench run)
         raise UserError(HAND_RUN.format(name=name))
     if baseline is not None and name not in SWEEP_TABLES and baseline not in set(study.groups["optimizer"]):

@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+import zlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -295,13 +296,18 @@ class Pair:
     alpha: float = power.ALPHA  # the level of Holm's first step in its family (power.family_alpha)
 
 
+def check_arm(baseline: str | None, names: list[str]) -> None:
+    """--baseline names an arm of the sweeps (or is not given)."""
+    if baseline is not None and baseline not in names:
+        raise UserError(f"--baseline '{baseline}': not an arm of these sweeps; the arms are {', '.join(names)}")
+
+
 def pairs_of(study: Study, baseline: str | None = None) -> list[Pair]:
     """Every comparison at every batch (each arm against `baseline`, or every pair of arms), Holm-adjusted within
     its family (primary: PRIMARY at each batch; secondary: the others)."""
     table_cells = cells(study)
     names = arms(sweep_runs(study))
-    if baseline is not None and baseline not in names:
-        raise UserError(f"--baseline '{baseline}': not an arm of these sweeps; the arms are {', '.join(names)}")
+    check_arm(baseline, names)
     wanted = [(x, baseline) for x in names if x != baseline] if baseline else list(itertools.combinations(names, 2))
     out = []
     for batch, at in table_cells.groupby("global_batch", sort=True):
@@ -799,6 +805,12 @@ def critical_batch(batches, steps, excess: float = CRITICAL_EXCESS) -> float:
     return math.inf
 
 
+def bootstrap_rng(*key) -> np.random.Generator:
+    """A fixed generator of its own for each arm or cell (seeded by its name): the same interval every time, and
+    one that does not depend on which other arms or cells the table holds, nor their order."""
+    return np.random.default_rng([zlib.crc32(str(part).encode()) for part in key])
+
+
 def _median_steps(samples) -> float:
     return float(np.median(np.asarray(samples, float))) if len(samples) else math.nan
 
@@ -814,7 +826,6 @@ def critical_batch_boot(ladder: pd.DataFrame, rng: np.random.Generator) -> np.nd
 def critical_batches(table_cells: pd.DataFrame) -> dict[str, tuple[float, np.ndarray | None]]:
     """arm -> (its critical batch from the reruns' median steps, its bootstrap resamples), for each arm whose every
     batch has reruns; (nan, None) for an arm still waiting for some."""
-    rng = np.random.default_rng(0)  # a fixed generator: the same interval every time
     out = {}
     for arm, ladder in table_cells.groupby("arm", sort=False):
         ladder = ladder.sort_values("global_batch")
@@ -822,7 +833,8 @@ def critical_batches(table_cells: pd.DataFrame) -> dict[str, tuple[float, np.nda
             out[arm] = (math.nan, None)
             continue
         medians = ladder["rerun_steps"].map(_median_steps)
-        out[arm] = (critical_batch(ladder["global_batch"], medians), critical_batch_boot(ladder, rng))
+        boot = critical_batch_boot(ladder, bootstrap_rng("critical batch", arm))
+        out[arm] = (critical_batch(ladder["global_batch"], medians), boot)
     return out
 
 
@@ -861,8 +873,8 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
         ],
     )
     names = [a for a in arms(sweep_runs(study)) if a in set(table_cells["arm"])]
+    check_arm(baseline, names)
     boots = critical_batches(table_cells)
-    rng = np.random.default_rng(1)
     for arm in names:
         ladder = table_cells[table_cells["arm"] == arm].sort_values("global_batch")
         medians = ladder["rerun_steps"].map(_median_steps).to_numpy()
@@ -870,6 +882,7 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
         top = float(ladder["global_batch"].max())
         for i, (_, c) in enumerate(ladder.iterrows()):
             steps = np.asarray(c["rerun_steps"], float)
+            rng = bootstrap_rng("steps", arm, c["global_batch"])
             boot = np.median(rng.choice(steps, (BOOTSTRAP, len(steps))), axis=1) if len(steps) > 1 else np.array([])
             ci = _interval(boot) if len(boot) else None
             grids = np.asarray(c["rerun_grid"], float)
@@ -935,7 +948,7 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
         f"linear = {CRITICAL_EXCESS:g}, interpolated linearly in log batch and log images between the two ladder "
         "batches around the crossing ('> B': no batch of the ladder crosses; a crossing at a batch whose median "
         "missed the target is put at the batch before, a lower bound); [95%]: percentile bootstrap, each batch's "
-        f"reruns resampled with replacement ({BOOTSTRAP} resamples, a fixed generator). The last rows divide each "
+        f"reruns resampled with replacement ({BOOTSTRAP} resamples, a fixed generator for each arm). The last rows divide each "
         "arm's critical batch by the reference arm's, with the same resamples (independent across arms).",
         "B_simple: the simple gradient noise scale tr(Σ)/|G|² (McCandlish et al. 2018) each rerun logged after its "
         "warm-up, median over the reruns; McCandlish et al. predict the critical batch near it.",
