@@ -773,6 +773,11 @@ def test_a_steps_sweep_ranks_its_trials_by_steps_and_flags_a_tie_within_the_grid
     assert c["select_metric"] == "steps_to_target" and c["best_trial"] == "s-lars-b100-t01-s0"
     assert c["best_steps"] == 10 and c["runner_up_steps"] == 20
     assert c["near_tie"] is False  # 10 steps apart, one grid of 10: resolved
+    table = tuning.tuning(results.load_study([tmp_path]))
+    [row] = [Row(r, table.columns) for r in table.rows]
+    assert row["runner-up"].value == 20  # the runner-up's steps, what the selection ranked on
+    notes = " ".join(table.notes)
+    assert "select.metric steps_to_target" in notes and "select.metric top1" not in notes  # says how it chose
 
 
 def test_a_steps_sweep_gets_a_speed_verdict_on_the_steps_ratio(tmp_path):

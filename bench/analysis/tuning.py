@@ -695,7 +695,9 @@ def tuning(study: Study, baseline: str | None = None) -> Table:
                 Cell(c["best_lr"], kind="float"),
                 Cell(c["best_warmup_epochs"], kind="epochs"),
                 Cell(c["best_selection_top1"], c["selection_se"]),
-                Cell(c["runner_up_top1"]),
+                Cell(c["runner_up_steps"], kind="steps")
+                if c["select_metric"] == "steps_to_target"
+                else Cell(c["runner_up_top1"]),
                 "near tie" if c["near_tie"] else "",
                 steps_cell(c["steps_to_result"], c["steps_to_result_grid"]),
                 Cell(c["median_study_steps"], kind="steps"),
@@ -714,10 +716,7 @@ def tuning(study: Study, baseline: str | None = None) -> Table:
         "Top-1 at chance, or a loss spike that never came back below the first step's loss).",
         "instabilities: the trials and reruns whose loss spiked (an evaluation interval's mean training loss over "
         "2 x the first step's) and came back: their largest interval loss and its step; they keep their numbers.",
-        "best trial: highest final Top-1 on the selection split (bench sweep's select.metric top1); best selection "
-        "Top-1 ± its binomial standard error on the split's images; runner-up: the second-best trial's; near tie: "
-        "the two are less than two standard errors apart (another split could have chosen the runner-up: rerun the "
-        "top trials, or hold out more images).",
+        *_best_trial_notes(table_cells),
         "steps to result: the fewest steps to the target over the trials (val set; Shallue et al. 2018); "
         "median over studies: each study's fewest, median over studies, a miss = ∞ (AlgoPerf); ∞: no trial reached it.",
         "reruns: the best trial with other seeds; mean ± sample std (n); runner-up: the second-best trial rerun with "
@@ -732,6 +731,27 @@ def tuning(study: Study, baseline: str | None = None) -> Table:
         *_selection_notes(table_cells),
     ]
     return table
+
+
+def _best_trial_notes(table_cells: pd.DataFrame) -> list[str]:
+    """How each kind of cell in the table chose its best trial (select.metric: top1 or steps_to_target)."""
+    metrics = set(table_cells["select_metric"])
+    notes = []
+    if "top1" in metrics:
+        notes.append(
+            "best trial (select.metric top1): highest final Top-1 on the selection split; best selection Top-1 ± its "
+            "binomial standard error on the split's images; runner-up: the second-best trial's; near tie: the two "
+            "are less than two standard errors apart (another split could have chosen the runner-up: rerun the top "
+            "trials, or hold out more images)."
+        )
+    if "steps_to_target" in metrics:
+        notes.append(
+            "best trial (select.metric steps_to_target): the fewest steps to the target on the selection split, its "
+            "Top-1 breaking ties and ranking the misses; best selection Top-1: that trial's final Top-1 on the split "
+            "(a trial stopped at the target ends just above it) ± its binomial standard error; runner-up: the "
+            "second-best trial's steps to the target; near tie: they are within one evaluation grid of the best's."
+        )
+    return notes
 
 
 def _selection_notes(table_cells: pd.DataFrame) -> list[str]:
