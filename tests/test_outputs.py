@@ -109,8 +109,8 @@ def test_verdict_on_hand_runs_says_how_to_pair_them_and_that_way_works(tmp_path,
     assert "--set tags.role=rerun" in err and "`bench table compare`" in err and "paired verdict" in err
     assert main(["table", "verdict", str(tmp_path / "tagged"), "--format", "csv"]) == 0
     row = pd.read_csv(io.StringIO(capsys.readouterr().out)).iloc[0]
-    assert (row["X"], row["Y"], row["test"]) == ("LARS", "VRGD-LARS", "paired")
-    assert row["Δ val Top-1 (X − Y)"] == pytest.approx(-2.17, abs=0.01)
+    assert (row["X"], row["Y"], row["test"]) == ("VRGD-LARS", "LARS", "paired")  # the declared question, as asked
+    assert row["Δ val Top-1 (X − Y)"] == pytest.approx(2.17, abs=0.01)
 
 
 # ---- a running run in the report --------------------------------------------------------------------------------

@@ -266,9 +266,9 @@ def test_verdict_names_a_clear_winner_and_calls_a_small_difference_within_noise(
         for seed, final in enumerate(finals, 1):
             sweep_run(tmp_path, arm, 256, "rerun", seed, [50, final])
     rows, table = verdict_rows(tmp_path)
-    win = rows[(256, "LARS", "VRGD-LARS")]
+    win = rows[(256, "VRGD-LARS", "LARS")]  # the declared question reads as asked: X = VRGD-LARS
     assert win[-1] == "LARS better"
-    assert win["Δ val Top-1 (X − Y)"].value == pytest.approx(71 - 61.1666667) and win["Δ val Top-1 (X − Y)"].ci[0] > 0
+    assert win["Δ val Top-1 (X − Y)"].value == pytest.approx(61.1666667 - 71) and win["Δ val Top-1 (X − Y)"].ci[1] < 0
     assert win["family"] == "primary" and win["test"] == "paired"  # the same seeds 1-3 on both sides
     assert rows[(256, "LARS", "Nesterov SGD")][-1].startswith("within noise (could detect ≥ ")
     assert rows[(256, "LARS", "Nesterov SGD")]["family"] == "secondary"
@@ -289,11 +289,11 @@ def test_verdict_with_a_diverged_side_and_a_missed_target(tmp_path):
         sweep_run(tmp_path, "lars", 512, "rerun", seed, [50, 60 + seed])
         sweep_run(tmp_path, "vrgd_lars", 512, "rerun", seed, [40 + seed, 55 + seed])  # never reaches 60
     rows, _ = verdict_rows(tmp_path)
-    assert rows[(64, "LARS", "VRGD-LARS")][-1] == "LARS better (the other diverged)"
-    assert rows[(64, "LARS", "VRGD-LARS")]["val Top-1 Y"].text() == "all 3 diverged"
-    steps = rows[(512, "LARS", "VRGD-LARS")]["steps to target X / Y"]
+    assert rows[(64, "VRGD-LARS", "LARS")][-1] == "LARS better (the other diverged)"
+    assert rows[(64, "VRGD-LARS", "LARS")]["val Top-1 X"].text() == "all 3 diverged"
+    steps = rows[(512, "VRGD-LARS", "LARS")]["steps to target X / Y"]
     assert steps.empty and steps.note == "VRGD-LARS missed 3/3"
-    assert rows[(512, "LARS", "VRGD-LARS")][-1] == "LARS better"
+    assert rows[(512, "VRGD-LARS", "LARS")][-1] == "LARS better"
 
 
 def test_verdict_ratio_of_steps_when_both_reach_the_target(tmp_path):
@@ -521,7 +521,7 @@ def test_a_near_tie_selection_is_flagged_and_a_better_that_rests_on_it_says_so(t
     assert cells.loc["lars", "runner_up_top1"] == 80.4
     assert cells.loc["lars", "selection_se"] == pytest.approx(100 * math.sqrt(0.806 * 0.194 / 1000))
     rows, _ = verdict_rows(tmp_path)
-    assert rows[(64, "LARS", "VRGD-LARS")][-1] == (
+    assert rows[(64, "VRGD-LARS", "LARS")][-1] == (
         "LARS better; rests on a near-tie: LARS's selection (80.60 vs 80.40, se 1.25)"
     )
     table = tuning.tuning(results.load_study([tmp_path]))
@@ -546,7 +546,7 @@ def test_the_verdict_names_its_commits_and_platforms_and_warns_when_they_differ(
     notes = " ".join(table.notes)
     assert "commits abcdef0, abcdef0+dirty on cpu AVX2, torch 2.14.1; cpu AVX512, torch 2.14.1" in notes
     assert "more than one code version" in notes and "cpu AVX2, torch 2.14.1: 5 runs" in notes
-    assert rows[(64, "LARS", "VRGD-LARS")][-1].endswith("; pairs across kernel platforms")
+    assert rows[(64, "VRGD-LARS", "LARS")][-1].endswith("; pairs across kernel platforms")
 
 
 def test_the_plan_table_sizes_a_next_study_at_the_corrected_level(tmp_path):
@@ -631,7 +631,7 @@ def test_steps_figures_carry_their_grid_and_a_ratio_inside_it_is_unresolved(tmp_
     for arm in ("lars", "vrgd_lars"):
         sweep_run(tmp_path, arm, 100, "trial", 0, [50, 61, 62])
     rows, _ = verdict_rows(tmp_path)
-    ratio = rows[(100, "LARS", "VRGD-LARS")]["steps to target X / Y"]
+    ratio = rows[(100, "VRGD-LARS", "LARS")]["steps to target X / Y"]
     assert ratio.value == 1.0 and "unresolved: the medians differ by less than the grid of 10 steps" in ratio.note
     runs = results.load([tmp_path])
     assert set(runs["steps_to_target"]) == {20} and set(runs["steps_to_target_grid"]) == {10}
@@ -787,7 +787,7 @@ def test_a_steps_sweep_gets_a_speed_verdict_on_the_steps_ratio(tmp_path):
             tags = {"sweep": "s", "arm": arm, "trial": 0, "study": 0, "role": "rerun", "select": "steps_to_target"}
             make_run(tmp_path, f"s-{arm}-b100-best-seed{seed}", "lars", 100, seed, [50] * (hit - 1) + [61], tags=tags)
     rows, table = verdict_rows(tmp_path)
-    row = rows[(100, "LARS", "VRGD-LARS")]
-    assert row["steps to target X / Y"].value == pytest.approx(30 / 10)
+    row = rows[(100, "VRGD-LARS", "LARS")]
+    assert row["steps to target X / Y"].value == pytest.approx(10 / 30)
     assert row[-1].startswith("speed: VRGD-LARS faster (95.0% interval [")  # one batch: m = 1
     assert "select.metric steps_to_target" in " ".join(table.notes)

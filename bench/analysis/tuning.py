@@ -308,7 +308,10 @@ def pairs_of(study: Study, baseline: str | None = None) -> list[Pair]:
     table_cells = cells(study)
     names = arms(sweep_runs(study))
     check_arm(baseline, names)
-    wanted = [(x, baseline) for x in names if x != baseline] if baseline else list(itertools.combinations(names, 2))
+    if baseline:
+        wanted = [(x, baseline) for x in names if x != baseline]
+    else:  # the declared question reads as it was asked (X = VRGD-LARS), the others in the arms' order
+        wanted = [PRIMARY if {x, y} == set(PRIMARY) else (x, y) for x, y in itertools.combinations(names, 2)]
     out = []
     for batch, at in table_cells.groupby("global_batch", sort=True):
         by_arm = {c["arm"]: c for _, c in at.iterrows()}
