@@ -239,7 +239,7 @@ def _pair(text: str) -> tuple[str, str]:
     return names
 
 
-SUPPRESS = argparse.SUPPRESS  # an option a table takes and ignores (or tables.build refuses): not in its help
+SUPPRESS = argparse.SUPPRESS  # an option a table does not take (tables.build refuses it): not in its help
 
 
 def add_parsers(sub, default_results: Path) -> None:
