@@ -18,7 +18,7 @@ import torch
 from tests.conftest import run_cli, write_recipe
 
 RECIPE = """
-model: {name: resnet10t}
+model: {name: test_resnet}  # timm's tiny test ResNet: these tests are about the run, not the model
 data: {dataset: folder, path: DATA, image_size: 24, crop_scale_min: 0.35, workers: 0, eval_batch: 64}
 global_batch: 32
 micro_batch: 16
@@ -360,14 +360,14 @@ def _in_a_small_disk(script: str, tmp_path) -> subprocess.CompletedProcess:
 
 
 def test_a_full_disk_is_one_sentence_a_failed_run_and_the_same_command_resumes(recipe, reference, tmp_path):
-    """A 60 MB tmpfs holds the first checkpoint (~40 MB) but not the second beside it: exit 3, one sentence
-    naming the file, status failed with the reason; grown to 200 MB, the same command resumes bit for bit."""
+    """A 5 MB tmpfs holds the first checkpoint (3 MB) but not the second beside it: exit 3, one sentence
+    naming the file, status failed with the reason; grown to 20 MB, the same command resumes bit for bit."""
     done = _in_a_small_disk(
         f"""
-        mount -t tmpfs -o size=60m tmpfs "$DISK" || exit 90
+        mount -t tmpfs -o size=5m tmpfs "$DISK" || exit 90
         "$PY" -m bench run {recipe} --out "$DISK/results" --no-progress 2>"$DISK/err1"; echo $? >"$DISK/rc1"
         cp -r "$DISK" "$OUT.full"
-        mount -o remount,size=200m "$DISK"
+        mount -o remount,size=20m "$DISK"
         "$PY" -m bench run {recipe} --out "$DISK/results" --no-progress; echo $? >"$DISK/rc2"
         cp -r "$DISK" "$OUT"
     """,

@@ -16,7 +16,7 @@ import pytest
 
 from bench.analysis import results
 from tests.conftest import write_recipe
-from tests.test_reliability import RECIPE  # the tiny dataset's resnet10t: 5 steps an epoch
+from tests.test_reliability import RECIPE  # the tiny dataset's test_resnet: 5 steps an epoch
 from tests.test_sweep import BASE, SWEEP
 
 CLUSTER = Path(__file__).with_name("slurm") / "cluster.sh"

@@ -346,7 +346,7 @@ def test_verdict_is_a_cli_table_in_every_format(tmp_path):
 # ---- end to end --------------------------------------------------------------------------------------------
 
 
-def test_a_tiny_sweep_killed_once_resumes_and_reports(sweep_file, tmp_path):
+def test_a_tiny_sweep_killed_once_resumes_and_reports(sweep_file, tmp_path, capsys):
     """2 arms x 1 batch x 2 trials, best of each rerun over 2 seeds; the process is SIGKILLed at step 3 of
     the first trial, then the same command finishes the sweep: every trial trained once."""
     out, plots = tmp_path / "results", tmp_path / "plots"
@@ -386,11 +386,10 @@ def test_a_tiny_sweep_killed_once_resumes_and_reports(sweep_file, tmp_path):
         "performance_profile.png",
         "tuned_top1_vs_batch.png",
     }
-    again = subprocess.run(cmd, capture_output=True, text=True)  # nothing left to train
-    assert again.returncode == 0 and "run directory" not in again.stdout
+    capsys.readouterr()
+    assert main(cmd[3:]) == 0 and "run directory" not in capsys.readouterr().out  # nothing left to train
     assert len(results.load([out])) == 8
-    listed = subprocess.run(cmd + ["--list"], capture_output=True, text=True)
-    assert listed.returncode == 0 and listed.stdout.count("tiny-") == 4
+    assert main(cmd[3:] + ["--list"]) == 0 and capsys.readouterr().out.count("tiny-") == 4
 
 
 def test_only_runs_a_subset_and_an_unknown_subset_is_exit_2(sweep_file, tmp_path, capsys):
