@@ -504,12 +504,14 @@ def test_an_error_inside_the_workers_is_reported_once(recipe, tmp_path):
 
 
 def test_the_sbatch_script_checkpoints_on_sigusr1_and_requeues_the_job(recipe, reference, tmp_path):
-    """The script `bench submit` writes, under a stand-in srun (runs the command) and scontrol (logs it): SLURM's
-    early SIGUSR1 reaches, as SIGTERM, the worker through torchrun, the run ends preempted with a checkpoint, the job asks to
-    be requeued, and the requeued job resumes to the uninterrupted run's result."""
+    """The script `bench submit` writes, under stand-ins for srun (runs the command), scancel (logs, and sends
+    the signal to the step as SLURM does) and scontrol (logs): SLURM's early SIGUSR1 reaches, as SIGTERM, the worker
+    through torchrun, the run ends preempted with a checkpoint, the job asks to be requeued, and the requeued job
+    resumes to the uninterrupted run's result (tests/test_slurm.py does it under a real SLURM)."""
     fake = tmp_path / "bin"
     fake.mkdir()
-    (fake / "srun").write_text('#!/bin/sh\nexec "$@"\n')
+    (fake / "srun").write_text('#!/bin/sh\necho $$ > "$STEP"\nexec "$@"\n')
+    (fake / "scancel").write_text('#!/bin/sh\necho "$@" >> "$LOG.scancel"\nkill -TERM "$(cat "$STEP")"\n')
     (fake / "scontrol").write_text('#!/bin/sh\n[ "$1" = show ] && echo localhost && exit 0\necho "$@" >> "$LOG"\n')
     for tool in fake.iterdir():
         tool.chmod(0o755)
@@ -523,6 +525,7 @@ def test_the_sbatch_script_checkpoints_on_sigusr1_and_requeues_the_job(recipe, r
         SLURM_JOB_ID="4242",  # threads as the reference
         SLURM_JOB_NODELIST="localhost",
         LOG=str(tmp_path / "scontrol.log"),
+        STEP=str(tmp_path / "step.pid"),
     )
     job = subprocess.Popen(
         ["bash", "-c", script.stdout], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -532,6 +535,7 @@ def test_the_sbatch_script_checkpoints_on_sigusr1_and_requeues_the_job(recipe, r
     out, err = job.communicate(timeout=300)
     assert job.returncode == 0, err[-3000:]
     assert (tmp_path / "scontrol.log").read_text() == "requeue 4242\n"
+    assert (tmp_path / "scontrol.log.scancel").read_text() == "--signal=TERM 4242\n"
     run = only_run(results)
     assert json.loads((run / "meta.json").read_text())["status"] == "preempted"
     requeued = subprocess.run(["bash", "-c", script.stdout], env=env, capture_output=True, text=True, timeout=600)

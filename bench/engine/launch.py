@@ -145,9 +145,10 @@ def sbatch_script(
     """A batch script: one srun task per node, each starting torchrun with a c10d rendezvous, for
     `workers_per_node` workers (default: one per GPU); gpus_per_node 0 asks for CPU nodes (gloo).
 
-    SLURM sends the script SIGUSR1 EARLY_SIGNAL_S before the time limit; the script passes SIGTERM to the
-    step, torchrun to the workers, which finish their step, checkpoint and end "preempted"; then the script
-    requeues the job, which resumes the run. scancel's SIGTERM takes the same path without the requeue."""
+    SLURM sends the script SIGUSR1 EARLY_SIGNAL_S before the time limit; the script has SLURM send SIGTERM to
+    the step's processes (torchrun and the workers), which finish their step, checkpoint and end "preempted";
+    then the script requeues the job, which resumes the run. scancel's SIGTERM takes the same path without the
+    requeue."""
     workers = workers_per_node or gpus_per_node or 1
     shape = [
         f"#SBATCH --nodes={nodes}",
@@ -183,7 +184,12 @@ def sbatch_script(
 
 def _body(workdir: Path, srun: str, *setup: str) -> list[str]:
     """Run the step in the background, so the script's traps can pass a signal on as SIGTERM and wait for
-    the checkpoint; a job stopped by SIGUSR1 (the time limit is near) is requeued and resumes."""
+    the checkpoint; a job stopped by SIGUSR1 (the time limit is near) is requeued and resumes.
+
+    The SIGTERM goes through scancel, not to srun: srun answers a SIGTERM by SIGKILLing its tasks ("forcing
+    job termination"), which would lose every step since the last checkpoint. `scancel --signal` reaches every
+    process of the job's steps on every node, not the batch script; a job already being cancelled has had its
+    SIGTERM, and scancel's refusal then is harmless."""
     return [
         "set -uo pipefail",
         f"cd {shlex.quote(str(workdir))} || exit 1",
@@ -191,10 +197,11 @@ def _body(workdir: Path, srun: str, *setup: str) -> list[str]:
         "stopped=",
         srun + " &",
         "step=$!",
+        """terminate_steps() { scancel --signal=TERM "$SLURM_JOB_ID" 2>/dev/null || true; }""",
         """trap 'stopped=requeue; echo "bench: SIGUSR1 (time limit near): the workers checkpoint, then the job is """
-        """requeued"; kill -TERM "$step"' USR1""",
+        """requeued"; terminate_steps' USR1""",
         """trap 'stopped=end; echo "bench: SIGTERM: the workers checkpoint; the job ends (not requeued)"; """
-        """kill -TERM "$step"' TERM""",
+        """terminate_steps' TERM""",
         'wait "$step"; rc=$?',
         'if [ -n "$stopped" ]; then',
         '    wait "$step"; rc=$?  # the workers finish their step and checkpoint (torchrun then exits non-zero)',
