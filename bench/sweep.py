@@ -19,7 +19,7 @@ A sweep file names a base recipe and crosses optimizer "arms" with global batche
     studies: 3                              # independent studies (each its own scramble; default 1)
     seed: 0                                 # the search's seed; trials train with seed `trial_seed`
     budget: {epochs: 3}                     # or {steps: N} or {images: N}, per run
-    select: {split: holdout, metric: top1}  # holdout | validation; top1 | steps_to_target
+    select: {split: holdout, metric: top1}  # holdout | validation; top1 | steps_to_target (validation only)
     reruns: {seeds: [1, 2, 3], top: 2, matched: [[vrgd_lars, lars]]}
 
 Trials are ordinary runs: the base recipe with the overrides, the batch, the budget and the
@@ -38,7 +38,8 @@ Choices where the papers leave room, named:
 - Order: round-robin (trial 0 of every cell, then trial 1, ...), so a sweep stopped early has
   the same number of trials in every cell.
 - The best trial of a cell maximises the final top1 on the selection split, or (metric
-  steps_to_target) reaches the target in the fewest steps on it, top1 breaking ties and misses.
+  steps_to_target, on the validation curve) reaches the target in the fewest steps, val top1
+  breaking ties and misses.
   Diverged trials are results (infeasible points), never errors; a cell whose trials all
   diverged has no best trial and no reruns.
 - Reruns use seeds other than the trials' seed, so the quoted figures carry no selection luck.
@@ -203,6 +204,11 @@ class SweepSpec(_Strict):
                     f"reruns.matched: arms {x} and {y} search different keys ({', '.join(self.arms[x].space)}"
                     f" against {', '.join(self.arms[y].space)}); a matched point needs the same keys"
                 )
+        if self.select.metric == "steps_to_target" and self.select.split != "validation":
+            raise ValueError(
+                "select: metric steps_to_target is read from the validation curve (the holdout is evaluated only "
+                "at full evaluations, not on the fine grid near the target); set select.split: validation"
+            )
         if self.trial_seed in self.reruns.seeds:
             raise ValueError(
                 f"reruns.seeds: {self.trial_seed} is the trials' seed (trial_seed); reruns use others, "

@@ -98,6 +98,11 @@ BAD = [
         ["trial tiny-lars-b32-t00", "etaa"],
     ),
     ("holdout selection without a holdout", SWEEP + "set: {data.holdout: 0}\n", ["select.split", "holdout"]),
+    (
+        "steps selected on the holdout",
+        SWEEP + "select: {split: holdout, metric: steps_to_target}\n",
+        ["steps_to_target is read from the validation curve", "select.split: validation"],
+    ),
 ]
 
 
@@ -777,6 +782,21 @@ def test_a_steps_sweep_ranks_its_trials_by_steps_and_flags_a_tie_within_the_grid
     assert row["runner-up"].value == 20  # the runner-up's steps, what the selection ranked on
     notes = " ".join(table.notes)
     assert "select.metric steps_to_target" in notes and "select.metric top1" not in notes  # says how it chose
+
+
+def test_a_steps_sweep_breaks_ties_on_val_top1_even_when_its_trials_held_images_out(tmp_path):
+    """select.metric steps_to_target is read on the validation curve (the sweep accepts no other split): the table
+    ranks and reports the val Top-1, as the sweep did, not the holdout's."""
+    tags = {"sweep": "s", "arm": "lars", "study": 0, "role": "trial", "select": "steps_to_target"}
+    # both reach 60 at step 20; val ranks t01 first, the holdout would rank t00 first
+    for trial, (val, held) in enumerate((([50, 61], [50, 70]), ([50, 64], [50, 65]))):
+        make_run(
+            tmp_path, f"s-lars-b100-t{trial:02d}-s0", "lars", 100, 0, val, holdout=held, tags={**tags, "trial": trial}
+        )
+    [c] = tuning.cells(results.load_study([tmp_path])).to_dict("records")
+    assert c["best_trial"] == "s-lars-b100-t01-s0" and c["best_selection_top1"] == 64
+    notes = " ".join(tuning.tuning(results.load_study([tmp_path])).notes)
+    assert "Selection used the validation set (its steps to the target" in notes and "held-out" not in notes
 
 
 def test_a_steps_sweep_gets_a_speed_verdict_on_the_steps_ratio(tmp_path):

@@ -59,9 +59,10 @@ def arms(runs: pd.DataFrame) -> list[str]:
     return list(dict.fromkeys(runs.sort_values(["trial", "run"], kind="stable")["arm"]))
 
 
-def selection_column(trials: pd.DataFrame) -> str:
-    """holdout_top1 when the trials held images out, else val_top1 (then selection used the validation set)."""
-    return "holdout_top1" if trials["holdout_top1"].notna().any() else "val_top1"
+def selection_column(trials: pd.DataFrame, by_steps: bool) -> str:
+    """The Top-1 the sweep ranked on: val_top1 for select.metric steps_to_target (the sweep accepts only
+    select.split validation there), else holdout_top1 when the trials held images out, else val_top1."""
+    return "holdout_top1" if not by_steps and trials["holdout_top1"].notna().any() else "val_top1"
 
 
 def _min_steps(trials: pd.DataFrame) -> float:
@@ -90,9 +91,9 @@ def cells(study: Study) -> pd.DataFrame:
         members = members[members["status"] != "stopped"]
         members = pd.concat([once_per_seed(runs_of) for _, runs_of in members.groupby("recipe", sort=False)])
         trials, reruns = members[members["role"] == "trial"], members[members["role"] == "rerun"]
-        column = selection_column(trials)
-        scored = trials[(trials["status"] == "completed") & trials[column].notna()]
         by_steps = bool((members["select_metric"] == "steps_to_target").any())  # reruns carry their trial's tags
+        column = selection_column(trials, by_steps)
+        scored = trials[(trials["status"] == "completed") & trials[column].notna()]
         ranked = rank_trials(scored, column, by_steps)
         best = ranked.iloc[0] if len(ranked) else None
         runner_up = ranked.iloc[1][column] if len(ranked) > 1 else math.nan
@@ -768,7 +769,12 @@ def _selection_notes(table_cells: pd.DataFrame) -> list[str]:
     used = set(tried["selection"])
     if used == {"holdout_top1"}:
         return ["Selection used held-out training images (data.holdout), never the validation set."]
-    where = "(the trials held no images out)" if used == {"val_top1"} else "where a cell's trials held no images out"
+    if set(tried["select_metric"]) == {"steps_to_target"}:
+        where = "(its steps to the target, as Shallue et al. measure steps to result)"
+    elif used == {"val_top1"}:
+        where = "(the trials held no images out)"
+    else:
+        where = "where a cell's trials held no images out"
     return [
         f"Selection used the validation set {where}: the trials' val figures are optimistic; the reruns' are not "
         "selected on."

@@ -168,7 +168,10 @@ def plot_reruns_vs_batch(
 
 def plot_lr_sensitivity(runs: pd.DataFrame, table_cells: pd.DataFrame, order: list[str]) -> plt.Figure:
     trials = runs[runs["role"] == "trial"]
-    column = tuning.selection_column(trials)
+    by_steps = bool((table_cells["select_metric"] == "steps_to_target").any())
+    # what the sweep ranked on: steps to the target (a miss in the band above), else the selection split's Top-1
+    column = "steps_to_target" if by_steps else tuning.selection_column(trials, by_steps)
+    trials = trials.assign(**{column: trials[column].where(np.isfinite(trials[column]))})
     batches = sorted(set(trials["global_batch"]))
     shades = plt.get_cmap("viridis")(np.linspace(0, 0.85, len(batches)))
     fig, axes = plt.subplots(1, len(order), figsize=(WIDTH, 2.8), layout="constrained", sharey=True, squeeze=False)
@@ -186,7 +189,7 @@ def plot_lr_sensitivity(runs: pd.DataFrame, table_cells: pd.DataFrame, order: li
                     xytext=(2, 2),
                     textcoords="offset points",
                 )
-            miss_band(ax, list(t.loc[t[column].isna() & t["finished"], "lr"]), shade, top=False)
+            miss_band(ax, list(t.loc[t[column].isna() & t["finished"], "lr"]), shade, top=by_steps)
             spiked = ok[ok["unstable"]]
             ax.plot(
                 spiked["lr"],
@@ -199,12 +202,19 @@ def plot_lr_sensitivity(runs: pd.DataFrame, table_cells: pd.DataFrame, order: li
             )
         ax.set_xscale("log")
         ax.xaxis.set_minor_formatter(NullFormatter())
+        if by_steps:
+            ax.set_yscale("log")
         ax.set_xlabel(f"peak lr ({display(arm)})")
-        ax.set_title(display(arm), fontsize=8)
-    axes[0][0].set_ylabel(f"final Top-1 (%), {'held-out' if column == 'holdout_top1' else 'val'} images")
+        ax.set_title(display(arm), fontsize=8, pad=12 if by_steps else 6)  # room for the miss band above
+    axes[0][0].set_ylabel(
+        f"steps to {table_cells['target_top1'].iloc[0]:g}% val Top-1"
+        if by_steps
+        else f"final Top-1 (%), {'held-out' if column == 'holdout_top1' else 'val'} images"
+    )
     handles = [Line2D([], [], color=s, marker="o", label=f"batch {b}") for s, b in zip(shades, batches)]
     if (trials[column].isna() & trials["finished"]).any():
-        handles.append(Line2D([], [], color="k", marker="x", linestyle="", label="diverged (no final accuracy)"))
+        miss = "target not reached (or diverged)" if by_steps else "diverged (no final accuracy)"
+        handles.append(Line2D([], [], color="k", marker="x", linestyle="", label=miss))
     if (trials["unstable"] & trials[column].notna()).any():
         handles.append(
             Line2D(
