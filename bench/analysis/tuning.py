@@ -303,10 +303,9 @@ def check_arm(baseline: str | None, names: list[str]) -> None:
         raise UserError(f"--baseline '{baseline}': not an arm of these sweeps; the arms are {', '.join(names)}")
 
 
-def pairs_of(study: Study, baseline: str | None = None) -> list[Pair]:
-    """Every comparison at every batch (each arm against `baseline`, or every pair of arms), Holm-adjusted within
-    its family (primary: PRIMARY at each batch; secondary: the others)."""
-    table_cells = cells(study)
+def pairs_of(study: Study, table_cells: pd.DataFrame, baseline: str | None = None) -> list[Pair]:
+    """Every comparison at every batch of `table_cells` (the study's cells) (each arm against `baseline`, or every
+    pair of arms), Holm-adjusted within its family (primary: PRIMARY at each batch; secondary: the others)."""
     names = arms(sweep_runs(study))
     check_arm(baseline, names)
     if baseline:
@@ -361,7 +360,7 @@ def verdict(study: Study, baseline: str | None = None) -> Table:
     Holm-adjusted within their family, the minimum detectable effect at the family's corrected level (with its
     interval), and a word (see the module docstring)."""
     table_cells = cells(study)
-    rows = pairs_of(study, baseline)
+    rows = pairs_of(study, table_cells, baseline)
     table = Table(
         _title("Verdict: tuned optimizers compared at each global batch", table_cells),
         [
@@ -564,7 +563,7 @@ def plan(study: Study, baseline: str | None = None) -> Table:
     the fewest seeds at which its test detects each of PLAN_EFFECTS with 80% power at its family's corrected level,
     at the observed noise and at the upper end of that noise's 95% interval (the planning value)."""
     table_cells = cells(study)
-    rows = pairs_of(study, baseline)
+    rows = pairs_of(study, table_cells, baseline)
     table = Table(
         _title("Plan: seeds per side to detect an effect after correction", table_cells),
         [
