@@ -41,9 +41,13 @@ def cluster(tmp_path_factory):
     subprocess.run(["bash", str(CLUSTER), "stop", str(folder)], timeout=60)
 
 
-def recipe(folder: Path, data: Path, epochs: int, name: str, checkpoint_every: int = 4) -> Path:
+def recipe(folder: Path, data: Path, epochs: int, name: str) -> Path:
+    """The reliability tests' tiny recipe, evaluated every epoch, with no periodic checkpoint: a run's only
+    checkpoints are a signal's and the final one, so a worker killed instead of stopped (what srun does with a
+    SIGTERM of its own) would start again from step 0."""
     text = RECIPE.replace("DATA", str(data)).replace("epochs: 6", f"epochs: {epochs}")
-    text = text.replace("every_steps: 4", f"every_steps: {checkpoint_every}")
+    assert "checkpoint: {every_steps: 4}" in text  # the line replaced below: fail here if RECIPE changes it
+    text = text.replace("checkpoint: {every_steps: 4}", "checkpoint: {every_steps: 1000}")
     return write_recipe(folder / f"{name}.yaml", text.replace("every_epochs: 2", "every_epochs: 1"))
 
 
@@ -145,9 +149,7 @@ def test_two_torchrun_workers_through_srun(cluster, tiny_dataset, tmp_path):
 def test_sigusr1_before_the_time_limit_checkpoints_requeues_and_resumes(cluster, tiny_dataset, tmp_path):
     """What SLURM does at --signal=B:USR1@120: SIGUSR1 to the batch script, whose trap passes it to the
     workers (they checkpoint, the run ends preempted) and requeues the job, which resumes the run."""
-    # no periodic checkpoint: only the signal's, so a worker killed instead of stopped (what srun does with a
-    # SIGTERM of its own) would start again from step 0
-    path = recipe(tmp_path, tiny_dataset, 8, "requeue", checkpoint_every=1000)
+    path = recipe(tmp_path, tiny_dataset, 8, "requeue")  # only the signal's checkpoint (recipe())
     job_id = submit(cluster, tmp_path, path)
     wait(
         cluster,
@@ -167,7 +169,7 @@ def test_sigusr1_before_the_time_limit_checkpoints_requeues_and_resumes(cluster,
 def test_scancel_ends_the_run_preempted_with_a_checkpoint_and_a_requeue_resumes_it(cluster, tiny_dataset, tmp_path):
     """scancel sends SIGTERM to every process of the job: the workers checkpoint, the run ends preempted and
     the job stays cancelled; `scontrol requeue` (or submitting again) resumes the run."""
-    path = recipe(tmp_path, tiny_dataset, 8, "cancel", checkpoint_every=1000)  # only the signal's checkpoint
+    path = recipe(tmp_path, tiny_dataset, 8, "cancel")  # only the signal's checkpoint (recipe())
     job_id = submit(cluster, tmp_path, path)
     wait(
         cluster,
