@@ -292,9 +292,19 @@ class Pair:
     cx: pd.Series
     cy: pd.Series
     family: str  # "primary" or "secondary"
-    c: power.Comparison | None
+    c: power.Comparison | None  # the val Top-1 test; None for a speed pair
     p_holm: float = math.nan
     alpha: float = power.ALPHA  # the level of Holm's first step in its family (power.family_alpha)
+
+    @property
+    def speed(self) -> bool:
+        """Both arms selected on steps to the target: the question is the steps ratio, and their runs stop at the
+        target, so a final Top-1 is the crossing evaluation's, not a quality to test."""
+        return self.cx["select_metric"] == self.cy["select_metric"] == "steps_to_target"
+
+    @property
+    def tested(self) -> bool:
+        return bool(self.cx["n_reruns"] and self.cy["n_reruns"]) if self.speed else self.c is not None
 
 
 def check_arm(baseline: str | None, names: list[str]) -> None:
@@ -318,20 +328,14 @@ def pairs_of(study: Study, table_cells: pd.DataFrame, baseline: str | None = Non
         for x, y in wanted:
             if x in by_arm and y in by_arm:
                 cx, cy = by_arm[x], by_arm[y]
-                out.append(
-                    Pair(
-                        int(batch),
-                        x,
-                        y,
-                        cx,
-                        cy,
-                        "primary" if {x, y} == set(PRIMARY) else "secondary",
-                        power.compare(cx["val_top1"], cy["val_top1"], cx["seeds"], cy["seeds"]),
-                    )
-                )
+                family = "primary" if {x, y} == set(PRIMARY) else "secondary"
+                pair = Pair(int(batch), x, y, cx, cy, family, None)
+                if not pair.speed:
+                    pair.c = power.compare(cx["val_top1"], cy["val_top1"], cx["seeds"], cy["seeds"])
+                out.append(pair)
     for family in ("primary", "secondary"):
         members = [r for r in out if r.family == family]
-        tested = sum(r.c is not None for r in members)
+        tested = sum(r.tested for r in members)
         for r, p in zip(members, power.holm([r.c.p if r.c else math.nan for r in members])):
             r.p_holm, r.alpha = p, power.family_alpha(tested)
     return out
@@ -386,9 +390,9 @@ def verdict(study: Study, baseline: str | None = None) -> Table:
         detectable = power.comparison_mde(c, r.alpha) if c else math.nan
         sd = lambda cell: mean_std_n(cell["val_top1"])[1]  # noqa: E731
         seeds = power.seeds_to_resolve(PLAN_EFFECT, c, sd(r.cx), sd(r.cy), r.alpha) if c else None
-        gap = power.compare(r.cx["gap_top1"], r.cy["gap_top1"], r.cx["seeds"], r.cy["seeds"])
+        gap = None if r.speed else power.compare(r.cx["gap_top1"], r.cy["gap_top1"], r.cx["seeds"], r.cy["seeds"])
         word = verdict_word(r.x, r.y, r.cx, r.cy, c, r.p_holm, detectable)
-        if r.cx["select_metric"] == r.cy["select_metric"] == "steps_to_target":  # the question is speed
+        if r.speed:
             word = "speed: " + speed_word(r.x, r.y, steps_ratio(r.cx, r.cy, 1 - r.alpha), r.alpha)
         table.rows.append(
             [
@@ -396,8 +400,10 @@ def verdict(study: Study, baseline: str | None = None) -> Table:
                 display(r.x),
                 display(r.y),
                 r.family,
-                _rerun_cell(r.cx, "val_top1"),
-                _rerun_cell(r.cy, "val_top1"),
+                *(
+                    Cell(None, note="not compared (speed)") if r.speed else _rerun_cell(cell, "val_top1")
+                    for cell in (r.cx, r.cy)
+                ),
                 Cell(c.diff, kind="pct", ci=(c.low, c.high)) if c else Cell(None, kind="pct"),
                 c.test if c else NO_NUMBER,
                 Cell(c.p if c else None, kind="p"),
@@ -468,10 +474,12 @@ def verdict(study: Study, baseline: str | None = None) -> Table:
         "seeds; < 1: X reaches the target in fewer steps. Steps lie on the evaluation grid (one evaluation every "
         "fixed number of images), which the interval's ties reflect.",
         "A sweep that selected on steps to the target (select.metric steps_to_target: its runs stop at the target, "
-        "so their final Top-1 says little) gives a speed verdict instead: 'X faster' / 'Y faster' when the steps "
-        "ratio's bootstrap interval at the family's corrected level (1 − α/m, Bonferroni, Holm's first step) "
-        "excludes 1, 'within noise' with that interval otherwise, 'unresolved' when the medians lie within one "
-        "evaluation grid.",
+        "so a final Top-1 is the crossing evaluation's, just above the target, not a quality) gives a speed verdict "
+        "instead and no Top-1 test (its Top-1 and gap columns stay empty, and the plan table leaves it out): 'X "
+        "faster' / 'Y faster' when the steps ratio's bootstrap interval at the family's corrected level (1 − α/m, "
+        "Bonferroni, Holm's first step, m = the batches with reruns on both sides) excludes 1, 'within noise' with "
+        "that interval otherwise, 'unresolved' when the medians lie within one evaluation grid. Quality at a fixed "
+        "budget is a sweep of its own (select.metric top1).",
         *_selection_notes(table_cells),
         *provenance_notes(study),
     ]
