@@ -805,10 +805,12 @@ def test_a_steps_sweep_gets_a_speed_verdict_on_the_steps_ratio_and_no_top1_test(
     # "difference" of that crossing evaluation, which a Top-1 test would call significant, is no quality
     for batch in (100, 200):
         for arm, hits, final in (("vrgd_lars", [1, 1, 2, 1, 1], 65), ("lars", [3, 4, 3, 3, 4], 61)):
+            tags = {"sweep": "s", "arm": arm, "trial": 0, "study": 0, "role": "trial", "select": "steps_to_target"}
+            make_run(tmp_path, f"s-{arm}-b{batch}-t00", "lars", batch, 0, [50] * (hits[0] - 1) + [final], tags=tags)
             for seed, hit in enumerate(hits, 1):
-                tags = {"sweep": "s", "arm": arm, "trial": 0, "study": 0, "role": "rerun", "select": "steps_to_target"}
                 val = [50] * (hit - 1) + [final + seed % 2]
-                make_run(tmp_path, f"s-{arm}-b{batch}-best-seed{seed}", "lars", batch, seed, val, tags=tags)
+                rerun = {**tags, "role": "rerun"}
+                make_run(tmp_path, f"s-{arm}-b{batch}-best-seed{seed}", "lars", batch, seed, val, tags=rerun)
     rows, table = verdict_rows(tmp_path)
     row = rows[(100, "VRGD-LARS", "LARS")]
     assert row["steps to target X / Y"].value == pytest.approx(10 / 30)
@@ -818,3 +820,7 @@ def test_a_steps_sweep_gets_a_speed_verdict_on_the_steps_ratio_and_no_top1_test(
     assert "all (pooled)" not in {key[0] for key in rows}  # no average Top-1 difference either
     assert "select.metric steps_to_target" in " ".join(table.notes)
     assert not tuning.plan(results.load_study([tmp_path])).rows  # nothing to plan a Top-1 test on
+    from bench.analysis import tuning_plots
+
+    drawn = {path.stem for path in tuning_plots.plot_all(results.load_study([tmp_path]), tmp_path / "plots")}
+    assert drawn == {"steps_to_result", "lr_sensitivity", "performance_profile"}  # no Top-1 or gap figure

@@ -268,20 +268,22 @@ def plot_all(study: Study, out: str | Path) -> list[Path]:
     runs = tuning.sweep_runs(study)
     order = tuning.arms(runs)
     out = Path(out)
+    # a steps-to-result sweep's runs stop at the target: their final Top-1 and gap are the crossing evaluation's,
+    # so it draws no Top-1 or gap figure (as its verdict tests none)
+    by_steps = bool((table_cells["select_metric"] == "steps_to_target").all())
     with plt.rc_context(STYLE):
-        figures = {
-            "steps_to_result": plot_steps_to_result(table_cells, order),
-            "tuned_top1_vs_batch": plot_reruns_vs_batch(
+        figures = {"steps_to_result": plot_steps_to_result(table_cells, order)}
+        if not by_steps:
+            figures["tuned_top1_vs_batch"] = plot_reruns_vs_batch(
                 table_cells, order, "val_top1", "final val Top-1 (%), reruns", "Tuned Top-1 against batch size"
-            ),
-            "tuned_gap_vs_batch": plot_reruns_vs_batch(
+            )
+            figures["tuned_gap_vs_batch"] = plot_reruns_vs_batch(
                 table_cells,
                 order,
                 "gap_top1",
                 "train-eval − val Top-1 (pp), reruns",
                 "Generalization gap against batch size",
-            ),
-            "lr_sensitivity": plot_lr_sensitivity(runs, table_cells, order),
-            "performance_profile": plot_performance_profile(table_cells, order),
-        }
+            )
+        figures["lr_sensitivity"] = plot_lr_sensitivity(runs, table_cells, order)
+        figures["performance_profile"] = plot_performance_profile(table_cells, order)
         return [path for stem, fig in figures.items() for path in save(fig, out, stem)]
