@@ -724,6 +724,20 @@ def test_the_sweep_figures_say_what_their_bars_are_and_draw_no_value_above_one(t
     assert "reruns' median (selected point)" in [t.get_text() for t in steps.axes[0].get_legend().get_texts()]
 
 
+def test_the_steps_figure_marks_a_median_that_missed_the_target(tmp_path):
+    """Two of three reruns never reach the target (their median is a miss): no hollow marker, a mark in the band."""
+    from bench.analysis import tuning_plots
+
+    sweep_run(tmp_path, "lars", 100, "trial", 0, [50, 61])
+    for seed, val in enumerate(([50, 61], [50, 55], [50, 56]), 1):
+        sweep_run(tmp_path, "lars", 100, "rerun", seed, val)
+    table_cells = tuning.cells(results.load_study([tmp_path]))
+    fig = tuning_plots.plot_steps_to_result(table_cells, ["lars"])
+    [band] = [line for line in fig.axes[0].get_lines() if line.get_gid() == "miss-band"]
+    assert len(band.get_xdata()) == 1
+    assert "did not reach the target (best trial or median)" in [t.get_text() for t in fig.axes[0].get_legend().texts]
+
+
 def test_the_critical_batch_is_where_steps_reach_120_percent_of_linear_scaling():
     # images relative to batch 100: 1, 1, 1.5 -> the crossing of 1.2 lies between 200 and 400, at 2^(log 1.2/log 1.5)
     assert tuning.critical_batch([100, 200, 400], [40, 20, 15]) == pytest.approx(

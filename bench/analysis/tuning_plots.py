@@ -63,6 +63,9 @@ def plot_steps_to_result(table_cells: pd.DataFrame, order: list[str]) -> plt.Fig
         handles.append(Line2D([], [], label=display(arm), **look))
         medians = c["rerun_steps"].map(lambda s: float(np.median(s)) if len(s) else np.nan)  # a miss is inf
         shown = np.isfinite(medians)
+        unreached = c.loc[np.isinf(medians), "global_batch"]  # half or more of the reruns missed: in the band too
+        miss_band(ax, unreached * dx, look["color"], top=True)
+        missed |= bool(len(unreached))
         ax.plot(
             c.loc[shown, "global_batch"] * dx,
             medians[shown],
@@ -89,7 +92,7 @@ def plot_steps_to_result(table_cells: pd.DataFrame, order: list[str]) -> plt.Fig
     handles += perfect_scaling(ax, finite, "steps_to_result", max(batches))
     handles += _critical_batches(ax, table_cells, order)
     if missed:
-        handles.append(Line2D([], [], color="k", marker="x", linestyle="", label=MISSED))
+        handles.append(Line2D([], [], color="k", marker="x", linestyle="", label=f"{MISSED} (best trial or median)"))
     plain_log_y(ax)
     log2_batch_axis(ax, batches)
     ax.set_ylabel(f"steps to {table_cells['target_top1'].iloc[0]:g}% val Top-1 (best trial)")
