@@ -798,6 +798,32 @@ def test_a_steps_sweep_ranks_its_trials_by_steps_and_flags_a_tie_within_the_grid
     assert "select.metric steps_to_target" in notes and "select.metric top1" not in notes  # says how it chose
 
 
+def test_a_steps_sweeps_tuning_table_gives_the_runner_ups_reruns_steps(tmp_path):
+    """Whether a near-tie selection mattered, in the figure the sweep selected on: the runner-up's reruns' steps."""
+    tags = {"sweep": "s", "arm": "lars", "study": 0, "select": "steps_to_target"}
+    for trial, hit in ((0, 2), (1, 3)):  # one evaluation an epoch, 10 steps at batch 100: 20 and 30 steps
+        make_run(
+            tmp_path,
+            f"s-lars-b100-t0{trial}",
+            "lars",
+            100,
+            0,
+            [50] * (hit - 1) + [61],
+            tags=tags | {"role": "trial", "trial": trial},
+        )
+    for seed, (best, second) in enumerate(((2, 3), (2, 5)), 1):
+        for name, role, hit in (("best", "rerun", best), ("top2", "rerun_top", second)):
+            run_tags = tags | {"role": role, "trial": 0 if role == "rerun" else 1}
+            make_run(
+                tmp_path, f"s-lars-b100-{name}-seed{seed}", "lars", 100, seed, [50] * (hit - 1) + [61], tags=run_tags
+            )
+    table = tuning.tuning(results.load_study([tmp_path]))
+    [row] = [Row(r, table.columns) for r in table.rows]
+    assert row["runner-up steps to target (reruns)"].value == pytest.approx(40)  # 30 and 50 steps
+    assert row["steps to target (reruns)"].value == pytest.approx(20)
+    assert "2/2 reached" in row["runner-up steps to target (reruns)"].note
+
+
 def test_a_steps_sweep_breaks_ties_on_val_top1_even_when_its_trials_held_images_out(tmp_path):
     """select.metric steps_to_target is read on the validation curve (the sweep accepts no other split): the table
     ranks and reports the val Top-1, as the sweep did, not the holdout's."""

@@ -151,6 +151,8 @@ def cells(study: Study) -> pd.DataFrame:
                 "kernels": tuple(sorted(set(done["kernels"]))),
                 "clip_frac": _mean_logged(trained["run"], "gsnr_clip_frac"),
                 "runner_up_reruns": tuple(second["val_top1"].dropna()),
+                "runner_up_rerun_steps": tuple(second["steps_to_target"]),
+                "runner_up_rerun_grid": tuple(second["steps_to_target_grid"]),
                 "rerun_steps": tuple(done["steps_to_target"]),
                 "rerun_grid": tuple(done["steps_to_target_grid"]),
                 "images": float(members.loc[members["finished"], "images"].max())
@@ -662,6 +664,7 @@ def _rerun_cell(c: pd.Series, metric: str) -> Cell:
 def tuning(study: Study, baseline: str | None = None) -> Table:
     """Per (arm, batch): the search (trials, infeasible, best point), steps to result, and the reruns' figures."""
     table_cells = cells(study)
+    by_steps = bool((table_cells["select_metric"] == "steps_to_target").all())  # the runner-up's figure: its steps
     table = Table(
         _title("Tuning: each optimizer at each global batch", table_cells),
         [
@@ -679,7 +682,7 @@ def tuning(study: Study, baseline: str | None = None) -> Table:
             "steps to result",
             "median over studies",
             "val Top-1 (reruns)",
-            "runner-up val Top-1 (reruns)",
+            "runner-up steps to target (reruns)" if by_steps else "runner-up val Top-1 (reruns)",
             "gap Top-1 (reruns)",
             "steps to target (reruns)",
             "GSNR clipped (reruns)",
@@ -687,14 +690,10 @@ def tuning(study: Study, baseline: str | None = None) -> Table:
         ],
     )
     for _, c in table_cells.iterrows():
-        steps = np.asarray(c["rerun_steps"], float)
-        reached = f"{int(np.isfinite(steps).sum())}/{len(steps)} reached" if len(steps) else "no reruns"
-        grid = np.nanmax(c["rerun_grid"]) if np.isfinite(np.asarray(c["rerun_grid"], float)).any() else math.nan
-        mean_steps = (
-            steps_cell(*mean_std_n(steps)[:1], grid, std=mean_std_n(steps)[1], note=reached)
-            if np.isfinite(steps).all() and len(steps)
-            else Cell(None, note=reached, kind="steps")
-        )
+        if by_steps:
+            runner_up = _rerun_steps_cell(c["runner_up_rerun_steps"], c["runner_up_rerun_grid"], empty="")
+        else:
+            runner_up = Cell(*mean_std_n(c["runner_up_reruns"])) if c["runner_up_reruns"] else Cell(None)
         table.rows.append(
             [
                 c["global_batch"],
@@ -713,9 +712,9 @@ def tuning(study: Study, baseline: str | None = None) -> Table:
                 steps_cell(c["steps_to_result"], c["steps_to_result_grid"]),
                 Cell(c["median_study_steps"], kind="steps"),
                 _rerun_cell(c, "val_top1"),
-                Cell(*mean_std_n(c["runner_up_reruns"])) if c["runner_up_reruns"] else Cell(None),
+                runner_up,
                 _rerun_cell(c, "gap_top1"),
-                mean_steps,
+                _rerun_steps_cell(c["rerun_steps"], c["rerun_grid"]),
                 Cell(100 * c["clip_frac"], kind="pct"),
                 c["unstable"],
             ]
@@ -731,7 +730,8 @@ def tuning(study: Study, baseline: str | None = None) -> Table:
         "steps to result: the fewest steps to the target over the trials (val set; Shallue et al. 2018); "
         "median over studies: each study's fewest, median over studies, a miss = ∞ (AlgoPerf); ∞: no trial reached it.",
         "reruns: the best trial with other seeds; mean ± sample std (n); runner-up: the second-best trial rerun with "
-        "the same seeds (reruns.top ≥ 2), which shows whether a near-tie selection mattered.",
+        "the same seeds (reruns.top ≥ 2), which shows whether a near-tie selection mattered (its steps to the "
+        "target where the sweep selected on them).",
         "grid G beside a steps figure: its resolution, the steps between the evaluation that first reached the target "
         "and the one before it (the target was crossed somewhere in those G steps; for reruns, the largest over "
         "seeds); two steps figures closer than their grids are not resolved (eval.every_epochs, "
@@ -742,6 +742,19 @@ def tuning(study: Study, baseline: str | None = None) -> Table:
         *_selection_notes(table_cells),
     ]
     return table
+
+
+def _rerun_steps_cell(steps, grids, empty: str = "no reruns") -> Cell:
+    """Reruns' steps to the target, mean ± sample std with the largest grid and how many reached it; no number
+    when one missed (a miss is ∞ steps)."""
+    steps, grids = np.asarray(steps, float), np.asarray(grids, float)
+    if not len(steps):
+        return Cell(None, note=empty, kind="steps")
+    reached = f"{int(np.isfinite(steps).sum())}/{len(steps)} reached"
+    if not np.isfinite(steps).all():
+        return Cell(None, note=reached, kind="steps")
+    mean, std, _ = mean_std_n(steps)
+    return steps_cell(mean, float(np.nanmax(grids)) if np.isfinite(grids).any() else math.nan, std=std, note=reached)
 
 
 def _best_trial_notes(table_cells: pd.DataFrame) -> list[str]:
