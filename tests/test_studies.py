@@ -25,7 +25,22 @@ def rows(markdown: str) -> list[str]:
 
 
 def test_the_headline_studies_have_committed_tables():
-    assert "fashion-mnist-superseded" in {p.parent.name for p in COMMITTED}  # the ladder study's, once rendered
+    assert {"fashion-mnist-superseded", "ladder-speed"} <= {p.parent.name for p in COMMITTED}
+
+
+def test_the_readmes_ladder_table_quotes_the_committed_tables():
+    """Each steps figure and ratio interval of the README's headline table is in the committed tables (which the
+    test below recomputes from the tree): an edited README cannot drift from the study's numbers."""
+    readme = (ROOT / "README.md").read_text()
+    block = readme[readme.index("<!-- ladder-status -->") : readme.index("<!-- /ladder-status -->")]
+    scaling = (ROOT / "results" / "ladder-speed" / "scaling.md").read_text()
+    verdict = (ROOT / "results" / "ladder-speed" / "verdict.md").read_text()
+    rows = [line.split("|")[1:-1] for line in block.splitlines() if line.startswith("| ") and "] |" in line]
+    rows = [row for row in rows if row[0].strip()[0].isdigit()]  # not the header
+    assert len(rows) == 4  # the batches with a ratio: 64-512
+    for batch, lars, vrgd, ratio, *_ in (map(str.strip, row) for row in rows):
+        assert f"| {batch} " in scaling and lars in scaling and vrgd in scaling, (batch, lars, vrgd)
+        assert f"99.0% interval {ratio.split(' ', 1)[1]}" in verdict, (batch, ratio)
 
 
 @pytest.fixture(scope="module")
