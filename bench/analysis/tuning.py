@@ -65,6 +65,11 @@ def selection_column(trials: pd.DataFrame, by_steps: bool) -> str:
     return "holdout_top1" if not by_steps and trials["holdout_top1"].notna().any() else "val_top1"
 
 
+def selects_on_steps(table_cells: pd.DataFrame) -> bool:
+    """Whether the sweep ranked its trials on steps to the target (then its runs stop there: no final Top-1)."""
+    return bool(len(table_cells)) and bool((table_cells["select_metric"] == "steps_to_target").all())
+
+
 def _min_steps(trials: pd.DataFrame) -> float:
     finished = trials[trials["finished"]]
     return float(finished["steps_to_target"].min()) if len(finished) else math.nan
@@ -664,7 +669,7 @@ def _rerun_cell(c: pd.Series, metric: str) -> Cell:
 def tuning(study: Study, baseline: str | None = None) -> Table:
     """Per (arm, batch): the search (trials, infeasible, best point), steps to result, and the reruns' figures."""
     table_cells = cells(study)
-    by_steps = bool((table_cells["select_metric"] == "steps_to_target").all())  # the runner-up's figure: its steps
+    by_steps = selects_on_steps(table_cells)  # the runner-up's figure: its steps
     table = Table(
         _title("Tuning: each optimizer at each global batch", table_cells),
         [

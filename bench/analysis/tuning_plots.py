@@ -171,7 +171,7 @@ def plot_reruns_vs_batch(
 
 def plot_lr_sensitivity(runs: pd.DataFrame, table_cells: pd.DataFrame, order: list[str]) -> plt.Figure:
     trials = runs[runs["role"] == "trial"]
-    by_steps = bool((table_cells["select_metric"] == "steps_to_target").any())
+    by_steps = tuning.selects_on_steps(table_cells)
     # what the sweep ranked on: steps to the target (a miss in the band above), else the selection split's Top-1
     column = "steps_to_target" if by_steps else tuning.selection_column(trials, by_steps)
     trials = trials.assign(**{column: trials[column].where(np.isfinite(trials[column]))})
@@ -273,7 +273,7 @@ def plot_all(study: Study, out: str | Path) -> list[Path]:
     out = Path(out)
     # a steps-to-result sweep's runs stop at the target: their final Top-1 and gap are the crossing evaluation's,
     # so it draws no Top-1 or gap figure (as its verdict tests none)
-    by_steps = bool((table_cells["select_metric"] == "steps_to_target").all())
+    by_steps = tuning.selects_on_steps(table_cells)
     with plt.rc_context(STYLE):
         figures = {"steps_to_result": plot_steps_to_result(table_cells, order)}
         if not by_steps:
