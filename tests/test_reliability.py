@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pandas as pd
@@ -116,6 +117,42 @@ def test_sigterm_checkpoints_marks_preempted_and_resumes(recipe, reference, tmp_
     assert_same(outcome(run), reference)
     assert json.loads((run / "meta.json").read_text())["resumed"][0]["step"] == step
     assert json.loads((run / "meta.json").read_text())["stopped_by"] is None  # a resumed run forgets the stop
+
+
+@pytest.mark.parametrize("to", ["the main thread", "a thread started before the run"])
+def test_a_signal_the_run_did_not_answer_goes_to_the_caller_after_the_run(to):
+    """A SIGTERM after the loop's last look at the flag (during the final evaluation, say) finds the run finishing:
+    it reaches the handler from before the run when the run returns, so a sweep stops instead of starting its next
+    trial (it used to be dropped). One the run answered is dropped: it stopped the run already."""
+    from bench.engine.train import PreemptionFlag
+
+    seen = []
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: seen.append(signum))
+    idle = threading.Event()
+    sleeper = threading.Thread(target=idle.wait, daemon=True)  # its signal mask is from before the run
+    sleeper.start()
+
+    def send():
+        if to == "the main thread":
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGTERM)  # pending: the run blocks it
+        else:
+            signal.pthread_kill(sleeper.ident, signal.SIGTERM)
+            for _ in range(1000):  # the main thread runs the Python-level handler soon after
+                time.sleep(0.001)
+
+    try:
+        with PreemptionFlag() as flag:
+            send()
+            assert flag.is_set and flag.signal == signal.SIGTERM  # the loop looked: it stops the run
+            send()  # a second one, as a launcher passing signals on may send
+        assert seen == []
+        with PreemptionFlag():
+            send()  # after the last look
+            assert seen == []
+        assert seen == [signal.SIGTERM]
+    finally:
+        idle.set()
+        signal.signal(signal.SIGTERM, previous)
 
 
 def test_ctrl_c_checkpoints_and_stops_the_shell_loop_that_started_the_run(recipe, tmp_path):

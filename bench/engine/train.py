@@ -529,7 +529,7 @@ class PreemptionFlag:
     SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
     def __enter__(self):
-        self._seen = False
+        self._seen = self._read = False  # _read: the run's loop saw the flag set (and so stops)
         self.signal: signal.Signals | None = None
         self._main = threading.current_thread() is threading.main_thread()
         if self._main:
@@ -546,15 +546,22 @@ class PreemptionFlag:
         if self._main and not self._seen:  # a signal sent while every thread that could take it blocks it
             if (info := signal.sigtimedwait(self.SIGNALS, 0)) is not None:
                 self._handle(info.si_signo, None)
+        self._read = self._seen
         return self._seen
 
     def __exit__(self, *exc):
         if self._main:
-            while signal.sigtimedwait(self.SIGNALS, 0) is not None:  # answered already: drop them
-                pass
+            late = self.signal if self._seen and not self._read else None
+            while (info := signal.sigtimedwait(self.SIGNALS, 0)) is not None:
+                late = late or (None if self._read else signal.Signals(info.si_signo))
             signal.pthread_sigmask(signal.SIG_SETMASK, self._mask)
             for sig, handler in self._handlers.items():
                 signal.signal(sig, handler)
+            # A signal after the loop's last look (say, during the final evaluation) found the run finishing: it
+            # goes now to the handler from before the run, so a sweep or suite stops rather than starting the
+            # next run. One the run answered (checkpoint, "preempted") is dropped.
+            if late and exc[0] is None:
+                signal.raise_signal(late)
 
 
 def open_run(results: Path, recipe: Recipe, restart: bool, run_dir: Path | None) -> tuple[RunDir, Path | None]:
