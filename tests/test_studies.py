@@ -25,22 +25,47 @@ def rows(markdown: str) -> list[str]:
 
 
 def test_the_headline_studies_have_committed_tables():
-    assert {"fashion-mnist-superseded", "ladder-speed"} <= {p.parent.name for p in COMMITTED}
+    assert {"fashion-mnist-superseded", "ladder-speed", "ladder-quality"} <= {p.parent.name for p in COMMITTED}
 
 
-def test_the_readmes_ladder_table_quotes_the_committed_tables():
-    """Each steps figure and ratio interval of the README's headline table is in the committed tables (which the
-    test below recomputes from the tree): an edited README cannot drift from the study's numbers."""
+def readme_tables() -> list[list[list[str]]]:
+    """The README's ladder block's tables, in order, as rows of stripped cells without the header and rule."""
     readme = (ROOT / "README.md").read_text()
     block = readme[readme.index("<!-- ladder-status -->") : readme.index("<!-- /ladder-status -->")]
+    found, table = [], []
+    for line in [*block.splitlines(), ""]:
+        if line.startswith("|"):
+            table.append([cell.strip() for cell in line.split("|")[1:-1]])
+        elif table:
+            found.append(table[2:])
+            table = []
+    return found
+
+
+def test_the_readmes_speed_table_quotes_the_committed_tables():
+    """Each steps figure and ratio interval of the README's headline table is in the committed tables (which the
+    test below recomputes from the tree): an edited README cannot drift from the study's numbers."""
     scaling = (ROOT / "results" / "ladder-speed" / "scaling.md").read_text()
     verdict = (ROOT / "results" / "ladder-speed" / "verdict.md").read_text()
-    rows = [line.split("|")[1:-1] for line in block.splitlines() if line.startswith("| ") and "] |" in line]
-    rows = [row for row in rows if row[0].strip()[0].isdigit()]  # not the header
+    rows = [row for row in readme_tables()[0] if "]" in row[3]]
     assert len(rows) == 4  # the batches with a ratio: 64-512
-    for batch, lars, vrgd, ratio, *_ in (map(str.strip, row) for row in rows):
+    for batch, lars, vrgd, ratio, *_ in rows:
         assert f"| {batch} " in scaling and lars in scaling and vrgd in scaling, (batch, lars, vrgd)
         assert f"99.0% interval {ratio.split(' ', 1)[1]}" in verdict, (batch, ratio)
+
+
+def test_the_readmes_quality_table_quotes_the_committed_tables():
+    """Every figure of the README's question-3 table (tuned Top-1, difference, p Holm, MDE, gap difference, the
+    matched differences) is in its batch's rows of the committed verdict and matched tables."""
+    study = ROOT / "results" / "ladder-quality"
+    lines = [line for name in ("verdict", "matched") for line in (study / f"{name}.md").read_text().splitlines()]
+    rows = readme_tables()[1]
+    assert [row[0] for row in rows] == ["64", "128", "256", "512", "1,024"]
+    for batch, *cells in rows:
+        mine = [line for line in lines if line.startswith(f"| {batch.replace(',', '')} ")]
+        for cell in cells:
+            figure = cell.split(" (")[0]  # a cell may add a word in brackets: "(n=5)", "(at LARS's point)"
+            assert figure == "—" or any(figure in line for line in mine), (batch, cell)
 
 
 @pytest.fixture(scope="module")
