@@ -745,15 +745,21 @@ def test_the_critical_batch_is_where_steps_reach_120_percent_of_linear_scaling()
     )
     assert tuning.critical_batch([100, 200, 400], [40, 20, 10]) == math.inf  # perfect scaling: beyond the ladder
     assert tuning.critical_batch([100, 200, 400], [40, 20, math.inf]) == 200  # a miss at the crossing: a lower bound
+    assert tuning.crossed_at_a_miss([100, 200, 400], [40, 20, math.inf], 200)
+    assert not tuning.crossed_at_a_miss([100, 200, 400], [40, 20, 15], 200)  # an estimate that lands on a batch
+    assert not tuning.crossed_at_a_miss([100, 200, 400], [40, 20, 10], math.inf)
     assert math.isnan(tuning.critical_batch([100, 200], [math.inf, 20]))  # no base to scale from
     assert tuning.critical_batch([100, 200], [40, 24]) == pytest.approx(200)  # exactly 1.2 at 200
 
 
 def test_the_scaling_table_gives_each_arms_critical_batch_and_their_ratio(tmp_path):
+    from bench.analysis import tuning_plots
+
     # 1,000 training images, one evaluation an epoch, target 60: steps per epoch 20, 10 and 5 at batch 50, 100, 200
     curves = {50: [50, 61], 100: [50, 61], 200: [50, 55, 61]}  # images to target 2,000, 2,000, 3,000
     fast = {50: [50, 61], 100: [50, 61], 200: [50, 61]}  # perfect scaling: the critical batch lies beyond 200
-    for arm, by_batch in (("lars", curves), ("vrgd_lars", fast)):
+    missed = {50: [50, 61], 100: [50, 61], 200: [50, 55, 58]}  # 200 never reaches it: the critical batch is >= 100
+    for arm, by_batch in (("lars", curves), ("vrgd_lars", fast), ("lamb", missed)):
         for batch, val in by_batch.items():
             for seed in (1, 2, 3):
                 sweep_run(tmp_path, arm, batch, "rerun", seed, val)
@@ -765,6 +771,14 @@ def test_the_scaling_table_gives_each_arms_critical_batch_and_their_ratio(tmp_pa
     assert rows[("LARS", 50)]["critical batch [95%]"].startswith(f"{expected:,.0f} [")  # no spread: [b, b]
     assert rows[("VRGD-LARS", 50)]["critical batch [95%]"].startswith("> 200")
     assert rows[("VRGD-LARS / LARS", "—")]["critical batch [95%]"].startswith("no ratio")
+    assert rows[("LAMB", 50)]["critical batch [95%]"] == "≥ 100 (the next batch missed the target)"
+    assert rows[("LAMB / LARS", "—")]["critical batch [95%]"].startswith("no ratio")  # not 100 / 144 = 0.69
+    ax = tuning_plots.plot_steps_to_result(
+        tuning.cells(results.load_study([tmp_path])), ["lars", "vrgd_lars", "lamb"]
+    ).axes[0]
+    arrows = sorted(a.xyann[0] for a in ax.texts if a.arrow_patch is not None)
+    assert arrows == [100, 200]  # LAMB's bound and VRGD-LARS's beyond the ladder: arrows, not lines at a batch
+    assert [line.get_xdata()[0] for line in ax.get_lines() if line.get_linestyle() == ":"] == [pytest.approx(expected)]
     assert "Zhang et al. 2024" in " ".join(table.notes)
 
 

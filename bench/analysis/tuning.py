@@ -33,6 +33,7 @@ import itertools
 import math
 import zlib
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -844,8 +845,8 @@ def critical_batch(batches, steps, excess: float = CRITICAL_EXCESS) -> float:
     """The batch at which steps to result S(B) first exceed `excess` x perfect linear scaling from the smallest
     batch, S(B) B >= excess S(B0) B0, interpolated linearly in (log B, log S B) between the two ladder batches
     around the crossing. inf: no batch of the ladder crosses (the critical batch lies beyond it); a missed target
-    (S = inf) at the crossing batch puts it at the batch before (the interpolation's limit: a lower bound); nan:
-    the smallest batch missed."""
+    (S = inf) at the crossing batch puts it at the batch before (the interpolation's limit: a lower bound, which
+    crossed_at_a_miss tells); nan: the smallest batch missed."""
     b, s = np.asarray(batches, float), np.asarray(steps, float)
     if not len(b) or not np.isfinite(s[0]):
         return math.nan
@@ -857,6 +858,13 @@ def critical_batch(batches, steps, excess: float = CRITICAL_EXCESS) -> float:
             t = (math.log(excess) - math.log(images[i - 1])) / (math.log(images[i]) - math.log(images[i - 1]))
             return float(math.exp(math.log(b[i - 1]) + t * (math.log(b[i]) - math.log(b[i - 1]))))
     return math.inf
+
+
+def crossed_at_a_miss(batches, steps, critical: float) -> bool:
+    """Whether critical_batch's `critical` is only a lower bound: the next batch of the ladder missed the target
+    (its steps are inf), so the crossing lies somewhere between the two."""
+    b, s = list(np.asarray(batches, float)), np.asarray(steps, float)
+    return critical in b[:-1] and not np.isfinite(s[b.index(critical) + 1])
 
 
 def bootstrap_rng(*key) -> np.random.Generator:
@@ -877,18 +885,27 @@ def critical_batch_boot(ladder: pd.DataFrame, rng: np.random.Generator) -> np.nd
     return np.array([critical_batch(ladder["global_batch"], m) for m in medians])
 
 
-def critical_batches(table_cells: pd.DataFrame) -> dict[str, tuple[float, np.ndarray | None]]:
-    """arm -> (its critical batch from the reruns' median steps, its bootstrap resamples), for each arm whose every
-    batch has reruns; (nan, None) for an arm still waiting for some."""
+class Critical(NamedTuple):
+    """One arm's critical batch from its reruns' median steps, its bootstrap resamples (None while some batch
+    waits for reruns), and whether the point is only a lower bound (crossed_at_a_miss)."""
+
+    point: float
+    boot: np.ndarray | None
+    lower_bound: bool = False
+
+
+def critical_batches(table_cells: pd.DataFrame) -> dict[str, Critical]:
+    """arm -> its Critical, for each arm; Critical(nan, None) for an arm still waiting for reruns at some batch."""
     out = {}
     for arm, ladder in table_cells.groupby("arm", sort=False):
         ladder = ladder.sort_values("global_batch")
         if not ladder["rerun_steps"].map(len).all():
-            out[arm] = (math.nan, None)
+            out[arm] = Critical(math.nan, None)
             continue
         medians = ladder["rerun_steps"].map(_median_steps)
+        point = critical_batch(ladder["global_batch"], medians)
         boot = critical_batch_boot(ladder, bootstrap_rng("critical batch", arm))
-        out[arm] = (critical_batch(ladder["global_batch"], medians), boot)
+        out[arm] = Critical(point, boot, crossed_at_a_miss(ladder["global_batch"], medians, point))
     return out
 
 
@@ -932,7 +949,7 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
     for arm in names:
         ladder = table_cells[table_cells["arm"] == arm].sort_values("global_batch")
         medians = ladder["rerun_steps"].map(_median_steps).to_numpy()
-        point = boots[arm][0]
+        point = boots[arm].point
         top = float(ladder["global_batch"].max())
         for i, (_, c) in enumerate(ladder.iterrows()):
             steps = np.asarray(c["rerun_steps"], float)
@@ -943,13 +960,14 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
             grid = float(np.nanmax(grids)) if np.isfinite(grids).any() else math.nan
             linear = medians[i] * c["global_batch"] / (medians[0] * ladder["global_batch"].iloc[0])
             critical = NO_NUMBER
-            if i == 0:
-                interval = _interval(boots[arm][1]) if boots[arm][1] is not None else None
-                critical = (
-                    "waiting for reruns"
-                    if boots[arm][1] is None
-                    else _batch_text(point, top)
-                    + (f" [{_batch_text(interval[0], top)}, {_batch_text(interval[1], top)}]" if interval else "")
+            if i == 0 and boots[arm].boot is None:
+                critical = "waiting for reruns"
+            elif i == 0 and boots[arm].lower_bound:  # no interval: the resamples of a bound bound nothing
+                critical = f"≥ {point:,.0f} (the next batch missed the target)"
+            elif i == 0:
+                interval = _interval(boots[arm].boot)
+                critical = _batch_text(point, top) + (
+                    f" [{_batch_text(interval[0], top)}, {_batch_text(interval[1], top)}]" if interval else ""
                 )
             table.rows.append(
                 [
@@ -966,12 +984,12 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
             )
     reference = baseline or (PRIMARY[1] if PRIMARY[1] in boots else names[0] if names else None)
     for arm in names:
-        if arm == reference or boots[arm][1] is None or boots[reference][1] is None:
+        if arm == reference or boots[arm].boot is None or boots[reference].boot is None:
             continue
-        (px, bx), (py, by) = boots[arm], boots[reference]
+        (px, bx, x_bound), (py, by, y_bound) = boots[arm], boots[reference]
         with np.errstate(invalid="ignore", divide="ignore"):
             point, ratio = px / py, bx / by
-        finite = math.isfinite(point) and point > 0
+        finite = math.isfinite(point) and point > 0 and not (x_bound or y_bound)
         ci = _interval(ratio[np.isfinite(ratio)]) if finite else None
         table.rows.append(
             [
@@ -985,7 +1003,7 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
                 Cell(None, kind="images"),
                 f"{point:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
                 if finite
-                else "no ratio (a critical batch beyond the ladder or missing)",
+                else "no ratio (a critical batch beyond the ladder, only bounded, or missing)",
             ]
         )
     table.notes = [
@@ -1001,7 +1019,7 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
         f"smallest batch (Zhang et al. 2024, 'How Does Critical Batch Size Scale in Pre-training?'), i.e. images / "
         f"linear = {CRITICAL_EXCESS:g}, interpolated linearly in log batch and log images between the two ladder "
         "batches around the crossing ('> B': no batch of the ladder crosses; a crossing at a batch whose median "
-        "missed the target is put at the batch before, a lower bound); [95%]: percentile bootstrap, each batch's "
+        "missed the target is only bounded: '≥ B', B the batch before, with no interval); [95%]: percentile bootstrap, each batch's "
         f"reruns resampled with replacement ({BOOTSTRAP} resamples, a fixed generator for each arm). The last rows divide each "
         "arm's critical batch by the reference arm's, with the same resamples (independent across arms).",
         "B_simple: the simple gradient noise scale tr(Σ)/|G|² (McCandlish et al. 2018) each rerun logged after its "

@@ -103,19 +103,21 @@ def plot_steps_to_result(table_cells: pd.DataFrame, order: list[str]) -> plt.Fig
 
 def _critical_batches(ax, table_cells: pd.DataFrame, order: list[str]) -> list[Line2D]:
     """Each arm's critical batch (tuning.critical_batches: from its reruns' median steps) as a dotted line in its
-    colour over its 95% bootstrap band; one beyond the ladder is an arrow at the ladder's end. Legend handles."""
+    colour over its 95% bootstrap band; one beyond the ladder is an arrow at the ladder's end, one only bounded
+    below (the next batch missed the target) an arrow from the bound. Legend handles."""
     found = tuning.critical_batches(table_cells)
     drawn = False
     for arm in order:
-        point, boot = found.get(arm, (math.nan, None))
+        point, boot, lower_bound = found.get(arm, tuning.Critical(math.nan, None))
         if boot is None or point != point:
             continue
         look = {"color": color(arm, order), "linestyle": ":", "linewidth": 1.2}
-        if math.isinf(point):
+        if math.isinf(point) or lower_bound:
+            start = max(table_cells["global_batch"]) if math.isinf(point) else point
             ax.annotate(
                 "",
-                (max(table_cells["global_batch"]) * 1.4, 0.5),
-                (max(table_cells["global_batch"]), 0.5),
+                (start * 1.4, 0.5),
+                (start, 0.5),
                 xycoords=("data", "axes fraction"),
                 arrowprops={"arrowstyle": "->", "color": look["color"]},
             )
