@@ -160,13 +160,19 @@ def test_ctrl_c_checkpoints_and_stops_the_shell_loop_that_started_the_run(recipe
     seed 1 checkpoints and ends by SIGINT itself (the shell's $? = 130), so the shell stops its loop and seed 2
     never starts."""
     bench = f"{shlex.quote(sys.executable)} -m bench run {shlex.quote(str(recipe))} --out {shlex.quote(str(tmp_path))}"
-    loop = subprocess.Popen(
-        ["bash", "-c", f"for s in 1 2; do {bench} --no-progress --set seed=$s; done; echo looped"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    # A terminal's shell starts with SIGINT deliverable; a child inherits its parent's signal mask, so one left
+    # blocked in this process by an earlier in-process run would make the shell deaf to the Ctrl-C below.
+    mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+    try:
+        loop = subprocess.Popen(
+            ["bash", "-c", f"for s in 1 2; do {bench} --no-progress --set seed=$s; done; echo looped"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     _wait_for_events(tmp_path, 5, loop)
     os.killpg(loop.pid, signal.SIGINT)
     out, err = loop.communicate(timeout=120)
