@@ -85,6 +85,7 @@ def test_the_cpu_rehearsal_runs_every_step_and_reports_each_with_its_figures(tmp
     assert re.search(r"^bench LARS step\s+[\d.]+\s+[\d.]+", section(report, "perf-optim"), re.M)
     resumed = section(report, "train-resume")
     assert 'status "completed"' in resumed and '"step": 3}]' in resumed and 'device "cpu"' in resumed
+    assert re.search(r'^run: status "completed", device "cpu", world_size 1', section(report, "torchrun"), re.M)
     assert (tmp_path / "out" / gpu_check.LOG).stat().st_size > len(report) / 2  # every step's whole output
 
 
