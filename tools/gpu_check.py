@@ -14,6 +14,7 @@ report is rewritten after every step, so a call cut short still returns what was
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.metadata
 import json
 import os
@@ -91,9 +92,13 @@ class Checker:
         )
         try:
             out, _ = proc.communicate(timeout=limit)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            out, _ = proc.communicate()
+        except BaseException:  # past its time, or this script told to stop: the whole group goes
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            try:
+                out, _ = proc.communicate(timeout=10)
+            except subprocess.TimeoutExpired:  # a process outside the group holds the pipe open
+                out = "(output lost: the pipe stayed open after the kill)"
             step.output += out
             raise
         step.output += out
@@ -479,12 +484,17 @@ def main(argv=None) -> int:
         parser.error(f"--only: unknown step {sorted(unknown)}; steps: {', '.join(name for name, *_ in STEPS)}")
     c = Checker(args)
     steps = []
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))  # a timeout's kill: clean up first
     try:
         for name, title, cap, cuda_only, fn in STEPS:
             if name in chosen:
                 steps.append(Step(name, title, cap, cuda_only))
                 c.run(steps[-1], lambda step, fn=fn: fn(c, step))
                 write_report(c, steps)
+    except (KeyboardInterrupt, SystemExit):
+        steps[-1].status = "INTERRUPTED (this script was stopped)"
+        write_report(c, steps)
+        raise
     finally:
         shutil.rmtree(c.scratch, ignore_errors=True)
     print(f"\nreport: {c.out / REPORT}")
