@@ -84,8 +84,12 @@ def test_the_cpu_rehearsal_runs_every_step_and_reports_each_with_its_figures(tmp
     assert re.search(r"^bench runner, torchvision loader\s+[\d,.]+\s+[\d.]+", train, re.M)
     assert re.search(r"^bench LARS step\s+[\d.]+\s+[\d.]+", section(report, "perf-optim"), re.M)
     resumed = section(report, "train-resume")
-    assert 'status "completed"' in resumed and '"step": 3}]' in resumed and 'device "cpu"' in resumed
-    assert re.search(r'^run: status "completed", device "cpu", world_size 1', section(report, "torchrun"), re.M)
+    assert "$ BENCH_CRASH_AT=step:4 python -m bench run recipes/demo.yaml" in resumed
+    assert re.search(r'^run: status "completed", device "cpu", world_size 1, .*resumed_at \[3\]$', resumed, re.M)
+    one_rank = re.search(
+        r'^run: status "completed", device "cpu", world_size 1, .*$', section(report, "torchrun"), re.M
+    )
+    assert "val_size 8, evaluated_images 8," in one_rank[0]  # 4 classes x 2 images, each evaluated once
     assert (tmp_path / "out" / gpu_check.LOG).stat().st_size > len(report) / 2  # every step's whole output
 
 

@@ -78,6 +78,7 @@ class Checker:
     def sh(self, step: Step, argv: list[str], extra_env: dict | None = None) -> subprocess.CompletedProcess:
         """One command of a step, in its own process group (torchrun's workers die with it on a timeout)."""
         shown = [a if "\n" not in a else "<script in gpu_check.py>" for a in argv]
+        shown = [f"{k}={v}" for k, v in (extra_env or {}).items()] + shown
         step.commands.append(" ".join(shown).replace(sys.executable, "python"))
         limit = max(1.0, self.step_deadline - time.monotonic())
         proc = subprocess.Popen(
@@ -361,8 +362,12 @@ def meta_of(out: Path) -> dict:
 
 
 def describe(meta: dict) -> str:
-    keys = ("status", "device", "world_size", "steps", "final_top1", "images_per_second", "resumed")
-    return "run: " + ", ".join(f"{k} {json.dumps(meta.get(k))}" for k in keys if k in meta)
+    """meta.json's facts a reader of the report needs (bench/engine/train.py writes them)."""
+    facts = {k: meta.get(k) for k in ("status", "device", "world_size", "loader", "total_steps", "val_size")}
+    facts["evaluated_images"] = meta.get("evaluated_images", {}).get("val")
+    facts["train_images_per_s"] = round(meta.get("train_images_per_s") or 0, 1)
+    facts["resumed_at"] = [r["step"] for r in meta.get("resumed", [])]
+    return "run: " + ", ".join(f"{k} {json.dumps(v)}" for k, v in facts.items())
 
 
 def train_resume(c: Checker, step: Step) -> str | None:
@@ -379,8 +384,7 @@ def train_resume(c: Checker, step: Step) -> str | None:
     checked(c.bench(step, *args))
     meta = meta_of(out)
     step.output += describe(meta) + "\n"
-    resumed = [r["step"] for r in meta.get("resumed", [])]
-    if meta.get("status") != "completed" or resumed != [crash - crash % every]:
+    if meta.get("status") != "completed" or [r["step"] for r in meta.get("resumed", [])] != [crash - crash % every]:
         raise StepFailed(f"expected a completed run resumed once from step {crash - crash % every}: {describe(meta)}")
     return None
 
@@ -394,8 +398,11 @@ def torchrun(c: Checker, step: Step) -> str | None:
     meta = meta_of(out)
     step.output += describe(meta) + "\n"
     done = meta.get("status") == "completed" and meta.get("world_size") == 1
-    if not (done and str(meta.get("device")).startswith(c.args.device)):
-        raise StepFailed(f"expected a completed one-rank {c.args.device} run: {describe(meta)}")
+    counted = meta.get("evaluated_images", {}).get("val") == meta.get("val_size")  # each image once, as one rank
+    if not (done and counted and str(meta.get("device")).startswith(c.args.device)):
+        raise StepFailed(
+            f"expected a completed one-rank {c.args.device} run evaluating each image once: {describe(meta)}"
+        )
     return None
 
 
