@@ -426,7 +426,7 @@ STEPS = [  # name, title, cap on a GPU (s), CUDA only, function
     ("gpu-tests", "pytest tests/test_gpu.py", 120, False, gpu_tests),
     ("perf-train", "bench perf train: ResNet-50, 224 px, bf16, channels_last, batch 256", 45, False, perf_train(False)),
     ("perf-train-compile", "the same with torch.compile", 100, True, perf_train(True)),
-    ("perf-optim", "bench perf optim: LARS fused vs SGD foreach, VRGD fused vs eager", 30, False, perf_optim),
+    ("perf-optim", "bench perf optim: LARS fused vs SGD foreach, VRGD fused vs eager", 45, False, perf_optim),
     (
         "train-resume",
         "bench run (demo recipe, torchvision loader), killed after a checkpoint, resumed",
@@ -476,7 +476,9 @@ def main(argv=None) -> int:
     parser.add_argument("--out", help=f"folder for {REPORT} and {LOG}")
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="cpu: the rehearsal")
     parser.add_argument("--tiny", action="store_true", help="tiny models and sizes (the CPU rehearsal)")
-    parser.add_argument("--budget", type=int, default=470, help="seconds for all the steps (default 470)")
+    parser.add_argument(
+        "--budget", type=int, default=480, help="seconds for all the steps (default 480: eight minutes)"
+    )
     parser.add_argument("--only", help="comma-separated step names (default: all)")
     parser.add_argument("--wheels", type=Path, default=WHEELS, help="the carried wheels (default .whl)")
     parser.add_argument("--fetch-wheels", action="store_true", help="download the wheels into --wheels and stop")
