@@ -129,7 +129,10 @@ class Checker:
             except Exception as e:  # a defect of this script must not stop the later steps either
                 step.status, step.first_error = "FAILED", f"gpu_check.py: {type(e).__name__}: {e}"
         step.seconds = time.monotonic() - start
-        if step.status.startswith(("FAILED", "TIMEOUT")) and not step.first_error and step.output:
+        lines = [line for line in step.output.splitlines() if line.strip()]
+        if step.status.startswith("TIMEOUT") and lines:  # where it was when stopped, not an error
+            step.first_error = f"last output line: {lines[-1].strip()[:300]}"
+        elif step.status.startswith("FAILED") and not step.first_error and lines:
             step.first_error = first_error(step.output)
         step.figures = [line for line in step.output.splitlines() if FIGURE_LINES.match(line)]
         with open(self.out / LOG, "a") as log:
@@ -149,8 +152,8 @@ def os_pathsep(*parts) -> str:
 def first_error(output: str) -> str:
     """The line that names what went wrong: pytest's FAILED line, an exception, bench's one-sentence error."""
     lines = [line.strip() for line in output.splitlines() if line.strip()]
-    pattern = re.compile(r"^(FAILED |ERROR |E\s|bench: error|[\w.]*(Error|Exception|Interrupt)\b|Traceback)")
-    hits = [line for line in lines if pattern.match(line) and not line.startswith("Traceback")]
+    pattern = re.compile(r"^(FAILED |ERROR |E\s|bench: error|[\w.]*(Error|Exception|Interrupt)\b)")
+    hits = [line for line in lines if pattern.match(line)]
     return (hits or lines or ["(no output)"])[0][:300]
 
 
@@ -507,8 +510,9 @@ def main(argv=None) -> int:
     finally:
         shutil.rmtree(c.scratch, ignore_errors=True)
     print(f"\nreport: {c.out / REPORT}")
-    for s in steps:
+    for s in steps:  # the figures too: a caller that sees only the end of the output has them
         print(f"  {s.name:<20} {s.status}" + (f" -- {s.first_error}" if s.first_error else ""))
+        print("".join(f"      {line}\n" for line in s.figures), end="")
     return 0 if all(s.status.startswith(("ok", "skipped")) for s in steps) else 1
 
 
