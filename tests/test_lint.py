@@ -15,5 +15,5 @@ RUFF = shutil.which("ruff", path=str(Path(sys.executable).parent)) or shutil.whi
 @pytest.mark.skipif(RUFF is None, reason="ruff is not installed (./setup.sh installs it with the test extra)")
 @pytest.mark.parametrize("command", [["check"], ["format", "--check"]], ids=["lint", "format"])
 def test_ruff(command):
-    done = subprocess.run([RUFF, *command, "bench", "tests"], cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run([RUFF, *command, "bench", "tests", "tools"], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -1,0 +1,116 @@
+"""tools/gpu_check.py, the one-call GPU check, rehearsed on the CPU so it does not rot before a GPU runs it:
+the same script and steps with tiny sizes, CUDA-only steps skipped, the report's structure and figures checked."""
+
+import base64
+import hashlib
+import importlib.util
+import re
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = REPO / "tools" / "gpu_check.py"
+spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
+gpu_check = sys.modules["gpu_check"] = importlib.util.module_from_spec(spec)  # dataclasses look it up there
+spec.loader.exec_module(gpu_check)
+NAMES = [name for name, *_ in gpu_check.STEPS]
+CUDA_ONLY = {name for name, _, _, cuda_only, _ in gpu_check.STEPS if cuda_only}
+
+
+def probe_wheel(folder: Path, body: str = "VALUE = 1\n") -> Path:
+    """A minimal pure-Python wheel (PEP 427) of a distribution no environment has: gpu-check-probe 1.0."""
+    files = {
+        "gpu_check_probe/__init__.py": body,
+        "gpu_check_probe-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: gpu-check-probe\nVersion: 1.0\n",
+        "gpu_check_probe-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+        "Tag: py3-none-any\n",
+    }
+    digest = {
+        k: base64.urlsafe_b64encode(hashlib.sha256(v.encode()).digest()).rstrip(b"=").decode() for k, v in files.items()
+    }
+    record = "".join(f"{k},sha256={digest[k]},{len(v.encode())}\n" for k, v in files.items())
+    folder.mkdir(exist_ok=True)
+    wheel = folder / "gpu_check_probe-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        for name, text in {
+            **files,
+            "gpu_check_probe-1.0.dist-info/RECORD": record + "gpu_check_probe-1.0.dist-info/RECORD,,\n",
+        }.items():
+            z.writestr(name, text)
+    return wheel
+
+
+def check(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, str]:
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--out", str(out), "--device", "cpu", "--tiny", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    return done, (out / gpu_check.REPORT).read_text()
+
+
+def rows(report: str) -> dict[str, str]:
+    """step -> result, from the report's table."""
+    return {m[1]: m[2] for m in re.finditer(r"^\| ([\w-]+) \| [^|]+ \| ([^|]+) \| \d+ \|$", report, re.M)}
+
+
+def section(report: str, name: str) -> str:
+    return re.search(rf"^## {name}: .*?(?=^## |\Z)", report, re.M | re.S)[0]
+
+
+def test_the_cpu_rehearsal_runs_every_step_and_reports_each_with_its_figures(tmp_path):
+    done, report = check(tmp_path, "--wheels", str(probe_wheel(tmp_path / "wheels").parent), "--budget", "1500")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    results = rows(report)
+    assert list(results) == NAMES
+    for name in NAMES:
+        if name in CUDA_ONLY:
+            assert results[name] == "skipped: no CUDA", name
+        else:
+            assert results[name].startswith("ok"), (name, section(report, name))
+    assert f"- torch: {torch.__version__}" in report and "- bench's torch floor: 2.4" in report
+    assert "installed: gpu-check-probe 1.0" in section(report, "install")  # the later steps' Python sees it
+    assert re.search(r"ok: 6 skipped", results["gpu-tests"])  # tests/test_gpu.py: each needs CUDA
+    train = section(report, "perf-train")
+    assert "--model resnet8_cifar" in train and "--channels-last" in train and "--compile" not in train
+    assert float(re.search(r"^bare loop \(torch SGD, random tensors\)\s+([\d,.]+)", train, re.M)[1]) > 0
+    assert re.search(r"^bench runner, torchvision loader\s+[\d,.]+\s+[\d.]+", train, re.M)
+    assert re.search(r"^bench LARS step\s+[\d.]+\s+[\d.]+", section(report, "perf-optim"), re.M)
+    resumed = section(report, "train-resume")
+    assert "$ BENCH_CRASH_AT=step:4 python -m bench run recipes/demo.yaml" in resumed
+    assert re.search(r'^run: status "completed", device "cpu", world_size 1, .*resumed_at \[3\]$', resumed, re.M)
+    one_rank = re.search(
+        r'^run: status "completed", device "cpu", world_size 1, .*$', section(report, "torchrun"), re.M
+    )
+    assert "val_size 8, evaluated_images 8," in one_rank[0]  # 4 classes x 2 images, each evaluated once
+    assert (tmp_path / "out" / gpu_check.LOG).stat().st_size > len(report) / 2  # every step's whole output
+
+
+def test_a_failed_step_reports_its_first_error_line_and_the_next_step_still_runs(tmp_path):
+    broken = tmp_path / "wheels"
+    probe_wheel(broken).write_bytes(b"not a zip file")
+    done, report = check(tmp_path, "--wheels", str(broken), "--only", "install,environment")
+    assert done.returncode == 1
+    results = rows(report)
+    assert results == {"install": "FAILED", "environment": "ok"}
+    assert re.search(r"^First error line: `exit code 1: .+`$", section(report, "install"), re.M)
+
+
+def test_a_step_past_its_time_is_killed_with_its_children_and_reported(tmp_path, monkeypatch):
+    monkeypatch.setattr(gpu_check, "MIN_STEP_S", 0)
+    args = gpu_check.argparse.Namespace(out=str(tmp_path), device="cpu", tiny=True, budget=1, wheels=tmp_path)
+    checker = gpu_check.Checker(args)
+    step = gpu_check.Step("sleepy", "a step that outlives the budget", 60)
+    marker = tmp_path / "child-survived"
+    start = time.monotonic()
+    checker.run(step, lambda s: checker.sh(s, ["bash", "-c", f"(sleep 3; touch {marker}) & sleep 30"]))
+    assert step.status.startswith("TIMEOUT after") and time.monotonic() - start < 3
+    time.sleep(3)
+    assert not marker.exists()  # the process group went with it: torchrun's workers would too
