@@ -580,10 +580,10 @@ def test_a_sweep_refuses_an_uncommitted_tree_and_another_kernel_platform(sweep_f
     from bench.engine import rundir
 
     out = tmp_path / "results"
-    monkeypatch.setattr(rundir, "git_commit", lambda: "0123456789abcdef+dirty")
+    monkeypatch.setattr(rundir, "git_commit", lambda *files: "0123456789abcdef+dirty")
     assert main(["sweep", str(sweep_file), "--out", str(out), "--only", "sgd-b32-t00"]) == 2
     assert "uncommitted changes" in capsys.readouterr().err and not any(out.glob("*/*/meta.json"))
-    monkeypatch.setattr(rundir, "git_commit", lambda: "0123456789abcdef")
+    monkeypatch.setattr(rundir, "git_commit", lambda *files: "0123456789abcdef")
     finished = make_run(
         out,
         "tiny-sgd-b32-t01",
