@@ -307,21 +307,36 @@ def test_verdict_ratio_of_steps_when_both_reach_the_target(tmp_path):
         sweep_run(tmp_path, "nesterov", 100, "rerun", seed, [61, 62, 63])  # step 10
     rows, _ = verdict_rows(tmp_path)
     ratio = rows[(100, "LARS", "Nesterov SGD")]["steps to target X / Y"]
-    assert ratio.value == pytest.approx(2.0) and ratio.ci is None  # no spread: no interval
+    assert ratio.value == pytest.approx(2.0) and ratio.ci == (2.0, 2.0)  # no spread: a point interval
+    assert ratio.note.startswith("90%")  # 3 vs 3: the exact Mann-Whitney interval's coverage, short of 95%
 
 
 def test_the_steps_ratio_takes_ties_and_a_miss():
-    """Medians with a miss as infinity, and a bootstrap interval over the seeds: steps on the evaluation grid tie."""
+    """The median of the pairwise ratios with the exact Mann-Whitney interval (no generator): a miss counts as ∞,
+    so an interval end can be ∞ (written in the note, with the attained coverage)."""
     import pandas as pd
 
     x = pd.Series({"arm": "lars", "rerun_steps": (20.0, 20.0, 30.0, 20.0, math.inf)})
     y = pd.Series({"arm": "nesterov", "rerun_steps": (10.0, 10.0, 10.0, 20.0, 10.0)})
     ratio = tuning.steps_ratio(x, y)
-    assert ratio.value == 2.0 and ratio.note == "LARS missed 1/5"
-    assert 1.0 <= ratio.ci[0] <= 2.0 <= ratio.ci[1]
-    assert tuning.steps_ratio(x, y).ci == ratio.ci  # a fixed generator: the same table every time
+    # the 25 ratios: three 1s, one 1.5, twelve 2s, four 3s, five ∞; 95%: the 3rd smallest to the 3rd largest
+    assert ratio.value == 2.0 and ratio.ci is None and ratio.note == "[1.00, ∞] 96.83%; LARS missed 1/5"
+    reordered = pd.Series({"arm": "lars", "rerun_steps": (math.inf, 20.0, 20.0, 30.0, 20.0)})
+    assert tuning.steps_ratio(reordered, y) == ratio  # the runs' order does not matter
     x3 = pd.Series({"arm": "lars", "rerun_steps": (20.0, math.inf, math.inf)})
     assert tuning.steps_ratio(x3, y).empty  # most missed: the median is a miss
+
+
+def test_a_difference_of_exactly_one_grid_is_unresolved():
+    """386 against 372 steps on a 14-step grid (the ladder's batch 128): one evaluation apart, not resolved."""
+    import pandas as pd
+
+    x = pd.Series({"arm": "vrgd_lars", "rerun_steps": (386.0, 372.0, 400.0, 386.0, 358.0), "rerun_grid": (14.0,) * 5})
+    y = pd.Series({"arm": "lars", "rerun_steps": (372.0, 358.0, 386.0, 372.0, 344.0), "rerun_grid": (14.0,) * 5})
+    r = tuning.steps_ratio_of(x, y, 0.99)
+    assert r.unresolved and tuning.speed_word("vrgd_lars", "lars", r).startswith("unresolved")
+    finer = [pd.Series({**c, "rerun_grid": (13.0,) * 5}) for c in (x, y)]
+    assert not tuning.steps_ratio_of(*finer, 0.99).unresolved
 
 
 def test_verdict_is_a_cli_table_in_every_format(tmp_path):
@@ -636,7 +651,7 @@ def test_steps_figures_carry_their_grid_and_a_ratio_inside_it_is_unresolved(tmp_
         sweep_run(tmp_path, arm, 100, "trial", 0, [50, 61, 62])
     rows, _ = verdict_rows(tmp_path)
     ratio = rows[(100, "VRGD-LARS", "LARS")]["steps to target X / Y"]
-    assert ratio.value == 1.0 and "unresolved: the medians differ by less than the grid of 10 steps" in ratio.note
+    assert ratio.value == 1.0 and "unresolved: the medians differ by no more than the grid of 10 steps" in ratio.note
     runs = results.load([tmp_path])
     assert set(runs["steps_to_target"]) == {20} and set(runs["steps_to_target_grid"]) == {10}
     table = tuning.tuning(results.load_study([tmp_path]))
@@ -766,7 +781,7 @@ def test_the_scaling_table_gives_each_arms_critical_batch_and_their_ratio(tmp_pa
     table = tuning.scaling(results.load_study([tmp_path]))
     rows = {(r[0], r[1]): Row(r, table.columns) for r in table.rows}
     assert rows[("LARS", 200)]["images / linear"].value == pytest.approx(1.5)
-    assert rows[("LARS", 200)]["steps to result (reruns' median [95%])"].value == 15
+    assert rows[("LARS", 200)]["steps to result (reruns' median [≥ 95% or min-max])"].value == 15
     expected = 100 * 2 ** (math.log(1.2) / math.log(1.5))
     assert rows[("LARS", 50)]["critical batch [95%]"].startswith(f"{expected:,.0f} [")  # no spread: [b, b]
     assert rows[("VRGD-LARS", 50)]["critical batch [95%]"].startswith("> 200")
@@ -868,7 +883,7 @@ def test_a_steps_sweep_gets_a_speed_verdict_on_the_steps_ratio_and_no_top1_test(
     rows, table = verdict_rows(tmp_path)
     row = rows[(100, "VRGD-LARS", "LARS")]
     assert row["steps to target X / Y"].value == pytest.approx(10 / 30)
-    assert row[-1].startswith("speed: VRGD-LARS faster (97.5% interval [")  # two batches: m = 2
+    assert row[-1].startswith("speed: VRGD-LARS faster (98.41% interval [")  # two batches: m = 2, 97.5% asked
     for column in ("val Top-1 X", "Δ val Top-1 (X − Y)", "p Holm", "Δ gap (X − Y)"):
         assert row[column].value is None or math.isnan(row[column].value), column
     assert "all (pooled)" not in {key[0] for key in rows}  # no average Top-1 difference either
