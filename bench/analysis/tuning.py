@@ -40,7 +40,7 @@ import pandas as pd
 
 from bench.analysis import power
 from bench.analysis.paper import display
-from bench.analysis.render import NO_NUMBER, Cell, Table
+from bench.analysis.render import NO_NUMBER, Cell, Table, claim
 from bench.analysis.results import Study, instability_text, numbers, once_per_seed, read_events
 from bench.errors import UserError
 
@@ -157,6 +157,8 @@ def cells(study: Study) -> pd.DataFrame:
                 "kernels": tuple(sorted(set(done["kernels"]))),
                 "clip_frac": _mean_logged(trained["run"], "gsnr_clip_frac"),
                 "runner_up_reruns": tuple(second["val_top1"].dropna()),
+                "runner_up_seeds": tuple(second.dropna(subset=["val_top1"])["seed"]),
+                "runner_up_gap": tuple(second.dropna(subset=["val_top1"])["gap_top1"]),
                 "runner_up_rerun_steps": tuple(second["steps_to_target"]),
                 "runner_up_rerun_grid": tuple(second["steps_to_target_grid"]),
                 "rerun_steps": tuple(done["steps_to_target"]),
@@ -369,14 +371,61 @@ def pairs_of(study: Study, table_cells: pd.DataFrame, baseline: str | None = Non
     return out
 
 
-def _near_tie_note(r: Pair) -> str:
-    ties = [
-        f"{display(c['arm'])}'s selection ({c['best_selection_top1']:.2f} vs {c['runner_up_top1']:.2f}, "
-        f"se {c['selection_se']:.2f})"
-        for c in (r.cx, r.cy)
-        if c["near_tie"]
-    ]
-    return f"; rests on a near-tie: {', '.join(ties)}" if ties else ""
+def runner_up_cell(c: pd.Series) -> pd.Series:
+    """Cell c as if its selection had gone to its runner-up: that trial's reruns (reruns.top >= 2, same seeds)."""
+    trained = c["runner_up_reruns"]
+    return pd.Series(
+        {
+            **c,
+            "val_top1": trained,
+            "gap_top1": c["runner_up_gap"],
+            "seeds": c["runner_up_seeds"],
+            "rerun_steps": c["runner_up_rerun_steps"],
+            "rerun_grid": c["runner_up_rerun_grid"],
+            "n_reruns": len(c["runner_up_rerun_steps"]),
+            "n_rerun_diverged": len(c["runner_up_rerun_steps"]) - len(trained),
+        }
+    )
+
+
+def selection_word(r: Pair, cx: pd.Series, cy: pd.Series, family: list[Pair]) -> str:
+    """Pair r's verdict word had its cells been cx and cy: the same test at the family's level, Holm's adjustment
+    redone with this p in place of r's."""
+    if r.speed:
+        return speed_word(r.x, r.y, steps_ratio_of(cx, cy, 1 - r.alpha))
+    c = power.compare(cx["val_top1"], cy["val_top1"], cx["seeds"], cy["seeds"])
+    p = [(c if m is r else m.c).p if (c if m is r else m.c) else math.nan for m in family]
+    detectable = power.comparison_mde(c, r.alpha) if c else math.nan
+    return verdict_word(r.x, r.y, cx, cy, c, power.holm(p)[family.index(r)], detectable)
+
+
+def _direction(r: Pair, word: str) -> str:
+    """What a verdict word declares: X ahead, Y ahead, or no difference (within noise, unresolved, no number)."""
+    for arm in (r.x, r.y):
+        if word.startswith((f"{display(arm)} better", f"{display(arm)} faster")):
+            return arm
+    return ""
+
+
+def near_tie_word(r: Pair, word: str, family: list[Pair]) -> str:
+    """The verdict word where a side's selection was a near tie (the tuning table's flag): kept only if the same
+    conclusion (X ahead, Y ahead, or neither) holds at the near-tied runner-up's reruns (each such side swapped,
+    alone and together), else 'depends on the selection' with every result; a runner-up without reruns is named (nothing to check it against)."""
+    tied = [bool(c["near_tie"]) for c in (r.cx, r.cy)]
+    if not any(tied):
+        return word
+    names = [display(a) for a, t in zip((r.x, r.y), tied) if t]
+    if any(t and not len(c["runner_up_rerun_steps"]) for c, t in zip((r.cx, r.cy), tied)):
+        return f"{word}; rests on a near tie ({', '.join(names)}) whose runner-up was not rerun"
+    results = []
+    for swap in itertools.product(*([False, True] if t else [False] for t in tied)):
+        if any(swap):
+            cx, cy = (runner_up_cell(c) if s else c for c, s in zip((r.cx, r.cy), swap))
+            whose = " and ".join(display(a) for a, s in zip((r.x, r.y), swap) if s)
+            results.append(f"{selection_word(r, cx, cy, family)} with {whose}'s runner-up")
+    if len({_direction(r, w) for w in [word, *results]}) == 1:
+        return f"{word}; the same at the near-tied runner-up's reruns ({', '.join(names)})"
+    return f"depends on the selection: {word} at the selected points; " + "; ".join(results)
 
 
 def mde_cell(c: power.Comparison | None, detectable: float) -> Cell:
@@ -385,6 +434,27 @@ def mde_cell(c: power.Comparison | None, detectable: float) -> Cell:
         return Cell(None, kind="pct")
     low, high = power.sd_interval(c)
     return Cell(detectable, kind="pct", ci=(detectable * low, detectable * high))
+
+
+def verdict_claim(r: Pair, word: str) -> str:
+    """Pair r's conclusion in words (render.claim): the steps ratio's interval at the family's level with its
+    attained coverage (speed), or the Top-1 difference's uncorrected 95% interval, then the verdict word."""
+    if r.speed:
+        ratio = steps_ratio_of(r.cx, r.cy, 1 - r.alpha)
+        subject = f"{display(r.x)} / {display(r.y)} steps to target at batch {r.batch}"
+        if not ratio.number:
+            return claim(subject, word)
+        level = f"{power.coverage_text(ratio.ratio.coverage)} interval [{ratio.ratio.low:.2f}, {ratio.ratio.high:.2f}]"
+        conclusion = word.replace(f" ({level})", "", 1).replace(f"; {level}", "", 1)  # the sentence gives it
+        if conclusion.startswith("within noise"):
+            conclusion = "no speedup resolved" + conclusion.removeprefix("within noise")
+        return claim(
+            subject, conclusion, (ratio.ratio.low, ratio.ratio.high), power.coverage_text(ratio.ratio.coverage)
+        )
+    subject = f"{display(r.x)} − {display(r.y)} val Top-1 at batch {r.batch}"
+    if r.c is None:
+        return claim(subject, word)
+    return claim(subject, word, (r.c.low, r.c.high), f"{CONFIDENCE:.0%}, uncorrected", "pct", " pp")
 
 
 def verdict(study: Study, baseline: str | None = None) -> Table:
@@ -419,9 +489,9 @@ def verdict(study: Study, baseline: str | None = None) -> Table:
         sd = lambda cell: mean_std_n(cell["val_top1"])[1]  # noqa: E731
         seeds = power.seeds_to_resolve(PLAN_EFFECT, c, sd(r.cx), sd(r.cy), r.alpha) if c else None
         gap = None if r.speed else power.compare(r.cx["gap_top1"], r.cy["gap_top1"], r.cx["seeds"], r.cy["seeds"])
-        word = verdict_word(r.x, r.y, r.cx, r.cy, c, r.p_holm, detectable)
-        if r.speed:
-            word = "speed: " + speed_word(r.x, r.y, steps_ratio_of(r.cx, r.cy, 1 - r.alpha))
+        family = [m for m in rows if m.family == r.family]
+        word = near_tie_word(r, selection_word(r, r.cx, r.cy, family), family)
+        table.claims.append(verdict_claim(r, word))
         table.rows.append(
             [
                 r.batch,
@@ -440,8 +510,8 @@ def verdict(study: Study, baseline: str | None = None) -> Table:
                 Cell(seeds, kind="int") if seeds else Cell(None, note="> 1000" if c else NO_NUMBER, kind="int"),
                 Cell(gap.diff, kind="pct", ci=(gap.low, gap.high)) if gap else Cell(None, kind="pct"),
                 steps_ratio(r.cx, r.cy),
-                word
-                + (_near_tie_note(r) if word.endswith("better") else "")
+                ("speed: " if r.speed else "")
+                + word
                 + ("; pairs across kernel platforms" if len(set(r.cx["kernels"]) | set(r.cy["kernels"])) > 1 else ""),
             ]
         )
@@ -454,6 +524,17 @@ def verdict(study: Study, baseline: str | None = None) -> Table:
             f"{display(x) if pooled.diff > 0 else display(y)} better on average"
             if pooled.p < power.ALPHA
             else f"within noise (could detect ≥ {detectable:.1f} pp on average)"
+        )
+        batches = f"{primary[0].batch}-{primary[-1].batch}"
+        table.claims.append(
+            claim(
+                f"{display(x)} − {display(y)} val Top-1 averaged over batches {batches} (exploratory)",
+                word,
+                (pooled.low, pooled.high),
+                f"{CONFIDENCE:.0%}",
+                "pct",
+                " pp",
+            )
         )
         table.rows.append(
             [
@@ -564,6 +645,9 @@ def matched(study: Study, baseline: str | None = None) -> Table:
             if p_holm < power.ALPHA
             else f"within noise (could detect ≥ {detectable:.1f} pp)"
         )
+        subject = f"{display(x)} − {display(y)} val Top-1 at batch {batch}, at {display(owner)}'s point"
+        interval = (c.low, c.high) if c else None
+        table.claims.append(claim(subject, word, interval, f"{CONFIDENCE:.0%}, uncorrected", "pct", " pp"))
         table.rows.append(
             [
                 batch,
