@@ -575,9 +575,12 @@ def verdict(study: Study, baseline: str | None = None) -> Table:
         f"of about 2). seeds for {PLAN_EFFECT:g} pp: seeds per side that would detect a {PLAN_EFFECT:g}-point "
         "difference with 80% power at the same noise and level (docs/algorithms.md, 'What a verdict can detect'; "
         "`bench table plan` sizes a next study).",
-        "A 'better' that says 'rests on a near-tie' compares a point whose selection was a near tie: its best and "
-        "runner-up trials scored within two standard errors of the selection split (the tuning table's columns), "
-        "so another split could have chosen another point.",
+        "Near ties: where a side's selection was a near tie (the tuning table's flag: another split could have "
+        "chosen the runner-up), the verdict word stands only if the runner-up's reruns (reruns.top 2, the same "
+        "seeds), swapped in alone and together, reach the same conclusion (X ahead, Y ahead, or neither) with the "
+        "same test at the same family level; else 'depends on the selection', with every result. A runner-up "
+        "without reruns is named ('rests on a near tie ... whose runner-up was not rerun').",
+        "Claims: each row's conclusion as a sentence made from its numbers (render.claim), under the table.",
         "steps to target X / Y: the median of the ratios of each of X's reruns' steps to the first evaluation ≥ the "
         "target to each of Y's (Hodges-Lehmann; a miss counts as ∞) with the exact Mann-Whitney interval on log "
         "steps at 95% or the nearest coverage above it that the seeds allow, that coverage printed (5 vs 5: "
