@@ -21,9 +21,11 @@ Runs are placed by their recipe's tags (results.sweep_place): role "trial" (one 
   detectable effect at 80% power at the observed noise and seeds; "seeds for 1 pp" says how many seeds per
   side would detect a 1-point difference at that noise. A diverged rerun has no final accuracy and is left out
   of its side's mean (the row says so); a side whose reruns all diverged loses to one that trained. The gap
-  difference gets the same interval; the steps ratio X / Y is the ratio of median steps to target (a miss =
-  ∞) with a percentile bootstrap interval over the seeds (ties on the evaluation grid and misses need no
-  assumption), given when both medians are finite.
+  difference gets the same interval; the steps ratio X / Y is the median of the pairwise ratios of the reruns'
+  steps to target (Hodges-Lehmann; a miss = ∞) with the exact Mann-Whitney interval and its attained coverage
+  (power.ratio_interval: distribution-free, no resampling), given when the misses leave that median finite.
+  Where a selection was a near tie, a verdict word stands only if the runner-up's reruns agree
+  (near_tie_word); each row's conclusion ends the table as a sentence (render.claim).
 """
 
 from __future__ import annotations
