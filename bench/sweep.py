@@ -539,20 +539,23 @@ def this_platform() -> str:
     )
 
 
-def check_provenance(spec: SweepSpec, results: Path, allow_dirty: bool, allow_mixed_kernels: bool) -> None:
+def check_provenance(
+    spec: SweepSpec, results: Path, allow_dirty: bool, allow_mixed_kernels: bool, sweep_files: tuple[Path, ...] = ()
+) -> None:
     """A study's runs come from one clean commit and one kernel platform: refuse to start or resume from an
-    uncommitted tree (unless allow_dirty), or on a platform other than that of the study's finished runs
+    uncommitted tree (unless allow_dirty; `sweep_files`, the sweep file and its base recipe, count too), or on a platform other than that of the study's finished runs
     (unless allow_mixed_kernels); warn when the finished runs came from another commit."""
     from bench.analysis.results import kernels
     from bench.engine.rundir import git_commit
 
-    commit = git_commit()
+    commit = git_commit(*sweep_files)
     if commit and commit.endswith("+dirty") and not allow_dirty:
         raise UserError(
-            f"sweep {spec.name}: bench's code has uncommitted changes (git status in "
-            f"{Path(__file__).parent}); a study's runs come from one clean commit: commit them, or pass "
-            "--allow-dirty (the verdict then warns)"
+            f"sweep {spec.name}: bench's code, the sweep file or its base recipe has uncommitted changes (git status "
+            f"in {Path(__file__).parent} and of {', '.join(map(str, sweep_files))}); a study's runs come from one "
+            "clean commit: commit them, or pass --allow-dirty (the verdict then warns)"
         )
+    commit = git_commit()  # what each run records: the package's code
     done = [json.loads(m.read_text()) for m in sorted(Path(results).glob("*/*/meta.json"))]
     done = [m for m in done if m.get("status") in FINISHED]
     theirs = sorted({kernels(m) for m in done})
@@ -609,7 +612,7 @@ def run_sweep(
 
     spec = load(path)
     trials = expand(path, spec)
-    check_provenance(spec, results, allow_dirty, allow_mixed_kernels)
+    check_provenance(spec, results, allow_dirty, allow_mixed_kernels, (Path(path), spec.base))
     for warning in search_warnings(spec):
         print(f"bench: warning: {path}: {warning}", file=sys.stderr)
     chosen = [t for t in trials if only in t.name] if only else trials

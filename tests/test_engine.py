@@ -5,6 +5,7 @@ import math
 import os
 import socket
 import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -12,6 +13,7 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
+import bench
 from bench import recipe as recipe_mod
 from bench.engine import distributed
 from bench.engine.plan import make_plan
@@ -475,3 +477,58 @@ def test_each_progress_field_has_one_writer():
     fields = [f.name for f in dataclasses.fields(train.Progress)]
     assert written(pace) == set(fields[:6])
     assert written(train) and written(train) <= set(fields[6:])
+
+
+PROVENANCE_PROBE = """
+import subprocess, sys
+from pathlib import Path
+from bench.engine.rundir import git_commit
+root, files = Path(sys.argv[1]), [Path(f) for f in sys.argv[2:]]
+def state(*extra):
+    git_commit.cache_clear()
+    commit = git_commit(*extra)
+    subprocess.run(["git", "checkout", "-q", "--", "."], cwd=root, check=True)  # undo the edit for the next probe
+    return commit
+print("clean", state(*files))
+for name in ["bench/optim/lars.py", "bench/data/pipeline.py", "bench/analysis/tuning.py", "bench/engine/train.py",
+             "bench/catalog.py", "recipes/base.yaml"]:
+    with open(root / name, "a") as f:
+        f.write("# edited\\n")
+    print(name, state(*files))
+(root / "recipes" / "new.yaml").write_text("arms: {}\\n")
+print("untracked sweep file", state(root / "recipes" / "new.yaml"))
+"""
+
+
+def test_the_recorded_commit_sees_every_file_of_the_package_and_the_sweeps_files(tmp_path):
+    """git_commit() says '+dirty' for an edit anywhere in the package (each subpackage and a top-level module), not
+    only in bench/engine, and for an edited or uncommitted sweep/recipe file it is given; on a throwaway git copy
+    of the package (this checkout is never touched)."""
+    import shutil
+
+    root = tmp_path / "checkout"
+    shutil.copytree(Path(bench.__file__).parent, root / "bench", ignore=shutil.ignore_patterns("__pycache__"))
+    (root / "recipes").mkdir()
+    (root / "recipes" / "base.yaml").write_text("epochs: 1\n")
+    (root / "recipes" / "sweep.yaml").write_text("base: base.yaml\narms: {}\n")
+    for command in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"]):
+        subprocess.run(["git", *command], cwd=root, check=True)
+    sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()
+    probe = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            PROVENANCE_PROBE,
+            str(root),
+            str(root / "recipes/sweep.yaml"),
+            str(root / "recipes/base.yaml"),
+        ],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    lines = dict(line.rsplit(" ", 1) for line in probe.stdout.splitlines())
+    assert lines.pop("clean") == sha
+    assert lines == {name: f"{sha}+dirty" for name in lines} and len(lines) == 7, lines

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from bench.analysis import results, tables
-from bench.analysis.render import Cell, Table, render
+from bench.analysis.render import Cell, Table, claim, claims_of, render
 from bench.cli import main
 from tests.test_analysis_helpers import make_run
 
@@ -58,6 +58,23 @@ def test_every_cell_kind_is_rounded_to_its_digits_in_csv():
     assert text.splitlines()[2] == "inf,,,,0.5,0.25,0.333,x"
     frame = pd.read_csv(io.StringIO(text))
     assert math.isinf(frame.loc[1, "pct"]) and frame.loc[0, "steps"] == 12346
+
+
+def test_a_tables_claims_are_sentences_from_its_numbers_that_markdown_ends_with_and_reads_back():
+    """render.claim formats the interval as the cells do (∞ too); markdown ends with the claims, claims_of reads them
+    back verbatim, and csv keeps them beside the table (notes_text, on stderr)."""
+    said = claim("VRGD-LARS / LARS steps at 128", "no speedup resolved", (0.8354, 1.1979), "99.21%")
+    assert said == "VRGD-LARS / LARS steps at 128: between 0.84x and 1.20x (99.21%); no speedup resolved."
+    assert claim("X − Y at 64", "within noise", (-1.344, math.inf), "95%", "pct", " pp") == (
+        "X − Y at 64: between -1.34 pp and ∞ pp (95%); within noise."
+    )
+    assert claim("X / Y at 1024", "no ratio (X missed 3/5)") == "X / Y at 1024: no ratio (X missed 3/5)."
+    table = Table("t", ["a"], [[Cell(1.0)]], notes=["a note"], claims=[said, "Another: one."])
+    assert claims_of(render(table)) == [said, "Another: one."] and claims_of(render(Table("t", ["a"]))) == []
+    assert "between 0.84x and 1.20x (99.21\\%)" in render(table, "latex")
+    from bench.analysis.render import notes_text
+
+    assert notes_text(table).splitlines()[-2:] == [said, "Another: one."]
 
 
 def test_report_csv_to_a_file_is_plain_and_its_notes_go_to_stderr(tmp_path, capsys):

@@ -156,3 +156,44 @@ def test_the_noise_interval_covers_the_true_sd_95_percent_of_the_time():
         sd = c.se * math.sqrt(c.n)
         covered += sd * low <= 1.0 <= sd * high
     assert 0.93 <= covered / STUDIES <= 0.97
+
+
+def test_median_interval_is_two_order_statistics_with_their_exact_coverage():
+    """n = 5: no pair of order statistics reaches 95%; the smallest to the largest covers 1 - 2/32 = 93.75%, and
+    that is the coverage given. n = 20 at 95%: [x_(6), x_(15)], 1 - 2 P(Bin(20, 1/2) <= 5) = 95.86%."""
+    assert power.median_interval([5.0, 1.0, 4.0, 2.0, 3.0]) == (1.0, 5.0, 0.9375)
+    low, high, coverage = power.median_interval(np.arange(20.0))
+    assert (low, high) == (5.0, 14.0) and coverage == pytest.approx(0.958611, abs=1e-6)
+    assert power.median_interval([3.0, math.inf, 1.0, 2.0, math.inf])[:2] == (1.0, math.inf)  # misses rank last
+    assert power.coverage_text(0.9375) == "93.75%" and power.coverage_text(0.95) == "95%"
+
+
+def test_the_mann_whitney_null_distribution_is_exact():
+    counts = power.mann_whitney_counts(5, 5)
+    assert counts.sum() == math.comb(10, 5) and list(counts[:5]) == [1, 1, 2, 3, 5] and counts[0] == counts[25]
+    assert list(power.mann_whitney_counts(2, 3)) == [1, 1, 2, 2, 2, 1, 1]  # the 10 orderings of xx and yyy
+
+
+@pytest.mark.parametrize("confidence, declared", [(0.95, 1 - 8 / 252), (0.99, 1 - 2 / 252)])
+def test_the_ratio_interval_keeps_its_declared_coverage_at_five_seeds(confidence, declared):
+    """2,000 simulated five-vs-five studies, steps lognormal (sd 0.15 in log, as the ladder's reruns), X's true
+    steps 0.9 x Y's: the interval holds the true ratio as often as the coverage it declares (within 2 points), and
+    that coverage is the exact Mann-Whitney one, at or above the asked level."""
+    rng = np.random.default_rng(0)
+    x = 400 * 0.9 * np.exp(rng.normal(0, 0.15, (2000, 5)))
+    y = 400 * np.exp(rng.normal(0, 0.15, (2000, 5)))
+    found = [power.ratio_interval(a, b, confidence) for a, b in zip(x, y)]
+    assert all(r.coverage == pytest.approx(declared) for r in found) and declared >= confidence
+    covered = np.mean([r.low <= 0.9 <= r.high for r in found])
+    assert abs(covered - declared) < 0.02, (covered, declared)
+    assert all(r.low <= r.point <= r.high for r in found)
+    medians = [power.median_interval(a) for a in x]  # the per-cell interval of each side's median: 93.75%
+    assert abs(np.mean([lo <= 400 * 0.9 <= hi for lo, hi, _ in medians]) - 0.9375) < 0.02
+
+
+def test_a_pair_of_misses_widens_both_ends_of_the_ratio_interval():
+    """A miss is ∞: against a finite value its ratio is ±∞; two misses could stand either way."""
+    r = power.ratio_interval([100.0, 110.0, 120.0, math.inf, 130.0], [100.0, 105.0, math.inf, 115.0, 125.0], 0.99)
+    assert r.low == 0.0 and r.high == math.inf  # 99.21% at 5 vs 5: the extremes of the 25 ratios
+    r = power.ratio_interval([100.0, 110.0, 120.0, 90.0, 130.0], [200.0, 210.0, math.inf, 215.0, 225.0], 0.95)
+    assert r.high == pytest.approx(130 / 215) and r.low == 0.0  # 3rd largest ratio; a finite X / a missed Y: 0

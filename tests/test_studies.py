@@ -3,11 +3,13 @@ changed analysis cannot silently change a number the README or docs/studies.md q
 fails here until the tables are regenerated (bench sweep ... --plots, or analysis.commands.regenerate_sweep) and
 the diff is committed and explained."""
 
+import re
 from pathlib import Path
 
 import pytest
 
 from bench.analysis import results, tables
+from bench.analysis.render import claims_of
 
 ROOT = Path(__file__).resolve().parents[1]
 HEADLINES = ("scaling", "verdict", "matched")  # the tables the write-ups quote
@@ -20,8 +22,37 @@ COMMITTED = sorted(
 
 
 def rows(markdown: str) -> list[str]:
-    """A rendered table's rows (its numbers), without the title and notes (wording may be edited freely)."""
-    return [line for line in markdown.splitlines() if line.startswith("|")]
+    """A rendered table's rows (its numbers) and its claims (the sentences made from them), without the title and
+    notes (wording may be edited freely)."""
+    return [line for line in markdown.splitlines() if line.startswith("|")] + claims_of(markdown)
+
+
+CLAIM = re.compile(r"^(?:> |- )?(?P<sentence>.+?) <!-- claim: (?P<table>\S+) -->$")
+WRITE_UPS = ("README.md", "docs/studies.md")
+
+
+def misquoted_claims(text: str) -> list[str]:
+    """The lines of a write-up that quote a table's claim (a line ending '<!-- claim: results/.../TABLE.md -->')
+    whose sentence is not, verbatim, one of that committed table's claims."""
+    wrong = []
+    for line in text.splitlines():
+        if (found := CLAIM.match(line)) and found["sentence"] not in claims_of((ROOT / found["table"]).read_text()):
+            wrong.append(line)
+    return wrong
+
+
+@pytest.mark.parametrize("write_up", WRITE_UPS)
+def test_the_write_ups_quote_the_tables_claims_verbatim(write_up):
+    """Every sentence the README or docs/studies.md marks as a table's claim is that table's, word for word (the
+    committed tables are recomputed from their trees below); editing one word of a quote fails here."""
+    text = (ROOT / write_up).read_text()
+    assert not misquoted_claims(text)
+    quoted = [line for line in text.splitlines() if CLAIM.match(line)]
+    if write_up == "README.md":
+        assert len(quoted) >= 4  # the speed verdict's sentences at 64-512
+    for line in quoted:  # one word changed, or a word of strength added, is caught
+        assert " at " in line and misquoted_claims(line.replace(" at ", " near ", 1))
+        assert misquoted_claims(line.replace(": ", ": clearly ", 1))
 
 
 def test_the_headline_studies_have_committed_tables():
@@ -51,7 +82,7 @@ def test_the_readmes_speed_table_quotes_the_committed_tables():
     assert len(rows) == 4  # the batches with a ratio: 64-512
     for batch, lars, vrgd, ratio, *_ in rows:
         assert f"| {batch} " in scaling and lars in scaling and vrgd in scaling, (batch, lars, vrgd)
-        assert f"99.0% interval {ratio.split(' ', 1)[1]}" in verdict, (batch, ratio)
+        assert f"99.21% interval {ratio.split(' ', 1)[1]}" in verdict, (batch, ratio)
 
 
 def test_the_readmes_quality_table_quotes_the_committed_tables():

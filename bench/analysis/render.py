@@ -5,9 +5,13 @@ value, or a note ("—" for no number, "diverged"). Markdown and LaTeX print
 "mean ± std (n=k)"; CSV keeps numbers in their own columns (`<col>`,
 `<col> std`, `<col> n`, `<col> note`), each rounded to its kind's DIGITS, and
 nothing else: a plain table `pandas.read_csv(path)` loads with its defaults. Its
-title and notes are `notes_text()`, which the CLI prints on stderr (and which the
-markdown of the same table, written beside a csv by `bench suite` and `bench
-sweep`, holds).
+title, notes and claims are `notes_text()`, which the CLI prints on stderr (and
+which the markdown of the same table, written beside a csv by `bench suite` and
+`bench sweep`, holds).
+
+A table's claims are its conclusions in words, each made by `claim()` from the
+table's own numbers; the markdown ends with them under "**Claims**", one a line,
+and `claims_of()` reads them back (a write-up quotes them verbatim).
 """
 
 from __future__ import annotations
@@ -80,12 +84,42 @@ class Table:
     columns: list[str]
     rows: list[list] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    claims: list[str] = field(default_factory=list)  # claim()'s sentences: the table's conclusions in words
 
     def text_rows(self) -> list[list[str]]:
         return [[c.text() if isinstance(c, Cell) else str(c) for c in row] for row in self.rows]
 
     def numeric(self, j: int) -> bool:
         return any(isinstance(row[j], Cell) for row in self.rows)
+
+
+CLAIMS = "**Claims** (written from the numbers above)"
+
+
+def claim(
+    subject: str,
+    conclusion: str,
+    interval: tuple[float, float] | None = None,
+    coverage: str = "",
+    kind: str = "ratio",
+    unit: str = "x",
+) -> str:
+    """One conclusion of a table in words, made from its numbers: '<subject>: between <low><unit> and
+    <high><unit> (<coverage>); <conclusion>.' (without an interval: '<subject>: <conclusion>.'). `kind` formats
+    the ends as the table's cells do (DIGITS; ∞ for infinity); `coverage`: the interval's, as the table states it
+    ('99.21%', '95%, uncorrected')."""
+    if interval is None:
+        return f"{subject}: {conclusion}."
+    low, high = (Cell(v, kind=kind).number(v) + unit for v in interval)
+    return f"{subject}: between {low} and {high} ({coverage}); {conclusion}."
+
+
+def claims_of(markdown_text: str) -> list[str]:
+    """The claims a markdown table ends with (what claim() wrote), in order."""
+    if CLAIMS not in markdown_text:
+        return []
+    lines = markdown_text.split(CLAIMS, 1)[1].splitlines()
+    return [line[2:] for line in lines if line.startswith("- ")]
 
 
 def markdown(table: Table) -> str:
@@ -99,7 +133,8 @@ def markdown(table: Table) -> str:
     rule = "|" + "|".join(("-" * (w + 1) + ":") if r else ("-" * (w + 2)) for w, r in zip(widths, right)) + "|"
     body = "\n".join([line(table.columns), rule, *map(line, rows)])
     notes = "".join(f"\n- {n}" for n in table.notes)
-    return f"**{table.title}**\n\n{body}\n{notes}\n"
+    claims = f"\n{CLAIMS}\n\n" + "".join(f"- {c}\n" for c in table.claims) if table.claims else ""
+    return f"**{table.title}**\n\n{body}\n{notes}\n{claims}"
 
 
 def csv_number(value, kind: str) -> str:
@@ -124,7 +159,7 @@ def _csv_value(c) -> str:
 
 def notes_text(table: Table) -> str:
     """What a csv leaves out: the table's title and its notes, one a line (the CLI prints them on stderr)."""
-    return "".join(f"{line}\n" for line in [table.title, *table.notes])
+    return "".join(f"{line}\n" for line in [table.title, *table.notes, *table.claims])
 
 
 def csv_text(table: Table) -> str:
@@ -204,8 +239,8 @@ def latex(table: Table) -> str:
     ]
     lines += [" & ".join(latex_escape(c) for c in row) + r" \\" for row in table.text_rows()]
     lines += [r"\bottomrule", r"\end{tabular}"]
-    if table.notes:
-        lines += [r"\par\smallskip\footnotesize", r" \\ ".join(latex_escape(n) for n in table.notes)]
+    if table.notes or table.claims:
+        lines += [r"\par\smallskip\footnotesize", r" \\ ".join(latex_escape(n) for n in table.notes + table.claims)]
     lines.append(r"\end{table}")
     return "\n".join(lines) + "\n"
 

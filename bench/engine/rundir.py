@@ -55,27 +55,35 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-@functools.lru_cache(maxsize=1)
-def git_commit() -> str | None:
-    """The commit of the checkout bench runs from ('+dirty' when the package's files are modified), if any: read once
-    per process, so every run of a suite names the code the process loaded."""
-    here = Path(__file__).resolve().parent
+PACKAGE = Path(__file__).resolve().parents[1]  # bench/: every subpackage and top-level module
+
+
+@functools.lru_cache(maxsize=8)
+def git_commit(*files: Path) -> str | None:
+    """The commit of the checkout bench runs from, if any, '+dirty' when a tracked file anywhere in the package
+    (bench/optim, bench/data, bench/analysis, bench/engine, bench/*.py, ...) differs from it, or when one of
+    `files` (a sweep's sweep file and base recipe: what it reads besides code) is modified or not committed in
+    the git tree that holds it. A file in no git tree cannot be checked and is not counted (a run's recipe.yaml
+    records what it resolved to anyway). Read once per process, so every run of a suite names the code the
+    process loaded."""
     try:
-        sha = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, check=True
-        ).stdout.strip()
-        # the package's own files only: a study resumed from a committed partial results tree changes files
-        # under results/, which is data, not code
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no", "--", "."],
-            cwd=here,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
+        sha = _git(PACKAGE, "rev-parse", "HEAD")
+        # tracked files only in the package: untracked ones there are never imported unless a tracked file (which
+        # would then be modified) imports them; results/ is data, not code (a resumed study changes it)
+        dirty = _git(PACKAGE, "status", "--porcelain", "--untracked-files=no", "--", ".")
     except (OSError, subprocess.CalledProcessError):
         return None
+    for file in files:
+        file = Path(file).resolve()
+        try:  # an untracked sweep file is no commit's: it counts
+            dirty += _git(file.parent, "status", "--porcelain", "--untracked-files=all", "--", file.name)
+        except (OSError, subprocess.CalledProcessError):
+            continue  # not in a git tree
     return sha + ("+dirty" if dirty else "")
+
+
+def _git(where: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=where, capture_output=True, text=True, check=True).stdout.strip()
 
 
 def versions() -> dict[str, str | None]:
