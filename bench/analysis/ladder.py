@@ -57,7 +57,7 @@ class Fit:
 
     @property
     def resolved(self) -> bool:
-        return 0 < self.low and self.high <= RESOLVED * self.low
+        return 0 < self.low and math.isfinite(self.high) and self.high <= RESOLVED * self.low
 
     @property
     def found(self) -> bool:
