@@ -918,7 +918,7 @@ def scaling_claims(fits: dict, names: list[str], reference: str | None, crossing
             (f0, lr0), (f1, lr1) = ends[0], ends[-1]
             claims.append(
                 f"{display(arm)}: the target was crossed at {f0:.0%} of the schedule (lr {lr0:.2f} of its peak) at the "
-                f"smallest batch and at {f1:.0%} (lr {lr1:.2f}) at the largest that reached it"
+                f"smallest batch and at {f1:.0%} (lr {lr1:.2f}) at the largest where a rerun reached it"
                 + (
                     ": the schedule's state at the crossing changes along the ladder, which biases steps to result."
                     if max(lr0, lr1) > 1.5 * min(lr0, lr1)
@@ -1022,8 +1022,8 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
         "miss a lower bound at the steps it ran; [95%]: the profile-likelihood interval (the residual variance at "
         "least the evaluation grid's rounding), widened to hold the fit of every near-tied selection (a cell whose "
         "runner-up trial is within one grid and was rerun: both points' reruns). Its coverage in simulated ladders "
-        "of 64-1,024 with 5 reruns and lognormal noise: 95% for B_noise of 500-1,000, 85-90% for B_noise of "
-        "150-300 (docs/algorithms.md). An interval wider than a factor of 2 prints no point: 'between L and H "
+        "of 64-1,024 with 5 reruns and lognormal noise of 5-10%: 93-96% for B_noise of 500-3,000, 89-91% for "
+        "150-300, 84-86% for 100 (docs/algorithms.md). An interval wider than a factor of 2 prints no point: 'between L and H "
         "(not resolved)'.",
         f"critical batch: where images to result are {ladder.EXCESS - 1:.0%} above perfect linear scaling (Zhang et "
         "al. 2024, 'How Does Critical Batch Size Scale in Pre-training?'), linear scaling taken from the fit's "
