@@ -287,6 +287,7 @@ def test_a_performance_profile_with_no_result_says_so():
             "arm": ["lars", "vrgd_lars"] * 2,
             "global_batch": [64, 64, 512, 512],
             "steps_to_result": [float("inf")] * 4,
+            "rerun_steps": [(float("inf"),) * 5] * 4,  # the profile reads the reruns
             "n_trials": [4] * 4,
             "n_reruns": [5] * 4,
             "problem_label": ["Fashion-MNIST"] * 4,

@@ -33,14 +33,13 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-import zlib
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
-from bench.analysis import power
+from bench.analysis import ladder, power
 from bench.analysis.paper import display
 from bench.analysis.render import NO_NUMBER, Cell, Table, claim
 from bench.analysis.results import Study, instability_text, numbers, once_per_seed, read_events
@@ -163,8 +162,10 @@ def cells(study: Study) -> pd.DataFrame:
                 "runner_up_gap": tuple(second.dropna(subset=["val_top1"])["gap_top1"]),
                 "runner_up_rerun_steps": tuple(second["steps_to_target"]),
                 "runner_up_rerun_grid": tuple(second["steps_to_target_grid"]),
+                "runner_up_rerun_ran": tuple(second["steps"]),
                 "rerun_steps": tuple(done["steps_to_target"]),
                 "rerun_grid": tuple(done["steps_to_target_grid"]),
+                "rerun_ran": tuple(done["steps"]),  # the steps each ran: a miss's lower bound (ladder.fit)
                 "images": float(members.loc[members["finished"], "images"].max())
                 if members["finished"].any()
                 else math.nan,
@@ -232,9 +233,6 @@ def verdict_word(
     if p_holm < power.ALPHA:
         return f"{display(x) if c.diff > 0 else display(y)} better"
     return f"within noise (could detect ≥ {detectable:.1f} pp)" if detectable == detectable else "within noise"
-
-
-BOOTSTRAP = 2000  # resamples of the critical batch's interval (a fixed generator: the same table every time)
 
 
 class StepsRatio(NamedTuple):
@@ -939,107 +937,97 @@ def describe(table_cells: pd.DataFrame) -> str:
 
 
 def performance_profile(table_cells: pd.DataFrame, taus: np.ndarray) -> dict[str, np.ndarray]:
-    """arm -> fraction of batches at which its steps to result is within tau x the best arm's (AlgoPerf's
-    performance profile, over batches); a miss never counts."""
-    best = table_cells.groupby("global_batch")["steps_to_result"].min()
+    """arm -> fraction of batches at which its reruns' median steps to the target is within tau x the best arm's
+    (AlgoPerf's performance profile, over batches; the reruns, not the best trials, so no winner's luck); a miss
+    never counts."""
+    table_cells = table_cells.assign(_median=table_cells["rerun_steps"].map(_median_steps))
+    best = table_cells.groupby("global_batch")["_median"].min()
     out = {}
     for arm, c in table_cells.groupby("arm", sort=False):
-        ratio = (c["steps_to_result"] / c["global_batch"].map(best)).to_numpy()
+        ratio = (c["_median"] / c["global_batch"].map(best)).to_numpy()
         ratio = np.where(np.isfinite(ratio), ratio, np.inf)
         out[arm] = np.array([(ratio <= t).mean() for t in taus])
     return out
-
-
-CRITICAL_EXCESS = 1.2  # Zhang et al. 2024: the critical batch is where steps to result are 20% above linear scaling
-
-
-def critical_batch(batches, steps, excess: float = CRITICAL_EXCESS) -> float:
-    """The batch at which steps to result S(B) first exceed `excess` x perfect linear scaling from the smallest
-    batch, S(B) B >= excess S(B0) B0, interpolated linearly in (log B, log S B) between the two ladder batches
-    around the crossing. inf: no batch of the ladder crosses (the critical batch lies beyond it); a missed target
-    (S = inf) at the crossing batch puts it at the batch before (the interpolation's limit: a lower bound, which
-    crossed_at_a_miss tells); nan: the smallest batch missed."""
-    b, s = np.asarray(batches, float), np.asarray(steps, float)
-    if not len(b) or not np.isfinite(s[0]):
-        return math.nan
-    images = s * b / (s[0] * b[0])  # steps to result in images, relative to the smallest batch's
-    for i in range(1, len(b)):
-        if images[i] >= excess:
-            if not np.isfinite(images[i]):
-                return float(b[i - 1])
-            t = (math.log(excess) - math.log(images[i - 1])) / (math.log(images[i]) - math.log(images[i - 1]))
-            return float(math.exp(math.log(b[i - 1]) + t * (math.log(b[i]) - math.log(b[i - 1]))))
-    return math.inf
-
-
-def crossed_at_a_miss(batches, steps, critical: float) -> bool:
-    """Whether critical_batch's `critical` is only a lower bound: the next batch of the ladder missed the target
-    (its steps are inf), so the crossing lies somewhere between the two."""
-    b, s = list(np.asarray(batches, float)), np.asarray(steps, float)
-    return critical in b[:-1] and not np.isfinite(s[b.index(critical) + 1])
-
-
-def bootstrap_rng(*key) -> np.random.Generator:
-    """A fixed generator of its own for each arm or cell (seeded by its name): the same interval every time, and
-    one that does not depend on which other arms or cells the table holds, nor their order."""
-    return np.random.default_rng([zlib.crc32(str(part).encode()) for part in key])
 
 
 def _median_steps(samples) -> float:
     return float(np.median(np.asarray(samples, float))) if len(samples) else math.nan
 
 
-def critical_batch_boot(ladder: pd.DataFrame, rng: np.random.Generator) -> np.ndarray:
-    """BOOTSTRAP resamples of critical_batch over one arm's ladder (rows by batch, column rerun_steps): each batch's
-    reruns resampled with replacement, their median the steps to result."""
-    draws = [rng.choice(np.asarray(s, float), (BOOTSTRAP, len(s))) for s in ladder["rerun_steps"]]
-    medians = np.stack([np.median(d, axis=1) for d in draws], axis=1)  # resample x batch
-    return np.array([critical_batch(ladder["global_batch"], m) for m in medians])
-
-
-class Critical(NamedTuple):
-    """One arm's critical batch from its reruns' median steps, its bootstrap resamples (None while some batch
-    waits for reruns), and whether the point is only a lower bound (crossed_at_a_miss)."""
-
-    point: float
-    boot: np.ndarray | None
-    lower_bound: bool = False
-
-
-def critical_batches(table_cells: pd.DataFrame) -> dict[str, Critical]:
-    """arm -> its Critical, for each arm; Critical(nan, None) for an arm still waiting for reruns at some batch."""
-    out = {}
-    for arm, ladder in table_cells.groupby("arm", sort=False):
-        ladder = ladder.sort_values("global_batch")
-        if not ladder["rerun_steps"].map(len).all():
-            out[arm] = Critical(math.nan, None)
-            continue
-        medians = ladder["rerun_steps"].map(_median_steps)
-        point = critical_batch(ladder["global_batch"], medians)
-        boot = critical_batch_boot(ladder, bootstrap_rng("critical batch", arm))
-        out[arm] = Critical(point, boot, crossed_at_a_miss(ladder["global_batch"], medians, point))
-    return out
-
-
-def _interval(boot: np.ndarray) -> tuple[float, float] | None:
-    boot = boot[~np.isnan(boot)]
-    if not len(boot):
+def median_steps_ci(steps) -> tuple[float, float, float] | None:
+    """(low, high, exact coverage) of a cell's reruns' median steps from order statistics (power.median_interval;
+    the scaling table's and the steps figure's); None for a median that missed or fewer than two reruns."""
+    steps = np.asarray(steps, float)
+    if len(steps) < 2 or not math.isfinite(_median_steps(steps)):
         return None
-    low, high = np.quantile(boot, [0.025, 0.975], method="inverted_cdf")
-    return float(low), float(high)
+    return power.median_interval(steps)
 
 
-def _batch_text(value: float, ladder_top: float) -> str:
-    if value != value:
-        return NO_NUMBER
-    return f"> {ladder_top:,.0f}" if math.isinf(value) else f"{value:,.0f}"
+def ladder_fits(table_cells: pd.DataFrame) -> dict[str, ladder.Fit | None]:
+    """arm -> its whole-ladder fit (ladder.fit_ladder); None while some batch of it waits for reruns."""
+    return {
+        arm: ladder.fit_ladder(cells_of) if cells_of["rerun_steps"].map(len).all() else None
+        for arm, cells_of in table_cells.groupby("arm", sort=False)
+    }
+
+
+def _crossing_text(fraction: float, lr: float) -> str:
+    return f"{fraction:.0%} (lr {lr:.2f} of peak)" if fraction == fraction else NO_NUMBER
+
+
+def _ratio_text(x: ladder.Fit | None, y: ladder.Fit | None) -> str:
+    found = ladder.ratio_interval(x, y) if x and y else None
+    if found is None:
+        return "no ratio (an arm's critical batch is not resolved, or waits for reruns)"
+    return "{:.2f} [{:.2f}, {:.2f}] (≥ 90%)".format(*found)
+
+
+def scaling_claims(fits: dict, names: list[str], reference: str | None, crossings: dict) -> list[str]:
+    """The scaling table's claims in words, made from its numbers: each arm's critical batch, their ratio, and
+    where the crossings fell in the schedule from the smallest batch to the largest."""
+    claims = []
+    for arm in names:
+        f = fits[arm]
+        if f is None or not f.found:
+            claims.append(f"{display(arm)}: no critical batch (reruns missing, or fewer than two batches reached it).")
+            continue
+        critical = ladder.interval_text(*f.critical, f.resolved)
+        where = "" if f.resolved else "; the ladder does not locate it"
+        ties = "; its interval holds every near-tied selection's estimate" if f.alternatives else ""
+        claims.append(f"{display(arm)}: critical batch {critical} (95%){where}{ties}.")
+    for arm in names:
+        if arm == reference or fits.get(arm) is None or fits.get(reference) is None:
+            continue
+        found = ladder.ratio_interval(fits[arm], fits[reference])
+        pair = f"{display(arm)} / {display(reference)} critical batch"
+        if found is None:
+            claims.append(f"{pair}: no ratio (not resolved).")
+        else:
+            point, low, high = found
+            word = "no difference resolved" if low <= 1 <= high else ("larger" if low > 1 else "smaller")
+            claims.append(f"{pair}: {point:.2f} [{low:.2f}, {high:.2f}] (≥ 90%): {word}.")
+    for arm in names:
+        ends = [crossings[arm][b] for b in sorted(crossings[arm]) if crossings[arm][b][0] == crossings[arm][b][0]]
+        if len(ends) > 1:
+            (f0, lr0), (f1, lr1) = ends[0], ends[-1]
+            claims.append(
+                f"{display(arm)}: the target was crossed at {f0:.0%} of the schedule (lr {lr0:.2f} of its peak) at the "
+                f"smallest batch and at {f1:.0%} (lr {lr1:.2f}) at the largest where a rerun reached it"
+                + (
+                    ": the schedule's state at the crossing changes along the ladder, which biases steps to result."
+                    if max(lr0, lr1) > 1.5 * min(lr0, lr1)
+                    else "."
+                )
+            )
+    return claims
 
 
 def scaling(study: Study, baseline: str | None = None) -> Table:
     """Steps to result along the batch ladder for each arm (the reruns at each cell's selected point), how far
-    each batch is from perfect linear scaling, the critical batch (Zhang et al. 2024's 20% rule) with a bootstrap
-    interval, the gradient noise scale the reruns logged, and each arm's critical batch against the first arm's.
-    `baseline`: the arm the others' critical batches are divided by (default: the declared question's second)."""
+    each batch is from perfect linear scaling, where each cell crossed the target in its schedule, the fitted
+    B_noise and the critical batch (Zhang et al. 2024's 20% rule) from the whole ladder (bench/analysis/ladder.py),
+    the gradient noise scale the reruns logged, each arm's critical batch against the reference arm's, and the
+    claims in words. `baseline`: the reference arm (default: the declared question's second)."""
     table_cells = cells(study)
     table = Table(
         _title("Scaling: steps to result and the critical batch", table_cells),
@@ -1051,76 +1039,64 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
             "reached",
             "grid",
             "images / linear",
+            "crossing: schedule (lr)",
             "B_simple (reruns' median)",
+            "B_noise (fit) [95%]",
             "critical batch [95%]",
         ],
     )
     names = [a for a in arms(sweep_runs(study)) if a in set(table_cells["arm"])]
     check_arm(baseline, names)
-    boots = critical_batches(table_cells)
+    fits = ladder_fits(table_cells)
+    crossings = {arm: {} for arm in names}
     for arm in names:
-        ladder = table_cells[table_cells["arm"] == arm].sort_values("global_batch")
-        medians = ladder["rerun_steps"].map(_median_steps).to_numpy()
-        point = boots[arm].point
-        top = float(ladder["global_batch"].max())
-        for i, (_, c) in enumerate(ladder.iterrows()):
+        cells_of = table_cells[table_cells["arm"] == arm].sort_values("global_batch")
+        medians = cells_of["rerun_steps"].map(_median_steps).to_numpy()
+        f = fits[arm]
+        for i, (_, c) in enumerate(cells_of.iterrows()):
             steps = np.asarray(c["rerun_steps"], float)
-            ci = power.median_interval(steps)  # order statistics: exact coverage, a miss ranked last
+            ci = median_steps_ci(steps)
             grids = np.asarray(c["rerun_grid"], float)
             grid = float(np.nanmax(grids)) if np.isfinite(grids).any() else math.nan
-            linear = medians[i] * c["global_batch"] / (medians[0] * ladder["global_batch"].iloc[0])
-            critical = NO_NUMBER
-            if i == 0 and boots[arm].boot is None:
-                critical = "waiting for reruns"
-            elif i == 0 and boots[arm].lower_bound:  # no interval: the resamples of a bound bound nothing
-                critical = f"≥ {point:,.0f} (the next batch missed the target)"
-            elif i == 0:
-                interval = _interval(boots[arm].boot)
-                critical = _batch_text(point, top) + (
-                    f" [{_batch_text(interval[0], top)}, {_batch_text(interval[1], top)}]" if interval else ""
-                )
+            linear = medians[i] * c["global_batch"] / (medians[0] * cells_of["global_batch"].iloc[0])
+            crossings[arm][c["global_batch"]] = ladder.crossings(c)
+            fitted = critical = NO_NUMBER
+            if i == 0:
+                fitted = critical = "waiting for reruns"
+                if f is not None:
+                    fitted = ladder.interval_text(f.b_noise, f.low, f.high, f.resolved)
+                    critical = ladder.interval_text(*f.critical, f.resolved)
             table.rows.append(
                 [
                     display(arm),
                     c["global_batch"],
                     steps_cell(c["steps_to_result"], c["steps_to_result_grid"]),
-                    Cell(
-                        medians[i],
-                        kind="steps",
-                        ci=ci[:2] if ci and math.isfinite(medians[i]) else None,
-                        note=_median_level(ci) if ci and math.isfinite(medians[i]) else "",
-                    ),
+                    Cell(medians[i], kind="steps", ci=ci[:2] if ci else None, note=_median_level(ci) if ci else ""),
                     f"{int(np.isfinite(steps).sum())}/{len(steps)}" if len(steps) else "no reruns",
                     Cell(grid, kind="steps"),
                     Cell(linear, kind="ratio"),
+                    _crossing_text(*crossings[arm][c["global_batch"]]),
                     Cell(c["noise_scale"], kind="images"),
+                    fitted,
                     critical,
                 ]
             )
-    reference = baseline or (PRIMARY[1] if PRIMARY[1] in boots else names[0] if names else None)
+    reference = baseline or (PRIMARY[1] if PRIMARY[1] in fits else names[0] if names else None)
     for arm in names:
-        if arm == reference or boots[arm].boot is None or boots[reference].boot is None:
-            continue
-        (px, bx, x_bound), (py, by, y_bound) = boots[arm], boots[reference]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            point, ratio = px / py, bx / by
-        finite = math.isfinite(point) and point > 0 and not (x_bound or y_bound)
-        ci = _interval(ratio[np.isfinite(ratio)]) if finite else None
-        table.rows.append(
-            [
-                f"{display(arm)} / {display(reference)}",
-                "—",
-                Cell(None, kind="steps"),
-                Cell(None, kind="steps"),
-                "",
-                Cell(None, kind="steps"),
-                Cell(None, kind="ratio"),
-                Cell(None, kind="images"),
-                f"{point:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
-                if finite
-                else "no ratio (a critical batch beyond the ladder, only bounded, or missing)",
-            ]
-        )
+        if arm != reference:
+            blank = [Cell(None, kind=k) for k in ("steps", "steps")] + ["", Cell(None, kind="steps")]
+            table.rows.append(
+                [
+                    f"{display(arm)} / {display(reference)}",
+                    "—",
+                    *blank,
+                    Cell(None, kind="ratio"),
+                    "",
+                    Cell(None, kind="images"),
+                    "",
+                    _ratio_text(fits[arm], fits[reference]),
+                ]
+            )
     table.notes = [
         "fewest over trials: the fewest steps to the target over the cell's trials (Shallue et al. 2018's steps to "
         "result, chosen after the fact, so it carries the winner's luck; ∞: no trial reached it), with its grid.",
@@ -1132,15 +1108,30 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
         "reached: reruns that reached the target; grid: the evaluation resolution (the largest over the reruns).",
         "images / linear: steps to result x batch over the smallest batch's (1 = perfect linear scaling: doubling "
         "the batch halves the steps).",
-        f"critical batch: where steps to result are {CRITICAL_EXCESS - 1:.0%} above perfect linear scaling from the "
-        f"smallest batch (Zhang et al. 2024, 'How Does Critical Batch Size Scale in Pre-training?'), i.e. images / "
-        f"linear = {CRITICAL_EXCESS:g}, interpolated linearly in log batch and log images between the two ladder "
-        "batches around the crossing ('> B': no batch of the ladder crosses; a crossing at a batch whose median "
-        "missed the target is only bounded: '≥ B', B the batch before, with no interval); [95%]: percentile bootstrap, each batch's "
-        f"reruns resampled with replacement ({BOOTSTRAP} resamples, a fixed generator for each arm). The last rows divide each "
-        "arm's critical batch by the reference arm's, with the same resamples (independent across arms).",
+        "crossing: where the reruns crossed the target in their schedule, medians over the reruns that reached it: "
+        "the crossing step over the run's planned steps, and the learning rate at that evaluation over the recipe's "
+        "peak (from each run's recipe.yaml and metrics.csv). Under a schedule that decays over the budget, small "
+        "batches cross on a high learning rate and large ones on an annealed one, which biases steps to result "
+        "and with them the critical batch.",
+        "B_noise (fit): every rerun of every batch in one least-squares fit of S(B) = S_min (1 + B_noise / B) "
+        "(McCandlish et al. 2018) in log steps, each rerun's steps at the middle of its last evaluation interval, a "
+        "miss a lower bound at the steps it ran; [95%]: the profile-likelihood interval (the residual variance at "
+        "least the evaluation grid's rounding), widened to hold the fit of every near-tied selection (a cell whose "
+        "runner-up trial is within one grid and was rerun: both points' reruns). Its coverage in simulated ladders "
+        "of 64-1,024 with 5 reruns and lognormal noise of 5-10%: 93-96% for B_noise of 500-3,000, 89-91% for "
+        "150-300, 84-86% for 100 (docs/algorithms.md). An interval wider than a factor of 2 prints no point: 'between L and H "
+        "(not resolved)'.",
+        f"critical batch: where images to result are {ladder.EXCESS - 1:.0%} above perfect linear scaling (Zhang et "
+        "al. 2024, 'How Does Critical Batch Size Scale in Pre-training?'), linear scaling taken from the fit's "
+        f"small-batch limit E_min = S_min B_noise, so B_crit = {ladder.EXCESS - 1:g} B_noise, with B_noise's "
+        "interval (from the smallest batch B0 instead it would be 0.2 B_noise + 1.2 B0). The last rows divide each "
+        "arm's critical batch by the reference arm's, with the interval both arms' 95% intervals allow at once "
+        "(coverage at least 0.95² ≈ 90% for independent arms), only where both are resolved.",
         "B_simple: the simple gradient noise scale tr(Σ)/|G|² (McCandlish et al. 2018) each rerun logged after its "
-        "warm-up, median over the reruns; McCandlish et al. predict the critical batch near it.",
+        "warm-up, median over the reruns: a per-run estimate of B_noise under their simplifying assumption (the "
+        "Hessian a multiple of the identity); McCandlish et al.'s own critical batch is B_noise (where images to "
+        "result double), five times the 20% point.",
         *provenance_notes(study),
+        *(f"Claim: {claim}" for claim in scaling_claims(fits, names, reference, crossings)),
     ]
     return table

@@ -1,14 +1,18 @@
 """The figures of a tuned comparison (`bench sweep`), PNG and SVG; definitions in tuning.py.
 
-- steps_to_result:     fewest steps to the target over the trials against global batch, log-log, with the
-                       perfect-scaling line (Shallue et al. 2018, their Figure 1); misses in a band above;
-                       hollow markers: the reruns' median steps at the selected point (what the reruns did)
+- steps_to_result:     the reruns' median steps to the target against global batch (log-log) with the scaling
+                       table's 95% interval, the best trials as faint markers (their winner's luck visible), the
+                       perfect-scaling line through the reruns (Shallue et al. 2018, their Figure 1) and each
+                       arm's critical batch from the whole-ladder fit; misses in a band above
 - tuned_top1_vs_batch: the reruns' final val Top-1 (mean ± std) against global batch
-- tuned_gap_vs_batch:  the reruns' generalization gap against global batch
-- lr_sensitivity:      each trial's final Top-1 on the selection split against its peak lr, a panel per arm,
-                       a line per batch; diverged trials marked in a band below, trials whose
-                       loss spiked and came back circled in red
-- performance_profile: fraction of batches at which an arm's steps to result is within tau x the best arm's
+- tuned_gap_vs_batch:  the reruns' generalization gap against global batch, on a range symmetric about 0 and no
+                       narrower than the gap difference's MDE (gap_axis)
+- lr_sensitivity:      each trial's final Top-1 on the selection split (or its steps to the target) against its
+                       peak lr, a panel per arm, a colour per batch, lines joining only trials of one warm-up;
+                       diverged trials marked in a band, trials whose loss spiked and came back circled in red
+- performance_profile: fraction of batches at which an arm's reruns' median steps is within tau x the best arm's
+The data each draws comes from a function of its own (steps_lines, scaling_anchor, gap_axis, warmup_segments,
+tuning.performance_profile, tuning.ladder_fits), which the tests check.
 Each title says the dataset, the model, the budget and the numbers of trials and seeds.
 """
 
@@ -23,7 +27,7 @@ import pandas as pd
 from matplotlib.lines import Line2D
 from matplotlib.ticker import NullFormatter
 
-from bench.analysis import tuning
+from bench.analysis import power, tuning
 from bench.analysis.paper import display
 from bench.analysis.plots import (
     BAND_PAD,
@@ -34,7 +38,6 @@ from bench.analysis.plots import (
     color,
     log2_batch_axis,
     miss_band,
-    perfect_scaling,
     plain_log_y,
     plt,
     save,
@@ -49,84 +52,100 @@ def _title(ax, what: str, table_cells: pd.DataFrame) -> None:
     ax.set_title(f"{what}\n" + "\n".join(textwrap.wrap(tuning.describe(table_cells), 62)), fontsize=7, pad=BAND_PAD)
 
 
+def steps_lines(table_cells: pd.DataFrame, order: list[str]) -> dict[str, pd.DataFrame]:
+    """What the steps figure draws for each arm, by batch: the reruns' median steps to the target (inf: half or more
+    missed) with the scaling table's order-statistics interval (tuning.median_steps_ci), and the fewest over the trials (the
+    faint markers: the best trial carries the winner's luck)."""
+    out = {}
+    for arm in order:
+        c = table_cells[table_cells["arm"] == arm].sort_values("global_batch")
+        cis = [tuning.median_steps_ci(s) or (np.nan, np.nan) for s in c["rerun_steps"]]
+        out[arm] = pd.DataFrame(
+            {
+                "global_batch": c["global_batch"].to_numpy(),
+                "median": [float(np.median(s)) if len(s) else np.nan for s in c["rerun_steps"]],
+                "low": [ci[0] for ci in cis],
+                "high": [ci[1] for ci in cis],
+                "best_trial": c["steps_to_result"].to_numpy(),
+            }
+        )
+    return out
+
+
+def scaling_anchor(lines: dict[str, pd.DataFrame]) -> tuple[float, float] | None:
+    """The point the perfect-scaling line goes through: the smallest batch where some arm's reruns' median is
+    finite, at the lowest such median (the reruns, as the critical batch; not the best trial)."""
+    finite = pd.concat([d[np.isfinite(d["median"])] for d in lines.values()]) if lines else pd.DataFrame()
+    if not len(finite):
+        return None
+    b0 = finite["global_batch"].min()
+    return float(b0), float(finite.loc[finite["global_batch"] == b0, "median"].min())
+
+
 def plot_steps_to_result(table_cells: pd.DataFrame, order: list[str]) -> plt.Figure:
     fig, ax = plt.subplots(figsize=(WIDTH / 2, 3.0), layout="constrained")
     handles, missed = [], False
+    lines = steps_lines(table_cells, order)
     for i, arm in enumerate(order):
-        c = table_cells[table_cells["arm"] == arm].sort_values("global_batch")
-        ok = c[np.isfinite(c["steps_to_result"])]
+        d = lines[arm]
         look, dx = {"color": color(arm, order), "marker": MARKERS[i % len(MARKERS)]}, shift(i, len(order))
-        ax.plot(ok["global_batch"] * dx, ok["steps_to_result"], **look)
-        misses = c.loc[~np.isfinite(c["steps_to_result"]), "global_batch"]
-        miss_band(ax, misses * dx, look["color"], top=True)
-        missed |= bool(len(misses))
-        handles.append(Line2D([], [], label=display(arm), **look))
-        medians = c["rerun_steps"].map(lambda s: float(np.median(s)) if len(s) else np.nan)  # a miss is inf
-        shown = np.isfinite(medians)
-        unreached = c.loc[np.isinf(medians), "global_batch"]  # half or more of the reruns missed: in the band too
+        ok = d[np.isfinite(d["median"])]
+        ax.errorbar(
+            ok["global_batch"] * dx,
+            ok["median"],
+            yerr=[ok["median"] - ok["low"].fillna(ok["median"]), ok["high"].fillna(ok["median"]) - ok["median"]],
+            capsize=2,
+            **look,
+        )
+        best = d[np.isfinite(d["best_trial"])]
+        ax.plot(best["global_batch"] * dx, best["best_trial"], linestyle="", alpha=0.3, gid="best-trial", **look)
+        unreached = d.loc[~np.isfinite(d["median"]), "global_batch"]  # half or more of the reruns missed
         miss_band(ax, unreached * dx, look["color"], top=True)
         missed |= bool(len(unreached))
-        ax.plot(
-            c.loc[shown, "global_batch"] * dx,
-            medians[shown],
-            linestyle="",
-            marker=look["marker"],
-            markerfacecolor="none",
-            markeredgecolor=look["color"],
-            markersize=8,
-        )
-    if table_cells["rerun_steps"].map(len).any():
-        handles.append(
-            Line2D(
-                [],
-                [],
-                color="k",
-                marker="o",
-                markerfacecolor="none",
-                linestyle="",
-                label="reruns' median (selected point)",
-            )
-        )
-    finite = table_cells[np.isfinite(table_cells["steps_to_result"])]
+        handles.append(Line2D([], [], label=display(arm), **look))
+    handles.append(Line2D([], [], color="k", marker="o", alpha=0.3, linestyle="", label="best trial (winner's luck)"))
+    anchor = scaling_anchor(lines)
     batches = sorted(set(table_cells["global_batch"]))
-    handles += perfect_scaling(ax, finite, "steps_to_result", max(batches))
+    if anchor:
+        b0, s0 = anchor
+        xs = np.array([b0, max(batches)], dtype=float)
+        ax.plot(xs, s0 * b0 / xs, "--", color="0.5", linewidth=1, gid="perfect-scaling")
+        handles.append(Line2D([], [], color="0.5", linestyle="--", label="perfect scaling (∝ 1/batch; reruns)"))
     handles += _critical_batches(ax, table_cells, order)
     if missed:
-        handles.append(Line2D([], [], color="k", marker="x", linestyle="", label=f"{MISSED} (best trial or median)"))
+        handles.append(Line2D([], [], color="k", marker="x", linestyle="", label=f"{MISSED} (reruns' median)"))
     plain_log_y(ax)
     log2_batch_axis(ax, batches)
-    ax.set_ylabel(f"steps to {table_cells['target_top1'].iloc[0]:g}% val Top-1 (best trial)")
+    ax.set_ylabel(f"steps to {table_cells['target_top1'].iloc[0]:g}% val Top-1 (reruns' median [95%])")
     _title(ax, "Steps to result against batch size", table_cells)
-    ax.legend(handles=handles, loc="best", fontsize=7)
+    ax.legend(handles=handles, loc="best", fontsize=6)
     return fig
 
 
 def _critical_batches(ax, table_cells: pd.DataFrame, order: list[str]) -> list[Line2D]:
-    """Each arm's critical batch (tuning.critical_batches: from its reruns' median steps) as a dotted line in its
-    colour over its 95% bootstrap band; one beyond the ladder is an arrow at the ladder's end, one only bounded
-    below (the next batch missed the target) an arrow from the bound. Legend handles."""
-    found = tuning.critical_batches(table_cells)
+    """Each arm's critical batch from the whole-ladder fit (tuning.ladder_fits) as its 95% band in its colour, with
+    a dotted line at the point only where the interval locates it (within a factor of 2); an interval open above
+    is an arrow from its lower end. Legend handles."""
+    fits = tuning.ladder_fits(table_cells)
     drawn = False
     for arm in order:
-        point, boot, lower_bound = found.get(arm, tuning.Critical(math.nan, None))
-        if boot is None or point != point:
+        f = fits.get(arm)
+        if f is None or not f.found:
             continue
+        point, low, high = f.critical
         look = {"color": color(arm, order), "linestyle": ":", "linewidth": 1.2}
-        if math.isinf(point) or lower_bound:
-            start = max(table_cells["global_batch"]) if math.isinf(point) else point
+        if math.isinf(high):
             ax.annotate(
                 "",
-                (start * 1.4, 0.5),
-                (start, 0.5),
+                (max(low, 1.0) * 1.4, 0.5),
+                (max(low, 1.0), 0.5),
                 xycoords=("data", "axes fraction"),
                 arrowprops={"arrowstyle": "->", "color": look["color"]},
             )
         else:
+            ax.axvspan(max(low, 1.0), high, color=look["color"], alpha=0.1, linewidth=0)
+        if f.resolved:
             ax.axvline(point, **look)
-            band = boot[np.isfinite(boot)]
-            if len(band):
-                low, high = np.quantile(band, [0.025, 0.975], method="inverted_cdf")
-                ax.axvspan(low, high, color=look["color"], alpha=0.1, linewidth=0)
         drawn = True
     if not drawn:
         return []
@@ -136,9 +155,31 @@ def _critical_batches(ax, table_cells: pd.DataFrame, order: list[str]) -> list[L
             [],
             color="k",
             linestyle=":",
-            label=f"critical batch ({tuning.CRITICAL_EXCESS - 1:.0%} above linear; reruns) and 95% band",
+            label=f"critical batch ({tuning.ladder.EXCESS - 1:.0%} above linear; fit) and 95% band",
         )
     ]
+
+
+def gap_axis(table_cells: pd.DataFrame, order: list[str]) -> tuple[float, float]:
+    """The gap figure's y range ± limit (symmetric about 0, so a zero gap sits in the middle and a difference reads
+    against the range of possible signs) and the largest MDE over the batches of the first two arms' gap
+    difference (the verdict's test, 80% power at Holm's first-step level over the batches): the range is never
+    narrower than ± that MDE, so a difference the study could not detect never fills the axis."""
+    x, y = (
+        (tuning.PRIMARY if set(tuning.PRIMARY) <= set(order) else tuple(order[:2])) if len(order) > 1 else (None,) * 2
+    )
+    mdes = []
+    if x is not None:
+        batches = table_cells.groupby("global_batch")
+        alpha = power.family_alpha(table_cells["global_batch"].nunique())
+        for _, at in batches:
+            sides = {c["arm"]: c for _, c in at.iterrows()}
+            if x in sides and y in sides:
+                c = power.compare(sides[x]["gap_top1"], sides[y]["gap_top1"], sides[x]["seeds"], sides[y]["seeds"])
+                mdes.append(power.comparison_mde(c, alpha) if c else math.nan)
+    mde = max((m for m in mdes if m == m), default=math.nan)
+    reach = [abs(m) + (s if s == s else 0) for m, s, _ in map(tuning.mean_std_n, table_cells["gap_top1"]) if m == m]
+    return max([*reach, mde if mde == mde else 0.0, 1.0]) * 1.1, mde
 
 
 def plot_reruns_vs_batch(
@@ -166,9 +207,29 @@ def plot_reruns_vs_batch(
         transform=ax.transAxes,
         gid="error-bar-note",
     )
+    if metric == "gap_top1":
+        limit, mde = gap_axis(table_cells, order)
+        ax.set_ylim(-limit, limit)
+        ax.axhline(0, color="0.7", linewidth=0.8)
+        if mde == mde:
+            ax.text(
+                0.01,
+                0.99,
+                f"smallest gap difference detectable (MDE, 80% power, corrected): {mde:.1f} pp",
+                fontsize=6,
+                va="top",
+                transform=ax.transAxes,
+                gid="mde-note",
+            )
     _title(ax, what, table_cells)
     ax.legend(handles=handles, loc="best", fontsize=7)
     return fig
+
+
+def warmup_segments(trials: pd.DataFrame) -> list[pd.DataFrame]:
+    """One cell's trials split by warm-up, each sorted by lr: the lr sensitivity figure joins points only within
+    one (a line across warm-ups would draw two hyperparameters' effect as one lr curve)."""
+    return [group.sort_values("lr") for _, group in trials.groupby("warmup_epochs", sort=True)]
 
 
 def plot_lr_sensitivity(runs: pd.DataFrame, table_cells: pd.DataFrame, order: list[str]) -> plt.Figure:
@@ -184,7 +245,8 @@ def plot_lr_sensitivity(runs: pd.DataFrame, table_cells: pd.DataFrame, order: li
         for shade, batch in zip(shades, batches):
             t = trials[(trials["arm"] == arm) & (trials["global_batch"] == batch)].sort_values("lr")
             ok = t[t[column].notna()]
-            ax.plot(ok["lr"], ok[column], marker="o", color=shade, markersize=3)
+            for segment in warmup_segments(ok):  # a line joins only trials of one warm-up: lr is all that moves
+                ax.plot(segment["lr"], segment[column], marker="o", color=shade, markersize=3)
             for _, t_ in ok.iterrows():  # each point's warm-up, the other searched key
                 ax.annotate(
                     f"{t_['warmup_epochs']:.2g}",
@@ -229,7 +291,7 @@ def plot_lr_sensitivity(runs: pd.DataFrame, table_cells: pd.DataFrame, order: li
     fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), fontsize=7)
     fig.suptitle(
         f"Learning-rate sensitivity of the trials (each point one trial, labelled with its warm-up in "
-        f"epochs)\n{tuning.describe(table_cells)}",
+        f"epochs; lines join one warm-up's trials)\n{tuning.describe(table_cells)}",
         fontsize=7,
     )
     return fig
