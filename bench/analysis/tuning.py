@@ -41,7 +41,7 @@ import pandas as pd
 from bench.analysis import power
 from bench.analysis.paper import display
 from bench.analysis.render import NO_NUMBER, Cell, Table
-from bench.analysis.results import Study, instability_text, numbers, once_per_seed, read_events
+from bench.analysis.results import NOISE_WINDOW, Study, instability_text, numbers, once_per_seed, read_events
 from bench.errors import UserError
 
 CONFIDENCE = 1 - power.ALPHA
@@ -141,7 +141,7 @@ def cells(study: Study) -> pd.DataFrame:
                 "best_steps": best["steps_to_target"] if best is not None else math.nan,
                 "runner_up_steps": ranked.iloc[1]["steps_to_target"] if len(ranked) > 1 else math.nan,
                 "near_tie": bool(steps_tie if by_steps else best is not None and best[column] - runner_up < 2 * se),
-                "noise_scale": float(trained["noise_scale"].median()) if len(trained) else math.nan,
+                "noise_scale": float(trained["noise_scale_window"].median()) if len(trained) else math.nan,
                 "best_lr": best["lr"] if best is not None else math.nan,
                 "best_warmup_epochs": best["warmup_epochs"] if best is not None else math.nan,
                 "steps_to_result": _min_steps(trials),
@@ -939,7 +939,7 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
             "reached",
             "grid",
             "images / linear",
-            "B_simple (reruns' median)",
+            f"B_simple, epochs {NOISE_WINDOW[0]:g}-{NOISE_WINDOW[1]:g} (reruns' median)",
             "critical batch [95%]",
         ],
     )
@@ -1022,8 +1022,13 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
         "missed the target is only bounded: '≥ B', B the batch before, with no interval); [95%]: percentile bootstrap, each batch's "
         f"reruns resampled with replacement ({BOOTSTRAP} resamples, a fixed generator for each arm). The last rows divide each "
         "arm's critical batch by the reference arm's, with the same resamples (independent across arms).",
-        "B_simple: the simple gradient noise scale tr(Σ)/|G|² (McCandlish et al. 2018) each rerun logged after its "
-        "warm-up, median over the reruns; McCandlish et al. predict the critical batch near it.",
+        f"B_simple: the simple gradient noise scale tr(Σ)/|G|² (McCandlish et al. 2018) over the steps each rerun "
+        f"started within epochs {NOISE_WINDOW[0]:g} to {NOISE_WINDOW[1]:g} of the training set (the same images at "
+        "every batch; a run that stopped before the window's end has none), median over the reruns; '—': no rerun "
+        "logged it (runs of optimizers that keep no gradient groups, or made before plain optimizers logged it). "
+        "It approximates McCandlish's B_noise (equal where the Hessian is a multiple of the identity), the batch "
+        "at which the images to a result are twice their small-batch minimum (E = E_min (1 + B / B_noise)), not "
+        "the 20% point of the critical batch column: B_simple is expected to lie above that critical batch.",
         *provenance_notes(study),
     ]
     return table
