@@ -595,6 +595,20 @@ def search_warnings(spec: SweepSpec) -> list[str]:
     return out
 
 
+def schedule_warning(spec: SweepSpec, trials: list[Trial]) -> str | None:
+    """A steps-to-target sweep whose lr decays over the budget (cosine, poly) crosses the target at a point of the
+    schedule that depends on the budget and the batch (small batches on a high lr, large ones on an annealed one):
+    one line naming the budget-free default (docs/sweeps.md)."""
+    decays = sorted({t.recipe.schedule.decay for t in trials} & {"cosine", "poly"})
+    if spec.select.metric != "steps_to_target" or not decays:
+        return None
+    return (
+        f"a steps-to-target sweep with schedule.decay {decays[0]} decays over its budget, so the lr at the crossing "
+        "depends on the budget and the batch; the default for steps to target is schedule.decay: constant with "
+        "eval.ema_epochs (docs/sweeps.md)"
+    )
+
+
 def run_sweep(
     path: str | Path,
     results: Path,
@@ -610,7 +624,7 @@ def run_sweep(
     spec = load(path)
     trials = expand(path, spec)
     check_provenance(spec, results, allow_dirty, allow_mixed_kernels)
-    for warning in search_warnings(spec):
+    for warning in [*search_warnings(spec), *filter(None, [schedule_warning(spec, trials)])]:
         print(f"bench: warning: {path}: {warning}", file=sys.stderr)
     chosen = [t for t in trials if only in t.name] if only else trials
     if only and not chosen:

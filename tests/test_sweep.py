@@ -878,3 +878,20 @@ def test_a_steps_sweep_gets_a_speed_verdict_on_the_steps_ratio_and_no_top1_test(
 
     drawn = {path.stem for path in tuning_plots.plot_all(results.load_study([tmp_path]), tmp_path / "plots")}
     assert drawn == {"steps_to_result", "lr_sensitivity", "performance_profile"}  # no Top-1 or gap figure
+
+
+def test_a_steps_to_target_sweep_that_decays_over_its_budget_is_warned(sweep_file):
+    """One line for cosine (the base's default) under select steps_to_target; none for a constant lr after the
+    warm-up, and none for a top1 sweep (its result is read at the end of the budget, where the decay ends)."""
+    text = sweep_file.read_text() + "select: {split: validation, metric: steps_to_target}\n"
+    path = write_recipe(sweep_file.with_name("steps.yaml"), text)
+    spec, trials = load(path)
+    said = sweep.schedule_warning(spec, trials)
+    assert said.startswith("a steps-to-target sweep with schedule.decay cosine decays over its budget")
+    assert "\n" not in said
+    constant = write_recipe(
+        sweep_file.with_name("constant.yaml"),
+        text.replace("base: base.yaml\n", "base: base.yaml\nset: {schedule.decay: constant, eval.ema_epochs: 0.5}\n"),
+    )
+    assert sweep.schedule_warning(*load(constant)) is None
+    assert sweep.schedule_warning(*load(sweep_file)) is None
