@@ -895,3 +895,44 @@ def test_a_steps_to_target_sweep_that_decays_over_its_budget_is_warned(sweep_fil
     )
     assert sweep.schedule_warning(*load(constant)) is None
     assert sweep.schedule_warning(*load(sweep_file)) is None
+
+
+LOCAL = SWEEP.replace("trials: 2\n", "trials: 2\nlocal: {steps: 1, extend: 1}\n")
+
+
+def test_the_local_stage_steps_around_the_best_and_outward_from_an_edge(sweep_file):
+    """lr x and ÷ sqrt 2 at the best trial's other keys (warm-up), named -up1/-down1 and tagged role local; one
+    step further out only on a side whose outermost point is the best, at most `extend` times."""
+    spec, trials = load(write_recipe(sweep_file, LOCAL))
+    center = next(t for t in trials if t.arm == "lars")
+    up, down = sweep.local_trials(spec, center, [1, -1])
+    lr = center.point["optimizer.lr"]
+    assert up.name == "tiny-lars-b32-up1" and down.name == "tiny-lars-b32-down1"
+    assert up.recipe.optimizer.lr == pytest.approx(lr * math.sqrt(2), rel=1e-5)
+    assert down.recipe.optimizer.lr == pytest.approx(lr / math.sqrt(2), rel=1e-5)
+    assert up.recipe.schedule.warmup_epochs == center.recipe.schedule.warmup_epochs
+    assert up.recipe.tags["role"] == "local" and up.recipe.tags["local_step"] == 1
+    assert up.recipe.seed == center.recipe.seed == spec.trial_seed
+    assert sweep.next_local_steps(spec, [center], []) == [-1, 1]
+    assert sweep.next_local_steps(spec, [center, up, down], [-1, 1]) == []  # the centre stays best
+    assert sweep.next_local_steps(spec, [up, center, down], [-1, 1]) == [2]  # the edge was best: step out
+    [up2] = sweep.local_trials(spec, center, [2])
+    assert up2.recipe.optimizer.lr == pytest.approx(lr * 2, rel=1e-5)
+    assert sweep.next_local_steps(spec, [up2, up, center], [-1, 1, 2]) == []  # extend: 1 is spent
+    assert sweep.next_local_steps(spec, [down, center], [-1, 1, 2]) == [-2]  # each side extends on its own
+    [down2] = sweep.local_trials(spec, center, [-2])
+    assert sweep.next_local_steps(spec, [down2, down], [-1, 1, 2, -2]) == []
+
+
+@pytest.mark.parametrize(
+    "local, words",
+    [
+        ("local: {key: schedule.warmup_epochs}", "local.key: schedule.warmup_epochs is not a log range of arms.sgd"),
+        ("local: {factor: 1.0}", "local.factor"),
+        ("local: {steps: 0}", "local.steps"),
+    ],
+)
+def test_a_bad_local_stage_is_one_sentence(sweep_file, local, words, capsys):
+    write_recipe(sweep_file, SWEEP + local + "\n")
+    with pytest.raises(UserError, match=words.replace(".", r"\.")):
+        sweep.load(sweep_file)

@@ -38,7 +38,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from bench.analysis import power
+from bench.analysis import power, search
 from bench.analysis.paper import display
 from bench.analysis.render import NO_NUMBER, Cell, Table
 from bench.analysis.results import NOISE_WINDOW, Study, instability_text, numbers, once_per_seed, read_events
@@ -50,7 +50,7 @@ PLAN_EFFECT = 1.0  # pp: "seeds for 1 pp" plans the next study at the observed n
 
 
 def sweep_runs(study: Study) -> pd.DataFrame:
-    runs = study.runs[study.runs["role"].isin(["trial", "rerun", "rerun_top", "matched"])]
+    runs = study.runs[study.runs["role"].isin(["trial", "local", "rerun", "rerun_top", "matched"])]
     if not len(runs):
         raise UserError("no runs made by bench sweep here (runs whose recipe tags say role: trial or rerun)")
     return runs
@@ -96,7 +96,8 @@ def cells(study: Study) -> pd.DataFrame:
         # each trial and rerun once (results.once_per_seed's rule), killed runs never
         members = members[members["status"] != "stopped"]
         members = pd.concat([once_per_seed(runs_of) for _, runs_of in members.groupby("recipe", sort=False)])
-        trials, reruns = members[members["role"] == "trial"], members[members["role"] == "rerun"]
+        trials = members[members["role"].isin(["trial", "local"])]  # local: the sweep's local stage
+        reruns = members[members["role"] == "rerun"]
         by_steps = bool((members["select_metric"] == "steps_to_target").any())  # reruns carry their trial's tags
         column = selection_column(trials, by_steps)
         scored = trials[(trials["status"] == "completed") & trials[column].notna()]
@@ -747,6 +748,7 @@ def tuning(study: Study, baseline: str | None = None) -> Table:
         "the group count k (docs/algorithms.md).",
         *_selection_notes(table_cells),
     ]
+    search.add_columns(table, sweep_runs(study), table_cells, rank_trials)
     return table
 
 
