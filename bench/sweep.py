@@ -21,6 +21,7 @@ A sweep file names a base recipe and crosses optimizer "arms" with global batche
     budget: {epochs: 3}                     # or {steps: N} or {images: N}, per run
     select: {split: holdout, metric: top1}  # holdout | validation; top1 | steps_to_target (validation only)
     reruns: {seeds: [1, 2, 3], top: 2, matched: [[vrgd_lars, lars]]}
+    local: {key: optimizer.lr, factor: 1.41421, steps: 1, extend: 2}   # a local stage (default: none)
 
 Trials are ordinary runs: the base recipe with the overrides, the batch, the budget and the
 trial's point, named `<sweep>-<arm>-b<batch>-t<NN>` (`-s<study>` when studies > 1), tagged
@@ -42,6 +43,12 @@ Choices where the papers leave room, named:
   breaking ties and misses.
   Diverged trials are results (infeasible points), never errors; a cell whose trials all
   diverged has no best trial and no reruns.
+- The local stage (key `local`): after the trials, each cell's best trial with local.key x/÷ factor^j
+  (j = 1 .. steps, the other keys as there), role "local", `-up<j>` / `-down<j>`; while the cell's best
+  is its outermost point on a side, one step further out (up to `extend` times, past the range too).
+  Reruns take the best over trials and local points.
+- `<results>/<name>.sweep.yaml`: the sweep as run, beside its runs, for the tuning table (searched and fixed
+  keys); the runs' recipes do not carry it.
 - Reruns use seeds other than the trials' seed, so the quoted figures carry no selection luck.
 - Each trial is claimed by an exclusive lock on `<results>/<name>/.claim` while it trains, so
   several processes (or nodes on a shared file system) can run one sweep: a trial is trained once.

@@ -18,9 +18,10 @@ SyncBN; `engine.sync_bn` shares them across ranks.
 The schedule position, the end of the run and each step's batch come from
 pace.py (fixed batch; AdaScale's scale-invariant steps; SimiGrad's adaptive
 batch). Each step's scalars go to events.jsonl: lr, loss, batch, the
-optimizer's diagnostics and, where the optimizer keeps the groups apart, the
-gradient noise scale B_simple = noise_trace / grad_sqnorm with noise_trace =
-(images per group) x grad_var (McCandlish et al. 2018; bench.optim.base.noise).
+optimizer's diagnostics and, where a step has two or more groups, the gradient
+noise scale B_simple = noise_trace / grad_sqnorm with noise_trace = (images per
+group) x grad_var (McCandlish et al. 2018; bench.optim.base.noise). With
+eval.ema_epochs, evaluation reads an exponential moving average of the weights.
 
 Training time is measured the AlgoPerf way: only training steps count
 (evaluation and logging excluded), devices synchronised, max over ranks.
