@@ -20,9 +20,9 @@ Per run (`Study.runs`, `load()`):
   not positive; noise_scale_steps: how many steps it used. A whole run's B_simple depends on its length (it
   rises as the loss falls): runs of unequal length are not comparable by it.
 - noise_scale_window: B_simple the same way over a stated image window, the steps that start within epochs
-  NOISE_WINDOW = [1, 2) of the training set (the images seen before them): after the ladder's warm-ups (at most
-  1 epoch) and before its fastest runs stop, the same images at every batch; NaN unless the run logged the noise
-  and trained through the whole window.
+  NOISE_WINDOW = [1, 1.5) of the training set (the images seen before them): after the ladder's warm-ups (at
+  most 1 epoch) and before its shortest runs end (the quality sweep's 1.93 epochs), the same images at every
+  batch; NaN unless the run logged the noise and trained through the whole window.
 - status: meta.json's, except that a completed run whose training loss spiked and did not come back is
   "diverged" (loss_course, bench's divergence rule); loss_first, loss_peak, loss_peak_step, loss_last: the
   first step's training loss, the largest mean training loss of an evaluation interval and its step, the last
@@ -124,7 +124,7 @@ AGG_METRICS = (
     "mean_batch",
     "final_batch",
 )
-NOISE_WINDOW = (1.0, 2.0)  # epochs of the training set: noise_scale_window's steps
+NOISE_WINDOW = (1.0, 1.5)  # epochs of the training set: noise_scale_window's steps
 STEP_STATS = (
     "noise_scale",
     "noise_scale_steps",
