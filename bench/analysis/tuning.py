@@ -1027,10 +1027,11 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
         f"B_simple: the simple gradient noise scale tr(Σ)/|G|² (McCandlish et al. 2018) over the steps each rerun "
         f"started within epochs {NOISE_WINDOW[0]:g} to {NOISE_WINDOW[1]:g} of the training set (the same images at "
         "every batch; a run that stopped before the window's end has none), median over the reruns; '—': no rerun "
-        "logged it (runs of optimizers that keep no gradient groups, or made before plain optimizers logged it). "
-        "It approximates McCandlish's B_noise (equal where the Hessian is a multiple of the identity), the batch "
-        "at which the images to a result are twice their small-batch minimum (E = E_min (1 + B / B_noise)), not "
-        "the 20% point of the critical batch column: B_simple is expected to lie above that critical batch.",
+        "logged it (one gradient group a step, or a plain optimizer's run made before those logged it). It "
+        "approximates McCandlish's B_noise (equal where the Hessian is a multiple of the identity), the batch at "
+        "which the images to a result are twice their small-batch minimum (E = E_min (1 + B / B_noise)), not the "
+        "critical batch column's 20% point: under that model images / linear from the smallest batch B0 reaches "
+        "1.2 at B = 1.2 B0 + 0.2 B_noise, so the two columns measure different points of the curve.",
         *provenance_notes(study),
     ]
     return table
