@@ -202,6 +202,13 @@ class EvalSpec(_Strict):
         "image reaches target_top1: a steps-to-result trial pays only for the steps it measures (meta.json: "
         "stopped_at_target)",
     )
+    ema_epochs: PositiveFloat | None = Field(
+        None,
+        description="evaluate (and read the target on) an exponential moving average of the weights and "
+        "BatchNorm buffers (torch.optim.swa_utils.AveragedModel) with this time constant in epochs: decay "
+        "exp(-global_batch / (ema_epochs x training images)) per step, the same images averaged at every batch "
+        "(null: evaluate the trained weights)",
+    )
 
 
 class CheckpointSpec(_Strict):

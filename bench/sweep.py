@@ -21,6 +21,7 @@ A sweep file names a base recipe and crosses optimizer "arms" with global batche
     budget: {epochs: 3}                     # or {steps: N} or {images: N}, per run
     select: {split: holdout, metric: top1}  # holdout | validation; top1 | steps_to_target (validation only)
     reruns: {seeds: [1, 2, 3], top: 2, matched: [[vrgd_lars, lars]]}
+    local: {key: optimizer.lr, factor: 1.41421, steps: 1, extend: 2}   # a local stage (default: none)
 
 Trials are ordinary runs: the base recipe with the overrides, the batch, the budget and the
 trial's point, named `<sweep>-<arm>-b<batch>-t<NN>` (`-s<study>` when studies > 1), tagged
@@ -42,6 +43,12 @@ Choices where the papers leave room, named:
   breaking ties and misses.
   Diverged trials are results (infeasible points), never errors; a cell whose trials all
   diverged has no best trial and no reruns.
+- The local stage (key `local`): after the trials, each cell's best trial with local.key x/÷ factor^j
+  (j = 1 .. steps, the other keys as there), role "local", `-up<j>` / `-down<j>`; while the cell's best
+  is its outermost point on a side, one step further out (up to `extend` times, past the range too).
+  Reruns take the best over trials and local points.
+- `<results>/<name>.sweep.yaml`: the sweep as run, beside its runs, for the tuning table (searched and fixed
+  keys); the runs' recipes do not carry it.
 - Reruns use seeds other than the trials' seed, so the quoted figures carry no selection luck.
 - Each trial is claimed by an exclusive lock on `<results>/<name>/.claim` while it trains, so
   several processes (or nodes on a shared file system) can run one sweep: a trial is trained once.
@@ -158,6 +165,20 @@ class Reruns(_Strict):
     )
 
 
+class Local(_Strict):
+    """The local stage: after the quasi-random trials, points around each cell's best trial along one searched key
+    (the others as at the best), stepping outward while the best is the outermost point."""
+
+    key: str = Field("optimizer.lr", description="the searched key it steps along: a log range of every arm")
+    factor: float = Field(math.sqrt(2), gt=1, description="the neighbours are the best's value x and ÷ factor^j")
+    steps: PositiveInt = Field(1, description="neighbours each side of the best (j = 1 .. steps)")
+    extend: NonNegativeInt = Field(
+        2,
+        description="further steps outward, one at a time, while the cell's best is its outermost point on a side "
+        "(beyond the arm's range too: the range extends for that cell)",
+    )
+
+
 class SweepSpec(_Strict):
     name: str
     base: Path
@@ -172,6 +193,7 @@ class SweepSpec(_Strict):
     budget: Budget
     select: Select = Select()
     reruns: Reruns
+    local: Local | None = Field(None, description="a local stage after the trials (null: none)")
     keep_checkpoints: bool = Field(
         False,
         description="trials keep their final checkpoint (reruns always do, as recipe key checkpoint.keep_final says)",
@@ -204,6 +226,14 @@ class SweepSpec(_Strict):
                     f"reruns.matched: arms {x} and {y} search different keys ({', '.join(self.arms[x].space)}"
                     f" against {', '.join(self.arms[y].space)}); a matched point needs the same keys"
                 )
+        if self.local is not None:
+            for label, arm in self.arms.items():
+                axis = arm.space.get(self.local.key)
+                if axis is None or axis.values is not None or axis.scale != "log":
+                    raise ValueError(
+                        f"local.key: {self.local.key} is not a log range of arms.{label}.space; the local stage "
+                        "multiplies and divides a searched log range (as the lr)"
+                    )
         if self.select.metric == "steps_to_target" and self.select.split != "validation":
             raise ValueError(
                 "select: metric steps_to_target is read from the validation curve (the holdout is evaluated only "
@@ -222,7 +252,7 @@ class Trial:
     name: str
     arm: str
     batch: int
-    role: str  # "trial" or "rerun"
+    role: str  # "trial", "local", "rerun", "rerun_top" or "matched"
     index: int  # trial number (reruns: the best trial's)
     study: int
     point: dict  # the searched keys' values
@@ -370,6 +400,31 @@ def matched_trials(spec: SweepSpec, arm: str, at: Trial) -> list[Trial]:
     return out
 
 
+def local_trials(spec: SweepSpec, center: Trial, steps: list[int]) -> list[Trial]:
+    """The cell's best quasi-random trial with local.key x factor^j for each j of `steps` (j < 0: divided), the other
+    keys as there: role "local", named `<sweep>-<arm>-b<batch>-up<j>` / `-down<j>`, tagged with j."""
+    out = []
+    for j in steps:
+        point = {**center.point, spec.local.key: center.point[spec.local.key] * spec.local.factor**j}
+        name = f"{spec.name}-{center.arm}-b{center.batch}-{'up' if j > 0 else 'down'}{abs(j)}"
+        tags = {**center.recipe.tags, "role": "local", "local_step": j}
+        recipe = _recipe(spec, center.arm, center.batch, point, center.recipe.epochs, spec.trial_seed, name, tags)
+        out.append(Trial(name, center.arm, center.batch, "local", center.index, center.study, point, recipe))
+    return out
+
+
+def next_local_steps(spec: SweepSpec, ranked: list[Trial], tried: list[int]) -> list[int]:
+    """The local steps a cell tries next: ±1 .. ±steps first; then one further out on a side whose outermost
+    point is the cell's best (its optimum may lie beyond), up to `extend` further steps."""
+    if not tried:
+        return [j for k in range(1, spec.local.steps + 1) for j in (-k, k)]
+    best = ranked[0]
+    j = best.recipe.tags.get("local_step", 0) if best.role == "local" else 0
+    outermost = j != 0 and abs(j) == max(abs(t) for t in tried if (t > 0) == (j > 0))
+    reach = spec.local.steps + spec.local.extend
+    return [j + (1 if j > 0 else -1)] if outermost and abs(j) < reach else []
+
+
 def all_reruns(spec: SweepSpec, ranked: dict[tuple, list[Trial]]) -> list[Trial]:
     """The reruns of the top trials of every finished cell, then the matched points of reruns.matched (none where
     both arms selected the same point: their reruns already compare them there)."""
@@ -482,7 +537,7 @@ def _finished(trial: Trial, run: Path | None, finished: dict, spec: SweepSpec, b
     if run is not None:
         finished[trial.name] = run
         progress.done += 1
-        if trial.role == "trial":
+        if trial.role in ("trial", "local"):
             score = selection_score(run, trial.recipe, spec.select)
             cell = (trial.arm, trial.batch)
             if cell not in progress.best or score > progress.best[cell][0]:
@@ -490,7 +545,7 @@ def _finished(trial: Trial, run: Path | None, finished: dict, spec: SweepSpec, b
             if not spec.keep_checkpoints:  # a trial is read for its curve only: its disk goes back
                 prune_checkpoints(run, 0)
     bar.update(1)
-    bar.set_postfix_str(_best_so_far(progress) if trial.role == "trial" else f"rerun {trial.name} done")
+    bar.set_postfix_str(_best_so_far(progress) if trial.role in ("trial", "local") else f"{trial.name} done")
 
 
 def _best_so_far(progress: Progress) -> str:
@@ -598,6 +653,20 @@ def search_warnings(spec: SweepSpec) -> list[str]:
     return out
 
 
+def schedule_warning(spec: SweepSpec, trials: list[Trial]) -> str | None:
+    """A steps-to-target sweep whose lr decays over the budget (cosine, poly) crosses the target at a point of the
+    schedule that depends on the budget and the batch (small batches on a high lr, large ones on an annealed one):
+    one line naming the budget-free default (docs/sweeps.md)."""
+    decays = sorted({t.recipe.schedule.decay for t in trials} & {"cosine", "poly"})
+    if spec.select.metric != "steps_to_target" or not decays:
+        return None
+    return (
+        f"a steps-to-target sweep with schedule.decay {decays[0]} decays over its budget, so the lr at the crossing "
+        "depends on the budget and the batch; the default for steps to target is schedule.decay: constant with "
+        "eval.ema_epochs (docs/sweeps.md)"
+    )
+
+
 def run_sweep(
     path: str | Path,
     results: Path,
@@ -613,8 +682,9 @@ def run_sweep(
     spec = load(path)
     trials = expand(path, spec)
     check_provenance(spec, results, allow_dirty, allow_mixed_kernels, (Path(path), spec.base))
-    for warning in search_warnings(spec):
+    for warning in [*search_warnings(spec), *filter(None, [schedule_warning(spec, trials)])]:
         print(f"bench: warning: {path}: {warning}", file=sys.stderr)
+    write_space(spec, results)
     chosen = [t for t in trials if only in t.name] if only else trials
     if only and not chosen:
         raise UserError(f"--only {only!r}: no trial of {path} has that in its name (see bench sweep {path} --list)")
@@ -624,10 +694,50 @@ def run_sweep(
     if only:
         return chosen, []
     ranked, waiting = ranked_trials(trials, finished, spec)
+    if spec.local is not None:
+        trials = trials + local_stage(spec, trials, ranked, finished, results, progress)
+        ranked, waiting = ranked_trials(trials, finished, spec)
     reruns = all_reruns(spec, ranked)
     with tqdm(total=len(reruns), unit="run", desc=f"reruns {spec.name}", dynamic_ncols=True) as bar:
         run_trials(reruns, results, spec, bar, progress)
     return trials + reruns, waiting
+
+
+def local_stage(spec: SweepSpec, trials: list[Trial], ranked: dict, finished: dict, results: Path, progress) -> list:
+    """Round after round, the next local points of every ranked cell (next_local_steps), centred on its best
+    quasi-random trial, until no cell steps further; returns the local trials (`finished` gets their runs).
+    Deterministic given the finished trials, so a resumed sweep finds the same points."""
+    from tqdm import tqdm
+
+    centers = {cell: members[0] for cell, members in ranked.items()}
+    tried: dict[tuple, list[int]] = {cell: [] for cell in centers}
+    local: list[Trial] = []
+    while batch := [
+        t
+        for cell, center in centers.items()
+        if cell in ranked  # a cell whose local point did not finish steps no further
+        for t in local_trials(spec, center, next_local_steps(spec, ranked[cell], tried[cell]))
+    ]:
+        with tqdm(total=len(batch), unit="trial", desc=f"local {spec.name}", dynamic_ncols=True) as bar:
+            finished.update(run_trials(batch, results, spec, bar, progress))
+        for t in batch:
+            tried[(t.arm, t.batch)].append(t.recipe.tags["local_step"])
+        local += batch
+        ranked = ranked_trials(trials + local, finished, spec)[0]
+    return local
+
+
+def write_space(spec: SweepSpec, results: Path) -> Path:
+    """`<results>/<name>.sweep.yaml`: the sweep as run (arms, their fixed keys and search space, the local stage,
+    budget, selection), beside its runs, so the tuning table knows what was searched and what was held fixed
+    without the runs' recipes carrying it (their identity stays as it was)."""
+    path = Path(results) / f"{spec.name}.sweep.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = yaml.safe_dump(spec.model_dump(mode="json", exclude={"base"}), sort_keys=False)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+    return path
 
 
 def trial_table(trials: list[Trial]) -> str:

@@ -51,6 +51,18 @@ def test_the_report_and_the_figure_count_the_same_steps_after_the_warm_up(tmp_pa
     assert list(curve["noise_scale"].dropna()) == pytest.approx([row["noise_scale"]])
 
 
+def test_the_windowed_noise_scale_counts_only_the_steps_in_its_epochs(tmp_path):
+    """Batch 100 of 1,000 training images: epochs [1, 1.5) are steps 10-14. B_simple rises within a run; the window
+    reads the same images at every batch, and a run that stops inside the window has none (not a shorter one)."""
+    events = [step(s, noise_trace=float(s * s), grad_sqnorm=1.0) for s in range(25)]  # rising within the run
+    make_run(tmp_path / "long", "r", "sgd", 100, 0, [50, 60], events=events)
+    make_run(tmp_path / "short", "r", "sgd", 100, 0, [50, 60], events=events[:13])
+    rows = {k: row_of(tmp_path / k) for k in ("long", "short")}
+    assert rows["long"]["noise_scale_window"] == pytest.approx(sum(s * s for s in range(10, 15)) / 5)  # 146
+    assert rows["long"]["noise_scale"] == pytest.approx(sum(s * s for s in range(25)) / 25)  # the whole run's: 196
+    assert math.isnan(rows["short"]["noise_scale_window"])
+
+
 @pytest.mark.parametrize(
     "events",
     [

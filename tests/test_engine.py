@@ -532,3 +532,42 @@ def test_the_recorded_commit_sees_every_file_of_the_package_and_the_sweeps_files
     lines = dict(line.rsplit(" ", 1) for line in probe.stdout.splitlines())
     assert lines.pop("clean") == sha
     assert lines == {name: f"{sha}+dirty" for name in lines} and len(lines) == 7, lines
+
+
+def test_eval_ema_reads_the_target_on_the_averaged_weights(tmp_path, tiny_dataset, monkeypatch):
+    """eval.ema_epochs: the run's final checkpoint holds the exponential moving average of the weights and buffers
+    after every step (e_1 = w_1, e_t = d e_(t-1) + (1 - d) w_t, d = exp(-batch / (ema_epochs x train images)),
+    computed here by hand from the weights each step left), and the evaluation reads that average, not the
+    trained weights: the metrics' val loss is the average's, not the trained model's."""
+    from bench.engine import train as train_mod
+    from bench.engine.rundir import checkpoints
+
+    text = EQUIV.replace("DATA", str(tiny_dataset)).replace("OPT", "sgd").replace("LR", "0.2")
+    text = text.replace("PRECISION", "fp64").replace("epochs: 1\n", "epochs: 0.8\neval: {ema_epochs: 0.25}\n")
+    recipe = recipe_mod.load(write_recipe(tmp_path / "ema.yaml", text))
+    states, step = [], Trainer.step
+
+    def spy(self, *args, **kwargs):
+        loss = step(self, *args, **kwargs)
+        states.append({k: v.detach().clone() for k, v in self.model.state_dict().items()})
+        return loss
+
+    monkeypatch.setattr(Trainer, "step", spy)
+    done = train_mod.train(recipe, tmp_path / "results", progress=False)
+    decay = math.exp(-32 / (0.25 * 160))
+    assert len(states) == 4 and 0.4 < decay < 0.5  # 0.8 epochs of 160 images at batch 32; the average moves
+    ema = dict(states[0])
+    for state in states[1:]:
+        ema = {k: decay * ema[k] + (1 - decay) * v if v.is_floating_point() else ema[k] for k, v in state.items()}
+    saved = torch.load(checkpoints(done.path)[-1], weights_only=False)["ema"]
+    for k, v in ema.items():
+        if v.is_floating_point():
+            torch.testing.assert_close(saved[f"module.{k}"], v, rtol=1e-12, atol=1e-12, msg=k)
+    final = pd.read_csv(done.path / "metrics.csv").iloc[-1]
+    trainer = Trainer(recipe, distributed.Dist(0, 1, 0, torch.device("cpu")))
+    losses = {}
+    for name, weights in (("ema", ema), ("trained", states[-1])):
+        trainer.model.load_state_dict(weights)
+        losses[name] = train_mod.evaluate(trainer.model, trainer.data.val(), recipe, trainer.device)["loss"]
+    assert final["val_loss"] == pytest.approx(losses["ema"], rel=1e-9)
+    assert abs(losses["ema"] - losses["trained"]) > 1e-4

@@ -329,3 +329,56 @@ def test_similarity_is_exact_when_one_half_is_much_smaller_than_the_other(ratio)
     reference = float(even @ odd / (even.norm() * odd.norm()))
     assert 0.5 < reference < 0.95
     assert opt.similarity == pytest.approx(reference, abs=1e-6)
+
+
+def ref_noise_first(groups):
+    """(grad_var, grad_sqnorm) from two batch sizes (McCandlish et al. 2018, app. A.1): the first group alone and
+    the mean of all k; E||g_1||^2 = |G|^2 + V and E||g_bar||^2 = |G|^2 + V/k."""
+    k = len(groups)
+    flat = [torch.cat([g.flatten() for g in grads]) for grads in groups]
+    small, mean = float(flat[0] @ flat[0]), torch.stack(flat).mean(0)
+    big = float(mean @ mean)
+    var = (small - big) * k / (k - 1)
+    return var, big - var / k
+
+
+@pytest.mark.parametrize("name", ["sgd", "lars", "adamw"])
+def test_plain_optimizers_log_the_noise_from_their_first_group_and_the_mean(name):
+    """A plain optimizer keeps only the groups' sum, so its noise statistics come from the first group (p.grad
+    before the second is added) and the mean: equal to the float64 equations at every step; one group: none."""
+    ws, steps = weights(), gradients(steps=3, k=4)
+    params = [nn.Parameter(w.clone()) for w in ws]
+    opt = optim.create(params, name, lr=0.1)
+    for groups in steps:
+        for grads in groups:
+            backward(params, grads)
+            opt.observe()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        diag = opt.diagnostics()
+        assert (diag["grad_var"], diag["grad_sqnorm"]) == pytest.approx(ref_noise_first(groups), rel=1e-10)
+    backward(params, gradients(steps=1, k=1)[0][0])
+    opt.observe()
+    opt.step()
+    assert "grad_var" not in opt.diagnostics()
+
+
+def test_noise_from_the_first_group_is_unbiased():
+    """Over many steps of Gaussian groups (known |G|^2 and per-group noise V), the first-group estimate averages to
+    both, as the all-groups estimate does (the two differ in variance only)."""
+    gen = torch.Generator().manual_seed(3)
+    n, k, sigma = 50, 8, 0.5
+    true = torch.randn(n, generator=gen, dtype=torch.float64)
+    p = nn.Parameter(torch.zeros(n, dtype=torch.float64))
+    opt = optim.create([p], "sgd", lr=0.0)
+    out = []
+    for _ in range(2000):
+        for _ in range(k):
+            backward([p], [true + sigma * torch.randn(n, generator=gen, dtype=torch.float64)])
+            opt.observe()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        out.append((opt.diagnostics()["grad_var"], opt.diagnostics()["grad_sqnorm"]))
+    var, sqnorm = (sum(x) / len(out) for x in zip(*out))
+    assert var == pytest.approx(n * sigma**2, rel=0.05)
+    assert sqnorm == pytest.approx(float(true @ true), rel=0.05)

@@ -918,3 +918,147 @@ def test_a_steps_sweep_gets_a_speed_verdict_on_the_steps_ratio_and_no_top1_test(
 
     drawn = {path.stem for path in tuning_plots.plot_all(results.load_study([tmp_path]), tmp_path / "plots")}
     assert drawn == {"steps_to_result", "lr_sensitivity", "performance_profile"}  # no Top-1 or gap figure
+
+
+def test_a_steps_to_target_sweep_that_decays_over_its_budget_is_warned(sweep_file):
+    """One line for cosine (the base's default) under select steps_to_target; none for a constant lr after the
+    warm-up, and none for a top1 sweep (its result is read at the end of the budget, where the decay ends)."""
+    text = sweep_file.read_text() + "select: {split: validation, metric: steps_to_target}\n"
+    path = write_recipe(sweep_file.with_name("steps.yaml"), text)
+    spec, trials = load(path)
+    said = sweep.schedule_warning(spec, trials)
+    assert said.startswith("a steps-to-target sweep with schedule.decay cosine decays over its budget")
+    assert "\n" not in said
+    constant = write_recipe(
+        sweep_file.with_name("constant.yaml"),
+        text.replace("base: base.yaml\n", "base: base.yaml\nset: {schedule.decay: constant, eval.ema_epochs: 0.5}\n"),
+    )
+    assert sweep.schedule_warning(*load(constant)) is None
+    assert sweep.schedule_warning(*load(sweep_file)) is None
+
+
+LOCAL = SWEEP.replace("trials: 2\n", "trials: 2\nlocal: {steps: 1, extend: 1}\n")
+
+
+def test_the_local_stage_steps_around_the_best_and_outward_from_an_edge(sweep_file):
+    """lr x and ÷ sqrt 2 at the best trial's other keys (warm-up), named -up1/-down1 and tagged role local; one
+    step further out only on a side whose outermost point is the best, at most `extend` times."""
+    spec, trials = load(write_recipe(sweep_file, LOCAL))
+    center = next(t for t in trials if t.arm == "lars")
+    up, down = sweep.local_trials(spec, center, [1, -1])
+    lr = center.point["optimizer.lr"]
+    assert up.name == "tiny-lars-b32-up1" and down.name == "tiny-lars-b32-down1"
+    assert up.recipe.optimizer.lr == pytest.approx(lr * math.sqrt(2), rel=1e-5)
+    assert down.recipe.optimizer.lr == pytest.approx(lr / math.sqrt(2), rel=1e-5)
+    assert up.recipe.schedule.warmup_epochs == center.recipe.schedule.warmup_epochs
+    assert up.recipe.tags["role"] == "local" and up.recipe.tags["local_step"] == 1
+    assert up.recipe.seed == center.recipe.seed == spec.trial_seed
+    assert sweep.next_local_steps(spec, [center], []) == [-1, 1]
+    assert sweep.next_local_steps(spec, [center, up, down], [-1, 1]) == []  # the centre stays best
+    assert sweep.next_local_steps(spec, [up, center, down], [-1, 1]) == [2]  # the edge was best: step out
+    [up2] = sweep.local_trials(spec, center, [2])
+    assert up2.recipe.optimizer.lr == pytest.approx(lr * 2, rel=1e-5)
+    assert sweep.next_local_steps(spec, [up2, up, center], [-1, 1, 2]) == []  # extend: 1 is spent
+    assert sweep.next_local_steps(spec, [down, center], [-1, 1, 2]) == [-2]  # each side extends on its own
+    [down2] = sweep.local_trials(spec, center, [-2])
+    assert sweep.next_local_steps(spec, [down2, down], [-1, 1, 2, -2]) == []
+
+
+@pytest.mark.parametrize(
+    "local, words",
+    [
+        ("local: {key: schedule.warmup_epochs}", "local.key: schedule.warmup_epochs is not a log range of arms.sgd"),
+        ("local: {factor: 1.0}", "local.factor"),
+        ("local: {steps: 0}", "local.steps"),
+    ],
+)
+def test_a_bad_local_stage_is_one_sentence(sweep_file, local, words, capsys):
+    write_recipe(sweep_file, SWEEP + local + "\n")
+    with pytest.raises(UserError, match=words.replace(".", r"\.")):
+        sweep.load(sweep_file)
+
+
+def test_the_tuning_table_shows_neighbours_edges_and_what_the_search_left_fixed(tmp_path):
+    """A hand-made tree: at batch 64 the best trial has the largest lr tried (an edge, its neighbour only at another
+    warm-up: '*'); at 128 the local stage tried lr x/÷ sqrt 2 at the best's warm-up, so the best is inside and its
+    neighbours are exact. The space comes from s.sweep.yaml; VRGD's fixed gamma (its default) and k are printed."""
+    (tmp_path / "s.sweep.yaml").write_text(
+        "arms:\n  vrgd_lars:\n    space:\n      optimizer.lr: {low: 0.5, high: 8.0, scale: log, values: null}\n"
+        "      schedule.warmup_epochs: {low: 0.0, high: 1.0, scale: linear, values: null}\n"
+    )
+    plan = {"batch": 64, "world_size": 1, "accum_steps": 8, "micro_batch": 8, "gsnr_groups": 8}
+    points = {  # name -> (batch, role, lr, warm-up, holdout Top-1)
+        "s-vrgd_lars-b64-t00": (64, "trial", 1.0, 0.5, 80.0),
+        "s-vrgd_lars-b64-t01": (64, "trial", 4.0, 0.2, 82.0),
+        "s-vrgd_lars-b128-t00": (128, "trial", 1.0, 0.5, 80.0),
+        "s-vrgd_lars-b128-t01": (128, "trial", 4.0, 0.2, 82.0),
+        "s-vrgd_lars-b128-up1": (128, "local", 5.65685, 0.2, 81.0),
+        "s-vrgd_lars-b128-down1": (128, "local", 2.82843, 0.2, 79.5),
+    }
+    for name, (batch, role, lr, warmup, score) in points.items():
+        make_run(
+            tmp_path,
+            name,
+            "vrgd_lars",
+            batch,
+            0,
+            [50, 70],
+            holdout=[50, score],
+            lr=lr,
+            schedule={"warmup_epochs": warmup},
+            tags={
+                "sweep": "s",
+                "arm": "vrgd_lars",
+                "trial": int(name[-1]) if role == "trial" else 1,
+                "study": 0,
+                "role": role,
+            },
+            meta_extra={"holdout_size": 1000, "plan": {**plan, "batch": batch, "gsnr_groups": batch // 8}},
+        )
+    table = tuning.tuning(results.load_study([tmp_path]))
+    rows = {r[0]: Row(r, table.columns) for r in table.rows}
+    assert rows[64]["on the edge of the search"] == (
+        "lr 4: the largest tried; range 0.5-8; warmup_epochs 0.2: the smallest tried; range 0-1"
+    )
+    assert rows[64]["lr neighbours (÷ · ×)"] == "÷4.00*: 80.00"
+    assert rows[128]["on the edge of the search"] == "warmup_epochs 0.2: the smallest tried; range 0-1"  # lr inside
+    assert rows[128]["lr neighbours (÷ · ×)"] == "÷1.41: 79.50 · ×1.41: 81.00"
+    assert rows[128]["best lr"].value == 4.0  # the local points count as tried, not as the best
+    assert rows[128]["BatchNorm batch, groups k"] == "BatchNorm batch auto, k 16 (8 images a group)"
+    notes = " ".join(table.notes)
+    assert "VRGD-LARS: " in notes and "gamma 0.1, " in notes and "No .sweep.yaml" not in notes
+    (tmp_path / "s.sweep.yaml").unlink()
+    table = tuning.tuning(results.load_study([tmp_path]))
+    rows = {r[0]: Row(r, table.columns) for r in table.rows}
+    assert rows[64]["on the edge of the search"].startswith("lr 4: the largest tried; warmup")  # no declared range
+    assert "No .sweep.yaml beside the runs of s" in " ".join(table.notes)
+
+
+def test_a_tiny_sweep_with_a_local_stage_reruns_the_best_of_all_and_resumes_with_nothing_to_train(
+    sweep_file, tmp_path, capsys
+):
+    """One arm, 2 trials, then lr x/÷ sqrt 2 around the better one (and one step further out where the best is the
+    outermost point), then the rerun of the best over trials and local points; the same command again trains
+    nothing. The sweep's space is written beside the runs."""
+    text = LOCAL.replace("reruns: {seeds: [1, 2]}", "reruns: {seeds: [1]}").replace("epochs: 2}", "epochs: 1}")
+    text = text[: text.index("  sgd:")] + text[text.index("  lars:") :]
+    write_recipe(sweep_file, text)
+    out = tmp_path / "results"
+    runs, waiting = sweep.run_sweep(sweep_file, out, allow_dirty=True)
+    assert waiting == []
+    local = [t for t in runs if t.role == "local"]
+    assert {t.name for t in local} >= {"tiny-lars-b32-up1", "tiny-lars-b32-down1"} and len(local) <= 3
+    ranked, _ = sweep.ranked_trials(
+        [t for t in runs if t.role in ("trial", "local")],
+        {t.name: sweep.finished_run(out, t.recipe) for t in runs},
+        sweep.load(sweep_file),
+    )
+    [rerun] = [t for t in runs if t.role == "rerun"]
+    assert rerun.recipe.optimizer.lr == ranked[("lars", 32)][0].recipe.optimizer.lr
+    assert sweep.load(sweep_file).local.steps == 1
+    assert (out / "tiny.sweep.yaml").is_file()
+    capsys.readouterr()
+    again, _ = sweep.run_sweep(sweep_file, out, allow_dirty=True)
+    assert [t.name for t in again] == [t.name for t in runs]
+    assert "run directory" not in capsys.readouterr().out  # nothing left to train
+    assert len(results.load([out])) == len(runs)

@@ -110,6 +110,8 @@ COLUMNS = {
     "noise_scale": "the simple gradient noise scale B_simple = tr(Sigma)/|G|^2 in images: sum(noise_trace) / "
     "sum(grad_sqnorm) over the steps that logged both (McCandlish et al. 2018)",
     "noise_scale_steps": "the steps noise_scale used",
+    "noise_scale_window": "B_simple as noise_scale over the steps that start within epochs 1 to 1.5 of the training "
+    "set (results.NOISE_WINDOW), null unless the run trained through them: comparable across runs of unequal length",
     "mean_gain": "AdaScale's gain averaged over the steps",
     "mean_batch": "the global batch averaged over the steps (images seen / steps)",
     "final_batch": "the global batch of the last step",

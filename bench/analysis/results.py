@@ -17,7 +17,12 @@ Per run (`Study.runs`, `load()`):
   paper advises for its unbiased estimators, since the per-step |G|^2 estimate is
   noisy and may be negative (a mean of per-step ratios would be dominated by the
   steps where it is near 0). NaN when no step logged both or the summed |G|^2 is
-  not positive; noise_scale_steps: how many steps it used.
+  not positive; noise_scale_steps: how many steps it used. A whole run's B_simple depends on its length (it
+  rises as the loss falls): runs of unequal length are not comparable by it.
+- noise_scale_window: B_simple the same way over a stated image window, the steps that start within epochs
+  NOISE_WINDOW = [1, 1.5) of the training set (the images seen before them): after the ladder's warm-ups (at
+  most 1 epoch) and before its shortest runs end (the quality sweep's 1.93 epochs), the same images at every
+  batch; NaN unless the run logged the noise and trained through the whole window.
 - status: meta.json's, except that a completed run whose training loss spiked and did not come back is
   "diverged" (loss_course, bench's divergence rule); loss_first, loss_peak, loss_peak_step, loss_last: the
   first step's training loss, the largest mean training loss of an evaluation interval and its step, the last
@@ -114,11 +119,21 @@ AGG_METRICS = (
     "train_time_s",
     *TO_TARGET,
     "noise_scale",
+    "noise_scale_window",
     "mean_gain",
     "mean_batch",
     "final_batch",
 )
-STEP_STATS = ("noise_scale", "noise_scale_steps", "mean_gain", "mean_batch", "final_batch", "batch_varies")
+NOISE_WINDOW = (1.0, 1.5)  # epochs of the training set: noise_scale_window's steps
+STEP_STATS = (
+    "noise_scale",
+    "noise_scale_steps",
+    "noise_scale_window",
+    "mean_gain",
+    "mean_batch",
+    "final_batch",
+    "batch_varies",
+)
 
 
 def damaged(message: str) -> None:
@@ -237,8 +252,18 @@ def after_warmup(batches: pd.Series, warmup_images: float) -> pd.Series:
     return (batches.cumsum() - batches) >= warmup_images
 
 
+def noise_in_window(events: pd.DataFrame, batches: pd.Series, train_size: float) -> float:
+    """B_simple over the steps that start within NOISE_WINDOW epochs; NaN unless the run trained through it."""
+    start, end = (e * train_size for e in NOISE_WINDOW)
+    before = batches.cumsum() - batches
+    if not train_size or batches.sum() < end:
+        return math.nan
+    inside = (before >= start) & (before < end)
+    return ratio_of_sums(numbers(events, "noise_trace")[inside], numbers(events, "grad_sqnorm")[inside])[0]
+
+
 def step_stats(
-    events: pd.DataFrame, metrics: pd.DataFrame, plan_batch: float, warmup_images: float = 0.0
+    events: pd.DataFrame, metrics: pd.DataFrame, plan_batch: float, warmup_images: float = 0.0, train_size: float = 0.0
 ) -> dict[str, float]:
     """A run's STEP_STATS from its events (see the module docstring); metrics and the plan when it logged no steps."""
     out = dict.fromkeys(STEP_STATS, math.nan)
@@ -249,6 +274,7 @@ def step_stats(
         out["noise_scale"], out["noise_scale_steps"] = ratio_of_sums(
             numbers(events, "noise_trace")[counted], numbers(events, "grad_sqnorm")[counted]
         )
+        out["noise_scale_window"] = noise_in_window(events, step_batches(events, plan_batch), train_size)
         gain = numbers(events, "gain").dropna()
         out["mean_gain"] = gain.mean() if len(gain) else math.nan
         batches = step_batches(events, plan_batch)
@@ -471,6 +497,7 @@ def summarize(run: Path) -> tuple[dict, pd.DataFrame]:
             plan_batch,
             warmup_images=float((recipe.get("schedule") or {}).get("warmup_epochs") or 0)
             * float(meta.get("train_size") or 0),
+            train_size=float(meta.get("train_size") or 0),
         ),
     }
     if len(metrics):

@@ -39,10 +39,10 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from bench.analysis import ladder, power
+from bench.analysis import ladder, power, search
 from bench.analysis.paper import display
 from bench.analysis.render import NO_NUMBER, Cell, Table, claim
-from bench.analysis.results import Study, instability_text, numbers, once_per_seed, read_events
+from bench.analysis.results import NOISE_WINDOW, Study, instability_text, numbers, once_per_seed, read_events
 from bench.errors import UserError
 
 CONFIDENCE = 1 - power.ALPHA
@@ -51,7 +51,7 @@ PLAN_EFFECT = 1.0  # pp: "seeds for 1 pp" plans the next study at the observed n
 
 
 def sweep_runs(study: Study) -> pd.DataFrame:
-    runs = study.runs[study.runs["role"].isin(["trial", "rerun", "rerun_top", "matched"])]
+    runs = study.runs[study.runs["role"].isin(["trial", "local", "rerun", "rerun_top", "matched"])]
     if not len(runs):
         raise UserError("no runs made by bench sweep here (runs whose recipe tags say role: trial or rerun)")
     return runs
@@ -97,7 +97,8 @@ def cells(study: Study) -> pd.DataFrame:
         # each trial and rerun once (results.once_per_seed's rule), killed runs never
         members = members[members["status"] != "stopped"]
         members = pd.concat([once_per_seed(runs_of) for _, runs_of in members.groupby("recipe", sort=False)])
-        trials, reruns = members[members["role"] == "trial"], members[members["role"] == "rerun"]
+        trials = members[members["role"].isin(["trial", "local"])]  # local: the sweep's local stage
+        reruns = members[members["role"] == "rerun"]
         by_steps = bool((members["select_metric"] == "steps_to_target").any())  # reruns carry their trial's tags
         column = selection_column(trials, by_steps)
         scored = trials[(trials["status"] == "completed") & trials[column].notna()]
@@ -142,7 +143,7 @@ def cells(study: Study) -> pd.DataFrame:
                 "best_steps": best["steps_to_target"] if best is not None else math.nan,
                 "runner_up_steps": ranked.iloc[1]["steps_to_target"] if len(ranked) > 1 else math.nan,
                 "near_tie": bool(steps_tie if by_steps else best is not None and best[column] - runner_up < 2 * se),
-                "noise_scale": float(trained["noise_scale"].median()) if len(trained) else math.nan,
+                "noise_scale": float(trained["noise_scale_window"].median()) if len(trained) else math.nan,
                 "best_lr": best["lr"] if best is not None else math.nan,
                 "best_warmup_epochs": best["warmup_epochs"] if best is not None else math.nan,
                 "steps_to_result": _min_steps(trials),
@@ -857,6 +858,7 @@ def tuning(study: Study, baseline: str | None = None) -> Table:
         "the group count k (docs/algorithms.md).",
         *_selection_notes(table_cells),
     ]
+    search.add_columns(table, sweep_runs(study), table_cells, rank_trials)
     return table
 
 
@@ -1040,7 +1042,7 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
             "grid",
             "images / linear",
             "crossing: schedule (lr)",
-            "B_simple (reruns' median)",
+            f"B_simple, epochs {NOISE_WINDOW[0]:g}-{NOISE_WINDOW[1]:g} (reruns' median)",
             "B_noise (fit) [95%]",
             "critical batch [95%]",
         ],
@@ -1127,10 +1129,13 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
         "interval (from the smallest batch B0 instead it would be 0.2 B_noise + 1.2 B0). The last rows divide each "
         "arm's critical batch by the reference arm's, with the interval both arms' 95% intervals allow at once "
         "(coverage at least 0.95² ≈ 90% for independent arms), only where both are resolved.",
-        "B_simple: the simple gradient noise scale tr(Σ)/|G|² (McCandlish et al. 2018) each rerun logged after its "
-        "warm-up, median over the reruns: a per-run estimate of B_noise under their simplifying assumption (the "
-        "Hessian a multiple of the identity); McCandlish et al.'s own critical batch is B_noise (where images to "
-        "result double), five times the 20% point.",
+        f"B_simple: the simple gradient noise scale tr(Σ)/|G|² (McCandlish et al. 2018) over the steps each rerun "
+        f"started within epochs {NOISE_WINDOW[0]:g} to {NOISE_WINDOW[1]:g} of the training set (the same images at "
+        "every batch; a run that stopped before the window's end has none), median over the reruns; '—': no rerun "
+        "logged it (one gradient group a step, or a plain optimizer's run made before those logged it). It "
+        "approximates McCandlish's B_noise (equal where the Hessian is a multiple of the identity), the batch at "
+        "which the images to a result are twice their small-batch minimum (E = E_min (1 + B / B_noise)): compare it "
+        "with the B_noise (fit) column, not with the critical batch, which is the 20% point (0.2 B_noise).",
         *provenance_notes(study),
         *(f"Claim: {claim}" for claim in scaling_claims(fits, names, reference, crossings)),
     ]

@@ -233,7 +233,7 @@ def warmup_segments(trials: pd.DataFrame) -> list[pd.DataFrame]:
 
 
 def plot_lr_sensitivity(runs: pd.DataFrame, table_cells: pd.DataFrame, order: list[str]) -> plt.Figure:
-    trials = runs[runs["role"] == "trial"]
+    trials = runs[runs["role"].isin(["trial", "local"])]
     by_steps = tuning.selects_on_steps(table_cells)
     # what the sweep ranked on: steps to the target (a miss in the band above), else the selection split's Top-1
     column = "steps_to_target" if by_steps else tuning.selection_column(trials, by_steps)

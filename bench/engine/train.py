@@ -18,9 +18,10 @@ SyncBN; `engine.sync_bn` shares them across ranks.
 The schedule position, the end of the run and each step's batch come from
 pace.py (fixed batch; AdaScale's scale-invariant steps; SimiGrad's adaptive
 batch). Each step's scalars go to events.jsonl: lr, loss, batch, the
-optimizer's diagnostics and, where the optimizer keeps the groups apart, the
-gradient noise scale B_simple = noise_trace / grad_sqnorm with noise_trace =
-(images per group) x grad_var (McCandlish et al. 2018; bench.optim.base.noise).
+optimizer's diagnostics and, where a step has two or more groups, the gradient
+noise scale B_simple = noise_trace / grad_sqnorm with noise_trace = (images per
+group) x grad_var (McCandlish et al. 2018; bench.optim.base.noise). With
+eval.ema_epochs, evaluation reads an exponential moving average of the weights.
 
 Training time is measured the AlgoPerf way: only training steps count
 (evaluation and logging excluded), devices synchronised, max over ranks.
@@ -94,6 +95,18 @@ def to_device(batch, device: torch.device, recipe: Recipe):
 
 
 @torch.no_grad()
+def ema_model(model: torch.nn.Module, recipe: Recipe, train_size: int):
+    """recipe eval.ema_epochs: torch's AveragedModel of `model`'s parameters and buffers (BatchNorm statistics
+    averaged too, as timm's ModelEmaV3 does), decay per step exp(-batch / (ema_epochs x train_size)): the same
+    images averaged at every batch (Busbridge et al. 2023's EMA scaling rule); else None."""
+    if recipe.eval.ema_epochs is None:
+        return None
+    from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+
+    decay = math.exp(-recipe.global_batch / (recipe.eval.ema_epochs * train_size))
+    return AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(decay), use_buffers=True)
+
+
 def evaluate(model: torch.nn.Module, batches, recipe: Recipe, device: torch.device) -> dict[str, float]:
     """Top-1 / Top-5 (percent), mean cross-entropy and the number of images, over every (readable) image of
     `batches` on all ranks."""
@@ -169,6 +182,7 @@ class Trainer:
             weight_decay=recipe.weight_decay,
             **recipe.optimizer.hparams,
         )
+        self.ema = ema_model(self.model, recipe, self.data.train_size)
         self.ddp = None
         if dist.world > 1:
             ids = [self.device.index] if self.device.type == "cuda" else None
@@ -281,11 +295,14 @@ class Trainer:
             "optimizer": self.opt.state_dict(),
             "progress": vars(progress).copy(),
             "rng": checkpoint.rng_state(),
+            **({"ema": self.ema.state_dict()} if self.ema is not None else {}),
         }
 
     def load_state(self, state: dict) -> "Progress":
         self.model.load_state_dict(state["model"])
         self.opt.load_state_dict(state["optimizer"])
+        if self.ema is not None:
+            self.ema.load_state_dict(state["ema"])
         checkpoint.set_rng_state(state["rng"])
         saved = state["progress"]
         if "position" not in saved:  # a fixed-batch checkpoint from before pace.py
@@ -357,6 +374,8 @@ class Trainer:
         _sync(device)
         start = time.perf_counter()
         loss = self.step(micro_batches, lr, progress.chunks)
+        if self.ema is not None:
+            self.ema.update_parameters(self.model)
         _sync(device)
         progress.train_time += time.perf_counter() - start
 
@@ -406,12 +425,13 @@ class Trainer:
         recipe, pace, data = self.recipe, self.pace, self.data
         eval_start = time.perf_counter()
         subset = recipe.eval.curve_images if not pace.done(progress) else None
-        val = evaluate(self.model, data.val(subset), recipe, self.device)
+        model = self.ema.module if self.ema is not None else self.model  # eval.ema_epochs: the averaged weights
+        val = evaluate(model, data.val(subset), recipe, self.device)
         if subset and val["top1"] >= recipe.target_top1:
-            subset, val = None, evaluate(self.model, data.val(), recipe, self.device)
+            subset, val = None, evaluate(model, data.val(), recipe, self.device)
         crash_point("eval", progress.step)
-        train_eval = evaluate(self.model, data.train_eval(), recipe, self.device) if not subset else {}
-        held = evaluate(self.model, data.holdout(), recipe, self.device) if data.holdout_size and not subset else {}
+        train_eval = evaluate(model, data.train_eval(), recipe, self.device) if not subset else {}
+        held = evaluate(model, data.holdout(), recipe, self.device) if data.holdout_size and not subset else {}
         progress.eval_time += time.perf_counter() - eval_start
         slowest = distributed.max_over_ranks(progress.train_time)
         if run:

@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from typing import Iterator, Literal
 
 import torch
+import torch.distributed as dist
 from torch import Tensor
 from torch.optim import Optimizer
 
@@ -128,9 +129,14 @@ class GroupOptimizer(Optimizer):
         self._groups = 0  # groups observed since the last step
         self._trust: list[Tensor] = []  # per-tensor trust ratios of the last step (LARS, LAMB)
         self._noise: tuple[Tensor, Tensor] | None = None  # (grad_var, grad_sqnorm) of the last step, see noise()
+        self._first_sq: Tensor | None = None  # ||g_1||^2 of the step's first group (plain optimizers' noise)
 
     def observe(self, index: int | None = None) -> None:
-        """Count one group; p.grad keeps accumulating the groups' sum (`index` is not needed here)."""
+        """Count one group; p.grad keeps accumulating the groups' sum (`index` is not needed here). The first
+        group's ||g_1||^2 is kept for the noise scale (_statistics): p.grad holds that group alone now."""
+        if self._groups == 0:
+            grads = [p.grad for group in self.param_groups for p in group["params"] if p.grad is not None]
+            self._first_sq = norms(grads).double().square().sum() if grads else None
         self._groups += 1
 
     @torch.no_grad()
@@ -177,8 +183,14 @@ class GroupOptimizer(Optimizer):
         parameter. Here: the mean gradient, p.grad (the sum of k groups) divided by k in place.
         GroupGradients: g_bar into the sums and p.grad, grad_var and grad_sqnorm."""
         grads = [p.grad for group in self.param_groups for p in group["params"] if p.grad is not None]
+        self._noise = None
         if k > 1 and grads:
             torch._foreach_div_(grads, k)
+        if k > 1 and grads and self._first_sq is not None:
+            # The noise from two batch sizes (McCandlish et al. 2018, app. A.1): this rank's first group (its own
+            # under DDP's no_sync, k > 1) and the mean of all groups over all ranks; noise() with local = ||g_1||^2.
+            total_k = k * (dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1)
+            self._noise = noise(self._first_sq * total_k, norms(grads).double().square().sum(), total_k)
         return self._combine(k, None, None)
 
     def _combine(self, k: int, mean: Tensor | None, total: Tensor | None) -> dict[Tensor, Tensor]:

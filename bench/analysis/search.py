@@ -1,0 +1,190 @@
+"""What each cell of a sweep searched, for the tuning table: the result at the selected point's neighbours
+(sensitivity), a selected point on the edge of what was tried, and the hyperparameters the search left fixed.
+
+The search space comes from `<results>/<sweep>.sweep.yaml`, which `bench sweep` writes beside its runs
+(bench.sweep.write_space); where a tree has none (made before it existed), the searched keys are those whose
+values differ between a cell's trials, and the tables say so. The runs' recipes never carry the space, so
+adding it changed no run's identity.
+
+- Neighbours: the tried points with the selected point's other searched keys (the local stage's lr x/÷ factor),
+  the nearest lr below and above; without such a point (a quasi-random search ties each lr to one warm-up), the
+  nearest lr tried at any other keys, marked '*'.
+- Edge: for each searched range, the selected value is the largest or the smallest tried in its cell (diverged
+  trials count as tried: an lr that diverged bounds the optimum), so the optimum may lie beyond; the local stage
+  (sweep key `local`) steps outward there.
+- Fixed: each arm's optimizer options at their values (the recipe's, else the optimizer's defaults), weight decay,
+  the BatchNorm batch (micro_batch: BatchNorm normalises each micro-batch) and, for optimizers that keep the
+  gradient groups apart, the group count k (global batch / micro-batch by default: tied to the batch).
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from bench.analysis.paper import display
+
+SEARCHED_ROLES = ("trial", "local")
+NOT_HYPERPARAMETERS = ("fused",)  # options that change the kernels, not the mathematics
+
+
+@lru_cache(maxsize=4096)
+def _recipe(run: str) -> dict:
+    return yaml.safe_load((Path(run) / "recipe.yaml").read_text()) or {}
+
+
+def dotted(recipe: dict, key: str):
+    node = recipe
+    for part in key.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    return node
+
+
+def spaces(runs: pd.DataFrame) -> dict[str, dict]:
+    """sweep name -> its `.sweep.yaml` (arms, space, local), read beside its runs where one was written."""
+    out = {}
+    for sweep, run in runs.dropna(subset=["sweep"]).groupby("sweep")["run"].first().items():
+        path = Path(run).parent.parent / f"{sweep}.sweep.yaml"
+        if path.is_file():
+            out[sweep] = yaml.safe_load(path.read_text()) or {}
+    return out
+
+
+def searched_keys(members: pd.DataFrame, space: dict | None) -> dict[str, tuple | None]:
+    """key -> its declared (low, high) range (None for a list, or when inferred) for the cell's searched keys."""
+    if space is not None:
+        return {k: (axis["low"], axis["high"]) if axis.get("values") is None else None for k, axis in space.items()}
+    keys = {}
+    for key in ("optimizer.lr", "schedule.warmup_epochs", "optimizer.momentum", "weight_decay"):
+        if len({dotted(_recipe(r), key) for r in members["run"]}) > 1:
+            keys[key] = None
+    return keys
+
+
+def _result(row, by_steps: bool, column: str) -> str:
+    if row["status"] != "completed" or row[column] != row[column]:
+        return "diverged"
+    if by_steps:
+        steps = row["steps_to_target"]
+        return "∞" if math.isinf(steps) else f"{steps:,.0f}"
+    return f"{row[column]:.2f}"
+
+
+def neighbours(tried: pd.DataFrame, best, keys: list[str], by_steps: bool, column: str) -> str:
+    """'÷1.41: R · ×1.41: R' at the nearest lr below and above the selected one (see the module docstring)."""
+    lr = "optimizer.lr"
+    if best is None or lr not in keys:
+        return ""
+    values = {r: dotted(_recipe(r), lr) for r in tried["run"]}
+    at = values[best["run"]]
+    others = [k for k in keys if k != lr]
+    same = tried[[all(dotted(_recipe(r), k) == dotted(_recipe(best["run"]), k) for k in others) for r in tried["run"]]]
+    parts = []
+    for side, below in (("÷", True), ("×", False)):
+        for pool, mark in ((same, ""), (tried, "*")):
+            pool = pool[[(values[r] < at) if below else (values[r] > at) for r in pool["run"]]]
+            if len(pool):
+                row = pool.loc[pool["run"].map(values).sub(at).abs().idxmin()]
+                ratio = at / values[row["run"]] if below else values[row["run"]] / at
+                parts.append(f"{side}{ratio:.2f}{mark}: {_result(row, by_steps, column)}")
+                break
+    return " · ".join(parts)
+
+
+def edges(tried: pd.DataFrame, best, keys: dict[str, tuple | None]) -> str:
+    """The searched keys whose selected value is the largest or smallest tried in the cell, with the range."""
+    if best is None:
+        return ""
+    out = []
+    for key, declared in keys.items():
+        values = [dotted(_recipe(r), key) for r in tried["run"]]
+        values = [v for v in values if isinstance(v, (int, float))]
+        chosen = dotted(_recipe(best["run"]), key)
+        if len(set(values)) < 2 or chosen not in (min(values), max(values)):
+            continue
+        where = "largest" if chosen == max(values) else "smallest"
+        span = f"; range {declared[0]:g}-{declared[1]:g}" if declared else ""
+        out.append(f"{key.split('.')[-1]} {chosen:.3g}: the {where} tried{span}")
+    return "; ".join(out)
+
+
+def fixed(members: pd.DataFrame, keys) -> str:
+    """The arm's optimizer options the search left alone, with their values (the recipe's, else the defaults),
+    and its weight decay."""
+    from bench.optim import REGISTRY, hyperparameters
+
+    recipe = _recipe(members["run"].iloc[0])
+    opt = recipe["optimizer"]
+    values = {**hyperparameters(REGISTRY[opt["name"]]), **opt, "weight_decay": recipe.get("weight_decay")}
+    return ", ".join(
+        f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}"
+        for k, v in values.items()
+        if k not in ("name", "lr", *NOT_HYPERPARAMETERS) and not {k, f"optimizer.{k}"} & set(keys) and v is not None
+    )
+
+
+def group_text(members: pd.DataFrame) -> str:
+    """'BatchNorm batch m' and, where the optimizer keeps the groups apart, 'k G (I images a group)'."""
+    from bench import catalog
+
+    row = members.iloc[0]
+    text = f"BatchNorm batch {_recipe(row['run']).get('micro_batch')}"
+    if not catalog.OPTIMIZERS[row["optimizer"]].reduces_gradients:
+        return text
+    k = int(row["plan_groups"])
+    return f"{text}, k {k} ({int(row['plan_batch']) // k} images a group)"
+
+
+def add_columns(table, runs: pd.DataFrame, table_cells: pd.DataFrame, rank) -> None:
+    """Append the search's columns (neighbours, edge, BatchNorm batch and k) and notes (the fixed hyperparameters,
+    where the space came from) to the tuning table, whose rows follow `table_cells`. `rank`: tuning.rank_trials."""
+    from bench.analysis.tuning import selection_column
+
+    found = spaces(runs)
+    table.columns += ["lr neighbours (÷ · ×)", "on the edge of the search", "BatchNorm batch, groups k"]
+    inferred, held = set(), {}
+    for row, (_, c) in zip(table.rows, table_cells.iterrows()):
+        members = runs[(runs["arm"] == c["arm"]) & (runs["global_batch"] == c["global_batch"])]
+        tried = members[members["role"].isin(SEARCHED_ROLES) & members["finished"]]
+        tried = tried.drop_duplicates("recipe", keep="last")
+        if not len(tried):
+            row += ["", "", ""]
+            continue
+        by_steps = c["select_metric"] == "steps_to_target"
+        column = selection_column(tried, by_steps)
+        scored = tried[(tried["status"] == "completed") & tried[column].notna()]
+        ranked = rank(scored, column, by_steps)
+        best = ranked.iloc[0] if len(ranked) else None
+        sweep = members["sweep"].dropna().iloc[0] if members["sweep"].notna().any() else None
+        arm_space = ((found.get(sweep) or {}).get("arms") or {}).get(c["arm"], {}).get("space")
+        if arm_space is None:
+            inferred.add(sweep)
+        keys = searched_keys(tried, arm_space)
+        row += [neighbours(tried, best, list(keys), by_steps, column), edges(tried, best, keys), group_text(tried)]
+        held.setdefault(display(c["arm"]), fixed(tried, keys))
+    table.notes += [
+        "lr neighbours: the selection result (steps to the target, or the selection Top-1) at the nearest lr tried "
+        "below (÷ its ratio) and above (×) the selected one, at the selected point's other searched keys (the "
+        "sweep's local stage); '*': no such point, the nearest lr at other keys (a quasi-random search ties each "
+        "lr to one warm-up), so the step mixes both. A neighbour that moves the result by more than the effect "
+        "under test means the search is coarser than that effect.",
+        "on the edge of the search: the selected value of a searched key is the largest or smallest tried in its "
+        "cell (a diverged trial counts as tried), so the optimum may lie beyond it; sweep key `local` steps "
+        "outward from such a point.",
+        "BatchNorm batch, groups k: fixed, not searched: each micro-batch is normalised alone; an optimizer that "
+        "keeps gradient groups apart (VRGD) gets k groups, so with a fixed BatchNorm batch k grows with the global "
+        "batch.",
+        "Fixed, not searched (the runs' values: the recipe's, else the optimizer's defaults): "
+        + "; ".join(f"{arm}: {values}" for arm, values in held.items())
+        + ".",
+    ]
+    if inferred - {None}:
+        table.notes.append(
+            f"No .sweep.yaml beside the runs of {', '.join(sorted(inferred - {None}))} (written by bench sweep since "
+            "the local stage): the searched keys are those whose values differ between a cell's trials, and the "
+            "declared ranges are not known."
+        )
