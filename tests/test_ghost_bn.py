@@ -112,14 +112,19 @@ def test_batched_and_sequential_groups_equal_micro_batches_of_bn_batch_in_float6
     _assert_same(sequential, reference, f"{opt} sequential")
 
 
-def test_batched_groups_on_two_ranks_equal_one_process_of_micro_batches(tmp_path, tiny_dataset):
-    """2 ranks (gloo) x micro-batches of 8 in one vmap pass (bn_batch 4) = 1 process x micro-batches of 4, for the
-    optimizers that keep the groups apart (all-reduced statistics) and plain LARS (DDP's all-reduce)."""
+def test_batched_groups_on_two_ranks_equal_micro_batches_of_bn_batch(tmp_path, tiny_dataset):
+    """On 2 ranks (gloo), micro-batches of 8 with bn_batch 4 (groups in one vmap pass) = micro-batches of 4, for
+    the optimizers that keep the groups apart (all-reduced statistics) and plain LARS (DDP's all-reduce); the
+    parameters are also those of one process (the running statistics are rank 0's own, as without ghost BN)."""
     cases = [("lars", 2.0), ("vrgd_lars", 2.0), ("simigrad_lars", 2.0)]
-    references = _states(tmp_path, [_recipe(tmp_path, tiny_dataset, o, lr, 4) for o, lr in cases])
-    got = _states(tmp_path, [_recipe(tmp_path, tiny_dataset, o, lr, 8, 4, "batched") for o, lr in cases], world=2)
-    for (opt, _), g, want in zip(cases, got, references):
-        _assert_same(g, want, f"{opt} on 2 ranks")
+    paths = [_recipe(tmp_path, tiny_dataset, o, lr, 4) for o, lr in cases]
+    paths += [_recipe(tmp_path, tiny_dataset, o, lr, 8, 4, "batched") for o, lr in cases]
+    states = _states(tmp_path, paths, world=2)
+    alone = _states(tmp_path, paths[:1])[0]
+    for (opt, _), got, want in zip(cases, states[3:], states[:3]):
+        _assert_same(got, want, f"{opt} on 2 ranks")
+    for key in (k for k in alone if k.startswith("param")):
+        torch.testing.assert_close(states[0][key], alone[key], **TOL, msg=f"lars, 2 ranks against 1: {key}")
 
 
 def test_running_statistics_follow_the_sequential_rule():
@@ -130,9 +135,9 @@ def test_running_statistics_follow_the_sequential_rule():
         plain = nn.BatchNorm2d(5, momentum=momentum).double()
         ghost = ghost_bn.convert(nn.Sequential(nn.BatchNorm2d(5, momentum=momentum).double()), 4, "test")[0]
         with torch.no_grad():
-            for bn in (plain, ghost):
-                bn.weight.uniform_(0.5, 2.0)
-                bn.bias.uniform_(-1, 1)
+            plain.weight.uniform_(0.5, 2.0)
+            plain.bias.uniform_(-1, 1)
+            ghost.load_state_dict(plain.state_dict())
         x = torch.randn(12, 5, 3, 3, dtype=torch.float64) * 3 + 1
         want = torch.cat([plain(chunk) for chunk in x.split(4)])
         got = ghost(x)
@@ -164,7 +169,10 @@ def test_plans_with_bn_batch():
 
 @pytest.mark.parametrize(
     "micro,bn,words",
-    [(8, 16, "model.bn_batch 16 is larger than micro_batch 8"), (12, 8, "model.bn_batch 8 does not divide")],
+    [
+        (8, 16, "model.bn_batch 16 is larger than micro_batch 8"),
+        (16, 6, "model.bn_batch 6 does not divide micro_batch 16"),
+    ],
 )
 def test_validate_refuses_bn_batch_in_one_sentence(tmp_path, tiny_dataset, micro, bn, words):
     from tests.conftest import run_cli

@@ -9,11 +9,12 @@ micro-batches would apply them.
 
 What it cannot do (the runner's sequential path, group by group through the model, takes those): models that
 torch.func refuses (a forward that reads a tensor's value into Python, data-dependent control flow, in-place
-updates of buffers other than BatchNorm's), DDP-wrapped or compiled forwards (the pass calls the bare module; the
-optimizers that need groups reduce their own statistics) and models without ghost BatchNorm layers.
+updates of buffers other than BatchNorm's: under `auto` the first refusal warns once and the run goes on group
+by group), and a torch.compile'd forward (the pass calls the bare module; under DDP that is right, as the
+optimizers that need the groups reduce their own statistics).
 
-`engine.group_pass: auto` takes it on CUDA, where one pass of k groups beats k passes; on a CPU the sequential
-groups measured faster (docs/performance.md), so auto keeps them there.
+`engine.group_pass: auto` takes it on CUDA, where one pass of k groups is meant to beat k passes (not measured
+yet: no GPU so far); on a CPU the groups one by one measured faster (docs/performance.md), so auto keeps them.
 """
 
 from __future__ import annotations
@@ -50,8 +51,6 @@ class BatchedGroups:
         return {self.params[name]: g for name, g in grads.items()}, losses
 
 
-def usable(model: torch.nn.Module, device: torch.device, choice: str) -> bool:
-    """Whether the runner takes the batched pass: engine.group_pass (auto: on CUDA) and ghost BatchNorm layers."""
-    if choice == "sequential" or not ghost_bn.layers(model):
-        return False
-    return choice == "batched" or device.type == "cuda"
+def chosen(choice: str, device: torch.device) -> bool:
+    """Whether engine.group_pass asks for the batched pass on `device` (auto: on CUDA)."""
+    return choice == "batched" or (choice == "auto" and device.type == "cuda")

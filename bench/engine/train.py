@@ -45,7 +45,7 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
-from bench import optim
+from bench import catalog, optim
 from bench.data import Data, build, images, resolve_loader, scan
 from bench.engine import checkpoint, distributed, ghost_bn, group_pass, tensorboard, threads, wandb_curves
 from bench.engine.faults import crash_point
@@ -179,7 +179,7 @@ class Trainer:
         self.net = torch.compile(net) if recipe.engine.compile else net
         self.pace = Pace(recipe, self.plan, self.data.train_size, self.opt.pace == "scale_invariant")
         batched = self.opt.reduces_gradients and self.plan.groups_per_micro > 1
-        batched = batched and group_pass.usable(self.model, self.device, recipe.engine.group_pass)
+        batched = batched and group_pass.chosen(recipe.engine.group_pass, self.device)
         self.batched = group_pass.BatchedGroups(self.model, recipe.label_smoothing) if batched else None
         self.slowdown = threads.Slowdown(torch.get_num_threads())
 
@@ -216,6 +216,11 @@ class Trainer:
         from bench.engine import memory
 
         recipe, device = self.recipe, self.device
+        group_images = None  # the batched groups pass keeps a gradient per group: its share per image
+        if recipe.model.bn_batch and catalog.OPTIMIZERS[recipe.optimizer.name].reduces_gradients:
+            if group_pass.chosen(recipe.engine.group_pass, device):
+                batch = recipe.adaptive_batch.min_batch if recipe.adaptive_batch else recipe.global_batch
+                group_images = batch // recipe.gsnr_groups if recipe.gsnr_groups else recipe.model.bn_batch
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):  # dropout, drop-path
             with autocast(recipe, device):
                 cap, per_image, free = memory.micro_batch_cap(
@@ -224,6 +229,7 @@ class Trainer:
                     device,
                     param_dtype(recipe),
                     int(os.environ.get("LOCAL_WORLD_SIZE", 1)),
+                    group_images,
                 )
         if cap < 1:
             raise UserError(
@@ -297,8 +303,17 @@ class Trainer:
         """The micro-batch's `groups` groups, each observed with its own gradient (group indices from `first`):
         in one batched pass (group_pass.py), else group by group; returns the micro-batch's mean loss."""
         if self.batched is not None:
-            with autocast(self.recipe, self.device):
-                grads, losses = self.batched(images, labels, groups)
+            try:
+                with autocast(self.recipe, self.device):
+                    grads, losses = self.batched(images, labels, groups)
+            except RuntimeError as e:  # torch.func refuses the model (or the memory): auto falls back, once
+                if self.recipe.engine.group_pass != "auto":
+                    raise
+                warnings.warn(
+                    f"engine.group_pass auto: the groups go one by one ({str(e).splitlines()[0]})", BenchWarning
+                )
+                self.batched = None
+                return self._groups(images, labels, first, groups)
             for d in range(groups):
                 for p, g in grads.items():
                     p.grad = g[d]  # a view: observe() reads it and lets it go
