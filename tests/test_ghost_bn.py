@@ -180,3 +180,29 @@ def test_validate_refuses_bn_batch_in_one_sentence(tmp_path, tiny_dataset, micro
     path = _recipe(tmp_path, tiny_dataset, "sgd", 0.1, micro, bn)
     done = run_cli("validate", str(path))
     assert done.returncode == 2 and words in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_auto_falls_back_to_groups_one_by_one_where_the_batched_pass_fails(tmp_path, tiny_dataset, monkeypatch):
+    """engine.group_pass auto where the batched pass is chosen (CUDA; here forced) and torch.func refuses: one
+    warning, then the groups one by one, whose step is the sequential path's."""
+    from bench.engine import group_pass
+    from bench.errors import BenchWarning
+
+    path = _recipe(tmp_path, tiny_dataset, "vrgd_lars", 2.0, 16, 4, "auto")
+    monkeypatch.setattr(group_pass, "chosen", lambda choice, device: True)
+
+    def refuse(self, images, labels, groups):
+        raise RuntimeError("vmap: data-dependent control flow is not supported\nmore")
+
+    monkeypatch.setattr(group_pass.BatchedGroups, "__call__", refuse)
+    dist = distributed.Dist(0, 1, 0, torch.device("cpu"))
+    trainer = Trainer(recipe_mod.load(path), dist)
+    assert trainer.batched is not None
+    with pytest.warns(BenchWarning, match="groups go one by one .vmap: data-dependent control flow"):
+        trainer.step(trainer.data.train(0, 1), lr=0.1)
+    assert trainer.batched is None
+    monkeypatch.undo()
+    reference = Trainer(recipe_mod.load(_recipe(tmp_path, tiny_dataset, "vrgd_lars", 2.0, 16, 4, "sequential")), dist)
+    reference.step(reference.data.train(0, 1), lr=0.1)
+    for (name, got), want in zip(trainer.model.named_parameters(), reference.model.parameters()):
+        torch.testing.assert_close(got, want, rtol=0, atol=0, msg=name)
