@@ -495,6 +495,8 @@ def _check_names(recipe: Recipe, models: bool = True) -> None:
         check_model_name(recipe.model.name)
         if recipe.model.kwargs:
             _check_model_kwargs(recipe.model.name, recipe.model.kwargs)
+        if recipe.model.bn_batch:
+            _check_ghost_layers(recipe.model.name, recipe.model.kwargs)
     catalog.check_optimizer(recipe.optimizer.name, recipe.optimizer.hparams)
     for package in ("tensorboard", "wandb"):
         if getattr(recipe.logging, package):
@@ -546,6 +548,16 @@ def read_yaml(path: Path, what: str = "recipe"):
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
         raise UserError(f"{path}: malformed YAML{where}: {getattr(e, 'problem', None) or e}") from None
+
+
+def _check_ghost_layers(name: str, kwargs: dict) -> None:
+    """model.bn_batch: the model (built on the meta device) has BatchNorm2d layers and no other normalisation."""
+    import torch
+
+    from bench.engine import ghost_bn
+
+    with torch.device("meta"):
+        ghost_bn.check(timm_models().create_model(name, **{**kwargs, "pretrained": False}), name)
 
 
 def _check_model_kwargs(name: str, kwargs: dict) -> None:
