@@ -75,7 +75,7 @@ def test_perf_train_prints_every_case_its_split_and_the_overhead(tiny_recipe, ca
 def test_ghost_batchnorm_paths_run_side_by_side_and_the_ratio_is_printed(tiny_recipe, capsys):
     """--bn-batch: the recipe's path (ghost BN in the micro-batch), micro-batches of bn_batch, and the other group
     pass, alternating in one run (CPU seconds: --clock cpu), and the ratio over micro-batches of bn_batch."""
-    args = [str(tiny_recipe), "--device", "cpu", "--bn-batch", "2", "--set", "optimizer.name=vrgd_lars"]
+    args = [str(tiny_recipe), "--device", "cpu", "--bn-batch", "2", "--set", "optimizer.name=adascale_sgd"]
     args += ["--set", "data.loader=random", "--clock", "cpu", "--warmup", "1", "--steps", "1", "--repeats", "2"]
     assert perf_train.main(args) == 0
     lines = capsys.readouterr().out.splitlines()
