@@ -13,8 +13,8 @@ from bench.catalog import LOADER_ALIASES
 # Removed from the resolved recipe before comparing runs for seed aggregation:
 # the run's identity (name, seed) and fields that do not change the mathematics
 # of training (loader threads, eval batch, how unreadable files are reported,
-# checkpoint cadence, compile/memory format, CPU threads: these change float rounding at most; the dead-parameter
-# check, which only warns or refuses).
+# checkpoint cadence, compile/memory format, CPU threads, how the gradient groups of a micro-batch are computed:
+# these change float rounding at most; the dead-parameter check, which only warns or refuses).
 # data.loader is reduced to whether
 # it reads the images (auto, dali and torchvision give the same crops) or
 # feeds random tensors. micro_batch and gsnr_groups are replaced by the batch
@@ -33,6 +33,7 @@ SEED_NEUTRAL = (
     ("engine", "channels_last"),
     ("engine", "threads"),
     ("engine", "micro_batch_cap"),
+    ("engine", "group_pass"),
     ("engine", "dead_params"),
     ("optimizer", "fused"),
     ("logging",),

@@ -62,6 +62,14 @@ class _Strict(BaseModel):
 class ModelSpec(_Strict):
     name: str = Field(description="a timm model name, e.g. resnet50")
     kwargs: dict[str, Any] = Field(default_factory=dict, description="passed to timm.create_model")
+    bn_batch: PositiveInt | None = Field(
+        None,
+        description=(
+            "ghost BatchNorm: each BatchNorm2d layer normalises every bn_batch consecutive images of a micro-batch "
+            "on their own (running statistics as the same sequence of micro-batches of bn_batch); null = the "
+            "micro-batch, and gsnr_groups null = one group per bn_batch images"
+        ),
+    )
 
 
 class SynthData(_Strict):
@@ -243,6 +251,13 @@ class EngineSpec(_Strict):
         ),
     )
     micro_batch_cap: PositiveInt = Field(256, description="largest micro-batch `micro_batch: auto` may pick")
+    group_pass: Literal["auto", "batched", "sequential"] = Field(
+        "auto",
+        description=(
+            "gradient groups inside one micro-batch (model.bn_batch): batched = one torch.func.vmap pass, "
+            "sequential = group by group; auto = batched on CUDA, sequential on a CPU (measured faster there)"
+        ),
+    )
     dead_params: Literal["warn", "refuse"] = Field(
         "warn",
         description=(
@@ -378,6 +393,22 @@ class Recipe(_Strict):
                 raise ValueError(f"{unit_key} {unit} is not a multiple of {key} {value}")
         return self
 
+    @model_validator(mode="after")
+    def _bn_batch_divides(self):
+        g, micro = self.model.bn_batch, self.micro_batch
+        if g is None:
+            return self
+        if isinstance(micro, int) and g > micro:
+            raise ValueError(f"model.bn_batch {g} is larger than micro_batch {micro} (it splits a micro-batch)")
+        if isinstance(micro, int) and micro % g:
+            raise ValueError(f"model.bn_batch {g} does not divide micro_batch {micro} into equal BatchNorm batches")
+        if self.engine.sync_bn:
+            raise ValueError(
+                "model.bn_batch and engine.sync_bn contradict each other: BatchNorm over a few images, "
+                "or over all ranks; drop one"
+            )
+        return self
+
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
 
@@ -471,6 +502,8 @@ def _check_names(recipe: Recipe, models: bool = True) -> None:
         check_model_name(recipe.model.name)
         if recipe.model.kwargs:
             _check_model_kwargs(recipe.model.name, recipe.model.kwargs)
+        if recipe.model.bn_batch:
+            _check_ghost_layers(recipe.model.name, recipe.model.kwargs)
     catalog.check_optimizer(recipe.optimizer.name, recipe.optimizer.hparams)
     for package in ("tensorboard", "wandb"):
         if getattr(recipe.logging, package):
@@ -522,6 +555,16 @@ def read_yaml(path: Path, what: str = "recipe"):
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
         raise UserError(f"{path}: malformed YAML{where}: {getattr(e, 'problem', None) or e}") from None
+
+
+def _check_ghost_layers(name: str, kwargs: dict) -> None:
+    """model.bn_batch: the model (built on the meta device) has BatchNorm2d layers and no other normalisation."""
+    import torch
+
+    from bench.engine import ghost_bn
+
+    with torch.device("meta"):
+        ghost_bn.check(timm_models().create_model(name, **{**kwargs, "pretrained": False}), name)
 
 
 def _check_model_kwargs(name: str, kwargs: dict) -> None:

@@ -125,3 +125,39 @@ def test_a_checkpoint_written_on_the_gpu_resumes_on_the_cpu_and_back(tiny_datase
         assert done.returncode == (-9 if crash else 0), done.stderr[-3000:]
     meta = json.loads(next((tmp_path / "out" / "tiny-gpu").glob("*/meta.json")).read_text())
     assert meta["status"] == "completed" and [r["step"] for r in meta["resumed"]] == [5, 10]
+
+
+def test_batched_groups_on_the_gpu_equal_groups_one_by_one_in_float32(tiny_dataset, tmp_path):
+    """engine.group_pass batched (one torch.func.vmap pass, auto's choice on CUDA) against sequential (group by
+    group), VRGD-LARS with ghost BatchNorm in float32 on the GPU, 2 steps: parameters and running statistics
+    within float32 rounding, and every parameter moved far more than that."""
+    from bench.engine import distributed
+    from bench.engine.train import Trainer
+
+    text = """
+model: {name: resnet8_cifar, bn_batch: 4}
+data: {dataset: folder, path: %s, image_size: 16, workers: 0}
+global_batch: 32
+micro_batch: 16
+optimizer: {name: vrgd_lars, lr: 0.5, momentum: 0.9}
+epochs: 1
+target_top1: 50
+engine: {group_pass: %s}
+"""
+    dist = distributed.Dist(0, 1, 0, torch.device("cuda"))
+    states = []
+    for how in ("batched", "sequential"):
+        trainer = Trainer(recipes.load(write_recipe(tmp_path / f"{how}.yaml", text % (tiny_dataset, how))), dist)
+        assert (trainer.batched is not None) == (how == "batched")
+        initial = {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
+        batches = trainer.data.train(0, 2)
+        for _ in range(2):
+            trainer.step(batches, lr=0.5)
+        states.append({k: v.detach().clone() for k, v in trainer.model.state_dict().items()})
+    batched, sequential = states
+    for key, want in sequential.items():
+        if want.is_floating_point():
+            torch.testing.assert_close(batched[key], want, rtol=1e-4, atol=1e-5, msg=key)
+    assert (
+        max((sequential[k] - initial[k]).abs().max().item() for k in initial if initial[k].is_floating_point()) > 1e-3
+    )

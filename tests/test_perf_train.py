@@ -51,7 +51,7 @@ def test_perf_train_prints_every_case_its_split_and_the_overhead(tiny_recipe, ca
         "peak",
         "GiB",
     ]
-    rows = {line[:38].strip(): line[38:].split() for line in lines if line.startswith(("bare loop", "bench runner"))}
+    rows = {line[:44].strip(): line[44:].split() for line in lines if line.startswith(("bare loop", "bench runner"))}
     assert set(rows) == {
         "bare loop (torch SGD, random tensors)",
         "bench runner, random loader",
@@ -70,6 +70,29 @@ def test_perf_train_prints_every_case_its_split_and_the_overhead(tiny_recipe, ca
     assert overhead.endswith("no verdict from 2 repeats (--repeats 6 or more give an interval)")
     assert "GFLOP per training image" in out and "step ms and its split" in out
     assert set(Path(tempfile.gettempdir()).glob("bench-perf-train-*")) == scratch  # the scratch run dirs are gone
+
+
+def test_ghost_batchnorm_paths_run_side_by_side_and_the_ratio_is_printed(tiny_recipe, capsys):
+    """--bn-batch: the recipe's path (ghost BN in the micro-batch), micro-batches of bn_batch, and the other group
+    pass, alternating in one run (CPU seconds: --clock cpu), and the ratio over micro-batches of bn_batch."""
+    args = [str(tiny_recipe), "--device", "cpu", "--bn-batch", "2", "--set", "optimizer.name=adascale_sgd"]
+    args += ["--set", "data.loader=random", "--clock", "cpu", "--warmup", "1", "--steps", "1", "--repeats", "2"]
+    assert perf_train.main(args) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].endswith("img/s per CPU second (--clock cpu)")
+    rows = {
+        line[:44].strip(): float(line[44:].split()[0]) for line in lines if line.startswith(("bare loop", "bench, "))
+    }
+    assert set(rows) == {
+        "bare loop (torch SGD, random tensors)",
+        "bench, ghost BN 2 in 4, groups 1 by 1",  # auto on a CPU
+        "bench, micro-batches of 2",
+        "bench, ghost BN 2 in 4, vmap groups",
+    }
+    assert all(rate > 0 for rate in rows.values())
+    ratio = next(line for line in lines if line.startswith("ghost BatchNorm: bench, ghost BN 2 in 4, groups 1 by 1"))
+    assert "against micro-batches of 2:" in ratio and "median of 2 paired repeats" in ratio
+    assert "x the other group pass's" in ratio
 
 
 def perf_train_dali() -> bool:

@@ -71,9 +71,15 @@ def free_bytes(device) -> float:
     return min(available, _cgroup_limit())
 
 
-def micro_batch_cap(model, image_size: int, device, dtype, ranks_here: int = 1) -> tuple[int, float, float]:
-    """(the largest micro-batch whose activations fit, bytes an image, bytes free per rank on this machine)."""
+def micro_batch_cap(
+    model, image_size: int, device, dtype, ranks_here: int = 1, group_images: int | None = None
+) -> tuple[int, float, float]:
+    """(the largest micro-batch whose activations fit, bytes an image, bytes free per rank on this machine).
+    `group_images`: the batched groups pass (group_pass.py) holds each group's gradient as well, one copy of the
+    parameters per group of that many images: their share is added to each image's bytes."""
     per_image = saved_bytes_per_image(model, image_size, device, dtype)
+    if group_images:
+        per_image += sum(p.numel() * p.element_size() for p in model.parameters()) / group_images
     free = free_bytes(device) / (ranks_here if device.type == "cpu" else 1)  # CPU ranks share the memory
     if not math.isfinite(free) or per_image <= 0:
         return 2**31, per_image, free

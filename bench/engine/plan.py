@@ -10,6 +10,13 @@ is a group (k = world_size x accum_steps). `micro_batch: auto` takes the
 largest micro-batch not above the cap that divides a group, so accumulation
 covers the rest.
 
+With ghost BatchNorm (`model.bn_batch`) a micro-batch may hold several whole
+groups (groups_per_micro; each group whole BatchNorm batches, so that a group's
+loss depends on its own images only), and by default every bn_batch images are
+a group: micro_batch 64 with bn_batch 8 computes the groups of micro_batch 8.
+`micro_batch: auto` then takes the largest multiple of bn_batch not above the
+cap that divides a group or is a whole number of groups.
+
 The plan's `batch` is the recipe's global_batch; under adaptive batching (SimiGrad) it is the
 chunk, adaptive_batch.min_batch, the unit a step takes a whole number of (the controller scales
 that number; the recipe's global_batch is then the first batch and the lr's reference). meta.json
@@ -36,13 +43,21 @@ class BatchPlan:
 
     @property
     def micro_per_group(self) -> int:
-        return self.accum_steps * self.world_size // self.gsnr_groups
+        return max(1, self.accum_steps * self.world_size // self.gsnr_groups)
+
+    @property
+    def groups_per_micro(self) -> int:
+        return max(1, self.gsnr_groups // (self.accum_steps * self.world_size))
 
     def __str__(self) -> str:
         return (
             f"{self.world_size} ranks x {self.accum_steps} micro-batches x {self.micro_batch} images"
             f" = batch {self.batch}; {self.gsnr_groups} gradient groups"
-            f" of {self.micro_per_group} micro-batch(es)"
+            + (
+                f" of {self.micro_per_group} micro-batch(es)"
+                if self.groups_per_micro == 1
+                else f", {self.groups_per_micro} a micro-batch"
+            )
         )
 
     def as_dict(self) -> dict:
@@ -62,8 +77,10 @@ def make_plan(
     gsnr_groups: int | None = None,
     cap: int = DEFAULT_MICRO_BATCH_CAP,
     key: str = "global_batch",
+    bn_batch: int | None = None,
 ) -> BatchPlan:
-    """The plan of `batch` (the recipe's `key`: global_batch, or adaptive_batch.min_batch)."""
+    """The plan of `batch` (the recipe's `key`: global_batch, or adaptive_batch.min_batch); `bn_batch`: ghost
+    BatchNorm's batch (model.bn_batch), which lets a micro-batch hold whole groups."""
     if batch % world_size:
         raise UserError(f"{key} {batch} cannot be split evenly over {world_size} ranks")
     per_rank = batch // world_size
@@ -72,15 +89,41 @@ def make_plan(
             f"gsnr_groups {gsnr_groups} is not a multiple of the {world_size} ranks "
             "(each rank contributes whole groups)"
         )
+    if gsnr_groups is None and bn_batch:
+        if per_rank % bn_batch:
+            raise UserError(f"model.bn_batch {bn_batch} does not divide the per-rank batch {per_rank}")
+        gsnr_groups = batch // bn_batch
     groups_per_rank = 1 if gsnr_groups is None else gsnr_groups // world_size
     if per_rank % groups_per_rank:
         raise UserError(
             f"gsnr_groups {gsnr_groups} does not divide {key} {batch} into equal groups over {world_size} ranks"
         )
     group = per_rank // groups_per_rank
+    whole = bool(bn_batch) and group % bn_batch == 0  # a micro-batch may hold whole groups
     if micro_batch == "auto":
-        micro_batch = max(d for d in range(1, min(cap, group) + 1) if group % d == 0)
-    if group % micro_batch:
+        fits = [
+            d
+            for d in range(1, min(cap, per_rank) + 1)
+            if (group % d == 0 or (whole and d % group == 0 and per_rank % d == 0))
+            and (not bn_batch or d % bn_batch == 0)
+        ]
+        if not fits:
+            raise UserError(
+                f"micro_batch auto: model.bn_batch {bn_batch} is above the largest micro-batch that fits, {cap}"
+            )
+        micro_batch = max(fits)
+    if bn_batch and micro_batch > group and not whole:
+        raise UserError(
+            f"gsnr_groups {gsnr_groups}: a group of {group} images is not whole BatchNorm batches of model.bn_batch "
+            f"{bn_batch} (its gradient would depend on other groups' images)"
+        )
+    if whole and micro_batch > group:
+        if micro_batch % group or per_rank % micro_batch:
+            raise UserError(
+                f"micro_batch {micro_batch} is not a whole number of groups of {group} images dividing the per-rank "
+                f"batch {per_rank}"
+            )
+    elif group % micro_batch:
         what = f"group of {group} images" if gsnr_groups else f"per-rank batch {per_rank}"
         raise UserError(f"micro_batch {micro_batch} does not divide the {what} ({key} {batch} over {world_size} ranks)")
     accum_steps = per_rank // micro_batch
@@ -104,7 +147,7 @@ def recipe_plan(recipe, world_size: int, memory_cap: int | None = None, groups: 
     key = "adaptive_batch.min_batch" if recipe.adaptive_batch else "global_batch"  # SimiGrad's chunk is the unit
     batch = recipe.adaptive_batch.min_batch if recipe.adaptive_batch else recipe.global_batch
     cap = min(recipe.engine.micro_batch_cap, memory_cap or recipe.engine.micro_batch_cap)
-    plan = make_plan(batch, recipe.micro_batch, world_size, recipe.gsnr_groups, cap, key)
+    plan = make_plan(batch, recipe.micro_batch, world_size, recipe.gsnr_groups, cap, key, recipe.model.bn_batch)
     if groups and catalog.OPTIMIZERS[recipe.optimizer.name].reduces_gradients and plan.gsnr_groups < 2:
         raise UserError(
             f"optimizer '{recipe.optimizer.name}' needs at least 2 gradient groups per step and the "

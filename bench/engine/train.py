@@ -46,9 +46,9 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
-from bench import optim
+from bench import catalog, optim
 from bench.data import Data, build, images, resolve_loader, scan
-from bench.engine import checkpoint, distributed, tensorboard, threads, wandb_curves
+from bench.engine import checkpoint, distributed, ghost_bn, group_pass, tensorboard, threads, wandb_curves
 from bench.engine.faults import crash_point
 from bench.engine.pace import Pace
 from bench.engine.plan import recipe_plan
@@ -172,6 +172,8 @@ class Trainer:
             warnings.warn(said, BenchWarning)
         if recipe.engine.sync_bn and dist.world > 1:
             model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)
+        if recipe.model.bn_batch:
+            ghost_bn.convert(model, recipe.model.bn_batch, recipe.model.name)
         fmt = torch.channels_last if recipe.engine.channels_last else torch.contiguous_format
         self.model = model.to(self.device, dtype=param_dtype(recipe), memory_format=fmt)
         self.dead = self._dead_params()
@@ -190,6 +192,9 @@ class Trainer:
         net = self.ddp or self.model
         self.net = torch.compile(net) if recipe.engine.compile else net
         self.pace = Pace(recipe, self.plan, self.data.train_size, self.opt.pace == "scale_invariant")
+        batched = self.opt.reduces_gradients and self.plan.groups_per_micro > 1
+        batched = batched and group_pass.chosen(recipe.engine.group_pass, self.device)
+        self.batched = group_pass.BatchedGroups(self.model, recipe.label_smoothing) if batched else None
         self.slowdown = threads.Slowdown(torch.get_num_threads())
 
     def _check_readable(self) -> None:
@@ -225,6 +230,11 @@ class Trainer:
         from bench.engine import memory
 
         recipe, device = self.recipe, self.device
+        group_images = None  # the batched groups pass keeps a gradient per group: its share per image
+        if recipe.model.bn_batch and catalog.OPTIMIZERS[recipe.optimizer.name].reduces_gradients:
+            if group_pass.chosen(recipe.engine.group_pass, device):
+                batch = recipe.adaptive_batch.min_batch if recipe.adaptive_batch else recipe.global_batch
+                group_images = batch // recipe.gsnr_groups if recipe.gsnr_groups else recipe.model.bn_batch
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):  # dropout, drop-path
             with autocast(recipe, device):
                 cap, per_image, free = memory.micro_batch_cap(
@@ -233,6 +243,7 @@ class Trainer:
                     device,
                     param_dtype(recipe),
                     int(os.environ.get("LOCAL_WORLD_SIZE", 1)),
+                    group_images,
                 )
         if cap < 1:
             raise UserError(
@@ -271,21 +282,62 @@ class Trainer:
         batch; returns the mean loss on this rank. Groups are numbered over all ranks, rank-major."""
         for group in self.opt.param_groups:
             group["lr"] = lr
-        accum, per_group = chunks * self.plan.accum_steps, self.plan.micro_per_group
-        first_group = self.dist.rank * (accum // per_group)
-        total = torch.zeros((), device=self.device)
+        accum, per_group, per_micro = (
+            chunks * self.plan.accum_steps,
+            self.plan.micro_per_group,
+            self.plan.groups_per_micro,
+        )
+        first_group = self.dist.rank * (accum * per_micro // per_group)
+        total = torch.zeros((), dtype=torch.promote_types(torch.float32, param_dtype(self.recipe)), device=self.device)
         for micro in range(accum):
             images, labels = to_device(next(micro_batches), self.device, self.recipe)
             with self._sync_context(micro, accum):
-                with autocast(self.recipe, self.device):
-                    loss = F.cross_entropy(self.net(images), labels, label_smoothing=self.recipe.label_smoothing)
-                (loss / per_group).backward()
-            if (micro + 1) % per_group == 0:
+                if per_micro > 1 and self.opt.reduces_gradients:  # each group's gradient on its own
+                    loss = self._groups(images, labels, first_group + micro * per_micro, per_micro)
+                else:
+                    loss = self._forward_backward(images, labels, per_micro / per_group)
+            if per_micro > 1 and not self.opt.reduces_gradients:  # the sum of the groups' gradients: count them
+                for _ in range(per_micro):
+                    self.opt.observe()
+            elif (micro + 1) % per_group == 0 and per_micro == 1:
                 self.opt.observe(index=first_group + micro // per_group)
-            total += loss.detach().float()
+            total += loss.detach().to(total.dtype)
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
         return total / accum
+
+    def _forward_backward(self, images, labels, scale: float) -> torch.Tensor:
+        """The mean loss of `images`; backward of it times `scale` (groups in it / micro-batches a group)."""
+        with autocast(self.recipe, self.device):
+            loss = F.cross_entropy(self.net(images), labels, label_smoothing=self.recipe.label_smoothing)
+        (loss * scale).backward()
+        return loss
+
+    def _groups(self, images, labels, first: int, groups: int) -> torch.Tensor:
+        """The micro-batch's `groups` groups, each observed with its own gradient (group indices from `first`):
+        in one batched pass (group_pass.py), else group by group; returns the micro-batch's mean loss."""
+        if self.batched is not None:
+            try:
+                with autocast(self.recipe, self.device):
+                    grads, losses = self.batched(images, labels, groups)
+            except RuntimeError as e:  # torch.func refuses the model (or the memory): auto falls back, once
+                if self.recipe.engine.group_pass != "auto":
+                    raise
+                warnings.warn(
+                    f"engine.group_pass auto: the groups go one by one ({str(e).splitlines()[0]})", BenchWarning
+                )
+                self.batched = None
+                return self._groups(images, labels, first, groups)
+            for d in range(groups):
+                for p, g in grads.items():
+                    p.grad = g[d]  # a view: observe() reads it and lets it go
+                self.opt.observe(index=first + d)
+            return losses.mean()
+        losses = []
+        for d, (x, y) in enumerate(zip(images.chunk(groups), labels.chunk(groups))):
+            losses.append(self._forward_backward(x, y, 1.0).detach())
+            self.opt.observe(index=first + d)
+        return torch.stack(losses).mean()
 
     def state(self, progress: "Progress") -> dict:
         return {

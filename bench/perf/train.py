@@ -13,6 +13,12 @@ on all of them alike, each with its own copy of the model (same seed):
 - bench, the recipe's loader: the same with the recipe's own loader (DALI, torchvision): what
   reading and decoding the data costs on top.
 
+With ghost BatchNorm (`model.bn_batch`, or --bn-batch) over micro-batches larger than it, the two paths of
+the same mathematics run side by side too (random loader): sequential micro-batches of bn_batch images (as
+without the key), and, for the optimizers that keep the gradient groups apart, the groups of a micro-batch
+in one torch.func pass (engine.group_pass batched) and one by one (sequential); the ratio of the recipe's
+path (bench runner) over the sequential micro-batches is printed with its paired range.
+
 Runner overhead = 1 - bench img/s (random loader) / bare img/s, paired within each repeat; target under 3%,
 judged by a 95% interval of the median (PASS, MISS, or not resolved at the machine's noise); under MIN_PAIRS
 repeats no interval reaches 95%: the lowest to the highest is printed as a range, with no verdict. The split of a
@@ -70,6 +76,7 @@ def _recipe(args):
         "engine.precision": args.precision,
         "engine.channels_last": args.channels_last,
         "engine.compile": args.compile,
+        "model.bn_batch": args.bn_batch,
     }
     sets += [f"{key}={value}" for key, value in flags.items() if value is not None]
     needed = args.warmup + (args.repeats + 1) * args.steps
@@ -173,11 +180,14 @@ class BareCase:
     loader = "random tensors"
 
     def __init__(self, recipe, device: torch.device, batch, num_classes: int, accum_steps: int):
+        from bench.engine import ghost_bn
         from bench.engine.train import autocast, create_model, param_dtype
 
         torch.manual_seed(recipe.seed)
         fmt = torch.channels_last if recipe.engine.channels_last else torch.contiguous_format
         self.model = create_model(recipe, num_classes).to(device, dtype=param_dtype(recipe), memory_format=fmt)
+        if recipe.model.bn_batch:  # the same mathematics as the runner's model
+            ghost_bn.convert(self.model, recipe.model.bn_batch, recipe.model.name)
         self.net = torch.compile(self.model) if recipe.engine.compile else self.model
         self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1, momentum=0.9, weight_decay=recipe.weight_decay)
         self.images, self.labels = batch
@@ -206,6 +216,49 @@ class BareCase:
         pass
 
 
+def _path(trainer, batched: bool | None = None) -> str:
+    """How the runner computes a micro-batch of several BatchNorm batches, in a few words (`batched`: the group
+    pass named, default the trainer's)."""
+    plan, g = trainer.plan, trainer.recipe.model.bn_batch
+    what = f"bench, ghost BN {g} in {plan.micro_batch}"
+    if plan.groups_per_micro > 1 and trainer.opt.reduces_gradients:
+        return what + (
+            ", vmap groups" if (trainer.batched is not None if batched is None else batched) else ", groups 1 by 1"
+        )
+    return what
+
+
+def ghost_cases(recipe, trainer) -> dict:
+    """With ghost BatchNorm over larger micro-batches: the other paths of the same mathematics (module
+    docstring), {case: (recipe, label)}; nothing otherwise."""
+    g, plan = recipe.model.bn_batch, trainer.plan
+    if not g or plan.micro_batch == g:
+        return {}
+    # micro_batch g without the key: one group per micro-batch, the groups ghost BatchNorm's plan computes
+    sequential = recipe.model_copy(
+        update={"micro_batch": g, "model": recipe.model.model_copy(update={"bn_batch": None})}
+    )
+    cases = {"sequential": (sequential, f"bench, micro-batches of {g}")}
+    if trainer.opt.reduces_gradients and plan.groups_per_micro > 1:
+        engine = recipe.engine.model_copy(update={"group_pass": "sequential" if trainer.batched else "batched"})
+        cases["other_pass"] = (recipe.model_copy(update={"engine": engine}), _path(trainer, trainer.batched is None))
+    return cases
+
+
+def ghost_ratio(rates: dict, trainer) -> str:
+    """The runner's img/s over the sequential micro-batches', paired within each repeat, in one sentence."""
+    paired = sorted(b / a for a, b in zip(rates["sequential"], rates["bench"]))
+    middle = statistics.median(paired)
+    line = (
+        f"\nghost BatchNorm: {_path(trainer)} against micro-batches of {trainer.recipe.model.bn_batch}: "
+        f"{middle:.2f} x the img/s (median of {len(paired)} paired repeats, {paired[0]:.2f} to {paired[-1]:.2f})"
+    )
+    if "other_pass" in rates:
+        other = statistics.median(b / a for a, b in zip(rates["other_pass"], rates["bench"]))
+        line += f"; {other:.2f} x the other group pass's"
+    return line + "; the same mathematics (tests/test_ghost_bn.py)"
+
+
 def flops_per_image(recipe, num_classes: int, device: torch.device) -> float:
     """FLOPs of one training image (forward + backward), counted by torch's FlopCounterMode on two images (so
     BatchNorm trains) and halved:
@@ -224,10 +277,20 @@ def flops_per_image(recipe, num_classes: int, device: torch.device) -> float:
     return counter.get_total_flops() / 2
 
 
-def measure(cases: dict, repeats: int, steps: int, warmup: int, device: torch.device, images_per_step: int):
+def measure(
+    cases: dict,
+    repeats: int,
+    steps: int,
+    warmup: int,
+    device: torch.device,
+    images_per_step: int,
+    clock=time.perf_counter,
+):
     """img/s of every case in every repeat, peak GPU memory per case, then one timed pass each for the split
     of a step. Within a repeat the cases take turns step by step, in an order that rotates each step, so a
-    shared machine's slow spell falls on all of them alike and no case always runs first."""
+    shared machine's slow spell falls on all of them alike and no case always runs first. `clock`: wall time,
+    or time.process_time (--clock cpu: this process's CPU seconds, which leave out the time other processes
+    hold the cores; not a loader's worker processes)."""
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     for case in cases.values():
         case.steps(warmup)  # allocation, cudnn.benchmark, torch.compile, the loader's first batches
@@ -242,10 +305,10 @@ def measure(cases: dict, repeats: int, steps: int, warmup: int, device: torch.de
                 if device.type == "cuda":
                     torch.cuda.reset_peak_memory_stats(device)
                 sync()
-                start = time.perf_counter()
+                start = clock()
                 cases[name].steps(1)
                 sync()
-                seconds[name] += time.perf_counter() - start
+                seconds[name] += clock() - start
                 if device.type == "cuda":
                     peaks[name] = max(peaks[name], torch.cuda.max_memory_allocated(device) / 2**30)
         for name in cases:
@@ -322,14 +385,14 @@ def _reference(precision: str) -> list[dict]:
 def report(recipe, device, rates, splits, peaks, labels, flops) -> float:
     median = {name: statistics.median(r) for name, r in rates.items()}
     print(
-        f"{'case':<38}{'img/s':>9}{'x bare':>8}{'step ms':>9}{'data':>8}{'fwd+bwd':>9}{'optim':>8}{'other':>8}"
+        f"{'case':<44}{'img/s':>9}{'x bare':>8}{'step ms':>9}{'data':>8}{'fwd+bwd':>9}{'optim':>8}{'other':>8}"
         f"{'peak GiB':>10}"
     )
     for name, rate in median.items():
         split = splits[name]
         peak = f"{peaks[name]:>10.2f}" if device.type == "cuda" else f"{'':>10}"
         print(
-            f"{labels[name]:<38}{rate:>9.1f}{rate / median['bare']:>8.3f}{sum(split.values()) * 1e3:>9.1f}"
+            f"{labels[name]:<44}{rate:>9.1f}{rate / median['bare']:>8.3f}{sum(split.values()) * 1e3:>9.1f}"
             + "".join(
                 f"{split[key] * 1e3:>{w}.1f}"
                 for key, w in (("data", 8), ("forward+backward", 9), ("optimizer", 8), ("other", 8))
@@ -388,6 +451,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--micro-batch", type=count(1), help="micro-batch (default: the recipe's, else auto)")
     parser.add_argument("--precision", choices=["fp32", "bf16"], help="default: the recipe's, else fp32")
     parser.add_argument("--channels-last", action="store_const", const=True, help="NHWC memory format")
+    parser.add_argument(
+        "--bn-batch", type=count(1), help="ghost BatchNorm's batch (model.bn_batch), compared with micro-batches of it"
+    )
     parser.add_argument("--compile", action="store_const", const=True, help="torch.compile the model")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument(
@@ -398,6 +464,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also time bench's runner beside one busy process "
         "(a shared machine) against alone, alternating; goal: at least half the rate alone",
+    )
+    parser.add_argument(
+        "--clock",
+        choices=["wall", "cpu"],
+        default="wall",
+        help="img/s per wall second, or per CPU second of this process (cpu: a shared machine's other processes "
+        "leave it alone; the random loader only)",
     )
     parser.add_argument("--warmup", type=count(1), default=2, help="untimed steps per case first (default 2)")
     parser.add_argument("--steps", type=count(1), default=6, help="timed steps per case and repeat (default 6)")
@@ -429,6 +502,10 @@ def main(argv: list[str] | None = None) -> int:
             "bench": "bench runner, random loader",
             "loader": f"bench runner, {cases.get('loader', random).loader} loader",
         }
+        for name, (variant, label) in ghost_cases(recipe, trainer).items():
+            cases[name], labels[name] = BenchCase(_with_loader(variant, "random"), dist, Path(scratch)), label
+        if "sequential" in cases:
+            labels["bench"] = _path(trainer)
         plan = trainer.plan
         where = (
             f"{torch.get_num_threads()} threads, load average {os.getloadavg()[0]:.1f}"
@@ -443,16 +520,19 @@ def main(argv: list[str] | None = None) -> int:
             f"{plan.batch} = {plan.accum_steps} x {plan.micro_batch}{small}, {recipe.engine.precision}"
             f"{', channels_last' if recipe.engine.channels_last else ''}{', compiled' if recipe.engine.compile else ''}"
             f", optimizer {recipe.optimizer.name}; {device.type} ({where}); {args.warmup} warm-up + {args.repeats} x "
-            f"{args.steps} timed steps per case\n"
+            f"{args.steps} timed steps per case{', img/s per CPU second (--clock cpu)' if args.clock == 'cpu' else ''}\n"
         )
         try:
-            rates, splits, peaks = measure(cases, args.repeats, args.steps, args.warmup, device, plan.batch)
+            clock = time.process_time if args.clock == "cpu" else time.perf_counter
+            rates, splits, peaks = measure(cases, args.repeats, args.steps, args.warmup, device, plan.batch, clock)
             shared = contended(cases["bench"], args.repeats, args.steps, plan.batch) if args.contended else None
         finally:
             for case in cases.values():
                 case.close()
         flops = flops_per_image(recipe, trainer.data.num_classes, device)
         report(recipe, device, rates, splits, peaks, labels, flops)
+        if "sequential" in cases:
+            print(ghost_ratio(rates, trainer))
         if shared:
             alone, beside = (statistics.median(r) for r in shared)
             ratios = sorted(b / a for a, b in zip(*shared))

@@ -1,0 +1,171 @@
+"""Ghost BatchNorm (Hoffer et al. 2017; Goyal et al. 2017's 32 images a worker): `model.bn_batch`.
+
+In training, each BatchNorm layer normalises every consecutive `bn_batch` images of its input with their own
+statistics, as if each were a micro-batch of its own; evaluation is unchanged (the running statistics).
+
+Running statistics rule: a layer's input of n = j x bn_batch images updates the running statistics exactly as
+j sequential micro-batches of bn_batch images would, in order: with momentum m, chunk statistics (mean_i,
+unbiased var_i), i = 1..j,
+
+    running = (1 - m)^j running + sum_i m (1 - m)^(j - i) stat_i,       num_batches_tracked += j
+
+(momentum None, the cumulative average, steps through the chunks one by one). So a step's BatchNorm state is
+that of the sequential micro-batches whatever the micro-batch (equal up to rounding: tests/test_ghost_bn.py).
+
+A layer's input of at most bn_batch images is one ghost batch: plain BatchNorm (bitwise today's path).
+
+Supported: torch.nn.BatchNorm2d and its subclasses whose forward is BatchNorm's (timm's BatchNormAct2d, whose
+activation follows). Other normalisation layers (GroupNorm, LayerNorm, frozen or synchronised BatchNorm) are
+refused in one sentence.
+
+The batched groups pass (group_pass.py) runs the model under torch.func.vmap, where a buffer cannot be updated
+in place: `deferred(model)` makes the layers hand their chunk statistics back instead, and `apply_deferred`
+applies them afterwards in the order a sequential pass would have.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bench.errors import UserError
+
+NORM_NAME = re.compile(r"(Batch|Group|Layer|Instance|RMS|Frozen\w*)Norm")
+
+
+class GhostMixin:
+    """The training forward of ghost BatchNorm over a BatchNorm2d class (see convert)."""
+
+    bn_batch: int
+    _deferred: list | None = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        n = x.shape[0]
+        if not self.training or (n <= self.bn_batch and self._deferred is None):
+            return super().forward(x)
+        if n % self.bn_batch:
+            raise ValueError(f"ghost BatchNorm: a batch of {n} images is not a multiple of bn_batch {self.bn_batch}")
+        y, grouped = ghost_normalize(x, self.weight, self.bias, self.bn_batch, self.eps)
+        if self.track_running_stats and self.running_mean is not None:
+            stats = chunk_statistics(grouped, n // self.bn_batch)
+            if self._deferred is not None:
+                self._deferred.append(stats)
+            else:
+                update_running(self, *stats)
+        if hasattr(self, "act"):  # timm's BatchNormAct2d: its dropout and activation follow the normalisation
+            y = self.act(self.drop(y))
+        return y
+
+
+def ghost_normalize(x, weight, bias, g: int, eps: float):
+    """Training-mode BatchNorm of every consecutive g images of x (N, C, ...), in one call of the fused kernel:
+    the j = N/g chunks move into the channels, (g, j*C, ...), so each (chunk, channel) has its own statistics.
+    Returns the output, laid out as x, and the regrouped input (for the chunk statistics)."""
+    n, c, *rest = x.shape
+    j = n // g
+    grouped = x.reshape(j, g, c, *rest).transpose(0, 1).reshape(g, j * c, *rest)
+    w = None if weight is None else weight.repeat(j)
+    b = None if bias is None else bias.repeat(j)
+    y = F.batch_norm(grouped, None, None, w, b, True, 0.0, eps)
+    y = y.reshape(g, j, c, *rest).transpose(0, 1).reshape(x.shape)
+    if x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last) and not x.is_contiguous():
+        y = y.contiguous(memory_format=torch.channels_last)
+    return y, grouped
+
+
+@torch.no_grad()
+def chunk_statistics(grouped: torch.Tensor, j: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each chunk's mean and unbiased variance per channel, (j, C) each, as BatchNorm's running update takes."""
+    dims = [0, *range(2, grouped.dim())]
+    var, mean = torch.var_mean(grouped.detach(), dim=dims, correction=1)
+    return mean.view(j, -1), var.view(j, -1)
+
+
+@torch.no_grad()
+def update_running(bn: nn.modules.batchnorm._BatchNorm, means: torch.Tensor, variances: torch.Tensor) -> None:
+    """The running statistics after the chunks (rows of means, variances) in order: the module docstring's rule."""
+    j = means.shape[0]
+    if bn.momentum is None:  # cumulative average: 1/t per chunk, t the chunks seen
+        for mean, var in zip(means, variances):
+            bn.num_batches_tracked.add_(1)
+            f = 1.0 / float(bn.num_batches_tracked)
+            bn.running_mean.mul_(1 - f).add_(mean, alpha=f)
+            bn.running_var.mul_(1 - f).add_(var, alpha=f)
+        return
+    m = bn.momentum
+    weights = torch.tensor([m * (1 - m) ** (j - 1 - i) for i in range(j)], dtype=means.dtype, device=means.device)
+    bn.running_mean.mul_((1 - m) ** j).add_((weights @ means).to(bn.running_mean.dtype))
+    bn.running_var.mul_((1 - m) ** j).add_((weights @ variances).to(bn.running_var.dtype))
+    if bn.num_batches_tracked is not None:
+        bn.num_batches_tracked.add_(j)
+
+
+_CLASSES: dict[type, type] = {}
+
+
+def _ghost_class(cls: type) -> type:
+    if cls not in _CLASSES:
+        _CLASSES[cls] = type(f"Ghost{cls.__name__}", (GhostMixin, cls), {"__module__": __name__})
+    return _CLASSES[cls]
+
+
+def check(model: nn.Module, model_name: str) -> list[nn.BatchNorm2d]:
+    """The model's BatchNorm2d layers, or one sentence naming a normalisation layer ghost BatchNorm cannot split."""
+    layers = []
+    for name, m in model.named_modules():
+        if isinstance(m, nn.BatchNorm2d) and not isinstance(m, nn.SyncBatchNorm):
+            layers.append(m)
+        elif NORM_NAME.search(type(m).__name__):
+            raise UserError(
+                f"key 'model.bn_batch': {model_name} has a {type(m).__name__} layer ('{name}'); ghost BatchNorm "
+                "splits torch.nn.BatchNorm2d layers (and timm's BatchNormAct2d) only: drop model.bn_batch"
+            )
+    if not layers:
+        raise UserError(f"key 'model.bn_batch': {model_name} has no BatchNorm2d layer to split: drop model.bn_batch")
+    return layers
+
+
+def convert(model: nn.Module, bn_batch: int, model_name: str) -> nn.Module:
+    """Make every BatchNorm2d layer of `model` a ghost BatchNorm of `bn_batch` images (in place; state_dict keys
+    and values unchanged); refuses other normalisation layers (check)."""
+    for bn in check(model, model_name):
+        bn.__class__ = _ghost_class(type(bn))
+        bn.bn_batch = bn_batch
+    return model
+
+
+def layers(model: nn.Module) -> list[GhostMixin]:
+    return [m for m in model.modules() if isinstance(m, GhostMixin)]
+
+
+@contextlib.contextmanager
+def deferred(model: nn.Module):
+    """Within: the ghost layers collect their chunk statistics (yielded: {layer index: [(means, vars), ...]})
+    rather than updating their buffers, and normalise even a single chunk themselves (no in-place update)."""
+    found = layers(model)
+    collected = {}
+    for i, layer in enumerate(found):
+        layer._deferred = collected.setdefault(str(i), [])
+    try:
+        yield collected
+    finally:
+        for layer in found:
+            layer._deferred = None
+
+
+def apply_deferred(model: nn.Module, collected: dict) -> None:
+    """Apply what `deferred` collected, with a leading groups dimension (vmap's): per layer, its calls' chunks
+    (groups, chunks, C) in order, group by group, as the sequential pass would."""
+    found = layers(model)
+    for key, calls in collected.items():
+        layer = found[int(key)]
+        if len(calls) == 1:  # called once a group (no shared layer): one update over all chunks, group-major
+            update_running(layer, calls[0][0].flatten(0, 1), calls[0][1].flatten(0, 1))
+            continue
+        for group in range(calls[0][0].shape[0]) if calls else ():
+            for means, variances in calls:
+                update_running(layer, means[group], variances[group])

@@ -1,0 +1,218 @@
+"""Ghost BatchNorm (model.bn_batch) and the batched groups pass: the same steps as sequential micro-batches."""
+
+import os
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+from torch import nn
+
+from bench import recipe as recipe_mod
+from bench.engine import distributed, ghost_bn
+from bench.engine.plan import make_plan
+from bench.engine.train import Trainer
+from bench.errors import UserError
+from tests.conftest import write_recipe
+from tests.test_engine import _free_port
+
+RECIPE = """
+model: {name: resnet8_cifar, kwargs: {}BN}
+data: {dataset: folder, path: DATA, image_size: 8, workers: 0, eval_batch: 64}
+global_batch: 32
+micro_batch: MICRO
+optimizer: {name: OPT, lr: LR, momentum: 0.9}
+schedule: {warmup_epochs: 0.2}
+epochs: 1
+weight_decay: 1.0e-4
+engine: {precision: fp64, group_pass: PASS, threads: 1}
+target_top1: 50
+"""
+STEPS = 3
+OPTIMIZERS = [("sgd", 0.2), ("lars", 2.0), ("vrgd_lars", 2.0), ("adascale_sgd", 0.005), ("simigrad_lars", 2.0)]
+TOL = dict(rtol=1e-10, atol=1e-12)
+
+
+def _recipe(tmp_path, data, opt, lr, micro, bn_batch=None, group_pass="auto"):
+    bn = f", bn_batch: {bn_batch}" if bn_batch else ""
+    text = RECIPE.replace("DATA", str(data)).replace("OPT", opt).replace("LR", str(lr)).replace("BN", bn)
+    text = text.replace("MICRO", str(micro)).replace("PASS", group_pass)
+    return write_recipe(tmp_path / f"{opt}-{micro}-{bn_batch}-{group_pass}.yaml", text)
+
+
+def _state(trainer: Trainer, losses: list, diagnostics: list) -> dict:
+    """Everything a step leaves behind, as float64 tensors keyed by name."""
+    out = {f"param {k}": v.detach().clone() for k, v in trainer.model.named_parameters()}
+    out.update({f"buffer {k}": v.detach().clone().double() for k, v in trainer.model.named_buffers()})
+    for i, (p, state) in enumerate(
+        zip(trainer.model.parameters(), (trainer.opt.state.get(p, {}) for p in trainer.model.parameters()))
+    ):
+        out.update({f"opt {i} {k}": v.detach().clone() for k, v in state.items() if torch.is_tensor(v)})
+    out["loss"] = torch.tensor(losses, dtype=torch.float64)
+    for key in sorted(set().union(*diagnostics)):  # grad_var, grad_sqnorm (GSNR statistics), gain, similarity...
+        out[f"diag {key}"] = torch.tensor([d[key] for d in diagnostics], dtype=torch.float64)
+    return out
+
+
+def _run(rank, world, port, paths, outs):
+    os.environ.update(
+        RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)
+    )
+    torch.set_num_threads(1)
+    dist = distributed.init()
+    try:
+        for path, out in zip(paths, outs):
+            trainer = Trainer(recipe_mod.load(path), dist)
+            batches = trainer.data.train(0, STEPS)
+            losses, diagnostics = [], []
+            for step in range(STEPS):
+                loss = trainer.step(batches, lr=trainer.recipe.optimizer.lr * (step + 1) / STEPS)
+                if torch.distributed.is_initialized():
+                    torch.distributed.all_reduce(loss)
+                    loss /= world
+                losses.append(float(loss))
+                diagnostics.append(trainer.opt.diagnostics())
+            if rank == 0:
+                torch.save(_state(trainer, losses, diagnostics), out)
+    finally:
+        distributed.shutdown()
+
+
+def _states(tmp_path, paths, world=1) -> list[dict]:
+    outs = [str(tmp_path / f"{p.stem}-w{world}.pt") for p in paths]
+    if world == 1:
+        _run(0, 1, 0, paths, outs)
+        for k in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+            os.environ.pop(k)
+    else:
+        mp.spawn(_run, args=(world, _free_port(), paths, outs), nprocs=world)
+    return [torch.load(out) for out in outs]
+
+
+def _assert_same(got: dict, want: dict, what: str) -> None:
+    assert got.keys() == want.keys(), what
+    for key in want:
+        torch.testing.assert_close(got[key], want[key], **TOL, msg=f"{what}: {key}")
+
+
+@pytest.mark.parametrize("opt,lr", OPTIMIZERS)
+def test_batched_and_sequential_groups_equal_micro_batches_of_bn_batch_in_float64(tmp_path, tiny_dataset, opt, lr):
+    """Micro-batches of 16 with bn_batch 4, groups in one vmap pass or one by one, take the steps micro-batches of
+    4 take (8 groups of 4): parameters, optimizer state, BatchNorm running statistics, loss and the diagnostics
+    (grad_var, grad_sqnorm: the GSNR statistics; gain, similarity, trust ratios) over 3 steps, to ~1e-12."""
+    paths = [
+        _recipe(tmp_path, tiny_dataset, opt, lr, 4),
+        _recipe(tmp_path, tiny_dataset, opt, lr, 16, 4, "batched"),
+        _recipe(tmp_path, tiny_dataset, opt, lr, 16, 4, "sequential"),
+    ]
+    reference, batched, sequential = _states(tmp_path, paths)
+    assert reference["loss"].min() > 0 and any("running_mean" in k for k in reference)
+    if opt != "sgd" and opt != "lars":
+        assert "diag grad_var" in reference
+    _assert_same(batched, reference, f"{opt} batched")
+    _assert_same(sequential, reference, f"{opt} sequential")
+
+
+def test_batched_groups_on_two_ranks_equal_micro_batches_of_bn_batch(tmp_path, tiny_dataset):
+    """On 2 ranks (gloo), micro-batches of 8 with bn_batch 4 (groups in one vmap pass) = micro-batches of 4, for
+    the optimizers that keep the groups apart (all-reduced statistics) and plain LARS (DDP's all-reduce); the
+    parameters are also those of one process (the running statistics are rank 0's own, as without ghost BN)."""
+    cases = [("lars", 2.0), ("vrgd_lars", 2.0), ("simigrad_lars", 2.0)]
+    paths = [_recipe(tmp_path, tiny_dataset, o, lr, 4) for o, lr in cases]
+    paths += [_recipe(tmp_path, tiny_dataset, o, lr, 8, 4, "batched") for o, lr in cases]
+    states = _states(tmp_path, paths, world=2)
+    alone = _states(tmp_path, paths[:1])[0]
+    for (opt, _), got, want in zip(cases, states[3:], states[:3]):
+        _assert_same(got, want, f"{opt} on 2 ranks")
+    for key in (k for k in alone if k.startswith("param")):
+        torch.testing.assert_close(states[0][key], alone[key], **TOL, msg=f"lars, 2 ranks against 1: {key}")
+
+
+def test_running_statistics_follow_the_sequential_rule():
+    """A ghost layer given 3 chunks updates its running statistics as 3 plain BatchNorm calls in order, for an
+    exponential momentum and for momentum None (the cumulative average), and normalises each chunk on its own."""
+    torch.manual_seed(0)
+    for momentum in (0.1, None):
+        plain = nn.BatchNorm2d(5, momentum=momentum).double()
+        ghost = ghost_bn.convert(nn.Sequential(nn.BatchNorm2d(5, momentum=momentum).double()), 4, "test")[0]
+        with torch.no_grad():
+            plain.weight.uniform_(0.5, 2.0)
+            plain.bias.uniform_(-1, 1)
+            ghost.load_state_dict(plain.state_dict())
+        x = torch.randn(12, 5, 3, 3, dtype=torch.float64) * 3 + 1
+        want = torch.cat([plain(chunk) for chunk in x.split(4)])
+        got = ghost(x)
+        torch.testing.assert_close(got, want, rtol=0, atol=1e-13)
+        for name in ("running_mean", "running_var", "num_batches_tracked"):
+            torch.testing.assert_close(getattr(ghost, name), getattr(plain, name), rtol=1e-14, atol=1e-14)
+        assert int(ghost.num_batches_tracked) == 3
+        ghost.load_state_dict(plain.state_dict())
+        ghost.eval(), plain.eval()
+        torch.testing.assert_close(ghost(x), plain(x), rtol=0, atol=0)  # evaluation unchanged
+
+
+def test_ghost_layers_refuse_other_norms_and_odd_batches():
+    with pytest.raises(UserError, match="GroupNorm layer"):
+        ghost_bn.convert(nn.Sequential(nn.Conv2d(3, 4, 1), nn.GroupNorm(2, 4)), 4, "net")
+    with pytest.raises(UserError, match="no BatchNorm2d layer"):
+        ghost_bn.convert(nn.Sequential(nn.Conv2d(3, 4, 1)), 4, "net")
+    layer = ghost_bn.convert(nn.Sequential(nn.BatchNorm2d(3)), 4, "net")
+    with pytest.raises(ValueError, match="not a multiple of bn_batch 4"):
+        layer(torch.randn(6, 3, 2, 2))
+
+
+def test_plans_with_bn_batch():
+    plan = make_plan(256, 64, 1, None, bn_batch=8)
+    assert (plan.accum_steps, plan.gsnr_groups, plan.groups_per_micro, plan.micro_per_group) == (4, 32, 8, 1)
+    assert make_plan(256, "auto", 2, None, cap=100, bn_batch=8).micro_batch == 64  # whole groups, under the cap
+    with pytest.raises(UserError, match="not whole BatchNorm batches"):
+        make_plan(64, 32, 1, 8, bn_batch=16)
+
+
+@pytest.mark.parametrize(
+    "micro,bn,words",
+    [
+        (8, 16, "model.bn_batch 16 is larger than micro_batch 8"),
+        (16, 6, "model.bn_batch 6 does not divide micro_batch 16"),
+    ],
+)
+def test_validate_refuses_bn_batch_in_one_sentence(tmp_path, tiny_dataset, micro, bn, words):
+    from tests.conftest import run_cli
+
+    path = _recipe(tmp_path, tiny_dataset, "sgd", 0.1, micro, bn)
+    done = run_cli("validate", str(path))
+    assert done.returncode == 2 and words in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_auto_falls_back_to_groups_one_by_one_where_the_batched_pass_fails(tmp_path, tiny_dataset, monkeypatch):
+    """engine.group_pass auto where the batched pass is chosen (CUDA; here forced) and torch.func refuses: one
+    warning, then the groups one by one, whose step is the sequential path's."""
+    from bench.engine import group_pass
+    from bench.errors import BenchWarning
+
+    path = _recipe(tmp_path, tiny_dataset, "vrgd_lars", 2.0, 16, 4, "auto")
+    monkeypatch.setattr(group_pass, "chosen", lambda choice, device: True)
+
+    def refuse(self, images, labels, groups):
+        raise RuntimeError("vmap: data-dependent control flow is not supported\nmore")
+
+    monkeypatch.setattr(group_pass.BatchedGroups, "__call__", refuse)
+    dist = distributed.Dist(0, 1, 0, torch.device("cpu"))
+    trainer = Trainer(recipe_mod.load(path), dist)
+    assert trainer.batched is not None
+    with pytest.warns(BenchWarning, match="groups go one by one .vmap: data-dependent control flow"):
+        trainer.step(trainer.data.train(0, 1), lr=0.1)
+    assert trainer.batched is None
+    monkeypatch.undo()
+    reference = Trainer(recipe_mod.load(_recipe(tmp_path, tiny_dataset, "vrgd_lars", 2.0, 16, 4, "sequential")), dist)
+    reference.step(reference.data.train(0, 1), lr=0.1)
+    for (name, got), want in zip(trainer.model.named_parameters(), reference.model.parameters()):
+        torch.testing.assert_close(got, want, rtol=0, atol=0, msg=name)
+
+
+def test_validate_models_names_a_normalisation_layer_it_cannot_split(tmp_path, tiny_dataset):
+    from tests.conftest import run_cli
+
+    path = _recipe(tmp_path, tiny_dataset, "sgd", 0.1, 8, 4).read_text().replace("resnet8_cifar", "convnext_atto")
+    done = run_cli("validate", "--models", str(write_recipe(tmp_path / "convnext.yaml", path)))
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "key 'model.bn_batch': convnext_atto has a LayerNorm2d layer" in done.stderr
