@@ -238,6 +238,11 @@ HOSTILE = [
         BASE.replace("{name: resnet10t}", "{name: resnet10t, kwargs: {depthh: 3}}"),
         ["model.kwargs", "resnet10t", "depthh"],
     ),
+    (
+        "misspelt model name",
+        BASE.replace("{name: resnet10t}", "{name: no_such_model_xyz}"),
+        ["key 'model.name': unknown timm model 'no_such_model_xyz'"],
+    ),
 ]
 
 
@@ -248,7 +253,7 @@ def test_hostile_recipes_validate_and_run_alike_one_sentence_exit_2_nothing_writ
     path = tmp_path / "hostile.yaml"
     path.write_bytes(text if isinstance(text, bytes) else text.replace("DATA", str(tmp_path / "data")).encode())
     out = tmp_path / "results"
-    for command in (["validate", "--models", str(path)], ["run", str(path), "--out", str(out)]):
+    for command in (["validate", str(path)], ["run", str(path), "--out", str(out)]):  # validate: no --models needed
         assert main(command) == 2
         err = capsys.readouterr().err
         assert err.startswith(f"bench: error: {path}") and err.count("\n") == 1 and len(err) < 1100, err
@@ -278,7 +283,7 @@ def test_pretrained_weights_offline_are_one_sentence_saying_where_to_put_them(tm
         tmp_path / "pre.yaml", BASE.replace("{name: resnet10t}", "{name: resnet10t, kwargs: {pretrained: true}}")
     )
     out = tmp_path / "results"
-    for command in (["validate", "--models", str(path)], ["run", str(path), "--out", str(out)]):
+    for command in (["validate", str(path)], ["run", str(path), "--out", str(out)]):
         assert main(command) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "not cached here" in err and str(offline_hub) in err, err
@@ -365,9 +370,9 @@ def test_runs_made_with_set_are_filed_under_what_ran(tmp_path, tiny_dataset, cap
 
 
 def test_validate_refuses_what_run_refuses_and_names_what_it_did_not_check(tmp_path, tiny_dataset, capsys):
-    """An unknown model (with --models: run's sentence), an empty class folder, a VRGD plan of one gradient group:
-    exit 2 from validate as from run. Without --models the ok line says the model name was not checked; with
-    micro_batch auto, that the group count is checked at run time."""
+    """An unknown model (run's sentence, with its closest names), an empty class folder, a VRGD plan of one
+    gradient group: exit 2 from validate as from run. Without --models the ok line says the dead-parameter probe
+    did not run; with micro_batch auto, that the group count is checked at run time."""
     data = tmp_path / "data"
     shutil.copytree(tiny_dataset, data)
     path = write_recipe(tmp_path / "r.yaml", BASE.replace("DATA", str(data)))
@@ -376,15 +381,14 @@ def test_validate_refuses_what_run_refuses_and_names_what_it_did_not_check(tmp_p
         code = main(["validate", str(path), *args])
         return code, capsys.readouterr()
 
-    code, said = validate("--set", "model.name=resnet18x")
-    assert code == 0 and said.out.strip().endswith(
-        "; not checked: the timm model name and keywords (--models checks them)"
-    )
-    code, said = validate("--set", "model.name=resnet18x", "--models")
-    assert code == 2 and said.err.strip() == (
-        f"bench: error: {path}: key 'model.name': unknown timm model "
-        "'resnet18x'; did you mean resnet18, resnet18d, skresnet18?"
-    )
+    code, said = validate()
+    assert code == 0 and said.out.strip().endswith("; not checked: the dead-parameter probe (--models runs it)")
+    for flags in ([], ["--models"]):
+        code, said = validate("--set", "model.name=resnet18x", *flags)
+        assert code == 2 and said.err.strip() == (
+            f"bench: error: {path}: key 'model.name': unknown timm model "
+            "'resnet18x'; did you mean resnet18, resnet18d, skresnet18?"
+        )
     code, said = validate("--models")
     assert code == 0 and said.out.strip() == (
         f"{path}: ok (r: resnet10t, sgd, global_batch 64, dead parameters 55.9% (2,752,512 of 4,924,540) at 32 px)"
