@@ -180,8 +180,10 @@ def cmd_recipe_keys(args) -> int:
     return 0
 
 
-def _recipe(args):
-    """The recipe of `bench run` and `bench submit`, with --set, --tensorboard and --threads."""
+def _recipe(args, notes: list[str] | None = None):
+    """The recipe of `bench run` and `bench submit`, with --set, --tensorboard and --threads; `notes` gets the run
+    name a --set gave it (`bench run` says nothing: its run directory line names the run, and a refusal stays one
+    line)."""
     from bench import recipe
 
     flags = (
@@ -189,12 +191,7 @@ def _recipe(args):
         + ([f"engine.threads={args.threads}"] if args.threads else [])
         + ([f"logging.wandb.project={args.wandb}"] if args.wandb else [])
     )
-    notes = []
-    r = recipe.load(args.recipe, args.set + flags, notes=notes)
-    if "LOCAL_RANK" not in os.environ:  # said once, by the command a person typed, not by each torchrun worker
-        for note in notes:  # on stderr: `bench submit --dry-run`'s stdout is the script
-            print(f"bench: {note}", file=sys.stderr)
-    return r
+    return recipe.load(args.recipe, args.set + flags, notes=notes)
 
 
 def _worker_args(args) -> list[str]:
@@ -384,10 +381,11 @@ def cmd_submit(args) -> int:
     from bench.engine import launch
     from bench.engine.plan import recipe_plan
 
+    notes = []
     if sweep.is_sweep_file(args.recipe):
         name, script = _submit_sweep(args)
     else:
-        r = _recipe(args)
+        r = _recipe(args, notes)
         workers = args.workers_per_node or args.gpus_per_node or 1
         recipe_plan(r, args.nodes * workers)  # an impossible plan is refused before the queue
         name, script = (
@@ -405,9 +403,11 @@ def cmd_submit(args) -> int:
         )
     if args.dry_run:
         print(script, end="")
-        return 0
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    print(launch.submit(script, Path(args.out).parent / "slurm" / f"{name}-{stamp}.sbatch"))
+    else:
+        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+        print(launch.submit(script, Path(args.out).parent / "slurm" / f"{name}-{stamp}.sbatch"))
+    for note in notes:  # once submitted (a refusal is one line); on stderr: --dry-run's stdout is the script
+        print(f"bench: {note}", file=sys.stderr)
     return 0
 
 

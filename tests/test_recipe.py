@@ -361,8 +361,12 @@ def test_runs_made_with_set_are_filed_under_what_ran(tmp_path, tiny_dataset, cap
         .replace("micro_batch: 16", "micro_batch: 40"),
     )
     assert main(["run", str(path), "--out", str(out), "--no-progress", "--set", "optimizer.name=lars"]) == 0
-    assert "bench: run name 'tiny-seed1+optimizer.name=lars'" in capsys.readouterr().err
+    said = capsys.readouterr()
     [first] = (out / "tiny-seed1+optimizer.name=lars").iterdir()
+    assert f"run directory: {first}" in said.out and "run name" not in said.err  # the directory names the run
+    # a refused --set run is one line: its error, no notice before it
+    assert main(["run", str(path), "--out", str(out), "--set", "optimizer.name=lars", "--set", "epochs=-1"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
     assert main(["run", str(first / "recipe.yaml"), "--out", str(out), "--no-progress", "--set", "seed=6"]) == 0
     [again] = (out / "tiny-seed6+optimizer.name=lars").iterdir()
     assert recipe.load(again / "recipe.yaml").seed == 6
