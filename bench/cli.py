@@ -218,6 +218,7 @@ def cmd_run(args) -> int:
 
 
 def _run(args) -> int:
+    from bench import sweep
     from bench.data.check import check_data
 
     if Path(args.recipe).is_dir():  # recipes/mini: a folder of recipes is a suite's
@@ -225,6 +226,8 @@ def _run(args) -> int:
             f"{args.recipe}: a folder, not a recipe file; `bench suite {args.recipe}` runs every recipe in it "
             "(skipping completed ones), then reports and plots"
         )
+    if sweep.is_sweep_file(args.recipe):  # recipes/demo.yaml: a comparison
+        return _run_sweep(args)
     r = _recipe(args)  # bad input stops here, before any worker starts
     check_data(args.recipe, r)
     if args.nproc > 1:
@@ -253,6 +256,48 @@ def _run(args) -> int:
         print(report.summary(results.load([run.path])))
         if run.meta.get("status") == "preempted" and "LOCAL_RANK" not in os.environ:  # torchrun's launcher answers
             return stop_code(run.meta.get("stopped_by"))
+    return 0
+
+
+def _run_sweep(args) -> int:
+    """`bench run SWEEP.yaml` (the main job, recipes/demo.yaml): the sweep as `bench sweep` runs it (results in
+    results/<name> unless --out says where, figures in plots/<name>), from any tree as a one-recipe run is (each
+    run records its commit; `bench sweep` keeps refusing uncommitted changes for a study), then its verdict table
+    and the verdict in words. A one-recipe run's options do not apply."""
+    from bench import sweep
+    from bench.analysis import results, tables, tuning
+    from bench.analysis.render import render
+
+    options = {"--set": args.set, "--run-dir": args.run_dir, "--restart": args.restart, "--nproc": args.nproc > 1}
+    options |= {"--tensorboard": args.tensorboard, "--threads": args.threads, "--wandb": args.wandb}
+    if given := [flag for flag, on in options.items() if on]:
+        raise UserError(
+            f"{args.recipe}: a sweep file, which takes no {given[0]} (an option of one recipe's run); "
+            f"`bench sweep {args.recipe} --help` lists a sweep's options"
+        )
+    name = sweep.load(args.recipe).name
+    out = Path(args.out) if args.out != str(DEFAULT_RESULTS) else Path("results") / name
+    plots = Path("plots") / name
+    code = _sweep(
+        argparse.Namespace(
+            sweep=args.recipe,
+            list=False,
+            only=None,
+            out=str(out),
+            plots=str(plots),
+            baseline=None,
+            allow_dirty=True,
+            allow_mixed_kernels=False,
+        )
+    )
+    if code:
+        return code
+    table = tables.build("verdict", results.load_study([out]))
+    print()
+    print(render(table, "markdown"))
+    for line in tuning.in_words(table):
+        print(line)
+    print(f"comparison figure: {plots / 'tuned_top1_vs_batch.png'}")
     return 0
 
 

@@ -162,7 +162,7 @@ def test_a_warning_is_one_line_of_bench_s_own(tmp_path):
             "bench",
             "validate",
             "--schema-only",
-            str(RECIPES / "demo.yaml"),
+            str(RECIPES / "demo-sgd.yaml"),
             "--set",
             "data.loader=synthetic",
         ],
@@ -190,7 +190,7 @@ print("HEAVY", heavy)
 
 
 @pytest.mark.parametrize(
-    "args", [["--version"], ["--help"], ["report", "--columns"], ["validate", str(RECIPES / "demo.yaml")]]
+    "args", [["--version"], ["--help"], ["report", "--columns"], ["validate", str(RECIPES / "demo-sgd.yaml")]]
 )
 def test_help_version_validate_and_column_definitions_import_no_torch(args):
     """They answer in a second or two: torch, timm, DALI and pandas are imported only where a command needs them."""

@@ -52,17 +52,18 @@ def test_set_overrides_nested_keys_and_optimizer_hparams(tmp_path):
 
 
 SWEEPS = RECIPES / "sweeps"  # sweep files (bench sweep); their base recipes are in sweeps/base/
+DEMO = RECIPES / "demo.yaml"  # the main job: a sweep file too (its base: demo-sgd.yaml)
 
 
 def test_every_shipped_recipe_validates():
-    paths = sorted(str(p) for p in RECIPES.rglob("*.yaml") if p.parent != SWEEPS)
+    paths = sorted(str(p) for p in RECIPES.rglob("*.yaml") if p.parent != SWEEPS and p != DEMO)
     assert paths and main(["validate", "--schema-only", "--models", *paths]) == 0
     embedded = [p for p in paths if "path:" not in Path(p).read_text()]  # the generated datasets need no folder
-    assert any(p.endswith("recipes/demo.yaml") for p in embedded) and main(["validate", *embedded]) == 0
+    assert any(p.endswith("recipes/demo-sgd.yaml") for p in embedded) and main(["validate", *embedded]) == 0
 
 
 def test_validate_and_run_name_the_recipe_and_key_of_a_missing_dataset(tmp_path, tiny_dataset, capsys):
-    text = (RECIPES / "demo.yaml").read_text().replace("dataset: synthetic", "dataset: folder\n  path: PATH")
+    text = (RECIPES / "demo-sgd.yaml").read_text().replace("dataset: synthetic", "dataset: folder\n  path: PATH")
     cases = {
         "nowhere": "dataset directory does not exist",
         "empty": "missing split folder 'train/'",
@@ -94,7 +95,7 @@ def test_every_shipped_sweep_expands(capsys, tmp_path, monkeypatch):
     for out, per_class in (("data/fashion-mnist-10k", 110), ("data/fashion-mnist-20k", 400)):
         source = family(tmp_path / f"fashion-mnist-{per_class}", train_per_class=per_class)
         assert main(["data", "idx", str(source), "--out", out]) == 0
-    sweeps = sorted(SWEEPS.glob("*.yaml"))
+    sweeps = [*sorted(SWEEPS.glob("*.yaml")), DEMO]
     assert sweeps
     for path in sweeps:
         assert main(["sweep", str(path), "--list"]) == 0, capsys.readouterr().err
@@ -304,12 +305,12 @@ def test_every_listed_key_can_be_set_from_the_command_line():
     assert "logging.wandb.project" in listed and "adaptive_batch.min_batch" in listed
     for key in listed:
         recipe.apply_sets({"logging": {"wandb": None}, "adaptive_batch": None}, [f"{key}=1"])
-    r = recipe.load(RECIPES / "demo.yaml", ["logging.wandb.project=x", "logging.wandb.mode=offline"])
+    r = recipe.load(RECIPES / "demo-sgd.yaml", ["logging.wandb.project=x", "logging.wandb.mode=offline"])
     assert r.logging.wandb.project == "x"
     with pytest.raises(UserError, match=r"'epoch' is not a recipe key \(did you mean 'epochs'\?\)"):
-        recipe.load(RECIPES / "demo.yaml", ["epoch=2"])
+        recipe.load(RECIPES / "demo-sgd.yaml", ["epoch=2"])
     with pytest.raises(UserError, match=r"did you mean 'adaptive_batch.min_batch'"):
-        recipe.load(RECIPES / "demo.yaml", ["adaptive_batch.min_bach=2"])
+        recipe.load(RECIPES / "demo-sgd.yaml", ["adaptive_batch.min_bach=2"])
 
 
 def test_a_long_wrong_value_is_shown_by_its_type_and_a_short_start(tmp_path):
