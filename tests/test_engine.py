@@ -118,6 +118,7 @@ def _max_diff(a: dict, b: dict) -> float:
     return max((a[k].double() - b[k].double()).abs().max().item() for k in a)
 
 
+@pytest.mark.slow
 def test_same_parameters_for_1x8_2x4_4x2_in_float64(tmp_path, tiny_dataset):
     """1 process x 8 micro-batches, 2 x 4 and 4 x 2 take the same steps (gloo, CPU), for every way the
     engine combines gradients: DDP's all-reduce (sgd, lars), the optimizer's own (vrgd_lars), AdaScale's
@@ -141,6 +142,7 @@ def test_same_parameters_for_1x8_2x4_4x2_in_float64(tmp_path, tiny_dataset):
                 )
 
 
+@pytest.mark.slow
 def test_float32_step_of_2x4_differs_from_1x8_by_less_than_float32_rounding(tmp_path, tiny_dataset):
     """One float32 step on 2 x 4 lies closer to 1 x 8's than 1 x 8's lies to the exact (float64) step: the
     plans differ only in the order of the gradient sums, a part of float32's rounding, measured in the same
@@ -272,10 +274,12 @@ def test_submit_bad_recipe_is_exit_2(tmp_path):
     assert done.returncode == 2 and "no such recipe file" in done.stderr
 
 
+@pytest.mark.slow
 def test_global_batch_98304_runs_on_one_cpu_process_through_accumulation(tmp_path):
-    """One step of a 96k batch: 24 micro-batches of 4096 small images, a small model."""
+    """One step of a 96k batch: 24 micro-batches of 4096 random 8 px images through timm's test ResNet at 8 channels
+    a layer (10k parameters): the accumulation is under test, so each image costs as little as it can."""
     text = """
-model: {name: test_resnet}
+model: {name: test_resnet, kwargs: {channels: [8, 8, 8, 8], stem_width: 8}}
 data: {dataset: synthetic, loader: random, image_size: 8, workers: 0,
        synth: {classes: 10, train_per_class: 20, val_per_class: 2, size: 16}}
 global_batch: 98304

@@ -176,6 +176,7 @@ def run_tiny(tmp_path, data, optimizer, extra=""):
     return json.loads((run / "meta.json").read_text()), pd.read_csv(run / "metrics.csv"), events
 
 
+@pytest.mark.slow
 def test_adascale_run_logs_gain_and_noise_scale_and_ends_on_its_schedule(tmp_path, tiny_dataset):
     meta, metrics, events = run_tiny(tmp_path, tiny_dataset, "{name: adascale_sgd, lr: 0.05, smoothing: 0.5}")
     assert meta["status"] == "completed" and meta["total_steps"] is None
@@ -193,6 +194,7 @@ def test_adascale_run_logs_gain_and_noise_scale_and_ends_on_its_schedule(tmp_pat
     assert last["epoch"] == last["images_seen"] / 160 >= last["schedule_epoch"]
 
 
+@pytest.mark.slow
 def test_simigrad_run_adapts_its_batch_and_counts_images(tmp_path, tiny_dataset):
     extra = "adaptive_batch: {target_similarity: 0.99, min_batch: 16, max_batch: 64}"
     meta, metrics, events = run_tiny(tmp_path, tiny_dataset, "{name: simigrad_sgd, lr: 0.1}", extra)
@@ -214,6 +216,7 @@ def test_an_optimizer_that_needs_two_groups_is_refused_with_one(tmp_path, tiny_d
     assert not (tmp_path / "res").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("optimizer,extra", [
     ("{name: adascale_sgd, lr: 0.05, smoothing: 0.5}", "checkpoint: {every_steps: 2}"),
     ("{name: simigrad_sgd, lr: 0.1}",
