@@ -82,12 +82,20 @@ def cmd_validate(args) -> int:
     """What `bench run` checks before it starts, but the device's: the timm model name, its keywords and pretrained
     weights as the run checks them (recipe.load, on the meta device), the dead-parameter probe only with --models
     (it builds the model), micro_batch auto's group count at run time; the ok line names what was not checked."""
-    from bench import catalog, recipe
+    from bench import catalog, recipe, sweep
     from bench.data import images
     from bench.data.check import check_data
     from bench.engine.plan import recipe_plan
 
     for path in args.recipes:
+        if sweep.is_sweep_file(path):  # recipes/demo.yaml: each trial's recipe loads as `bench run` loads it
+            if args.set:
+                raise UserError(f"{path}: a sweep file takes no --set (its own set: key overrides its base recipe)")
+            trials = sweep.expand(path, sweep.load(path))
+            print(
+                f"{path}: ok (a sweep file: {len(trials)} trial recipes, before reruns; `bench sweep --list` lists them)"
+            )
+            continue
         r = recipe.load(path, args.set)
         skipped = [] if args.models else ["the dead-parameter probe (--models runs it)"]
         if not args.schema_only:

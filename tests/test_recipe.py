@@ -60,6 +60,7 @@ def test_every_shipped_recipe_validates():
     assert paths and main(["validate", "--schema-only", "--models", *paths]) == 0
     embedded = [p for p in paths if "path:" not in Path(p).read_text()]  # the generated datasets need no folder
     assert any(p.endswith("recipes/demo-sgd.yaml") for p in embedded) and main(["validate", *embedded]) == 0
+    assert main(["validate", str(DEMO)]) == 0  # the main job, a sweep file: its trial recipes load
 
 
 def test_validate_and_run_name_the_recipe_and_key_of_a_missing_dataset(tmp_path, tiny_dataset, capsys):
