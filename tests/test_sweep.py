@@ -888,7 +888,7 @@ def test_a_steps_sweep_gets_a_speed_verdict_on_the_steps_ratio_and_no_top1_test(
 
 PAIRED = """
 base: base.yaml
-set: {model.name: test_resnet, epochs: 1}
+set: {model.name: test_resnet, epochs: 1, micro_batch: 16}
 batches: [32]
 arms:
   lars:
