@@ -2,7 +2,7 @@
 
     from bench import api
 
-    recipe = api.load_recipe("recipes/demo.yaml", sets=["epochs=2"])       # or api.recipe({...}) from a dict
+    recipe = api.load_recipe("recipes/demo-sgd.yaml", sets=["epochs=2"])       # or api.recipe({...}) from a dict
     run = api.run(recipe, out="results/runs")                               # the run directory (a Path)
     runs = api.results("results/runs")                                     # pandas: one row per run
     recipes = api.results("results/runs", per="recipe")                    # one row per recipe, seeds aggregated

@@ -79,16 +79,25 @@ def _output_may_close():
 
 
 def cmd_validate(args) -> int:
-    """What `bench run` checks before it starts, but the device's: the model name only with --models (timm imports
-    torch), micro_batch auto's group count at run time; the ok line names what was not checked."""
-    from bench import catalog, recipe
+    """What `bench run` checks before it starts, but the device's: the timm model name, its keywords and pretrained
+    weights as the run checks them (recipe.load, on the meta device), the dead-parameter probe only with --models
+    (it builds the model), micro_batch auto's group count at run time; the ok line names what was not checked."""
+    from bench import catalog, recipe, sweep
     from bench.data import images
     from bench.data.check import check_data
     from bench.engine.plan import recipe_plan
 
     for path in args.recipes:
-        r = recipe.load(path, args.set, models=args.models)
-        skipped = [] if args.models else ["the timm model name and keywords (--models checks them)"]
+        if sweep.is_sweep_file(path):  # recipes/demo.yaml: each trial's recipe loads as `bench run` loads it
+            if args.set:
+                raise UserError(f"{path}: a sweep file takes no --set (its own set: key overrides its base recipe)")
+            trials = sweep.expand(path, sweep.load(path))
+            print(
+                f"{path}: ok (a sweep file: {len(trials)} trial recipes, before reruns; `bench sweep --list` lists them)"
+            )
+            continue
+        r = recipe.load(path, args.set)
+        skipped = [] if args.models else ["the dead-parameter probe (--models runs it)"]
         if not args.schema_only:
             check_data(path, r)
         elif catalog.DATASETS[r.data.dataset].user_path:
@@ -179,8 +188,10 @@ def cmd_recipe_keys(args) -> int:
     return 0
 
 
-def _recipe(args):
-    """The recipe of `bench run` and `bench submit`, with --set, --tensorboard and --threads."""
+def _recipe(args, notes: list[str] | None = None):
+    """The recipe of `bench run` and `bench submit`, with --set, --tensorboard and --threads; `notes` gets the run
+    name a --set gave it (`bench run` says nothing: its run directory line names the run, and a refusal stays one
+    line)."""
     from bench import recipe
 
     flags = (
@@ -188,12 +199,7 @@ def _recipe(args):
         + ([f"engine.threads={args.threads}"] if args.threads else [])
         + ([f"logging.wandb.project={args.wandb}"] if args.wandb else [])
     )
-    notes = []
-    r = recipe.load(args.recipe, args.set + flags, notes=notes)
-    if "LOCAL_RANK" not in os.environ:  # said once, by the command a person typed, not by each torchrun worker
-        for note in notes:  # on stderr: `bench submit --dry-run`'s stdout is the script
-            print(f"bench: {note}", file=sys.stderr)
-    return r
+    return recipe.load(args.recipe, args.set + flags, notes=notes)
 
 
 def _worker_args(args) -> list[str]:
@@ -220,6 +226,7 @@ def cmd_run(args) -> int:
 
 
 def _run(args) -> int:
+    from bench import sweep
     from bench.data.check import check_data
 
     if Path(args.recipe).is_dir():  # recipes/mini: a folder of recipes is a suite's
@@ -227,6 +234,8 @@ def _run(args) -> int:
             f"{args.recipe}: a folder, not a recipe file; `bench suite {args.recipe}` runs every recipe in it "
             "(skipping completed ones), then reports and plots"
         )
+    if sweep.is_sweep_file(args.recipe):  # recipes/demo.yaml: a comparison
+        return _run_sweep(args)
     r = _recipe(args)  # bad input stops here, before any worker starts
     check_data(args.recipe, r)
     if args.nproc > 1:
@@ -255,6 +264,48 @@ def _run(args) -> int:
         print(report.summary(results.load([run.path])))
         if run.meta.get("status") == "preempted" and "LOCAL_RANK" not in os.environ:  # torchrun's launcher answers
             return stop_code(run.meta.get("stopped_by"))
+    return 0
+
+
+def _run_sweep(args) -> int:
+    """`bench run SWEEP.yaml` (the main job, recipes/demo.yaml): the sweep as `bench sweep` runs it (results in
+    results/<name> unless --out says where, figures in plots/<name>), from any tree as a one-recipe run is (each
+    run records its commit; `bench sweep` keeps refusing uncommitted changes for a study), then its verdict table
+    and the verdict in words. A one-recipe run's options do not apply."""
+    from bench import sweep
+    from bench.analysis import results, tables, tuning
+    from bench.analysis.render import render
+
+    options = {"--set": args.set, "--run-dir": args.run_dir, "--restart": args.restart, "--nproc": args.nproc > 1}
+    options |= {"--tensorboard": args.tensorboard, "--threads": args.threads, "--wandb": args.wandb}
+    if given := [flag for flag, on in options.items() if on]:
+        raise UserError(
+            f"{args.recipe}: a sweep file, which takes no {given[0]} (an option of one recipe's run); "
+            f"`bench sweep {args.recipe} --help` lists a sweep's options"
+        )
+    name = sweep.load(args.recipe).name
+    out = Path(args.out) if args.out != str(DEFAULT_RESULTS) else Path("results") / name
+    plots = Path("plots") / name
+    code = _sweep(
+        argparse.Namespace(
+            sweep=args.recipe,
+            list=False,
+            only=None,
+            out=str(out),
+            plots=str(plots),
+            baseline=None,
+            allow_dirty=True,
+            allow_mixed_kernels=False,
+        )
+    )
+    if code:
+        return code
+    table = tables.build("verdict", results.load_study([out]))
+    print()
+    print(render(table, "markdown"))
+    for line in tuning.in_words(table):
+        print(line)
+    print(f"comparison figure: {plots / 'tuned_top1_vs_batch.png'}")
     return 0
 
 
@@ -383,10 +434,11 @@ def cmd_submit(args) -> int:
     from bench.engine import launch
     from bench.engine.plan import recipe_plan
 
+    notes = []
     if sweep.is_sweep_file(args.recipe):
         name, script = _submit_sweep(args)
     else:
-        r = _recipe(args)
+        r = _recipe(args, notes)
         workers = args.workers_per_node or args.gpus_per_node or 1
         recipe_plan(r, args.nodes * workers)  # an impossible plan is refused before the queue
         name, script = (
@@ -404,9 +456,11 @@ def cmd_submit(args) -> int:
         )
     if args.dry_run:
         print(script, end="")
-        return 0
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    print(launch.submit(script, Path(args.out).parent / "slurm" / f"{name}-{stamp}.sbatch"))
+    else:
+        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+        print(launch.submit(script, Path(args.out).parent / "slurm" / f"{name}-{stamp}.sbatch"))
+    for note in notes:  # once submitted (a refusal is one line); on stderr: --dry-run's stdout is the script
+        print(f"bench: {note}", file=sys.stderr)
     return 0
 
 
@@ -457,9 +511,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--models",
         action="store_true",
-        help="also build each timm model, checking its name and "
-        "keywords, and probe it for parameters no image reaches (imports torch and timm: seconds; "
-        "`bench run` always does)",
+        help="also build each timm model and probe it for parameters no image reaches (seconds a model; "
+        "`bench run` always does; the model name, keywords and pretrained weights are checked without it)",
     )
     s.set_defaults(func=cmd_validate)
 

@@ -635,7 +635,8 @@ def check_provenance(
 def search_warnings(spec: SweepSpec) -> list[str]:
     """What makes a search too thin to resolve (AlgoPerf tunes with 3 studies x 5 trials): fewer than 2^(d+1)
     quasi-random trials for d searched keys (a 2-D Halton set of 4 points ties each lr to one warm-up), and a
-    single study (the median over studies of each study's best is then one study's luck)."""
+    single study (the median over studies of each study's best is then one study's luck; a grid has no scramble,
+    so its studies would repeat the same points)."""
     out = []
     if spec.search == "quasirandom":
         for label, arm in spec.arms.items():
@@ -645,7 +646,7 @@ def search_warnings(spec: SweepSpec) -> list[str]:
                     f"arms.{label}: {spec.trials} trials for {len(arm.space)} searched keys; a quasi-random "
                     f"search resolves them from about {wanted} (2^(d+1)) trials a study"
                 )
-    if spec.studies == 1:
+    if spec.studies == 1 and spec.search == "quasirandom":
         out.append(
             "studies: 1; headline sweeps use at least 2 (AlgoPerf: 3 studies x 5 trials), each its own "
             "scramble, so the best point's luck is seen"

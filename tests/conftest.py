@@ -1,3 +1,15 @@
+"""Shared fixtures, and what keeps tests apart when pytest-xdist runs them in parallel workers (pyproject.toml's
+addopts: `-n auto --dist loadgroup`; `-n 0` runs them in this process, for pdb):
+
+- each worker has its own temporary directories (xdist's basetemp per worker) and BENCH_CACHE per test;
+- each worker's torch and bench runs get their share of the cores (OMP_NUM_THREADS), not all of them each;
+- TCP ports for process groups come from each worker's own range (free_port);
+- tests that share a module- or class-scoped fixture (a cluster, a reference run) run on one worker, in one
+  xdist group per module, so the fixture is made once; a module adds `pytest.mark.xdist_group(...)` itself to
+  serialise tests that cannot share the machine without such a fixture.
+"""
+
+import itertools
 import os
 import subprocess
 import sys
@@ -6,8 +18,45 @@ from pathlib import Path
 import pytest
 
 from bench.cli import main
+from bench.engine.threads import usable_cores
 
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"
+WORKER = os.environ.get("PYTEST_XDIST_WORKER")  # gw0, gw1, ... under xdist; None in one process
+WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if WORKER and "OMP_NUM_THREADS" not in os.environ:  # before torch is imported: its default thread count
+    os.environ["OMP_NUM_THREADS"] = str(max(1, usable_cores() // WORKERS))
+
+PORTS_PER_WORKER = 300
+_ports = itertools.count()
+
+
+def free_port() -> int:
+    """A TCP port free now, from this worker's own range (20000 + 300 x worker number): two workers starting
+    process groups at the same moment never pick the same one (a kernel-chosen port could be handed out twice
+    between its probe and its use)."""
+    base = 20000 + PORTS_PER_WORKER * int((WORKER or "gw0")[2:])
+    import socket
+
+    for _ in range(PORTS_PER_WORKER):
+        port = base + next(_ports) % PORTS_PER_WORKER
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:  # another program holds it
+                continue
+            return port
+    raise RuntimeError(f"no free port in {base}-{base + PORTS_PER_WORKER - 1}")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(config, items):
+    """Under --dist loadgroup, a test that uses a module- or class-scoped fixture joins its module's group: the
+    fixture (a SLURM cluster, a reference run) is made on one worker, once, not once per worker."""
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        scopes = {d.scope for defs in (info.name2fixturedefs.values() if info else ()) for d in defs}
+        if scopes & {"module", "class"} and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
 
 
 @pytest.fixture(autouse=True)

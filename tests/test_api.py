@@ -12,9 +12,9 @@ TINY = ["epochs=1", "data.synth.train_per_class=10", "data.synth.val_per_class=5
 
 
 def test_load_run_and_read_back(tmp_path):
-    recipe = api.load_recipe(RECIPES / "demo.yaml", TINY)
+    recipe = api.load_recipe(RECIPES / "demo-sgd.yaml", TINY)
     run = api.run(recipe, out=tmp_path)
-    assert (run / "meta.json").is_file() and run.parent == tmp_path / "demo"
+    assert (run / "meta.json").is_file() and run.parent == tmp_path / "demo-sgd"
     runs = api.results(tmp_path)
     assert isinstance(runs, pd.DataFrame) and list(runs["status"]) == ["completed"]
     recipes = api.results(tmp_path, per="recipe")

@@ -3,10 +3,13 @@
 import json
 
 import pandas as pd
+import pytest
 import yaml
 
 from bench.engine.rundir import METRIC_COLUMNS
 from tests.conftest import run_cli, write_recipe
+
+pytestmark = pytest.mark.slow  # trains a run through the command line
 
 TINY = """
 model: {name: resnet10t}

@@ -176,6 +176,7 @@ def run_tiny(tmp_path, data, optimizer, extra=""):
     return json.loads((run / "meta.json").read_text()), pd.read_csv(run / "metrics.csv"), events
 
 
+@pytest.mark.slow
 def test_adascale_run_logs_gain_and_noise_scale_and_ends_on_its_schedule(tmp_path, tiny_dataset):
     meta, metrics, events = run_tiny(tmp_path, tiny_dataset, "{name: adascale_sgd, lr: 0.05, smoothing: 0.5}")
     assert meta["status"] == "completed" and meta["total_steps"] is None
@@ -193,6 +194,7 @@ def test_adascale_run_logs_gain_and_noise_scale_and_ends_on_its_schedule(tmp_pat
     assert last["epoch"] == last["images_seen"] / 160 >= last["schedule_epoch"]
 
 
+@pytest.mark.slow
 def test_simigrad_run_adapts_its_batch_and_counts_images(tmp_path, tiny_dataset):
     extra = "adaptive_batch: {target_similarity: 0.99, min_batch: 16, max_batch: 64}"
     meta, metrics, events = run_tiny(tmp_path, tiny_dataset, "{name: simigrad_sgd, lr: 0.1}", extra)
@@ -214,19 +216,22 @@ def test_an_optimizer_that_needs_two_groups_is_refused_with_one(tmp_path, tiny_d
     assert not (tmp_path / "res").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("optimizer,extra", [
     ("{name: adascale_sgd, lr: 0.05, smoothing: 0.5}", "checkpoint: {every_steps: 2}"),
     ("{name: simigrad_sgd, lr: 0.1}",
      "checkpoint: {every_steps: 2}\nadaptive_batch: {target_similarity: 0.9, min_batch: 16, max_batch: 64, every_steps: 2}"),
 ])  # fmt: skip
 def test_a_killed_adaptive_run_resumes_to_the_same_results(tmp_path, tiny_dataset, optimizer, extra):
-    """The gain's averages, the batch and the controller's half-window are in the checkpoint."""
+    """The gain's averages, the batch and the controller's half-window are in the checkpoint. On timm's tiny test
+    ResNet at 16 px: what is checked is the state a resumed run restores, not the model."""
     import os
     import signal
     import subprocess
     import sys
 
     text = TINY.format(data=tiny_dataset, optimizer=optimizer, extra=extra)
+    text = text.replace("{name: resnet10t}", "{name: test_resnet}").replace("image_size: 32", "image_size: 16")
     path = write_recipe(tmp_path / "r.yaml", text)
     outcomes = []
     for name, crash in (("ref", None), ("crashed", "step:5")):

@@ -52,17 +52,19 @@ def test_set_overrides_nested_keys_and_optimizer_hparams(tmp_path):
 
 
 SWEEPS = RECIPES / "sweeps"  # sweep files (bench sweep); their base recipes are in sweeps/base/
+DEMO = RECIPES / "demo.yaml"  # the main job: a sweep file too (its base: demo-sgd.yaml)
 
 
 def test_every_shipped_recipe_validates():
-    paths = sorted(str(p) for p in RECIPES.rglob("*.yaml") if p.parent != SWEEPS)
+    paths = sorted(str(p) for p in RECIPES.rglob("*.yaml") if p.parent != SWEEPS and p != DEMO)
     assert paths and main(["validate", "--schema-only", "--models", *paths]) == 0
     embedded = [p for p in paths if "path:" not in Path(p).read_text()]  # the generated datasets need no folder
-    assert any(p.endswith("recipes/demo.yaml") for p in embedded) and main(["validate", *embedded]) == 0
+    assert any(p.endswith("recipes/demo-sgd.yaml") for p in embedded) and main(["validate", *embedded]) == 0
+    assert main(["validate", str(DEMO)]) == 0  # the main job, a sweep file: its trial recipes load
 
 
 def test_validate_and_run_name_the_recipe_and_key_of_a_missing_dataset(tmp_path, tiny_dataset, capsys):
-    text = (RECIPES / "demo.yaml").read_text().replace("dataset: synthetic", "dataset: folder\n  path: PATH")
+    text = (RECIPES / "demo-sgd.yaml").read_text().replace("dataset: synthetic", "dataset: folder\n  path: PATH")
     cases = {
         "nowhere": "dataset directory does not exist",
         "empty": "missing split folder 'train/'",
@@ -94,7 +96,7 @@ def test_every_shipped_sweep_expands(capsys, tmp_path, monkeypatch):
     for out, per_class in (("data/fashion-mnist-10k", 110), ("data/fashion-mnist-20k", 400)):
         source = family(tmp_path / f"fashion-mnist-{per_class}", train_per_class=per_class)
         assert main(["data", "idx", str(source), "--out", out]) == 0
-    sweeps = sorted(SWEEPS.glob("*.yaml"))
+    sweeps = [*sorted(SWEEPS.glob("*.yaml")), DEMO]
     assert sweeps
     for path in sweeps:
         assert main(["sweep", str(path), "--list"]) == 0, capsys.readouterr().err
@@ -238,6 +240,11 @@ HOSTILE = [
         BASE.replace("{name: resnet10t}", "{name: resnet10t, kwargs: {depthh: 3}}"),
         ["model.kwargs", "resnet10t", "depthh"],
     ),
+    (
+        "misspelt model name",
+        BASE.replace("{name: resnet10t}", "{name: no_such_model_xyz}"),
+        ["key 'model.name': unknown timm model 'no_such_model_xyz'"],
+    ),
 ]
 
 
@@ -248,7 +255,7 @@ def test_hostile_recipes_validate_and_run_alike_one_sentence_exit_2_nothing_writ
     path = tmp_path / "hostile.yaml"
     path.write_bytes(text if isinstance(text, bytes) else text.replace("DATA", str(tmp_path / "data")).encode())
     out = tmp_path / "results"
-    for command in (["validate", "--models", str(path)], ["run", str(path), "--out", str(out)]):
+    for command in (["validate", str(path)], ["run", str(path), "--out", str(out)]):  # validate: no --models needed
         assert main(command) == 2
         err = capsys.readouterr().err
         assert err.startswith(f"bench: error: {path}") and err.count("\n") == 1 and len(err) < 1100, err
@@ -278,7 +285,7 @@ def test_pretrained_weights_offline_are_one_sentence_saying_where_to_put_them(tm
         tmp_path / "pre.yaml", BASE.replace("{name: resnet10t}", "{name: resnet10t, kwargs: {pretrained: true}}")
     )
     out = tmp_path / "results"
-    for command in (["validate", "--models", str(path)], ["run", str(path), "--out", str(out)]):
+    for command in (["validate", str(path)], ["run", str(path), "--out", str(out)]):
         assert main(command) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "not cached here" in err and str(offline_hub) in err, err
@@ -299,12 +306,12 @@ def test_every_listed_key_can_be_set_from_the_command_line():
     assert "logging.wandb.project" in listed and "adaptive_batch.min_batch" in listed
     for key in listed:
         recipe.apply_sets({"logging": {"wandb": None}, "adaptive_batch": None}, [f"{key}=1"])
-    r = recipe.load(RECIPES / "demo.yaml", ["logging.wandb.project=x", "logging.wandb.mode=offline"])
+    r = recipe.load(RECIPES / "demo-sgd.yaml", ["logging.wandb.project=x", "logging.wandb.mode=offline"])
     assert r.logging.wandb.project == "x"
     with pytest.raises(UserError, match=r"'epoch' is not a recipe key \(did you mean 'epochs'\?\)"):
-        recipe.load(RECIPES / "demo.yaml", ["epoch=2"])
+        recipe.load(RECIPES / "demo-sgd.yaml", ["epoch=2"])
     with pytest.raises(UserError, match=r"did you mean 'adaptive_batch.min_batch'"):
-        recipe.load(RECIPES / "demo.yaml", ["adaptive_batch.min_bach=2"])
+        recipe.load(RECIPES / "demo-sgd.yaml", ["adaptive_batch.min_bach=2"])
 
 
 def test_a_long_wrong_value_is_shown_by_its_type_and_a_short_start(tmp_path):
@@ -356,8 +363,12 @@ def test_runs_made_with_set_are_filed_under_what_ran(tmp_path, tiny_dataset, cap
         .replace("micro_batch: 16", "micro_batch: 40"),
     )
     assert main(["run", str(path), "--out", str(out), "--no-progress", "--set", "optimizer.name=lars"]) == 0
-    assert "bench: run name 'tiny-seed1+optimizer.name=lars'" in capsys.readouterr().err
+    said = capsys.readouterr()
     [first] = (out / "tiny-seed1+optimizer.name=lars").iterdir()
+    assert f"run directory: {first}" in said.out and "run name" not in said.err  # the directory names the run
+    # a refused --set run is one line: its error, no notice before it
+    assert main(["run", str(path), "--out", str(out), "--set", "optimizer.name=lars", "--set", "epochs=-1"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
     assert main(["run", str(first / "recipe.yaml"), "--out", str(out), "--no-progress", "--set", "seed=6"]) == 0
     [again] = (out / "tiny-seed6+optimizer.name=lars").iterdir()
     assert recipe.load(again / "recipe.yaml").seed == 6
@@ -365,9 +376,9 @@ def test_runs_made_with_set_are_filed_under_what_ran(tmp_path, tiny_dataset, cap
 
 
 def test_validate_refuses_what_run_refuses_and_names_what_it_did_not_check(tmp_path, tiny_dataset, capsys):
-    """An unknown model (with --models: run's sentence), an empty class folder, a VRGD plan of one gradient group:
-    exit 2 from validate as from run. Without --models the ok line says the model name was not checked; with
-    micro_batch auto, that the group count is checked at run time."""
+    """An unknown model (run's sentence, with its closest names), an empty class folder, a VRGD plan of one
+    gradient group: exit 2 from validate as from run. Without --models the ok line says the dead-parameter probe
+    did not run; with micro_batch auto, that the group count is checked at run time."""
     data = tmp_path / "data"
     shutil.copytree(tiny_dataset, data)
     path = write_recipe(tmp_path / "r.yaml", BASE.replace("DATA", str(data)))
@@ -376,15 +387,14 @@ def test_validate_refuses_what_run_refuses_and_names_what_it_did_not_check(tmp_p
         code = main(["validate", str(path), *args])
         return code, capsys.readouterr()
 
-    code, said = validate("--set", "model.name=resnet18x")
-    assert code == 0 and said.out.strip().endswith(
-        "; not checked: the timm model name and keywords (--models checks them)"
-    )
-    code, said = validate("--set", "model.name=resnet18x", "--models")
-    assert code == 2 and said.err.strip() == (
-        f"bench: error: {path}: key 'model.name': unknown timm model "
-        "'resnet18x'; did you mean resnet18, resnet18d, skresnet18?"
-    )
+    code, said = validate()
+    assert code == 0 and said.out.strip().endswith("; not checked: the dead-parameter probe (--models runs it)")
+    for flags in ([], ["--models"]):
+        code, said = validate("--set", "model.name=resnet18x", *flags)
+        assert code == 2 and said.err.strip() == (
+            f"bench: error: {path}: key 'model.name': unknown timm model "
+            "'resnet18x'; did you mean resnet18, resnet18d, skresnet18?"
+        )
     code, said = validate("--models")
     assert code == 0 and said.out.strip() == (
         f"{path}: ok (r: resnet10t, sgd, global_batch 64, dead parameters 55.9% (2,752,512 of 4,924,540) at 32 px)"

@@ -18,6 +18,8 @@ import torch
 
 from tests.conftest import run_cli, write_recipe
 
+pytestmark = pytest.mark.slow  # killed, signalled and resumed runs, each against a reference run
+
 RECIPE = """
 model: {name: test_resnet}  # timm's tiny test ResNet: these tests are about the run, not the model
 data: {dataset: folder, path: DATA, image_size: 24, crop_scale_min: 0.35, workers: 0, eval_batch: 64}

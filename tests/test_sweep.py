@@ -21,7 +21,7 @@ from bench.cli import main
 from bench.data import build
 from bench.errors import UserError
 from bench.recipe import DataSpec
-from tests.conftest import write_recipe
+from tests.conftest import RECIPES, write_recipe
 from tests.test_analysis_helpers import make_run
 
 BASE = """
@@ -367,9 +367,13 @@ def test_verdict_is_a_cli_table_in_every_format(tmp_path):
 # ---- end to end --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_tiny_sweep_killed_once_resumes_and_reports(sweep_file, tmp_path, capsys):
     """2 arms x 1 batch x 2 trials, best of each rerun over 2 seeds; the process is SIGKILLed at step 3 of
-    the first trial, then the same command finishes the sweep: every trial trained once."""
+    the first trial, then the same command finishes the sweep: every trial trained once. On timm's tiny test ResNet:
+    the sweep's bookkeeping is under test, not the model."""
+    base = sweep_file.with_name("base.yaml")
+    base.write_text(base.read_text().replace("{name: resnet10t}", "{name: test_resnet}"))
     out, plots = tmp_path / "results", tmp_path / "plots"
     cmd = [
         sys.executable,
@@ -421,6 +425,7 @@ def test_only_runs_a_subset_and_an_unknown_subset_is_exit_2(sweep_file, tmp_path
     assert "no trial of" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_trial_another_process_holds_is_left_to_it_then_waited_for(sweep_file, tmp_path):
     """Another process (a job array's other task) holds the first trial: this one trains the rest first,
     then waits for the claim; the holder let go without finishing, so this process trains it and still
@@ -691,6 +696,7 @@ def test_a_thin_search_is_named_in_a_warning(sweep_file):
         "best point's luck is seen",
     ]
     assert sweep.search_warnings(spec.model_copy(update={"trials": 8, "studies": 2})) == []
+    assert sweep.search_warnings(sweep.load(RECIPES / "demo.yaml")) == []  # a grid: no scramble for studies to vary
 
 
 def test_steps_figures_carry_their_grid_and_a_ratio_inside_it_is_unresolved(tmp_path):
@@ -1062,3 +1068,61 @@ def test_a_tiny_sweep_with_a_local_stage_reruns_the_best_of_all_and_resumes_with
     assert [t.name for t in again] == [t.name for t in runs]
     assert "run directory" not in capsys.readouterr().out  # nothing left to train
     assert len(results.load([out])) == len(runs)
+
+
+PAIRED = """
+base: base.yaml
+set: {model.name: test_resnet, epochs: 1, micro_batch: 16}
+batches: [32]
+arms:
+  lars:
+    set: {optimizer.name: lars}
+    space: {optimizer.lr: {values: [1.0]}}
+  vrgd_lars:
+    set: {optimizer.name: vrgd_lars}
+    space: {optimizer.lr: {values: [1.0]}}
+search: grid
+budget: {epochs: 1}
+select: {split: validation}
+reruns: {seeds: [1, 2, 3]}
+"""
+
+
+@pytest.mark.slow
+def test_bench_run_of_a_sweep_file_runs_it_and_ends_with_the_verdict_in_words(
+    tmp_path, tiny_dataset, capsys, monkeypatch
+):
+    """The main job's shape (recipes/demo.yaml): `bench run` of a sweep file runs the sweep (one lr per arm, three
+    paired seeds), then prints the verdict table, its rows in words and the comparison figure's path; the options
+    of one recipe's run are refused in one line, before anything runs."""
+    write_recipe(tmp_path / "base.yaml", BASE.replace("DATA", str(tiny_dataset)).replace("holdout: 32", "holdout: 0"))
+    path = write_recipe(tmp_path / "paired.yaml", PAIRED)
+    assert main(["run", str(path), "--set", "epochs=2"]) == 2
+    assert capsys.readouterr().err == (
+        f"bench: error: {path}: a sweep file, which takes no --set (an option of one recipe's run); "
+        f"`bench sweep {path} --help` lists a sweep's options\n"
+    )
+    out = tmp_path / "results"
+    monkeypatch.chdir(tmp_path)  # the figures go to plots/<sweep name> under the working directory, as bench sweep's
+    assert main(["run", str(path), "--out", str(out)]) == 0
+    said = capsys.readouterr().out.splitlines()
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith("paired-")) == sorted(
+        [f"paired-{a}-b32-t00" for a in ("lars", "vrgd_lars")]
+        + [f"paired-{a}-b32-best-seed{s}" for a in ("lars", "vrgd_lars") for s in (1, 2, 3)]
+    )
+    verdict = pd.read_csv(out / "verdict.csv")
+    [row] = verdict.to_dict("records")
+    assert (row["X"], row["Y"], row["family"]) == ("VRGD-LARS", "LARS", "primary")
+    table = [line for line in said if line.startswith("| 32 ")]
+    assert len(table) == 1 and "VRGD-LARS" in table[0] and (out / "verdict.md").read_text() in "\n".join(said) + "\n"
+    words, figure = said[-2:]
+    assert words.startswith("batch 32: VRGD-LARS − LARS, val Top-1 ") and " over 3 paired seeds: " in words
+    if row["verdict"].startswith("within noise"):  # what a reader takes away: nothing resolved, and how little could be
+        mde = float(row["MDE 80% at α/m [95%]"])
+        assert words.endswith(
+            f"no difference resolved at this size; the smallest it could detect (80% power) is {mde:.1f} pp"
+        )
+    else:
+        assert words.endswith(row["verdict"])
+    assert figure == "comparison figure: plots/paired/tuned_top1_vs_batch.png"
+    assert (tmp_path / "plots" / "paired" / "tuned_top1_vs_batch.png").is_file()

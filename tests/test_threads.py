@@ -35,7 +35,7 @@ def test_cgroup_quota_is_read_from_cpu_max(monkeypatch, tmp_path):
 def test_openmp_spins_briefly_unless_the_user_chose(monkeypatch):
     for key in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME"):
         monkeypatch.delenv(key, raising=False)
-    assert main(["validate", "--schema-only", str(RECIPES / "demo.yaml")]) == 0
+    assert main(["validate", "--schema-only", str(RECIPES / "demo-sgd.yaml")]) == 0
     assert os.environ["GOMP_SPINCOUNT"] == "1000" and os.environ["KMP_BLOCKTIME"] == "1"
     monkeypatch.setenv("GOMP_SPINCOUNT", "5")
     threads.quiet_openmp()
@@ -65,7 +65,7 @@ def test_threads_are_set_recorded_and_do_not_change_the_recipe(tmp_path, capsys)
     out = tmp_path / "out"
     args = [
         "run",
-        str(RECIPES / "demo.yaml"),
+        str(RECIPES / "demo-sgd.yaml"),
         "--out",
         str(out),
         "--no-progress",
@@ -78,12 +78,14 @@ def test_threads_are_set_recorded_and_do_not_change_the_recipe(tmp_path, capsys)
     ]
     assert main(args + ["--threads", "1"]) == 0
     assert "1 CPU thread\n" in capsys.readouterr().out
-    [run] = (out / "demo").iterdir()
+    [run] = (out / "demo-sgd").iterdir()
     meta = json.loads((run / "meta.json").read_text())
     assert meta["cpu_threads"] == 1 and meta["cpu_capability"] and meta["cpu_model"] and "torch_config" in meta
     from bench import recipe
 
-    one = recipe.load(RECIPES / "demo.yaml", ["engine.threads=1"])
-    assert one.same_as(recipe.load(RECIPES / "demo.yaml", ["engine.threads=auto"]).to_yaml())  # a resume may change it
-    assert main(["run", str(RECIPES / "demo.yaml"), "--threads", "0", "--out", str(out)]) == 2
+    one = recipe.load(RECIPES / "demo-sgd.yaml", ["engine.threads=1"])
+    assert one.same_as(
+        recipe.load(RECIPES / "demo-sgd.yaml", ["engine.threads=auto"]).to_yaml()
+    )  # a resume may change it
+    assert main(["run", str(RECIPES / "demo-sgd.yaml"), "--threads", "0", "--out", str(out)]) == 2
     assert "key 'engine.threads': input should be greater than 0 or input should be 'auto'" in capsys.readouterr().err

@@ -1,7 +1,7 @@
 """CPU threads that survive a shared machine: `engine.threads` and OpenMP's waiting.
 
 Two things made a run on a 2-core machine beside one busy process many times slower than the
-same run alone (`nice -n 10 bench run recipes/demo.yaml` beside a busy loop: 87 img/s with libgomp's default
+same run alone (`nice -n 10 bench run recipes/demo-sgd.yaml` beside a busy loop: 87 img/s with libgomp's default
 spin, 203 with bench's, 364 alone):
 
 - OpenMP threads *spin* at every barrier (libgomp: 300,000 spins before they sleep). When one
