@@ -280,13 +280,17 @@ class Loader:
     install: str | None = None  # the package that provides it
 
     def available(self) -> bool:
+        return self.import_error() is None
+
+    def import_error(self) -> str | None:
+        """Why `requires` does not import here (the exception, one line), or None when it does."""
         if self.requires is None:
-            return True
+            return None
         try:
             importlib.import_module(self.requires)
-        except Exception:  # noqa: BLE001 - an ImportError, or a broken CUDA install underneath
-            return False
-        return True
+        except Exception as e:  # noqa: BLE001 - an ImportError, or a broken CUDA install underneath
+            return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}".rstrip(": ")
+        return None
 
 
 LOADERS = {

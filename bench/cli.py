@@ -106,10 +106,22 @@ def cmd_validate(args) -> int:
             warnings.warn(f"{path}: {said}", BenchWarning)
         dead = _dead_params(path, r, args.schema_only) if args.models else ""
         print(
-            f"{path}: ok ({r.name}: {r.model.name}, {r.optimizer.name}, global_batch {r.global_batch}{dead})"
-            + (f"; not checked: {', '.join(skipped)}" if skipped else "")
+            f"{path}: ok ({r.name}: {r.model.name}, {r.optimizer.name}, global_batch {r.global_batch}, "
+            f"{_loader_here(path, r.data.loader)}{dead})" + (f"; not checked: {', '.join(skipped)}" if skipped else "")
         )
     return 0
+
+
+def _loader_here(path: str, loader: str) -> str:
+    """The loader a run of the recipe would use on this machine (auto's fallback is a warning of its own); a
+    named loader that does not import here is a warning, not an error: the recipe may be for another machine."""
+    from bench.data import resolve_loader
+
+    try:
+        return f"loader {resolve_loader(loader)} here"
+    except UserError as e:
+        warnings.warn(f"{path}: {e}", BenchWarning)
+        return f"loader {loader}: not importable here"
 
 
 def _dead_params(path: str, r, schema_only: bool) -> str:
@@ -317,13 +329,17 @@ def _sweep(args) -> int:
     results = Path(args.out or Path("results") / spec.name)
     plots = Path(args.plots or Path("plots") / spec.name)
     try:
-        runs, waiting = sweep.run_sweep(args.sweep, results, args.only, args.allow_dirty, args.allow_mixed_kernels)
+        runs, waiting, held = sweep.run_sweep(
+            args.sweep, results, args.only, args.allow_dirty, args.allow_mixed_kernels
+        )
     except sweep.Preempted as e:
         print(f"preempted: {e}; run the same command to resume")
         return stop_code(e.signal_name)
-    if waiting:
+    if held:  # the process that finishes them writes the tables, with every run in
+        print(f"nothing left to claim: other processes hold {len(held)} run(s) ({', '.join(held)}); they go on")
+    elif waiting:
         print("not complete yet (run the same command again): " + "; ".join(waiting))
-    if args.only:
+    if args.only or held:
         return 0
     from bench.analysis import commands as analysis_commands
 

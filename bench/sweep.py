@@ -43,17 +43,21 @@ Choices where the papers leave room, named:
   Diverged trials are results (infeasible points), never errors; a cell whose trials all
   diverged has no best trial and no reruns.
 - Reruns use seeds other than the trials' seed, so the quoted figures carry no selection luck.
-- Each trial is claimed by an exclusive lock on `<results>/<name>/.claim` while it trains, so
-  several processes (or nodes on a shared file system) can run one sweep: a trial is trained once.
+- Each trial is claimed by a file created atomically in `<results>/<name>/` while it trains (Claim; no
+  flock, which Lustre and BeeGFS may refuse or keep per node), so several processes (or nodes on a shared
+  file system) can run one sweep: a trial is trained once. A process with nothing left to claim ends; the
+  reruns of a cell start in whichever process finds its trials all finished.
 """
 
 from __future__ import annotations
 
-import fcntl
 import itertools
 import json
 import math
+import os
+import socket
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -393,25 +397,90 @@ def all_reruns(spec: SweepSpec, ranked: dict[tuple, list[Trial]]) -> list[Trial]
 
 
 class Claim:
-    """An exclusive lock on <results>/<name>/.claim: held while this process trains the trial; released
-    when the process ends, however it ends."""
+    """A trial claimed by this process while it trains, through files any shared file system keeps atomic
+    (NFS, Lustre, BeeGFS, GPFS; no flock): <results>/<name>/.claim-<g>, created with O_CREAT | O_EXCL and naming
+    its holder (host, pid, time, SLURM job and restart count). The claim of the highest generation g holds the
+    trial unless it is stale: its holder is a process gone from this host, or an earlier start of this SLURM job
+    (a requeued job retakes its own trials). A stale claim is taken over by creating generation g + 1 (one
+    process wins the O_EXCL) and then checking that g is still the claim judged stale. Released (its file
+    removed) when the trial ends, however it ends but a kill."""
 
     def __init__(self, results: Path, name: str):
-        folder = Path(results) / name
-        folder.mkdir(parents=True, exist_ok=True)
-        self._file = open(folder / ".claim", "w")
+        self._folder = Path(results) / name
+        self._folder.mkdir(parents=True, exist_ok=True)
+        self._path = None
 
-    def take(self, wait: bool = False) -> bool:
-        """The lock, if free (or, with `wait`, once its holder lets go)."""
-        try:
-            fcntl.flock(self._file, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-            return True
-        except BlockingIOError:
-            self._file.close()
+    def take(self) -> bool:
+        """The trial, if nobody holds it (the holder is a live process, or one this rule cannot call dead)."""
+        claims = sorted(self._folder.glob(".claim-*"), key=_generation)
+        if not claims:
+            return self._create(0)
+        last = claims[-1]
+        holder = _read_claim(last)
+        if not _stale(holder) or not self._create(_generation(last) + 1):
             return False
+        if _read_claim(last) != holder:  # someone took it over and released it meanwhile: theirs, not ours
+            self.release()
+            return False
+        last.unlink(missing_ok=True)
+        return True
+
+    def _create(self, generation: int) -> bool:
+        path = self._folder / f".claim-{generation}"
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "w") as f:
+            json.dump(_holder(), f)
+        self._path = path
+        return True
 
     def release(self) -> None:
-        self._file.close()
+        if self._path is not None:
+            self._path.unlink(missing_ok=True)
+            self._path = None
+
+
+def _generation(path: Path) -> int:
+    return int(path.name.rpartition("-")[2]) if path.name.rpartition("-")[2].isdigit() else -1
+
+
+def _holder() -> dict:
+    return {
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "time": time.time(),
+        "job": os.environ.get("SLURM_JOB_ID"),
+        "restart": int(os.environ.get("SLURM_RESTART_COUNT") or 0),
+    }
+
+
+def _read_claim(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None  # gone, or being written: not stale
+
+
+def _stale(holder: dict | None) -> bool:
+    """Whether a claim's holder is known to be gone: an earlier start of this SLURM job, or a process that no
+    longer exists on this host. A holder killed on another node outside SLURM's requeue is not known to be gone
+    (docs/cluster.md: remove its .claim file)."""
+    if not holder:
+        return False
+    me = _holder()
+    if holder.get("job") and holder["job"] == me["job"] and holder.get("restart", 0) < me["restart"]:
+        return True
+    if holder.get("host") != me["host"]:
+        return False
+    try:
+        os.kill(holder["pid"], 0)
+    except ProcessLookupError:
+        return True
+    except (OSError, KeyError, TypeError):
+        return False
+    return False
 
 
 def selection_score(run: Path, recipe: recipe_mod.Recipe, select: Select) -> tuple:
@@ -437,27 +506,24 @@ class Progress:
     best: dict = field(default_factory=dict)  # (arm, batch) -> (score, trial name)
 
 
-def run_trials(trials: list[Trial], results: Path, spec: SweepSpec, bar, progress: Progress) -> dict[str, Path]:
-    """Train every trial not finished yet; returns name -> finished run. A trial another process holds
-    (a job array's other tasks) is left to it until this process has nothing else to do, then waited
-    for: every process ends with the same finished trials, so each picks the same best and no rerun is
-    left to a process that has already gone."""
-    finished, held_elsewhere = {}, []
+def run_trials(
+    trials: list[Trial], results: Path, spec: SweepSpec, bar, progress: Progress
+) -> tuple[dict[str, Path], list[Trial]]:
+    """Train every trial not finished yet that no other process holds; returns name -> finished run, and the
+    trials other processes hold (a job array's other tasks). A process never waits for another's
+    trial: it would hold its GPU idle for hours; the holder goes on to what depends on it (run_sweep)."""
+    finished, held = {}, []
     for trial in trials:
         run = finished_run(results, trial.recipe)
         if run is None:
             claim = Claim(results, trial.name)
             if not claim.take():
-                held_elsewhere.append(trial)
+                held.append(trial)
+                bar.update(1)
                 continue
             run = _train_claimed(trial, results, claim, bar)
         _finished(trial, run, finished, spec, bar, progress)
-    for trial in held_elsewhere:
-        bar.set_postfix_str(f"waiting for {trial.name} (another process)")
-        claim = Claim(results, trial.name)
-        claim.take(wait=True)
-        _finished(trial, _train_claimed(trial, results, claim, bar), finished, spec, bar, progress)
-    return finished
+    return finished, held
 
 
 def _train_claimed(trial: Trial, results: Path, claim: Claim, bar) -> Path | None:
@@ -601,9 +667,11 @@ def run_sweep(
     only: str | None = None,
     allow_dirty: bool = False,
     allow_mixed_kernels: bool = False,
-) -> tuple[list[Trial], list[str]]:
-    """Run the trials, then the reruns of each cell's best trial; returns (all trials and reruns, waiting
-    cells). `only`: run just the trials whose names contain it (no reruns). Refuses an uncommitted tree or a
+) -> tuple[list[Trial], list[str], list[str]]:
+    """Run the trials nobody holds, then the reruns of each cell whose trials have all finished; returns (all
+    trials and reruns, waiting cells, the runs other processes hold). A process whose trials other processes
+    hold ends without waiting: the one that finishes a cell's last trial finds the cell complete and starts its
+    reruns. `only`: run just the trials whose names contain it (no reruns). Refuses an uncommitted tree or a
     kernel platform other than the study's (check_provenance)."""
     from tqdm import tqdm
 
@@ -617,14 +685,17 @@ def run_sweep(
         raise UserError(f"--only {only!r}: no trial of {path} has that in its name (see bench sweep {path} --list)")
     progress = Progress()
     with tqdm(total=len(chosen), unit="trial", desc=f"sweep {spec.name}", dynamic_ncols=True) as bar:
-        finished = run_trials(chosen, results, spec, bar, progress)
+        _, held = run_trials(chosen, results, spec, bar, progress)
     if only:
-        return chosen, []
+        return chosen, [], held
+    # other processes finished trials meanwhile: the cells are read from the results, not from this process
+    finished = {t.name: run for t in trials if (run := finished_run(results, t.recipe)) is not None}
     ranked, waiting = ranked_trials(trials, finished, spec)
     reruns = all_reruns(spec, ranked)
     with tqdm(total=len(reruns), unit="run", desc=f"reruns {spec.name}", dynamic_ncols=True) as bar:
-        run_trials(reruns, results, spec, bar, progress)
-    return trials + reruns, waiting
+        _, held_reruns = run_trials(reruns, results, spec, bar, progress)
+    # held runs the others finished meanwhile are in: the process that finishes last sees none held, and writes
+    return trials + reruns, waiting, [t.name for t in held + held_reruns if finished_run(results, t.recipe) is None]
 
 
 def trial_table(trials: list[Trial]) -> str:

@@ -192,7 +192,7 @@ def test_submit_dry_run_prints_an_sbatch_script_calling_torchrun(tmp_path):
         "--set global_batch=32768",
     ):
         assert line in script
-    assert script.startswith("#!/bin/bash") and "srun " in script
+    assert script.startswith("#!/bin/bash") and 'srun --cpus-per-task="$SLURM_CPUS_PER_TASK" ' in script
     assert "#SBATCH --cpus-per-task=64" in script and "--tensorboard" not in script
 
 

@@ -553,7 +553,7 @@ def test_the_sbatch_script_checkpoints_on_sigusr1_and_requeues_the_job(recipe, r
     resumes to the uninterrupted run's result (tests/test_slurm.py does it under a real SLURM)."""
     fake = tmp_path / "bin"
     fake.mkdir()
-    (fake / "srun").write_text('#!/bin/sh\necho $$ > "$STEP"\nexec "$@"\n')
+    (fake / "srun").write_text('#!/bin/sh\necho $$ > "$STEP"\nshift  # --cpus-per-task\nexec "$@"\n')
     (fake / "scancel").write_text('#!/bin/sh\necho "$@" >> "$LOG.scancel"\nkill -TERM "$(cat "$STEP")"\n')
     (fake / "scontrol").write_text('#!/bin/sh\n[ "$1" = show ] && echo localhost && exit 0\necho "$@" >> "$LOG"\n')
     for tool in fake.iterdir():

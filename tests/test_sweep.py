@@ -6,8 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -405,29 +403,77 @@ def test_only_runs_a_subset_and_an_unknown_subset_is_exit_2(sweep_file, tmp_path
     assert "no trial of" in capsys.readouterr().err
 
 
-def test_a_trial_another_process_holds_is_left_to_it_then_waited_for(sweep_file, tmp_path):
-    """Another process (a job array's other task) holds the first trial: this one trains the rest first,
-    then waits for the claim; the holder let go without finishing, so this process trains it and still
-    runs every rerun: no work is left to a process that has gone."""
+def test_a_worker_with_nothing_to_claim_exits_and_runs_no_rerun_of_an_incomplete_cell(sweep_file, tmp_path, capsys):
+    """Another process (a job array's other task) holds every trial: this one trains nothing, waits for
+    nothing and ends saying so, writing no tables. Once the holder lets go of one trial, a worker trains it
+    and no rerun: a cell is complete only when its trials are (the last worker runs the reruns: the next
+    test)."""
     out = tmp_path / "results"
     write_recipe(sweep_file, SWEEP.replace("seeds: [1, 2]", "seeds: [1]"))
     spec, trials = load(sweep_file)
-    held = sweep.Claim(out, trials[0].name)
-    assert held.take() and not sweep.Claim(out, trials[0].name).take()
+    held = {t.name: sweep.Claim(out, t.name) for t in trials}
+    assert all(c.take() for c in held.values()) and not sweep.Claim(out, trials[0].name).take()
+    cmd = ["sweep", str(sweep_file), "--out", str(out), "--plots", str(tmp_path / "plots"), "--allow-dirty"]
+    assert main(cmd) == 0
+    said = capsys.readouterr().out
+    assert f"other processes hold 4 run(s) ({', '.join(held)})" in said and "run directory" not in said
+    assert not list(out.glob("*/*/meta.json")) and not (out / "verdict.md").exists()
+    held.pop(trials[0].name).release()
+    runs, waiting, others = sweep.run_sweep(sweep_file, out, allow_dirty=True)
+    assert others == [t.name for t in trials[1:]] and len(waiting) == 2
+    assert [p.parent.parent.name for p in out.glob("*/*/meta.json")] == [trials[0].name]  # no rerun yet
 
-    def let_go_once_the_others_finished():
-        while not all(sweep.finished_run(out, t.recipe) for t in trials[1:]):
-            time.sleep(0.2)
-        held.release()
 
-    holder = threading.Thread(target=let_go_once_the_others_finished)
-    holder.start()
-    runs, waiting = sweep.run_sweep(sweep_file, out, allow_dirty=True)
-    holder.join()
-    assert waiting == [] and len(runs) == 6
-    meta = {t.name: json.loads((sweep.finished_run(out, t.recipe) / "meta.json").read_text()) for t in runs}
-    assert all(m["status"] == "completed" for m in meta.values())
-    assert meta[trials[0].name]["start_time"] >= max(meta[t.name]["end_time"] for t in trials[1:])
+def test_claims_are_atomic_files_and_a_dead_holders_claim_is_taken_over(tmp_path, monkeypatch):
+    """A claim is a file created with O_EXCL naming its holder; it is taken over only from a holder known to be
+    gone: a process no longer on this host, or an earlier start of this SLURM job (a requeue), never a live
+    process or a holder on another node."""
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    host = sweep.socket.gethostname()
+
+    def claimed_by(name, **holder):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / ".claim-0").write_text(json.dumps({"host": host, "pid": os.getpid(), "job": None, **holder}))
+
+    claimed_by("dead", pid=int(gone.stdout))
+    claimed_by("alive")
+    claimed_by("elsewhere", host="node-2", pid=1)
+    claimed_by("requeued", host="node-2", pid=1, job="77", restart=0)
+    claimed_by("same-start", host="node-2", pid=1, job="77", restart=1)
+    monkeypatch.setenv("SLURM_JOB_ID", "77")
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "1")
+    taken = {
+        name: sweep.Claim(tmp_path, name).take() for name in ("dead", "alive", "elsewhere", "requeued", "same-start")
+    }
+    assert taken == {"dead": True, "alive": False, "elsewhere": False, "requeued": True, "same-start": False}
+    for name in ("dead", "requeued"):  # the stale claim is replaced by this process's, one generation up
+        [claim] = (tmp_path / name).glob(".claim-*")
+        assert claim.name == ".claim-1" and json.loads(claim.read_text())["pid"] == os.getpid()
+    assert not sweep.Claim(tmp_path, "dead").take()  # now held, by this live process
+    fresh = sweep.Claim(tmp_path, "fresh")
+    assert fresh.take() and not sweep.Claim(tmp_path, "fresh").take()
+    fresh.release()
+    assert not list((tmp_path / "fresh").iterdir()) and sweep.Claim(tmp_path, "fresh").take()
+
+
+def test_two_workers_at_once_never_train_a_trial_twice(sweep_file, tmp_path):
+    """Two `bench sweep` processes on one sweep, started together (two array tasks on one node): between them
+    every trial and rerun trains once, the reruns start once their cells are complete, and the process that
+    finishes last writes the tables."""
+    out = tmp_path / "results"
+    cmd = [sys.executable, "-m", "bench", "sweep", str(sweep_file), "--out", str(out), "--allow-dirty"]
+    cmd += ["--plots", str(tmp_path / "plots")]
+    write_recipe(sweep_file, SWEEP.replace("seeds: [1, 2]", "seeds: [1]").replace("{epochs: 2}", "{epochs: 1}"))
+    env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
+    workers = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in "ab"]
+    said = [w.communicate(timeout=600) for w in workers]
+    assert [w.returncode for w in workers] == [0, 0], said
+    trained = [line for stdout, _ in said for line in stdout.splitlines() if "run directory:" in line]
+    runs = sorted(p.parent.parent.name for p in out.glob("*/*/meta.json"))
+    assert len(runs) == len(set(runs)) == len(trained) == 6  # 4 trials + 2 arms x 1 seed, each once
+    assert not any(json.loads(m.read_text()).get("resumed") for m in out.glob("*/*/meta.json"))
+    assert (out / "verdict.md").is_file() and not list(out.glob("*/.claim-*"))
 
 
 def test_selection_score_prefers_the_holdout_and_scores_diverged_trials_lowest(tmp_path):
@@ -489,6 +535,7 @@ def test_submit_a_sweep_file_as_a_job_array_of_workers(sweep_file, tmp_path):
     script = done.stdout
     assert "#SBATCH --array=0-3" in script  # one worker per trial: 2 arms x 1 batch x 2 trials
     assert f"-m bench sweep {sweep_file} --out results/tiny" in script and "torch.distributed.run" not in script
+    assert 'srun --cpus-per-task="$SLURM_CPUS_PER_TASK" ' in script  # Slurm >= 22.05: srun does not inherit it
     done = subprocess.run(
         cmd + ["--array", "2", "--out", "elsewhere", "--account", "proj42", "--exclusive"],
         capture_output=True,

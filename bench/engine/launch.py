@@ -128,6 +128,10 @@ def _header(job_name: str, shape: list[str], output: str, slurm: Slurm) -> list[
     ]
 
 
+# srun since Slurm 22.05 no longer takes the job's --cpus-per-task from SLURM_CPUS_PER_TASK: without it a node's
+# torchrun, its workers and their loader threads may share one core (the 22.05 release notes: pass it to srun)
+SRUN = 'srun --cpus-per-task="$SLURM_CPUS_PER_TASK"'
+
 # The rendezvous port from the job id (as Lightning does): two jobs sharing a node do not collide on 29500.
 PORT = "MASTER_PORT=$(( 10000 + SLURM_JOB_ID % 20000 ))"
 
@@ -171,7 +175,7 @@ def sbatch_script(
         "bench",
         *bench_args,
     ]
-    srun = "srun " + " ".join(c if c.startswith("--rdzv") else shlex.quote(c) for c in command)
+    srun = f"{SRUN} " + " ".join(c if c.startswith("--rdzv") else shlex.quote(c) for c in command)
     lines += _body(
         workdir,
         srun,
@@ -217,8 +221,8 @@ def sbatch_array_script(
     bench_args: list[str], tasks: int, slurm: Slurm, job_name: str, workdir: Path, gpus: int = 1, cpus: int = 8
 ) -> str:
     """A job array of `tasks` workers of `gpus` GPUs (1, or 0 on CPU nodes), each `python -m bench ARGS`
-    (bench sweep: every worker claims the next trial nobody holds, by the run directories' locks, so the
-    array shares one sweep)."""
+    (bench sweep: every worker claims the next trial nobody holds, by claim files in the run directories, so the
+    array shares one sweep; a worker with nothing left to claim ends)."""
     shape = [
         f"#SBATCH --array=0-{tasks - 1}",
         "#SBATCH --nodes=1",
@@ -227,7 +231,7 @@ def sbatch_array_script(
         f"#SBATCH --cpus-per-task={cpus}",
     ]
     lines = _header(job_name, shape, f"{workdir}/slurm-%A_%a.out", slurm)
-    lines += _body(workdir, "srun " + " ".join(shlex.quote(c) for c in [sys.executable, "-m", "bench", *bench_args]))
+    lines += _body(workdir, f"{SRUN} " + " ".join(shlex.quote(c) for c in [sys.executable, "-m", "bench", *bench_args]))
     return "\n".join(lines) + "\n"
 
 
