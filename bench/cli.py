@@ -324,7 +324,11 @@ def _sweep(args) -> int:
 
     spec = sweep.load(args.sweep)
     if args.list:
-        print(sweep.trial_table(sweep.expand(args.sweep, spec)), end="")
+        trials = sweep.expand(args.sweep, spec)
+        print(sweep.trial_table(trials), end="")
+        for warning in sweep.search_warnings(spec):
+            print(f"bench: warning: {args.sweep}: {warning}", file=sys.stderr)
+        print("\n" + _sweep_cost(args, spec, trials))
         return 0
     results = Path(args.out or Path("results") / spec.name)
     plots = Path(args.plots or Path("plots") / spec.name)
@@ -348,11 +352,54 @@ def _sweep(args) -> int:
     return 0
 
 
+def _sweep_cost(args, spec, trials) -> str:
+    """The runs of `bench sweep --list` and their GPU-hours of training at a stated throughput (evaluation and
+    start-up left out)."""
+    from bench import sweep
+    from bench.analysis import project
+
+    n = sweep.run_counts(spec, trials)
+    said = (
+        f"{n['trials']:,} trials + at most {n['reruns']:,} reruns = at most {n['trials'] + n['reruns']:,} runs"
+        f" ({len(spec.arms)} arms x {len(spec.batches)} batches; reruns: top {spec.reruns.top} x "
+        f"{len(spec.reruns.seeds)} seeds a cell, {len(spec.reruns.matched)} matched pair(s))"
+    )
+    base = trials[0].recipe
+    resnet50 = base.model.name == "resnet50" and base.data.image_size == 224
+    if args.throughput:
+        speed, words = args.throughput, f"{args.throughput:,.0f} img/s per GPU (given)"
+    elif resnet50:
+        presets = project.load_presets()
+        name = presets.clusters["dgx-h100"].accelerator
+        speed, words = (
+            presets.accelerators[name].images_per_second,
+            project.stack_words(name, presets.accelerators[name]),
+        )
+    else:
+        return f"{said}\nGPU-hours: give --throughput IMG_S for {base.model.name} at {base.data.image_size} px"
+    try:
+        images, whose = sweep._train_size(spec), "training images"
+    except UserError:
+        if not resnet50:
+            return f"{said}\nGPU-hours: not known here (the training data is not where the base recipe says)"
+        images, whose = project.IMAGENET_TRAIN_IMAGES, "training images (ImageNet-1k's: the data is not here)"
+    trial_h, rerun_h = (n[k] * images / speed / 3600 for k in ("trial_epochs", "rerun_epochs"))
+    return (
+        f"{said}\nGPU-hours of training: {_hours(trial_h)} trials + at most {_hours(rerun_h)} reruns = at most "
+        f"{_hours(trial_h + rerun_h)}, for {images:,} {whose} an epoch at {words}"
+    )
+
+
+def _hours(h: float) -> str:
+    return f"{h:,.0f}" if h >= 10 else f"{h:.2g}"
+
+
 def _submit_sweep(args) -> tuple[str, str]:
     """A sweep file's job array: `--array` workers (default: one per trial, at most 64), one GPU each (or
     none, on CPU nodes)."""
     from bench import sweep
     from bench.engine import launch
+    from bench.engine.plan import recipe_plan
 
     spec = sweep.load(args.recipe)
     trials = sweep.expand(args.recipe, spec)  # bad input stops here, before anything is written
@@ -373,6 +420,15 @@ def _submit_sweep(args) -> tuple[str, str]:
         )
     out = args.out if args.out != str(DEFAULT_RESULTS) else str(Path("results") / spec.name)
     tasks = args.array or min(len(trials), 64)
+    plans: dict[int, dict[str, list[str]]] = {}  # batch -> plan -> arms (one line a batch where the arms agree)
+    for t in trials:
+        arms = plans.setdefault(t.batch, {}).setdefault(_plan_note(t.recipe, recipe_plan(t.recipe, 1)), [])
+        arms += [t.arm] if t.arm not in arms else []
+    notes = [
+        f"batch {batch}{'' if len(by) == 1 else ', ' + ', '.join(arms)}: {note}"
+        for batch, by in plans.items()
+        for note, arms in by.items()
+    ]
     return spec.name, launch.sbatch_array_script(
         ["sweep", args.recipe, "--out", out],
         tasks,
@@ -381,7 +437,14 @@ def _submit_sweep(args) -> tuple[str, str]:
         Path.cwd(),
         args.gpus_per_node,
         args.cpus_per_worker,
+        tuple(notes),
     )
+
+
+def _plan_note(recipe, plan) -> str:
+    """The batch plan as `bench run` prints it; micro_batch auto's is the cap's, which the device may lower."""
+    lowered = "; micro_batch auto: the device's memory may lower it" if recipe.micro_batch == "auto" else ""
+    return f"plan: {plan}{lowered}"
 
 
 def _slurm(args):
@@ -404,7 +467,7 @@ def cmd_submit(args) -> int:
     else:
         r = _recipe(args)
         workers = args.workers_per_node or args.gpus_per_node or 1
-        recipe_plan(r, args.nodes * workers)  # an impossible plan is refused before the queue
+        plan = recipe_plan(r, args.nodes * workers)  # an impossible plan is refused before the queue
         name, script = (
             r.name,
             launch.sbatch_script(
@@ -416,6 +479,7 @@ def cmd_submit(args) -> int:
                 Path.cwd(),
                 workers,
                 args.cpus_per_worker,
+                (_plan_note(r, plan),),
             ),
         )
     if args.dry_run:
@@ -528,7 +592,18 @@ def parser() -> argparse.ArgumentParser:
         "then report the verdict (bench/sweep.py documents the sweep file)",
     )
     s.add_argument("sweep", metavar="SWEEP")
-    s.add_argument("--list", action="store_true", help="print the trials (a markdown table) without running")
+    s.add_argument(
+        "--list",
+        action="store_true",
+        help="print the trials (a markdown table), the search's warnings, the runs and their GPU-hours, and exit",
+    )
+    s.add_argument(
+        "--throughput",
+        type=float,
+        metavar="IMG_S",
+        help="with --list: training images/s per GPU for the GPU-hours (default, ResNet-50 at 224 px only: "
+        "NVIDIA's MLPerf H100 figure, not bench's; `bench perf train RECIPE --device cuda` measures bench's)",
+    )
     s.add_argument("--only", metavar="TEXT", help="run only the trials whose names contain TEXT (no reruns, no report)")
     s.add_argument("--out", help="results directory (default: results/<sweep name>)")
     s.add_argument("--plots", help="plots directory (default: plots/<sweep name>)")

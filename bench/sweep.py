@@ -698,6 +698,21 @@ def run_sweep(
     return trials + reruns, waiting, [t.name for t in held + held_reruns if finished_run(results, t.recipe) is None]
 
 
+def run_counts(spec: SweepSpec, trials: list[Trial]) -> dict[str, float]:
+    """The runs the sweep will train and the training images they take: its trials, and at most (every cell
+    trained, no matched pair at the same point) reruns.top x seeds reruns a cell and 2 x seeds matched runs a
+    pair and batch, each at its cell's epochs."""
+    epochs = {t.batch: t.recipe.epochs for t in trials}  # a cell's trials share its budget
+    seeds = len(spec.reruns.seeds)
+    per_batch = len(spec.arms) * spec.reruns.top * seeds + len(spec.reruns.matched) * 2 * seeds
+    return {
+        "trials": len(trials),
+        "reruns": per_batch * len(spec.batches),
+        "trial_epochs": sum(t.recipe.epochs for t in trials),
+        "rerun_epochs": per_batch * sum(epochs.values()),
+    }
+
+
 def trial_table(trials: list[Trial]) -> str:
     """The trials as a markdown table (bench sweep --list)."""
     keys = list(dict.fromkeys(k for t in trials for k in t.point))

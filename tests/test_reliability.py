@@ -567,6 +567,7 @@ def test_the_sbatch_script_checkpoints_on_sigusr1_and_requeues_the_job(recipe, r
         PATH=f"{fake}:{os.environ['PATH']}",
         SLURM_JOB_ID="4242",  # threads as the reference
         SLURM_JOB_NODELIST="localhost",
+        SLURM_CPUS_PER_TASK="8",  # sbatch sets it from the script's --cpus-per-task
         LOG=str(tmp_path / "scontrol.log"),
         STEP=str(tmp_path / "step.pid"),
     )

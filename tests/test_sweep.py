@@ -517,6 +517,19 @@ def test_perf_sweep_reports_the_overhead_per_trial(sweep_file, tmp_path):
     assert bad.returncode == 2 and "argument --trials: expected an integer >= 2" in bad.stderr
 
 
+def test_list_prints_the_search_warnings_the_runs_and_their_gpu_hours(sweep_file, capsys):
+    """4 trials of 2 epochs of the 128 training images, at most 2 arms x 2 seeds reruns of the same: 1,024 images
+    each side, at 0.1 img/s 2.8 GPU-hours each. The default throughput is ResNet-50's at 224 px only."""
+    assert main(["sweep", str(sweep_file), "--list", "--throughput", "0.1"]) == 0
+    said = capsys.readouterr()
+    assert said.out.count("| tiny-") == 4
+    assert "4 trials + at most 4 reruns = at most 8 runs (2 arms x 1 batches; reruns: top 1 x 2 seeds" in said.out
+    assert "GPU-hours of training: 2.8 trials + at most 2.8 reruns = at most 5.7, for 128 training images" in said.out
+    assert "arms.lars: 2 trials for 2 searched keys" in said.err and "studies: 1" in said.err
+    assert main(["sweep", str(sweep_file), "--list"]) == 0
+    assert "GPU-hours: give --throughput IMG_S for resnet10t at 16 px" in capsys.readouterr().out
+
+
 def test_submit_a_sweep_file_as_a_job_array_of_workers(sweep_file, tmp_path):
     cmd = [
         sys.executable,
@@ -536,6 +549,8 @@ def test_submit_a_sweep_file_as_a_job_array_of_workers(sweep_file, tmp_path):
     assert "#SBATCH --array=0-3" in script  # one worker per trial: 2 arms x 1 batch x 2 trials
     assert f"-m bench sweep {sweep_file} --out results/tiny" in script and "torch.distributed.run" not in script
     assert 'srun --cpus-per-task="$SLURM_CPUS_PER_TASK" ' in script  # Slurm >= 22.05: srun does not inherit it
+    plan = "# batch 32: plan: 1 rank x 1 micro-batches x 32 images = batch 32; 1 gradient group of 1 micro-batch(es)"
+    assert plan + "; micro_batch auto: the device's memory may lower it\nset -uo" in script  # as bench run prints it
     done = subprocess.run(
         cmd + ["--array", "2", "--out", "elsewhere", "--account", "proj42", "--exclusive"],
         capture_output=True,

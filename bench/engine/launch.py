@@ -145,9 +145,11 @@ def sbatch_script(
     workdir: Path,
     workers_per_node: int | None = None,
     cpus_per_worker: int = 8,
+    notes: tuple[str, ...] = (),
 ) -> str:
     """A batch script: one srun task per node, each starting torchrun with a c10d rendezvous, for
-    `workers_per_node` workers (default: one per GPU); gpus_per_node 0 asks for CPU nodes (gloo).
+    `workers_per_node` workers (default: one per GPU); gpus_per_node 0 asks for CPU nodes (gloo). `notes`: comment
+    lines after the #SBATCH ones (bench submit: the batch plan).
 
     SLURM sends the script SIGUSR1 EARLY_SIGNAL_S before the time limit; the script has SLURM send SIGTERM to
     the step's processes (torchrun and the workers), which finish their step, checkpoint and end "preempted";
@@ -160,7 +162,7 @@ def sbatch_script(
         *([f"#SBATCH --gpus-per-node={gpus_per_node}"] if gpus_per_node else []),
         f"#SBATCH --cpus-per-task={cpus_per_worker * workers}",
     ]
-    lines = _header(job_name, shape, f"{workdir}/slurm-%j.out", slurm)
+    lines = _header(job_name, shape, f"{workdir}/slurm-%j.out", slurm) + [f"# {note}" for note in notes]
     command = [
         sys.executable,
         "-m",
@@ -218,7 +220,14 @@ def _body(workdir: Path, srun: str, *setup: str) -> list[str]:
 
 
 def sbatch_array_script(
-    bench_args: list[str], tasks: int, slurm: Slurm, job_name: str, workdir: Path, gpus: int = 1, cpus: int = 8
+    bench_args: list[str],
+    tasks: int,
+    slurm: Slurm,
+    job_name: str,
+    workdir: Path,
+    gpus: int = 1,
+    cpus: int = 8,
+    notes: tuple[str, ...] = (),
 ) -> str:
     """A job array of `tasks` workers of `gpus` GPUs (1, or 0 on CPU nodes), each `python -m bench ARGS`
     (bench sweep: every worker claims the next trial nobody holds, by claim files in the run directories, so the
@@ -230,7 +239,7 @@ def sbatch_array_script(
         *([f"#SBATCH --gpus-per-node={gpus}"] if gpus else []),
         f"#SBATCH --cpus-per-task={cpus}",
     ]
-    lines = _header(job_name, shape, f"{workdir}/slurm-%A_%a.out", slurm)
+    lines = _header(job_name, shape, f"{workdir}/slurm-%A_%a.out", slurm) + [f"# {note}" for note in notes]
     lines += _body(workdir, f"{SRUN} " + " ".join(shlex.quote(c) for c in [sys.executable, "-m", "bench", *bench_args]))
     return "\n".join(lines) + "\n"
 
