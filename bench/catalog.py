@@ -296,7 +296,9 @@ class Loader:
 LOADERS = {
     r.name: r
     for r in (
-        Loader("dali", "bench.data.dali", True, requires="nvidia.dali", install="bench[dali-cuda13] or bench[dali-cuda12]"),
+        Loader(
+            "dali", "bench.data.dali", True, requires="nvidia.dali", install="bench[dali-cuda13] or bench[dali-cuda12]"
+        ),
         Loader("torchvision", "bench.data.torchvision", True),
         Loader("random", "bench.data.random_tensors", False),
     )

@@ -49,7 +49,18 @@ METRIC_COLUMNS = (
     "holdout_loss",
     "val_images",
 )
-PACKAGES = ("bench", "torch", "torchvision", "timm", "nvidia-dali-cuda120", "nvidia-dali-cuda130", "pandas", "numpy", "tensorboard", "wandb")
+PACKAGES = (
+    "bench",
+    "torch",
+    "torchvision",
+    "timm",
+    "nvidia-dali-cuda120",
+    "nvidia-dali-cuda130",
+    "pandas",
+    "numpy",
+    "tensorboard",
+    "wandb",
+)
 
 
 def now() -> str:
