@@ -87,6 +87,8 @@ def cmd_validate(args) -> int:
     from bench.engine.plan import recipe_plan
 
     for path in args.recipes:
+        if _validate_sweep(path, args):
+            continue
         r = recipe.load(path, args.set, models=args.models)
         skipped = [] if args.models else ["the timm model name and keywords (--models checks them)"]
         if not args.schema_only:
@@ -110,6 +112,32 @@ def cmd_validate(args) -> int:
             f"{_loader_here(path, r.data.loader)}{dead})" + (f"; not checked: {', '.join(skipped)}" if skipped else "")
         )
     return 0
+
+
+def _validate_sweep(path: str, args) -> bool:
+    """A sweep file is validated as `bench sweep` reads it: the file, every trial's recipe and batch plan, the
+    search's warnings; True if it was one."""
+    from bench import sweep
+    from bench.engine.plan import recipe_plan
+
+    if not sweep.is_sweep_file(path):
+        return False
+    if args.set:
+        raise UserError(f"{path}: a sweep file takes no --set; put overrides in its `set`")
+    spec = sweep.load(path)
+    trials = sweep.expand(path, spec)
+    for t in {(t.arm, t.batch): t for t in trials}.values():
+        try:
+            recipe_plan(t.recipe, 1, groups=t.recipe.micro_batch != "auto")
+        except UserError as e:
+            raise UserError(f"{path}: trial {t.name}: {e}") from None
+    for warning in sweep.search_warnings(spec):
+        warnings.warn(f"{path}: {warning}", BenchWarning)
+    print(
+        f"{path}: ok (sweep {spec.name}: {len(trials)} trials, arms {', '.join(spec.arms)}, batches "
+        f"{', '.join(map(str, spec.batches))}); not checked: the data (bench validate the base recipe checks it)"
+    )
+    return True
 
 
 def _loader_here(path: str, loader: str) -> str:

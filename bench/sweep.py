@@ -18,7 +18,8 @@ A sweep file names a base recipe and crosses optimizer "arms" with global batche
     trials: 8                               # per (arm, batch) and study
     studies: 3                              # independent studies (each its own scramble; default 1)
     seed: 0                                 # the search's seed; trials train with seed `trial_seed`
-    budget: {epochs: 3}                     # or {steps: N} or {images: N}, per run
+    budget: {epochs: 3}                     # or {steps: N} or {images: N}, per run; or by batch:
+                                            # {16: {epochs: 2}, 64: {epochs: 3}, ...}, one for each batch
     select: {split: holdout, metric: top1}  # holdout | validation; top1 | steps_to_target (validation only)
     reruns: {seeds: [1, 2, 3], top: 2, matched: [[vrgd_lars, lars]]}
 
@@ -173,7 +174,10 @@ class SweepSpec(_Strict):
     studies: PositiveInt = 1
     seed: NonNegativeInt = 0
     trial_seed: NonNegativeInt = 0
-    budget: Budget
+    budget: Budget | dict[PositiveInt, Budget] = Field(
+        description="one budget for every run, or one per batch ({32768: {epochs: 72}, 65536: {epochs: 86}}: "
+        "MLPerf's epochs differ by batch)"
+    )
     select: Select = Select()
     reruns: Reruns
     keep_checkpoints: bool = Field(
@@ -185,6 +189,13 @@ class SweepSpec(_Strict):
     def _consistent(self):
         if len(set(self.batches)) != len(self.batches):
             raise ValueError("batches: each batch once")
+        if isinstance(self.budget, dict) and set(self.budget) != set(self.batches):
+            missing, extra = set(self.batches) - set(self.budget), set(self.budget) - set(self.batches)
+            raise ValueError(
+                "budget: a budget by batch gives one for each of the batches and no other"
+                + (f"; none for {', '.join(map(str, sorted(missing)))}" if missing else "")
+                + (f"; {', '.join(map(str, sorted(extra)))} is not in batches" if extra else "")
+            )
         for label, arm in self.arms.items():
             recipe_mod.check_path_component(label, f"arms.{label}")
             if not arm.space:
@@ -219,6 +230,11 @@ class SweepSpec(_Strict):
                 "so their figures carry no selection luck"
             )
         return self
+
+
+def budget_at(spec: SweepSpec, batch: int) -> Budget:
+    """The budget of the runs at `batch`: the sweep's, or its batch's."""
+    return spec.budget[batch] if isinstance(spec.budget, dict) else spec.budget
 
 
 @dataclass(frozen=True)
@@ -312,7 +328,8 @@ def _train_size(spec: SweepSpec) -> int:
 
 def expand(path: str | Path, spec: SweepSpec) -> list[Trial]:
     """Every trial of the sweep, in running order (round-robin over cells); bad input raises UserError."""
-    train_size = None if spec.budget.epochs is not None else _train_size(spec)
+    in_epochs = all(budget_at(spec, batch).epochs is not None for batch in spec.batches)
+    train_size = None if in_epochs else _train_size(spec)
     cells = []
     for study in range(spec.studies):
         for label, arm in spec.arms.items():
@@ -328,7 +345,14 @@ def expand(path: str | Path, spec: SweepSpec) -> list[Trial]:
             tags["select"] = spec.select.metric
         try:
             recipe = _recipe(
-                spec, label, batch, point, spec.budget.epochs_at(batch, train_size or 1), spec.trial_seed, name, tags
+                spec,
+                label,
+                batch,
+                point,
+                budget_at(spec, batch).epochs_at(batch, train_size or 1),
+                spec.trial_seed,
+                name,
+                tags,
             )
         except UserError as e:
             raise UserError(f"{path}: trial {name}: {e}") from None

@@ -194,7 +194,7 @@ def test_submit_dry_run_prints_an_sbatch_script_calling_torchrun(tmp_path):
     ):
         assert line in script
     assert script.startswith("#!/bin/bash") and 'srun --cpus-per-task="$SLURM_CPUS_PER_TASK" ' in script
-    plan = "# plan: 32 ranks x 1 micro-batches x 1024 images = batch 32768; 32 gradient groups of 1 micro-batch(es)"
+    plan = "# plan: 32 ranks x 4 micro-batches x 256 images = batch 32768; 128 gradient groups of 1 micro-batch(es)"
     assert plan + "; micro_batch auto: the device's memory may lower it\n" in script  # as bench run prints it
     assert "#SBATCH --cpus-per-task=64" in script and "--tensorboard" not in script
 

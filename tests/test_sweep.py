@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from bench import recipe as recipe_mod
 from bench import sweep
 from bench.analysis import results, tuning
 from bench.cli import main
@@ -85,6 +86,11 @@ BAD = [
     ("neither range nor values", SWEEP.replace("{low: 0.0, high: 1.0}", "{scale: log}"), ["give low and high"]),
     ("two budgets", SWEEP.replace("budget: {epochs: 2}", "budget: {epochs: 2, steps: 10}"), ["exactly one of"]),
     ("no trials", SWEEP.replace("trials: 2\n", ""), ["trials: required"]),
+    (
+        "a budget by batch missing a batch",
+        SWEEP.replace("budget: {epochs: 2}", "budget: {64: {epochs: 2}}"),
+        ["one for each of the batches", "none for 32", "64 is not in batches"],
+    ),
     ("grid with a range", SWEEP + "search: grid\n", ["a grid needs a list of values"]),
     ("rerun seed = trial seed", SWEEP.replace("seeds: [1, 2]", "seeds: [0, 1]"), ["0 is the trials' seed"]),
     ("missing base", SWEEP.replace("base: base.yaml", "base: nowhere.yaml"), ["key 'base'", "nowhere.yaml"]),
@@ -168,6 +174,18 @@ def test_expansion_counts_round_robin_studies_and_grid(sweep_file):
     _, trials = load(sweep_file)
     assert sorted(t.recipe.optimizer.lr for t in trials if t.arm == "sgd") == [0.1, 0.2, 0.3]
     assert len([t for t in trials if t.arm == "lars"]) == 4
+
+
+def test_a_budget_by_batch_gives_each_batchs_runs_their_own(sweep_file):
+    sweep_file.write_text(
+        SWEEP.replace("batches: [32]", "batches: [32, 64]").replace(
+            "budget: {epochs: 2}", "budget: {32: {epochs: 2}, 64: {steps: 4}}"
+        )
+    )
+    spec, trials = load(sweep_file)
+    assert {(t.batch, t.recipe.epochs) for t in trials} == {(32, 2.0), (64, 2.0)}  # 4 steps x 64 of 128 images
+    sweep_file.write_text(sweep_file.read_text().replace("64: {steps: 4}", "64: {epochs: 3}"))
+    assert {(t.batch, t.recipe.epochs) for t in load(sweep_file)[1]} == {(32, 2.0), (64, 3.0)}
 
 
 def test_a_budget_in_steps_or_images_becomes_epochs_of_the_training_set_left_after_the_holdout(sweep_file):
@@ -940,3 +958,31 @@ def test_a_steps_sweep_gets_a_speed_verdict_on_the_steps_ratio_and_no_top1_test(
 
     drawn = {path.stem for path in tuning_plots.plot_all(results.load_study([tmp_path]), tmp_path / "plots")}
     assert drawn == {"steps_to_result", "lr_sensitivity", "performance_profile"}  # no Top-1 or gap figure
+
+
+def test_the_imagenet_kit_validates_with_mlperfs_schedule_and_epochs_by_batch(capsys):
+    """recipes/sweeps/imagenet-32k-64k.yaml and the poly(2) MLPerf recipe variants: each batch's epochs, warm-up
+    and lr are the RCP table's row (epochs: the upper end of its range), the decay MLPerf's poly(2) to 1e-4, the
+    loader DALI; `bench validate` reads the sweep file as a sweep."""
+    recipes = Path(__file__).parents[1] / "recipes"
+    rcp = pd.read_csv(recipes.parent / "results/reference/mlperf_resnet50_rcp.csv", comment="#").set_index("batch")
+    path = recipes / "sweeps/imagenet-32k-64k.yaml"
+    assert main(["validate", str(path)]) == 0
+    assert "ok (sweep imagenet-32k-64k: 256 trials, arms lars, vrgd_lars, nesterov, adamw" in capsys.readouterr().out
+    spec, trials = load(path)
+    assert (
+        spec.select.split == "holdout"
+        and spec.reruns.matched == [("vrgd_lars", "lars")]
+        and not sweep.search_warnings(spec)
+    )
+    assert {(t.batch, t.recipe.epochs) for t in trials} == {(b, rcp.epochs_max[b]) for b in (32768, 65536)}
+    assert {t.recipe.schedule.decay for t in trials} == {"poly"} and {t.recipe.data.loader for t in trials} == {"dali"}
+    for name in ("lars", "vrgd_lars"):
+        for batch, size in ((32768, "32k"), (65536, "64k")):
+            r = recipe_mod.load(recipes / f"paper/imagenet/{name}-{size}-mlperf.yaml")
+            row = rcp.loc[batch]
+            assert (r.global_batch, r.epochs, r.schedule.warmup_epochs) == (batch, row.epochs_max, row.warmup_epochs)
+            assert (r.optimizer.lr, r.optimizer.momentum, r.weight_decay) == (row.lr, row.momentum, row.weight_decay)
+            assert (r.schedule.decay, r.schedule.power, r.schedule.end_lr, r.data.loader) == ("poly", 2, 1e-4, "dali")
+    for path in (recipes / "paper/imagenet").glob("*.yaml"):
+        assert "results/reference/mlperf_resnet50_rcp.csv" in path.read_text(), path
