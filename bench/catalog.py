@@ -282,6 +282,13 @@ class Loader:
     def available(self) -> bool:
         return self.import_error() is None
 
+    def fallback(self, chosen: str, error: str) -> str:
+        """Why `data.loader: auto` took `chosen` over this loader, in one sentence."""
+        return (
+            f"data.loader auto uses {chosen}: {self.requires} does not import ({error}); "
+            f"install {self.install} for the {self.name} loader"
+        )
+
     def import_error(self) -> str | None:
         """Why `requires` does not import here (the exception, one line), or None when it does."""
         if self.requires is None:

@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
+import subprocess
 import sys
 import time
 import warnings
@@ -141,15 +143,37 @@ def _validate_sweep(path: str, args) -> bool:
 
 
 def _loader_here(path: str, loader: str) -> str:
-    """The loader a run of the recipe would use on this machine (auto's fallback is a warning of its own); a
-    named loader that does not import here is a warning, not an error: the recipe may be for another machine."""
-    from bench.data import resolve_loader
+    """The loader a run of the recipe would use on this machine, as bench.data.resolve_loader picks it (auto's
+    fallback warned, with its import error). A named loader that does not import here is a warning, not an error:
+    the recipe may be for another machine."""
+    from bench import catalog
 
-    try:
-        return f"loader {resolve_loader(loader)} here"
-    except UserError as e:
-        warnings.warn(f"{path}: {e}", BenchWarning)
-        return f"loader {loader}: not importable here"
+    name = catalog.LOADER_ALIASES.get(loader, loader)
+    errors = {}  # the loaders tried before the one taken: why each does not import
+    for candidate in catalog.AUTO_LOADERS if name == "auto" else (name,):
+        record = catalog.LOADERS[candidate]
+        errors[candidate] = _import_error(record.requires) if record.requires else None
+        if errors[candidate] is None:
+            break
+    for skipped, error in errors.items():
+        if error is not None and name == "auto":
+            warnings.warn(f"{path}: {catalog.LOADERS[skipped].fallback(candidate, error)}", BenchWarning)
+        elif error is not None:
+            what = f"key 'data.loader' is '{name}' but {record.requires} does not import here ({error})"
+            warnings.warn(f"{path}: {what}", BenchWarning)
+            return f"loader {name}: not importable here"
+    return f"loader {candidate} here"
+
+
+@functools.cache
+def _import_error(module: str) -> str | None:
+    """A loader's module imported in a child process (DALI's import is heavy; validate's process stays light)."""
+    from bench import catalog
+
+    record = next(r for r in catalog.LOADERS.values() if r.requires == module)
+    code = f"from bench import catalog; print(catalog.LOADERS[{record.name!r}].import_error() or '')"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    return done.stdout.strip() or (None if done.returncode == 0 else f"exit code {done.returncode}")
 
 
 def _dead_params(path: str, r, schema_only: bool) -> str:

@@ -57,18 +57,10 @@ def resolve_loader(loader: str) -> str:
     return loader
 
 
-def auto_fallback(name: str, chosen: str) -> str:
-    """Why `data.loader: auto` took `chosen` over `name`, the loader it prefers, in one sentence."""
-    record = catalog.LOADERS[name]
-    return (
-        f"data.loader auto uses {chosen}: {record.requires} does not import ({record.import_error()}); "
-        f"install {record.install} for the {name} loader"
-    )
-
-
 @functools.cache
 def _warn_fallback(name: str, chosen: str) -> None:  # once a process: a run builds its data more than once
-    warnings.warn(auto_fallback(name, chosen), BenchWarning, stacklevel=3)
+    record = catalog.LOADERS[name]
+    warnings.warn(record.fallback(chosen, record.import_error()), BenchWarning, stacklevel=3)
 
 
 @dataclass
