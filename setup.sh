@@ -1,9 +1,33 @@
 #!/usr/bin/env bash
 # Set up from nothing: a virtual environment in .venv with bench and its
 # dependencies, at the tested torch/torchvision versions. Safe to run again.
+#
+# CUDA flavour (torch's build and DALI's extra), docs/cluster.md:
+#   BENCH_CUDA=13    CUDA 13 builds (driver R580 or newer): torch's default wheels, bench[dali-cuda13]
+#   BENCH_CUDA=12    CUDA 12 builds (driver R525 or newer): torch from $TORCH_CUDA12_INDEX, bench[dali-cuda12]
+#   BENCH_CUDA=cpu   no GPU: torch's default wheels, bench[dali-cuda13] for DALI's CPU pipelines
+# Unset: read from the driver (nvidia-smi's "CUDA Version", the newest CUDA it runs): 13 or newer -> 13,
+# 12.x -> 12; no nvidia-smi -> cpu (what a machine without a GPU installed before this choice existed).
 set -euo pipefail
 cd "$(dirname "$0")"
 PYTHON=${PYTHON:-python3}
+TORCH_CUDA12_INDEX=${TORCH_CUDA12_INDEX:-https://download.pytorch.org/whl/cu129}
+
+driver_cuda() {  # the major CUDA version the driver runs, or nothing
+    command -v nvidia-smi >/dev/null || return 0
+    nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9]*\)\..*/\1/p' | head -n 1
+}
+cuda=${BENCH_CUDA:-$(driver_cuda)}
+cuda=${cuda:-cpu}
+case "$cuda" in
+    cpu) dali=dali-cuda13; torch_index=() ;;
+    12) dali=dali-cuda12; torch_index=(--index-url "$TORCH_CUDA12_INDEX") ;;
+    13 | 1[4-9]) cuda=13; dali=dali-cuda13; torch_index=() ;;
+    *) echo "setup.sh: BENCH_CUDA (or the driver's CUDA) is '$cuda'; bench installs 12, 13 or cpu builds" \
+        "(a driver older than CUDA 12 needs updating: docs/cluster.md)" >&2; exit 2 ;;
+esac
+echo "setup.sh: CUDA flavour $cuda (torch ${torch_index[*]:-default wheels}, bench[$dali])"
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q torch==2.14.1 torchvision==0.29.1 -e '.[test,tensorboard,wandb]'
+.venv/bin/python -m pip install -q "${torch_index[@]}" torch==2.14.1 torchvision==0.29.1
+.venv/bin/python -m pip install -q torch==2.14.1 torchvision==0.29.1 -e ".[test,tensorboard,wandb,$dali]"

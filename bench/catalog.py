@@ -280,19 +280,32 @@ class Loader:
     install: str | None = None  # the package that provides it
 
     def available(self) -> bool:
+        return self.import_error() is None
+
+    def fallback(self, chosen: str, error: str) -> str:
+        """Why `data.loader: auto` took `chosen` over this loader, in one sentence."""
+        return (
+            f"data.loader auto uses {chosen}: {self.requires} does not import ({error}); "
+            f"install {self.install} for the {self.name} loader"
+        )
+
+    def import_error(self) -> str | None:
+        """Why `requires` does not import here (the exception, one line), or None when it does."""
         if self.requires is None:
-            return True
+            return None
         try:
             importlib.import_module(self.requires)
-        except Exception:  # noqa: BLE001 - an ImportError, or a broken CUDA install underneath
-            return False
-        return True
+        except Exception as e:  # noqa: BLE001 - an ImportError, or a broken CUDA install underneath
+            return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}".rstrip(": ")
+        return None
 
 
 LOADERS = {
     r.name: r
     for r in (
-        Loader("dali", "bench.data.dali", True, requires="nvidia.dali", install="nvidia-dali-cuda130"),
+        Loader(
+            "dali", "bench.data.dali", True, requires="nvidia.dali", install="bench[dali-cuda13] or bench[dali-cuda12]"
+        ),
         Loader("torchvision", "bench.data.torchvision", True),
         Loader("random", "bench.data.random_tensors", False),
     )

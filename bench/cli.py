@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
+import subprocess
 import sys
 import time
 import warnings
@@ -88,13 +90,7 @@ def cmd_validate(args) -> int:
     from bench.engine.plan import recipe_plan
 
     for path in args.recipes:
-        if sweep.is_sweep_file(path):  # recipes/demo.yaml: each trial's recipe loads as `bench run` loads it
-            if args.set:
-                raise UserError(f"{path}: a sweep file takes no --set (its own set: key overrides its base recipe)")
-            trials = sweep.expand(path, sweep.load(path))
-            print(
-                f"{path}: ok (a sweep file: {len(trials)} trial recipes, before reruns; `bench sweep --list` lists them)"
-            )
+        if _validate_sweep(path, args):
             continue
         r = recipe.load(path, args.set)
         skipped = [] if args.models else ["the dead-parameter probe (--models runs it)"]
@@ -115,10 +111,70 @@ def cmd_validate(args) -> int:
             warnings.warn(f"{path}: {said}", BenchWarning)
         dead = _dead_params(path, r, args.schema_only) if args.models else ""
         print(
-            f"{path}: ok ({r.name}: {r.model.name}, {r.optimizer.name}, global_batch {r.global_batch}{dead})"
-            + (f"; not checked: {', '.join(skipped)}" if skipped else "")
+            f"{path}: ok ({r.name}: {r.model.name}, {r.optimizer.name}, global_batch {r.global_batch}, "
+            f"{_loader_here(path, r.data.loader)}{dead})" + (f"; not checked: {', '.join(skipped)}" if skipped else "")
         )
     return 0
+
+
+def _validate_sweep(path: str, args) -> bool:
+    """A sweep file is validated as `bench sweep` reads it: the file, every trial's recipe and batch plan, the
+    search's warnings; True if it was one."""
+    from bench import sweep
+    from bench.engine.plan import recipe_plan
+
+    if not sweep.is_sweep_file(path):
+        return False
+    if args.set:
+        raise UserError(f"{path}: a sweep file takes no --set; put overrides in its `set`")
+    spec = sweep.load(path)
+    trials = sweep.expand(path, spec)
+    for t in {(t.arm, t.batch): t for t in trials}.values():
+        try:
+            recipe_plan(t.recipe, 1, groups=t.recipe.micro_batch != "auto")
+        except UserError as e:
+            raise UserError(f"{path}: trial {t.name}: {e}") from None
+    for warning in sweep.search_warnings(spec):
+        warnings.warn(f"{path}: {warning}", BenchWarning)
+    print(
+        f"{path}: ok (sweep {spec.name}: {len(trials)} trials, arms {', '.join(spec.arms)}, batches "
+        f"{', '.join(map(str, spec.batches))}); not checked: the data (bench validate the base recipe checks it)"
+    )
+    return True
+
+
+def _loader_here(path: str, loader: str) -> str:
+    """The loader a run of the recipe would use on this machine, as bench.data.resolve_loader picks it (auto's
+    fallback warned, with its import error). A named loader that does not import here is a warning, not an error:
+    the recipe may be for another machine."""
+    from bench import catalog
+
+    name = catalog.LOADER_ALIASES.get(loader, loader)
+    errors = {}  # the loaders tried before the one taken: why each does not import
+    for candidate in catalog.AUTO_LOADERS if name == "auto" else (name,):
+        record = catalog.LOADERS[candidate]
+        errors[candidate] = _import_error(record.requires) if record.requires else None
+        if errors[candidate] is None:
+            break
+    for skipped, error in errors.items():
+        if error is not None and name == "auto":
+            warnings.warn(f"{path}: {catalog.LOADERS[skipped].fallback(candidate, error)}", BenchWarning)
+        elif error is not None:
+            what = f"key 'data.loader' is '{name}' but {record.requires} does not import here ({error})"
+            warnings.warn(f"{path}: {what}", BenchWarning)
+            return f"loader {name}: not importable here"
+    return f"loader {candidate} here"
+
+
+@functools.cache
+def _import_error(module: str) -> str | None:
+    """A loader's module imported in a child process (DALI's import is heavy; validate's process stays light)."""
+    from bench import catalog
+
+    record = next(r for r in catalog.LOADERS.values() if r.requires == module)
+    code = f"from bench import catalog; print(catalog.LOADERS[{record.name!r}].import_error() or '')"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    return done.stdout.strip() or (None if done.returncode == 0 else f"exit code {done.returncode}")
 
 
 def _dead_params(path: str, r, schema_only: bool) -> str:
@@ -363,18 +419,26 @@ def _sweep(args) -> int:
 
     spec = sweep.load(args.sweep)
     if args.list:
-        print(sweep.trial_table(sweep.expand(args.sweep, spec)), end="")
+        trials = sweep.expand(args.sweep, spec)
+        print(sweep.trial_table(trials), end="")
+        for warning in sweep.search_warnings(spec):
+            print(f"bench: warning: {args.sweep}: {warning}", file=sys.stderr)
+        print("\n" + _sweep_cost(args, spec, trials))
         return 0
     results = Path(args.out or Path("results") / spec.name)
     plots = Path(args.plots or Path("plots") / spec.name)
     try:
-        runs, waiting = sweep.run_sweep(args.sweep, results, args.only, args.allow_dirty, args.allow_mixed_kernels)
+        runs, waiting, held = sweep.run_sweep(
+            args.sweep, results, args.only, args.allow_dirty, args.allow_mixed_kernels
+        )
     except sweep.Preempted as e:
         print(f"preempted: {e}; run the same command to resume")
         return stop_code(e.signal_name)
-    if waiting:
+    if held:  # the process that finishes them writes the tables, with every run in
+        print(f"nothing left to claim: other processes hold {len(held)} run(s) ({', '.join(held)}); they go on")
+    elif waiting:
         print("not complete yet (run the same command again): " + "; ".join(waiting))
-    if args.only:
+    if args.only or held:
         return 0
     from bench.analysis import commands as analysis_commands
 
@@ -383,11 +447,54 @@ def _sweep(args) -> int:
     return 0
 
 
+def _sweep_cost(args, spec, trials) -> str:
+    """The runs of `bench sweep --list` and their GPU-hours of training at a stated throughput (evaluation and
+    start-up left out)."""
+    from bench import sweep
+    from bench.analysis import project
+
+    n = sweep.run_counts(spec, trials)
+    said = (
+        f"{n['trials']:,} trials + at most {n['reruns']:,} reruns = at most {n['trials'] + n['reruns']:,} runs"
+        f" ({len(spec.arms)} arms x {len(spec.batches)} batches; reruns: top {spec.reruns.top} x "
+        f"{len(spec.reruns.seeds)} seeds a cell, {len(spec.reruns.matched)} matched pair(s))"
+    )
+    base = trials[0].recipe
+    resnet50 = base.model.name == "resnet50" and base.data.image_size == 224
+    if args.throughput:
+        speed, words = args.throughput, f"{args.throughput:,.0f} img/s per GPU (given)"
+    elif resnet50:
+        presets = project.load_presets()
+        name = presets.clusters["dgx-h100"].accelerator
+        speed, words = (
+            presets.accelerators[name].images_per_second,
+            project.stack_words(name, presets.accelerators[name]),
+        )
+    else:
+        return f"{said}\nGPU-hours: give --throughput IMG_S for {base.model.name} at {base.data.image_size} px"
+    try:
+        images, whose = sweep._train_size(spec), "training images"
+    except UserError:
+        if not resnet50:
+            return f"{said}\nGPU-hours: not known here (the training data is not where the base recipe says)"
+        images, whose = project.IMAGENET_TRAIN_IMAGES, "training images (ImageNet-1k's: the data is not here)"
+    trial_h, rerun_h = (n[k] * images / speed / 3600 for k in ("trial_epochs", "rerun_epochs"))
+    return (
+        f"{said}\nGPU-hours of training: {_hours(trial_h)} trials + at most {_hours(rerun_h)} reruns = at most "
+        f"{_hours(trial_h + rerun_h)}, for {images:,} {whose} an epoch at {words}"
+    )
+
+
+def _hours(h: float) -> str:
+    return f"{h:,.0f}" if h >= 10 else f"{h:.2g}"
+
+
 def _submit_sweep(args) -> tuple[str, str]:
     """A sweep file's job array: `--array` workers (default: one per trial, at most 64), one GPU each (or
     none, on CPU nodes)."""
     from bench import sweep
     from bench.engine import launch
+    from bench.engine.plan import recipe_plan
 
     spec = sweep.load(args.recipe)
     trials = sweep.expand(args.recipe, spec)  # bad input stops here, before anything is written
@@ -408,6 +515,15 @@ def _submit_sweep(args) -> tuple[str, str]:
         )
     out = args.out if args.out != str(DEFAULT_RESULTS) else str(Path("results") / spec.name)
     tasks = args.array or min(len(trials), 64)
+    plans: dict[int, dict[str, list[str]]] = {}  # batch -> plan -> arms (one line a batch where the arms agree)
+    for t in trials:
+        arms = plans.setdefault(t.batch, {}).setdefault(_plan_note(t.recipe, recipe_plan(t.recipe, 1)), [])
+        arms += [t.arm] if t.arm not in arms else []
+    notes = [
+        f"batch {batch}{'' if len(by) == 1 else ', ' + ', '.join(arms)}: {note}"
+        for batch, by in plans.items()
+        for note, arms in by.items()
+    ]
     return spec.name, launch.sbatch_array_script(
         ["sweep", args.recipe, "--out", out],
         tasks,
@@ -416,7 +532,14 @@ def _submit_sweep(args) -> tuple[str, str]:
         Path.cwd(),
         args.gpus_per_node,
         args.cpus_per_worker,
+        tuple(notes),
     )
+
+
+def _plan_note(recipe, plan) -> str:
+    """The batch plan as `bench run` prints it; micro_batch auto's is the cap's, which the device may lower."""
+    lowered = "; micro_batch auto: the device's memory may lower it" if recipe.micro_batch == "auto" else ""
+    return f"plan: {plan}{lowered}"
 
 
 def _slurm(args):
@@ -440,7 +563,7 @@ def cmd_submit(args) -> int:
     else:
         r = _recipe(args, notes)
         workers = args.workers_per_node or args.gpus_per_node or 1
-        recipe_plan(r, args.nodes * workers)  # an impossible plan is refused before the queue
+        plan = recipe_plan(r, args.nodes * workers)  # an impossible plan is refused before the queue
         name, script = (
             r.name,
             launch.sbatch_script(
@@ -452,6 +575,7 @@ def cmd_submit(args) -> int:
                 Path.cwd(),
                 workers,
                 args.cpus_per_worker,
+                (_plan_note(r, plan),),
             ),
         )
     if args.dry_run:
@@ -565,7 +689,18 @@ def parser() -> argparse.ArgumentParser:
         "then report the verdict (bench/sweep.py documents the sweep file)",
     )
     s.add_argument("sweep", metavar="SWEEP")
-    s.add_argument("--list", action="store_true", help="print the trials (a markdown table) without running")
+    s.add_argument(
+        "--list",
+        action="store_true",
+        help="print the trials (a markdown table), the search's warnings, the runs and their GPU-hours, and exit",
+    )
+    s.add_argument(
+        "--throughput",
+        type=float,
+        metavar="IMG_S",
+        help="with --list: training images/s per GPU for the GPU-hours (default, ResNet-50 at 224 px only: "
+        "NVIDIA's MLPerf H100 figure, not bench's; `bench perf train RECIPE --device cuda` measures bench's)",
+    )
     s.add_argument("--only", metavar="TEXT", help="run only the trials whose names contain TEXT (no reruns, no report)")
     s.add_argument("--out", help="results directory (default: results/<sweep name>)")
     s.add_argument("--plots", help="plots directory (default: plots/<sweep name>)")

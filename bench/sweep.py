@@ -18,7 +18,8 @@ A sweep file names a base recipe and crosses optimizer "arms" with global batche
     trials: 8                               # per (arm, batch) and study
     studies: 3                              # independent studies (each its own scramble; default 1)
     seed: 0                                 # the search's seed; trials train with seed `trial_seed`
-    budget: {epochs: 3}                     # or {steps: N} or {images: N}, per run
+    budget: {epochs: 3}                     # or {steps: N} or {images: N}, per run; or by batch:
+                                            # {16: {epochs: 2}, 64: {epochs: 3}, ...}, one for each batch
     select: {split: holdout, metric: top1}  # holdout | validation; top1 | steps_to_target (validation only)
     reruns: {seeds: [1, 2, 3], top: 2, matched: [[vrgd_lars, lars]]}
     local: {key: optimizer.lr, factor: 1.41421, steps: 1, extend: 2}   # a local stage (default: none)
@@ -50,17 +51,21 @@ Choices where the papers leave room, named:
 - `<results>/<name>.sweep.yaml`: the sweep as run, beside its runs, for the tuning table (searched and fixed
   keys); the runs' recipes do not carry it.
 - Reruns use seeds other than the trials' seed, so the quoted figures carry no selection luck.
-- Each trial is claimed by an exclusive lock on `<results>/<name>/.claim` while it trains, so
-  several processes (or nodes on a shared file system) can run one sweep: a trial is trained once.
+- Each trial is claimed by a file created atomically in `<results>/<name>/` while it trains (Claim; no
+  flock, which Lustre and BeeGFS may refuse or keep per node), so several processes (or nodes on a shared
+  file system) can run one sweep: a trial is trained once. A process with nothing left to claim ends; the
+  reruns of a cell start in whichever process finds its trials all finished.
 """
 
 from __future__ import annotations
 
-import fcntl
 import itertools
 import json
 import math
+import os
+import socket
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -190,7 +195,10 @@ class SweepSpec(_Strict):
     studies: PositiveInt = 1
     seed: NonNegativeInt = 0
     trial_seed: NonNegativeInt = 0
-    budget: Budget
+    budget: Budget | dict[PositiveInt, Budget] = Field(
+        description="one budget for every run, or one per batch ({32768: {epochs: 72}, 65536: {epochs: 86}}: "
+        "MLPerf's epochs differ by batch)"
+    )
     select: Select = Select()
     reruns: Reruns
     local: Local | None = Field(None, description="a local stage after the trials (null: none)")
@@ -203,6 +211,13 @@ class SweepSpec(_Strict):
     def _consistent(self):
         if len(set(self.batches)) != len(self.batches):
             raise ValueError("batches: each batch once")
+        if isinstance(self.budget, dict) and set(self.budget) != set(self.batches):
+            missing, extra = set(self.batches) - set(self.budget), set(self.budget) - set(self.batches)
+            raise ValueError(
+                "budget: a budget by batch gives one for each of the batches and no other"
+                + (f"; none for {', '.join(map(str, sorted(missing)))}" if missing else "")
+                + (f"; {', '.join(map(str, sorted(extra)))} is not in batches" if extra else "")
+            )
         for label, arm in self.arms.items():
             recipe_mod.check_path_component(label, f"arms.{label}")
             if not arm.space:
@@ -245,6 +260,11 @@ class SweepSpec(_Strict):
                 "so their figures carry no selection luck"
             )
         return self
+
+
+def budget_at(spec: SweepSpec, batch: int) -> Budget:
+    """The budget of the runs at `batch`: the sweep's, or its batch's."""
+    return spec.budget[batch] if isinstance(spec.budget, dict) else spec.budget
 
 
 @dataclass(frozen=True)
@@ -338,7 +358,8 @@ def _train_size(spec: SweepSpec) -> int:
 
 def expand(path: str | Path, spec: SweepSpec) -> list[Trial]:
     """Every trial of the sweep, in running order (round-robin over cells); bad input raises UserError."""
-    train_size = None if spec.budget.epochs is not None else _train_size(spec)
+    in_epochs = all(budget_at(spec, batch).epochs is not None for batch in spec.batches)
+    train_size = None if in_epochs else _train_size(spec)
     cells = []
     for study in range(spec.studies):
         for label, arm in spec.arms.items():
@@ -354,7 +375,14 @@ def expand(path: str | Path, spec: SweepSpec) -> list[Trial]:
             tags["select"] = spec.select.metric
         try:
             recipe = _recipe(
-                spec, label, batch, point, spec.budget.epochs_at(batch, train_size or 1), spec.trial_seed, name, tags
+                spec,
+                label,
+                batch,
+                point,
+                budget_at(spec, batch).epochs_at(batch, train_size or 1),
+                spec.trial_seed,
+                name,
+                tags,
             )
         except UserError as e:
             raise UserError(f"{path}: trial {name}: {e}") from None
@@ -448,25 +476,90 @@ def all_reruns(spec: SweepSpec, ranked: dict[tuple, list[Trial]]) -> list[Trial]
 
 
 class Claim:
-    """An exclusive lock on <results>/<name>/.claim: held while this process trains the trial; released
-    when the process ends, however it ends."""
+    """A trial claimed by this process while it trains, through files any shared file system keeps atomic
+    (NFS, Lustre, BeeGFS, GPFS; no flock): <results>/<name>/.claim-<g>, created with O_CREAT | O_EXCL and naming
+    its holder (host, pid, time, SLURM job and restart count). The claim of the highest generation g holds the
+    trial unless it is stale: its holder is a process gone from this host, or an earlier start of this SLURM job
+    (a requeued job retakes its own trials). A stale claim is taken over by creating generation g + 1 (one
+    process wins the O_EXCL) and then checking that g is still the claim judged stale. Released (its file
+    removed) when the trial ends, however it ends but a kill."""
 
     def __init__(self, results: Path, name: str):
-        folder = Path(results) / name
-        folder.mkdir(parents=True, exist_ok=True)
-        self._file = open(folder / ".claim", "w")
+        self._folder = Path(results) / name
+        self._folder.mkdir(parents=True, exist_ok=True)
+        self._path = None
 
-    def take(self, wait: bool = False) -> bool:
-        """The lock, if free (or, with `wait`, once its holder lets go)."""
-        try:
-            fcntl.flock(self._file, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-            return True
-        except BlockingIOError:
-            self._file.close()
+    def take(self) -> bool:
+        """The trial, if nobody holds it (the holder is a live process, or one this rule cannot call dead)."""
+        claims = sorted(self._folder.glob(".claim-*"), key=_generation)
+        if not claims:
+            return self._create(0)
+        last = claims[-1]
+        holder = _read_claim(last)
+        if not _stale(holder) or not self._create(_generation(last) + 1):
             return False
+        if _read_claim(last) != holder:  # someone took it over and released it meanwhile: theirs, not ours
+            self.release()
+            return False
+        last.unlink(missing_ok=True)
+        return True
+
+    def _create(self, generation: int) -> bool:
+        path = self._folder / f".claim-{generation}"
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "w") as f:
+            json.dump(_holder(), f)
+        self._path = path
+        return True
 
     def release(self) -> None:
-        self._file.close()
+        if self._path is not None:
+            self._path.unlink(missing_ok=True)
+            self._path = None
+
+
+def _generation(path: Path) -> int:
+    return int(path.name.rpartition("-")[2]) if path.name.rpartition("-")[2].isdigit() else -1
+
+
+def _holder() -> dict:
+    return {
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "time": time.time(),
+        "job": os.environ.get("SLURM_JOB_ID"),
+        "restart": int(os.environ.get("SLURM_RESTART_COUNT") or 0),
+    }
+
+
+def _read_claim(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None  # gone, or being written: not stale
+
+
+def _stale(holder: dict | None) -> bool:
+    """Whether a claim's holder is known to be gone: an earlier start of this SLURM job, or a process that no
+    longer exists on this host. A holder killed on another node outside SLURM's requeue is not known to be gone
+    (docs/cluster.md: remove its .claim file)."""
+    if not holder:
+        return False
+    me = _holder()
+    if holder.get("job") and holder["job"] == me["job"] and holder.get("restart", 0) < me["restart"]:
+        return True
+    if holder.get("host") != me["host"]:
+        return False
+    try:
+        os.kill(holder["pid"], 0)
+    except ProcessLookupError:
+        return True
+    except (OSError, KeyError, TypeError):
+        return False
+    return False
 
 
 def selection_score(run: Path, recipe: recipe_mod.Recipe, select: Select) -> tuple:
@@ -492,27 +585,24 @@ class Progress:
     best: dict = field(default_factory=dict)  # (arm, batch) -> (score, trial name)
 
 
-def run_trials(trials: list[Trial], results: Path, spec: SweepSpec, bar, progress: Progress) -> dict[str, Path]:
-    """Train every trial not finished yet; returns name -> finished run. A trial another process holds
-    (a job array's other tasks) is left to it until this process has nothing else to do, then waited
-    for: every process ends with the same finished trials, so each picks the same best and no rerun is
-    left to a process that has already gone."""
-    finished, held_elsewhere = {}, []
+def run_trials(
+    trials: list[Trial], results: Path, spec: SweepSpec, bar, progress: Progress
+) -> tuple[dict[str, Path], list[Trial]]:
+    """Train every trial not finished yet that no other process holds; returns name -> finished run, and the
+    trials other processes hold (a job array's other tasks). A process never waits for another's
+    trial: it would hold its GPU idle for hours; the holder goes on to what depends on it (run_sweep)."""
+    finished, held = {}, []
     for trial in trials:
         run = finished_run(results, trial.recipe)
         if run is None:
             claim = Claim(results, trial.name)
             if not claim.take():
-                held_elsewhere.append(trial)
+                held.append(trial)
+                bar.update(1)
                 continue
             run = _train_claimed(trial, results, claim, bar)
         _finished(trial, run, finished, spec, bar, progress)
-    for trial in held_elsewhere:
-        bar.set_postfix_str(f"waiting for {trial.name} (another process)")
-        claim = Claim(results, trial.name)
-        claim.take(wait=True)
-        _finished(trial, _train_claimed(trial, results, claim, bar), finished, spec, bar, progress)
-    return finished
+    return finished, held
 
 
 def _train_claimed(trial: Trial, results: Path, claim: Claim, bar) -> Path | None:
@@ -674,9 +764,11 @@ def run_sweep(
     only: str | None = None,
     allow_dirty: bool = False,
     allow_mixed_kernels: bool = False,
-) -> tuple[list[Trial], list[str]]:
-    """Run the trials, then the reruns of each cell's best trial; returns (all trials and reruns, waiting
-    cells). `only`: run just the trials whose names contain it (no reruns). Refuses an uncommitted tree or a
+) -> tuple[list[Trial], list[str], list[str]]:
+    """Run the trials nobody holds, then the reruns of each cell whose trials have all finished; returns (all
+    trials and reruns, waiting cells, the runs other processes hold). A process whose trials other processes
+    hold ends without waiting: the one that finishes a cell's last trial finds the cell complete and starts its
+    reruns. `only`: run just the trials whose names contain it (no reruns). Refuses an uncommitted tree or a
     kernel platform other than the study's (check_provenance)."""
     from tqdm import tqdm
 
@@ -691,17 +783,35 @@ def run_sweep(
         raise UserError(f"--only {only!r}: no trial of {path} has that in its name (see bench sweep {path} --list)")
     progress = Progress()
     with tqdm(total=len(chosen), unit="trial", desc=f"sweep {spec.name}", dynamic_ncols=True) as bar:
-        finished = run_trials(chosen, results, spec, bar, progress)
+        _, held = run_trials(chosen, results, spec, bar, progress)
     if only:
-        return chosen, []
+        return chosen, [], held
+    # other processes finished trials meanwhile: the cells are read from the results, not from this process
+    finished = {t.name: run for t in trials if (run := finished_run(results, t.recipe)) is not None}
     ranked, waiting = ranked_trials(trials, finished, spec)
     if spec.local is not None:
         trials = trials + local_stage(spec, trials, ranked, finished, results, progress)
         ranked, waiting = ranked_trials(trials, finished, spec)
     reruns = all_reruns(spec, ranked)
     with tqdm(total=len(reruns), unit="run", desc=f"reruns {spec.name}", dynamic_ncols=True) as bar:
-        run_trials(reruns, results, spec, bar, progress)
-    return trials + reruns, waiting
+        _, held_reruns = run_trials(reruns, results, spec, bar, progress)
+    # held runs the others finished meanwhile are in: the process that finishes last sees none held, and writes
+    return trials + reruns, waiting, [t.name for t in held + held_reruns if finished_run(results, t.recipe) is None]
+
+
+def run_counts(spec: SweepSpec, trials: list[Trial]) -> dict[str, float]:
+    """The runs the sweep will train and the training images they take: its trials, and at most (every cell
+    trained, no matched pair at the same point) reruns.top x seeds reruns a cell and 2 x seeds matched runs a
+    pair and batch, each at its cell's epochs."""
+    epochs = {t.batch: t.recipe.epochs for t in trials}  # a cell's trials share its budget
+    seeds = len(spec.reruns.seeds)
+    per_batch = len(spec.arms) * spec.reruns.top * seeds + len(spec.reruns.matched) * 2 * seeds
+    return {
+        "trials": len(trials),
+        "reruns": per_batch * len(spec.batches),
+        "trial_epochs": sum(t.recipe.epochs for t in trials),
+        "rerun_epochs": per_batch * sum(epochs.values()),
+    }
 
 
 def local_stage(spec: SweepSpec, trials: list[Trial], ranked: dict, finished: dict, results: Path, progress) -> list:

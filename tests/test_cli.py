@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from bench.cli import main
+from bench.data import resolve_loader
 from bench.engine.rundir import versions
 from tests.conftest import RECIPES
 
@@ -237,9 +238,10 @@ target_top1: 80
     assert len(counts) == 2 and all(688_128 <= c <= 688_200 for c in counts), counts
     said = re.sub(r"\(688,\d{3} of", "(688,128 of", done.stdout + done.stderr)
     stdout, stderr = said[: len(done.stdout)], said[len(done.stdout) :]
+    HERE = resolve_loader("auto")  # noqa: N806 - the loader a run would use here, as validate names it
     assert stdout.splitlines() == [
-        f"{small}: ok (small: resnet18, lars, global_batch 64, dead parameters 55.1% (688,128 of 1,248,906) at 28 px)",
-        f"{big}: ok (big: resnet20_cifar, lars, global_batch 64, dead parameters 0.0% (0 of 269,722) at 224 px)",
+        f"{small}: ok (small: resnet18, lars, global_batch 64, loader {HERE} here, dead parameters 55.1% (688,128 of 1,248,906) at 28 px)",
+        f"{big}: ok (big: resnet20_cifar, lars, global_batch 64, loader {HERE} here, dead parameters 0.0% (0 of 269,722) at 224 px)",
     ]
     first, second = stderr.splitlines()
     assert (

@@ -101,3 +101,44 @@ def test_training_batches_do_not_depend_on_worker_count(tiny_dataset, loader):
         return next(build(spec, 16, 8, 0, 1, seed=0).train(3, 4))[0]
 
     assert torch.equal(first_batch(0), first_batch(2))
+
+
+def test_auto_falls_back_to_torchvision_with_one_warning_naming_the_import_error(tmp_path, monkeypatch, capsys):
+    """DALI does not import (here: blocked in sys.modules): `data.loader: auto` takes torchvision, says why once
+    a process (the exception, and what to install), and `bench validate` names the loader a run would use."""
+    import os
+    import sys
+    import warnings
+
+    from bench import cli
+    from bench.cli import main
+    from bench.data import pipeline
+    from tests.conftest import RECIPES
+
+    monkeypatch.setitem(sys.modules, "nvidia.dali", None)
+    pipeline._warn_fallback.cache_clear()
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        assert [pipeline.resolve_loader("auto") for _ in range(3)] == ["torchvision"] * 3
+    [warning] = [str(w.message) for w in said]
+    assert warning.startswith("data.loader auto uses torchvision: nvidia.dali does not import (ModuleNotFoundError: ")
+    assert warning.endswith("; install bench[dali-cuda13] or bench[dali-cuda12] for the dali loader")
+    pipeline._warn_fallback.cache_clear()
+    # validate imports the loader in a child process (its own stays free of torch and DALI): a DALI that fails
+    # to import there, as a broken CUDA install does
+    fake = tmp_path / "site" / "nvidia" / "dali"
+    fake.mkdir(parents=True)
+    (fake.parent / "__init__.py").write_text("")
+    (fake / "__init__.py").write_text("raise ImportError('libcudart.so.13: cannot open shared object file')")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(fake.parents[1]), os.environ.get("PYTHONPATH", "")]))
+    cli._import_error.cache_clear()
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        assert main(["validate", str(RECIPES / "demo.yaml"), "--schema-only"]) == 0
+    cli._import_error.cache_clear()
+    assert ", loader torchvision here)" in capsys.readouterr().out
+    assert [str(w.message) for w in said] == [
+        f"{RECIPES / 'demo.yaml'}: data.loader auto uses torchvision: nvidia.dali does not import (ImportError: "
+        "libcudart.so.13: cannot open shared object file); install bench[dali-cuda13] or bench[dali-cuda12] for the "
+        "dali loader"
+    ]

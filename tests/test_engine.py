@@ -51,6 +51,7 @@ def test_plan(args, want):
         ((96, "auto", 4, 6, 256), ["gsnr_groups 6", "4 ranks"]),
         ((96, "auto", 2, 64, 256), ["gsnr_groups 64", "equal groups"]),
         ((96, 16, 1, 12, 256), ["micro_batch 16", "group of 8 images"]),
+        ((32768, 512, 1, 128, 256), ["micro_batch 512 does not divide the group of 256 images", "over 1 rank)"]),
     ],
 )
 def test_impossible_plans_name_the_numbers(args, words):
@@ -191,7 +192,9 @@ def test_submit_dry_run_prints_an_sbatch_script_calling_torchrun(tmp_path):
         "--set global_batch=32768",
     ):
         assert line in script
-    assert script.startswith("#!/bin/bash") and "srun " in script
+    assert script.startswith("#!/bin/bash") and 'srun --cpus-per-task="$SLURM_CPUS_PER_TASK" ' in script
+    plan = "# plan: 32 ranks x 4 micro-batches x 256 images = batch 32768; 128 gradient groups of 1 micro-batch(es)"
+    assert plan + "; micro_batch auto: the device's memory may lower it\n" in script  # as bench run prints it
     assert "#SBATCH --cpus-per-task=64" in script and "--tensorboard" not in script
 
 
@@ -292,7 +295,7 @@ target_top1: 50
 """
     done = run_cli("run", str(write_recipe(tmp_path / "huge.yaml", text)), "--out", str(tmp_path), "--no-progress")
     assert done.returncode == 0, done.stderr
-    assert "1 ranks x 24 micro-batches x 4096 images = batch 98304; 24 gradient groups" in done.stdout
+    assert "1 rank x 24 micro-batches x 4096 images = batch 98304; 24 gradient groups" in done.stdout
     [run] = (tmp_path / "huge").iterdir()
     meta = json.loads((run / "meta.json").read_text())
     assert meta["status"] == "completed" and meta["total_steps"] == 1

@@ -8,6 +8,7 @@ import yaml
 
 from bench import recipe
 from bench.cli import main
+from bench.data import resolve_loader
 from bench.errors import UserError
 from tests.conftest import RECIPES, write_recipe
 
@@ -397,7 +398,7 @@ def test_validate_refuses_what_run_refuses_and_names_what_it_did_not_check(tmp_p
         )
     code, said = validate("--models")
     assert code == 0 and said.out.strip() == (
-        f"{path}: ok (r: resnet10t, sgd, global_batch 64, dead parameters 55.9% (2,752,512 of 4,924,540) at 32 px)"
+        f"{path}: ok (r: resnet10t, sgd, global_batch 64, loader {resolve_loader('auto')} here, dead parameters 55.9% (2,752,512 of 4,924,540) at 32 px)"
     )  # nothing skipped
 
     code, said = validate("--models", "--set", "optimizer.name=vrgd_sgd", "--set", "micro_batch=64")

@@ -555,7 +555,7 @@ def test_the_sbatch_script_checkpoints_on_sigusr1_and_requeues_the_job(recipe, r
     resumes to the uninterrupted run's result (tests/test_slurm.py does it under a real SLURM)."""
     fake = tmp_path / "bin"
     fake.mkdir()
-    (fake / "srun").write_text('#!/bin/sh\necho $$ > "$STEP"\nexec "$@"\n')
+    (fake / "srun").write_text('#!/bin/sh\necho $$ > "$STEP"\nshift  # --cpus-per-task\nexec "$@"\n')
     (fake / "scancel").write_text('#!/bin/sh\necho "$@" >> "$LOG.scancel"\nkill -TERM "$(cat "$STEP")"\n')
     (fake / "scontrol").write_text('#!/bin/sh\n[ "$1" = show ] && echo localhost && exit 0\necho "$@" >> "$LOG"\n')
     for tool in fake.iterdir():
@@ -564,11 +564,13 @@ def test_the_sbatch_script_checkpoints_on_sigusr1_and_requeues_the_job(recipe, r
     script = run_cli("submit", str(recipe), "--nodes", "1", "--gpus-per-node", "1", "--dry-run", "--out", str(results))
     assert script.returncode == 0, script.stderr
     assert "#SBATCH --signal=B:USR1@120" in script.stdout and "#SBATCH --requeue" in script.stdout
+    job_id = str(10000 + os.getpid() % 10000)  # not a fixed port: parallel runs of this test (xdist, others) collide
     env = dict(
         os.environ,
         PATH=f"{fake}:{os.environ['PATH']}",
-        SLURM_JOB_ID="4242",  # threads as the reference
+        SLURM_JOB_ID=job_id,  # the rendezvous port is 10000 + id mod 20000: one of this test's own
         SLURM_JOB_NODELIST="localhost",
+        SLURM_CPUS_PER_TASK="8",  # sbatch sets it from the script's --cpus-per-task
         LOG=str(tmp_path / "scontrol.log"),
         STEP=str(tmp_path / "step.pid"),
     )
@@ -579,13 +581,13 @@ def test_the_sbatch_script_checkpoints_on_sigusr1_and_requeues_the_job(recipe, r
     job.send_signal(signal.SIGUSR1)  # what --signal=B:USR1@120 does before the time limit
     out, err = job.communicate(timeout=300)
     assert job.returncode == 0, err[-3000:]
-    assert (tmp_path / "scontrol.log").read_text() == "requeue 4242\n"
-    assert (tmp_path / "scontrol.log.scancel").read_text() == "--signal=TERM 4242\n"
+    assert (tmp_path / "scontrol.log").read_text() == f"requeue {job_id}\n"
+    assert (tmp_path / "scontrol.log.scancel").read_text() == f"--signal=TERM {job_id}\n"
     run = only_run(results)
     assert json.loads((run / "meta.json").read_text())["status"] == "preempted"
     requeued = subprocess.run(["bash", "-c", script.stdout], env=env, capture_output=True, text=True, timeout=600)
     assert requeued.returncode == 0, requeued.stderr[-3000:]
-    assert (tmp_path / "scontrol.log").read_text() == "requeue 4242\n"  # finished: not requeued again
+    assert (tmp_path / "scontrol.log").read_text() == f"requeue {job_id}\n"  # finished: not requeued again
     assert_same(outcome(run), reference)
 
 

@@ -78,6 +78,8 @@ def submit(env, folder: Path, recipe_path: Path, *extra: str) -> str:
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
+    scripts = list((folder / "slurm").glob("*.sbatch"))  # srun gets the job's CPUs (Slurm >= 22.05 needs it said)
+    assert scripts and all('srun --cpus-per-task="$SLURM_CPUS_PER_TASK" ' in p.read_text() for p in scripts)
     return re.search(r"Submitted batch job (\d+)", done.stdout).group(1)
 
 

@@ -6,14 +6,13 @@ import os
 import signal
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from bench import recipe as recipe_mod
 from bench import sweep
 from bench.analysis import results, tuning
 from bench.analysis.paper import display
@@ -88,6 +87,11 @@ BAD = [
     ("neither range nor values", SWEEP.replace("{low: 0.0, high: 1.0}", "{scale: log}"), ["give low and high"]),
     ("two budgets", SWEEP.replace("budget: {epochs: 2}", "budget: {epochs: 2, steps: 10}"), ["exactly one of"]),
     ("no trials", SWEEP.replace("trials: 2\n", ""), ["trials: required"]),
+    (
+        "a budget by batch missing a batch",
+        SWEEP.replace("budget: {epochs: 2}", "budget: {64: {epochs: 2}}"),
+        ["one for each of the batches", "none for 32", "64 is not in batches"],
+    ),
     ("grid with a range", SWEEP + "search: grid\n", ["a grid needs a list of values"]),
     ("rerun seed = trial seed", SWEEP.replace("seeds: [1, 2]", "seeds: [0, 1]"), ["0 is the trials' seed"]),
     ("missing base", SWEEP.replace("base: base.yaml", "base: nowhere.yaml"), ["key 'base'", "nowhere.yaml"]),
@@ -171,6 +175,18 @@ def test_expansion_counts_round_robin_studies_and_grid(sweep_file):
     _, trials = load(sweep_file)
     assert sorted(t.recipe.optimizer.lr for t in trials if t.arm == "sgd") == [0.1, 0.2, 0.3]
     assert len([t for t in trials if t.arm == "lars"]) == 4
+
+
+def test_a_budget_by_batch_gives_each_batchs_runs_their_own(sweep_file):
+    sweep_file.write_text(
+        SWEEP.replace("batches: [32]", "batches: [32, 64]").replace(
+            "budget: {epochs: 2}", "budget: {32: {epochs: 2}, 64: {steps: 4}}"
+        )
+    )
+    spec, trials = load(sweep_file)
+    assert {(t.batch, t.recipe.epochs) for t in trials} == {(32, 2.0), (64, 2.0)}  # 4 steps x 64 of 128 images
+    sweep_file.write_text(sweep_file.read_text().replace("64: {steps: 4}", "64: {epochs: 3}"))
+    assert {(t.batch, t.recipe.epochs) for t in load(sweep_file)[1]} == {(32, 2.0), (64, 3.0)}
 
 
 def test_a_budget_in_steps_or_images_becomes_epochs_of_the_training_set_left_after_the_holdout(sweep_file):
@@ -425,30 +441,77 @@ def test_only_runs_a_subset_and_an_unknown_subset_is_exit_2(sweep_file, tmp_path
     assert "no trial of" in capsys.readouterr().err
 
 
-@pytest.mark.slow
-def test_a_trial_another_process_holds_is_left_to_it_then_waited_for(sweep_file, tmp_path):
-    """Another process (a job array's other task) holds the first trial: this one trains the rest first,
-    then waits for the claim; the holder let go without finishing, so this process trains it and still
-    runs every rerun: no work is left to a process that has gone."""
+def test_a_worker_with_nothing_to_claim_exits_and_runs_no_rerun_of_an_incomplete_cell(sweep_file, tmp_path, capsys):
+    """Another process (a job array's other task) holds every trial: this one trains nothing, waits for
+    nothing and ends saying so, writing no tables. Once the holder lets go of one trial, a worker trains it
+    and no rerun: a cell is complete only when its trials are (the last worker runs the reruns: the next
+    test)."""
     out = tmp_path / "results"
     write_recipe(sweep_file, SWEEP.replace("seeds: [1, 2]", "seeds: [1]"))
     spec, trials = load(sweep_file)
-    held = sweep.Claim(out, trials[0].name)
-    assert held.take() and not sweep.Claim(out, trials[0].name).take()
+    held = {t.name: sweep.Claim(out, t.name) for t in trials}
+    assert all(c.take() for c in held.values()) and not sweep.Claim(out, trials[0].name).take()
+    cmd = ["sweep", str(sweep_file), "--out", str(out), "--plots", str(tmp_path / "plots"), "--allow-dirty"]
+    assert main(cmd) == 0
+    said = capsys.readouterr().out
+    assert f"other processes hold 4 run(s) ({', '.join(held)})" in said and "run directory" not in said
+    assert not list(out.glob("*/*/meta.json")) and not (out / "verdict.md").exists()
+    held.pop(trials[0].name).release()
+    runs, waiting, others = sweep.run_sweep(sweep_file, out, allow_dirty=True)
+    assert others == [t.name for t in trials[1:]] and len(waiting) == 2
+    assert [p.parent.parent.name for p in out.glob("*/*/meta.json")] == [trials[0].name]  # no rerun yet
 
-    def let_go_once_the_others_finished():
-        while not all(sweep.finished_run(out, t.recipe) for t in trials[1:]):
-            time.sleep(0.2)
-        held.release()
 
-    holder = threading.Thread(target=let_go_once_the_others_finished)
-    holder.start()
-    runs, waiting = sweep.run_sweep(sweep_file, out, allow_dirty=True)
-    holder.join()
-    assert waiting == [] and len(runs) == 6
-    meta = {t.name: json.loads((sweep.finished_run(out, t.recipe) / "meta.json").read_text()) for t in runs}
-    assert all(m["status"] == "completed" for m in meta.values())
-    assert meta[trials[0].name]["start_time"] >= max(meta[t.name]["end_time"] for t in trials[1:])
+def test_claims_are_atomic_files_and_a_dead_holders_claim_is_taken_over(tmp_path, monkeypatch):
+    """A claim is a file created with O_EXCL naming its holder; it is taken over only from a holder known to be
+    gone: a process no longer on this host, or an earlier start of this SLURM job (a requeue), never a live
+    process or a holder on another node."""
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    host = sweep.socket.gethostname()
+
+    def claimed_by(name, **holder):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / ".claim-0").write_text(json.dumps({"host": host, "pid": os.getpid(), "job": None, **holder}))
+
+    claimed_by("dead", pid=int(gone.stdout))
+    claimed_by("alive")
+    claimed_by("elsewhere", host="node-2", pid=1)
+    claimed_by("requeued", host="node-2", pid=1, job="77", restart=0)
+    claimed_by("same-start", host="node-2", pid=1, job="77", restart=1)
+    monkeypatch.setenv("SLURM_JOB_ID", "77")
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "1")
+    taken = {
+        name: sweep.Claim(tmp_path, name).take() for name in ("dead", "alive", "elsewhere", "requeued", "same-start")
+    }
+    assert taken == {"dead": True, "alive": False, "elsewhere": False, "requeued": True, "same-start": False}
+    for name in ("dead", "requeued"):  # the stale claim is replaced by this process's, one generation up
+        [claim] = (tmp_path / name).glob(".claim-*")
+        assert claim.name == ".claim-1" and json.loads(claim.read_text())["pid"] == os.getpid()
+    assert not sweep.Claim(tmp_path, "dead").take()  # now held, by this live process
+    fresh = sweep.Claim(tmp_path, "fresh")
+    assert fresh.take() and not sweep.Claim(tmp_path, "fresh").take()
+    fresh.release()
+    assert not list((tmp_path / "fresh").iterdir()) and sweep.Claim(tmp_path, "fresh").take()
+
+
+def test_two_workers_at_once_never_train_a_trial_twice(sweep_file, tmp_path):
+    """Two `bench sweep` processes on one sweep, started together (two array tasks on one node): between them
+    every trial and rerun trains once, the reruns start once their cells are complete, and the process that
+    finishes last writes the tables."""
+    out = tmp_path / "results"
+    cmd = [sys.executable, "-m", "bench", "sweep", str(sweep_file), "--out", str(out), "--allow-dirty"]
+    cmd += ["--plots", str(tmp_path / "plots")]
+    write_recipe(sweep_file, SWEEP.replace("seeds: [1, 2]", "seeds: [1]").replace("{epochs: 2}", "{epochs: 1}"))
+    env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
+    workers = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in "ab"]
+    said = [w.communicate(timeout=600) for w in workers]
+    assert [w.returncode for w in workers] == [0, 0], said
+    trained = [line for stdout, _ in said for line in stdout.splitlines() if "run directory:" in line]
+    runs = sorted(p.parent.parent.name for p in out.glob("*/*/meta.json"))
+    assert len(runs) == len(set(runs)) == len(trained) == 6  # 4 trials + 2 arms x 1 seed, each once
+    assert not any(json.loads(m.read_text()).get("resumed") for m in out.glob("*/*/meta.json"))
+    assert (out / "verdict.md").is_file() and not list(out.glob("*/.claim-*"))
 
 
 def test_selection_score_prefers_the_holdout_and_scores_diverged_trials_lowest(tmp_path):
@@ -492,6 +555,19 @@ def test_perf_sweep_reports_the_overhead_per_trial(sweep_file, tmp_path):
     assert bad.returncode == 2 and "argument --trials: expected an integer >= 2" in bad.stderr
 
 
+def test_list_prints_the_search_warnings_the_runs_and_their_gpu_hours(sweep_file, capsys):
+    """4 trials of 2 epochs of the 128 training images, at most 2 arms x 2 seeds reruns of the same: 1,024 images
+    each side, at 0.1 img/s 2.8 GPU-hours each. The default throughput is ResNet-50's at 224 px only."""
+    assert main(["sweep", str(sweep_file), "--list", "--throughput", "0.1"]) == 0
+    said = capsys.readouterr()
+    assert said.out.count("| tiny-") == 4
+    assert "4 trials + at most 4 reruns = at most 8 runs (2 arms x 1 batches; reruns: top 1 x 2 seeds" in said.out
+    assert "GPU-hours of training: 2.8 trials + at most 2.8 reruns = at most 5.7, for 128 training images" in said.out
+    assert "arms.lars: 2 trials for 2 searched keys" in said.err and "studies: 1" in said.err
+    assert main(["sweep", str(sweep_file), "--list"]) == 0
+    assert "GPU-hours: give --throughput IMG_S for resnet10t at 16 px" in capsys.readouterr().out
+
+
 def test_submit_a_sweep_file_as_a_job_array_of_workers(sweep_file, tmp_path):
     cmd = [
         sys.executable,
@@ -510,6 +586,9 @@ def test_submit_a_sweep_file_as_a_job_array_of_workers(sweep_file, tmp_path):
     script = done.stdout
     assert "#SBATCH --array=0-3" in script  # one worker per trial: 2 arms x 1 batch x 2 trials
     assert f"-m bench sweep {sweep_file} --out results/tiny" in script and "torch.distributed.run" not in script
+    assert 'srun --cpus-per-task="$SLURM_CPUS_PER_TASK" ' in script  # Slurm >= 22.05: srun does not inherit it
+    plan = "# batch 32: plan: 1 rank x 1 micro-batches x 32 images = batch 32; 1 gradient group of 1 micro-batch(es)"
+    assert plan + "; micro_batch auto: the device's memory may lower it\nset -uo" in script  # as bench run prints it
     done = subprocess.run(
         cmd + ["--array", "2", "--out", "elsewhere", "--account", "proj42", "--exclusive"],
         capture_output=True,
@@ -1126,3 +1205,31 @@ def test_bench_run_of_a_sweep_file_runs_it_and_ends_with_the_verdict_in_words(
         assert words.endswith(row["verdict"])
     assert figure == "comparison figure: plots/paired/tuned_top1_vs_batch.png"
     assert (tmp_path / "plots" / "paired" / "tuned_top1_vs_batch.png").is_file()
+
+
+def test_the_imagenet_kit_validates_with_mlperfs_schedule_and_epochs_by_batch(capsys):
+    """recipes/sweeps/imagenet-32k-64k.yaml and the poly(2) MLPerf recipe variants: each batch's epochs, warm-up
+    and lr are the RCP table's row (epochs: the upper end of its range), the decay MLPerf's poly(2) to 1e-4, the
+    loader DALI; `bench validate` reads the sweep file as a sweep."""
+    recipes = Path(__file__).parents[1] / "recipes"
+    rcp = pd.read_csv(recipes.parent / "results/reference/mlperf_resnet50_rcp.csv", comment="#").set_index("batch")
+    path = recipes / "sweeps/imagenet-32k-64k.yaml"
+    assert main(["validate", str(path)]) == 0
+    assert "ok (sweep imagenet-32k-64k: 256 trials, arms lars, vrgd_lars, nesterov, adamw" in capsys.readouterr().out
+    spec, trials = load(path)
+    assert (
+        spec.select.split == "holdout"
+        and spec.reruns.matched == [("vrgd_lars", "lars")]
+        and not sweep.search_warnings(spec)
+    )
+    assert {(t.batch, t.recipe.epochs) for t in trials} == {(b, rcp.epochs_max[b]) for b in (32768, 65536)}
+    assert {t.recipe.schedule.decay for t in trials} == {"poly"} and {t.recipe.data.loader for t in trials} == {"dali"}
+    for name in ("lars", "vrgd_lars"):
+        for batch, size in ((32768, "32k"), (65536, "64k")):
+            r = recipe_mod.load(recipes / f"paper/imagenet/{name}-{size}-mlperf.yaml")
+            row = rcp.loc[batch]
+            assert (r.global_batch, r.epochs, r.schedule.warmup_epochs) == (batch, row.epochs_max, row.warmup_epochs)
+            assert (r.optimizer.lr, r.optimizer.momentum, r.weight_decay) == (row.lr, row.momentum, row.weight_decay)
+            assert (r.schedule.decay, r.schedule.power, r.schedule.end_lr, r.data.loader) == ("poly", 2, 1e-4, "dali")
+    for path in (recipes / "paper/imagenet").glob("*.yaml"):
+        assert "results/reference/mlperf_resnet50_rcp.csv" in path.read_text(), path

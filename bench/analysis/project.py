@@ -57,6 +57,15 @@ KINDS = {  # catalog groups: (second buffer in units of P, accesses per local gr
 }
 
 
+def stack_words(name: str, acc: Accelerator) -> str:
+    """Whose speed an accelerator preset is: the published runs it was fit to, not bench's own."""
+    return (
+        f"{acc.images_per_second:,.0f} img/s per {name} (ResNet-50 at 224 px, mixed precision; {acc.source}: the "
+        "submitters' tuned stack, not bench's; `bench perf train RECIPE --device cuda` measures bench's, for "
+        "--throughput)"
+    )
+
+
 def kind(optimizer: str) -> str | None:
     """What the optimizer keeps of the gradient groups (its catalog record's `groups`)."""
     if optimizer not in catalog.OPTIMIZERS:
@@ -341,6 +350,34 @@ def measured_inputs(paths: list[str]) -> tuple[pd.DataFrame, dict]:
     recipe, _ = read_recipe_and_meta(Path(runs.run.iloc[0]))
     fp64 = (recipe.get("engine") or {}).get("precision") == "fp64"  # else fp32 parameters (bf16 autocast too)
     return frame, {"run": runs.run.iloc[0], "resnet50_224": resnet50_224, "element_bytes": 8 if fp64 else FLOAT_BYTES}
+
+
+def recipe_inputs(path: str) -> tuple[pd.DataFrame, dict]:
+    """A recipe's steps and images (its epochs of its training set; ImageNet-1k's where the data is not here and
+    the model is ResNet-50 at 224 px), its gradient groups on one rank, and the facts the model needs."""
+    from bench import recipe as recipe_mod
+    from bench.data import build
+    from bench.engine.plan import recipe_plan
+
+    r = recipe_mod.load(path)
+    resnet50_224 = r.model.name == "resnet50" and r.data.image_size == 224
+    try:
+        train = build(r.data, 1, 1, 0, 1, 0, device="cpu").train_size
+    except UserError:
+        if not resnet50_224:
+            raise
+        train = IMAGENET_TRAIN_IMAGES
+    steps = math.ceil(r.epochs * train / r.global_batch)
+    row = {"optimizer": r.optimizer.name, "global_batch": r.global_batch, "seeds": math.nan, "reached": math.nan}
+    row |= {"steps": steps, "images": steps * r.global_batch, "groups": recipe_plan(r, 1).gsnr_groups}
+    with_parameters = RESNET50_PARAMETERS if resnet50_224 else None
+    return pd.DataFrame([row]), {
+        "resnet50_224": resnet50_224,
+        "element_bytes": 8 if r.engine.precision == "fp64" else FLOAT_BYTES,
+        "epochs": r.epochs,
+        "images": train,
+        "parameters": with_parameters,
+    }
 
 
 def reference_inputs() -> pd.DataFrame:

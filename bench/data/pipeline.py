@@ -18,6 +18,8 @@ both. Unreadable images are skipped with a warning and counted in
 from __future__ import annotations
 
 import copy
+import functools
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -28,7 +30,7 @@ from bench import catalog
 from bench.data import folder as folder_layout
 from bench.data import images, loaders, sampling
 from bench.data.output import Options
-from bench.errors import UserError
+from bench.errors import BenchWarning, UserError
 from bench.recipe import DataSpec
 
 
@@ -41,7 +43,10 @@ def resolve_loader(loader: str) -> str:
     old aliases), or one sentence when the one named cannot run here."""
     loader = catalog.LOADER_ALIASES.get(loader, loader)
     if loader == "auto":
-        return next(name for name in catalog.AUTO_LOADERS if catalog.LOADERS[name].available())
+        chosen = next(name for name in catalog.AUTO_LOADERS if catalog.LOADERS[name].available())
+        for name in catalog.AUTO_LOADERS[: catalog.AUTO_LOADERS.index(chosen)]:
+            _warn_fallback(name, chosen)
+        return chosen
     record = catalog.LOADERS[loader]
     if not record.available():
         others = " or ".join(n for n in catalog.AUTO_LOADERS if n != loader and catalog.LOADERS[n].available())
@@ -50,6 +55,12 @@ def resolve_loader(loader: str) -> str:
             f"install {record.install}, or set data.loader to {others} or auto"
         )
     return loader
+
+
+@functools.cache
+def _warn_fallback(name: str, chosen: str) -> None:  # once a process: a run builds its data more than once
+    record = catalog.LOADERS[name]
+    warnings.warn(record.fallback(chosen, record.import_error()), BenchWarning, stacklevel=3)
 
 
 @dataclass

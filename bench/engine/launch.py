@@ -128,6 +128,10 @@ def _header(job_name: str, shape: list[str], output: str, slurm: Slurm) -> list[
     ]
 
 
+# srun since Slurm 22.05 no longer takes the job's --cpus-per-task from SLURM_CPUS_PER_TASK: without it a node's
+# torchrun, its workers and their loader threads may share one core (the 22.05 release notes: pass it to srun)
+SRUN = 'srun --cpus-per-task="$SLURM_CPUS_PER_TASK"'
+
 # The rendezvous port from the job id (as Lightning does): two jobs sharing a node do not collide on 29500.
 PORT = "MASTER_PORT=$(( 10000 + SLURM_JOB_ID % 20000 ))"
 
@@ -141,9 +145,11 @@ def sbatch_script(
     workdir: Path,
     workers_per_node: int | None = None,
     cpus_per_worker: int = 8,
+    notes: tuple[str, ...] = (),
 ) -> str:
     """A batch script: one srun task per node, each starting torchrun with a c10d rendezvous, for
-    `workers_per_node` workers (default: one per GPU); gpus_per_node 0 asks for CPU nodes (gloo).
+    `workers_per_node` workers (default: one per GPU); gpus_per_node 0 asks for CPU nodes (gloo). `notes`: comment
+    lines after the #SBATCH ones (bench submit: the batch plan).
 
     SLURM sends the script SIGUSR1 EARLY_SIGNAL_S before the time limit; the script has SLURM send SIGTERM to
     the step's processes (torchrun and the workers), which finish their step, checkpoint and end "preempted";
@@ -156,7 +162,7 @@ def sbatch_script(
         *([f"#SBATCH --gpus-per-node={gpus_per_node}"] if gpus_per_node else []),
         f"#SBATCH --cpus-per-task={cpus_per_worker * workers}",
     ]
-    lines = _header(job_name, shape, f"{workdir}/slurm-%j.out", slurm)
+    lines = _header(job_name, shape, f"{workdir}/slurm-%j.out", slurm) + [f"# {note}" for note in notes]
     command = [
         sys.executable,
         "-m",
@@ -171,7 +177,7 @@ def sbatch_script(
         "bench",
         *bench_args,
     ]
-    srun = "srun " + " ".join(c if c.startswith("--rdzv") else shlex.quote(c) for c in command)
+    srun = f"{SRUN} " + " ".join(c if c.startswith("--rdzv") else shlex.quote(c) for c in command)
     lines += _body(
         workdir,
         srun,
@@ -214,11 +220,18 @@ def _body(workdir: Path, srun: str, *setup: str) -> list[str]:
 
 
 def sbatch_array_script(
-    bench_args: list[str], tasks: int, slurm: Slurm, job_name: str, workdir: Path, gpus: int = 1, cpus: int = 8
+    bench_args: list[str],
+    tasks: int,
+    slurm: Slurm,
+    job_name: str,
+    workdir: Path,
+    gpus: int = 1,
+    cpus: int = 8,
+    notes: tuple[str, ...] = (),
 ) -> str:
     """A job array of `tasks` workers of `gpus` GPUs (1, or 0 on CPU nodes), each `python -m bench ARGS`
-    (bench sweep: every worker claims the next trial nobody holds, by the run directories' locks, so the
-    array shares one sweep)."""
+    (bench sweep: every worker claims the next trial nobody holds, by claim files in the run directories, so the
+    array shares one sweep; a worker with nothing left to claim ends)."""
     shape = [
         f"#SBATCH --array=0-{tasks - 1}",
         "#SBATCH --nodes=1",
@@ -226,8 +239,8 @@ def sbatch_array_script(
         *([f"#SBATCH --gpus-per-node={gpus}"] if gpus else []),
         f"#SBATCH --cpus-per-task={cpus}",
     ]
-    lines = _header(job_name, shape, f"{workdir}/slurm-%A_%a.out", slurm)
-    lines += _body(workdir, "srun " + " ".join(shlex.quote(c) for c in [sys.executable, "-m", "bench", *bench_args]))
+    lines = _header(job_name, shape, f"{workdir}/slurm-%A_%a.out", slurm) + [f"# {note}" for note in notes]
+    lines += _body(workdir, f"{SRUN} " + " ".join(shlex.quote(c) for c in [sys.executable, "-m", "bench", *bench_args]))
     return "\n".join(lines) + "\n"
 
 

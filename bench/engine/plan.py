@@ -33,6 +33,10 @@ from bench.errors import UserError
 DEFAULT_MICRO_BATCH_CAP = 256
 
 
+def ranks(n: int) -> str:
+    return f"{n} rank" if n == 1 else f"{n} ranks"
+
+
 @dataclass(frozen=True)
 class BatchPlan:
     batch: int  # the images one pass of the plan takes (module docstring)
@@ -51,8 +55,8 @@ class BatchPlan:
 
     def __str__(self) -> str:
         return (
-            f"{self.world_size} ranks x {self.accum_steps} micro-batches x {self.micro_batch} images"
-            f" = batch {self.batch}; {self.gsnr_groups} gradient groups"
+            f"{ranks(self.world_size)} x {self.accum_steps} micro-batches x {self.micro_batch} images"
+            f" = batch {self.batch}; {self.gsnr_groups} gradient group{'s' * (self.gsnr_groups != 1)}"
             + (
                 f" of {self.micro_per_group} micro-batch(es)"
                 if self.groups_per_micro == 1
@@ -82,11 +86,11 @@ def make_plan(
     """The plan of `batch` (the recipe's `key`: global_batch, or adaptive_batch.min_batch); `bn_batch`: ghost
     BatchNorm's batch (model.bn_batch), which lets a micro-batch hold whole groups."""
     if batch % world_size:
-        raise UserError(f"{key} {batch} cannot be split evenly over {world_size} ranks")
+        raise UserError(f"{key} {batch} cannot be split evenly over {ranks(world_size)}")
     per_rank = batch // world_size
     if gsnr_groups is not None and gsnr_groups % world_size:
         raise UserError(
-            f"gsnr_groups {gsnr_groups} is not a multiple of the {world_size} ranks "
+            f"gsnr_groups {gsnr_groups} is not a multiple of the {ranks(world_size)} "
             "(each rank contributes whole groups)"
         )
     if gsnr_groups is None and bn_batch:
@@ -96,7 +100,7 @@ def make_plan(
     groups_per_rank = 1 if gsnr_groups is None else gsnr_groups // world_size
     if per_rank % groups_per_rank:
         raise UserError(
-            f"gsnr_groups {gsnr_groups} does not divide {key} {batch} into equal groups over {world_size} ranks"
+            f"gsnr_groups {gsnr_groups} does not divide {key} {batch} into equal groups over {ranks(world_size)}"
         )
     group = per_rank // groups_per_rank
     whole = bool(bn_batch) and group % bn_batch == 0  # a micro-batch may hold whole groups
@@ -125,7 +129,9 @@ def make_plan(
             )
     elif group % micro_batch:
         what = f"group of {group} images" if gsnr_groups else f"per-rank batch {per_rank}"
-        raise UserError(f"micro_batch {micro_batch} does not divide the {what} ({key} {batch} over {world_size} ranks)")
+        raise UserError(
+            f"micro_batch {micro_batch} does not divide the {what} ({key} {batch} over {ranks(world_size)})"
+        )
     accum_steps = per_rank // micro_batch
     return BatchPlan(
         batch,

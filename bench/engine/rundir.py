@@ -13,6 +13,7 @@ temporary file, then rename), so a crash never leaves a half-written file.
 from __future__ import annotations
 
 import csv
+import errno
 import fcntl
 import functools
 import io
@@ -48,7 +49,18 @@ METRIC_COLUMNS = (
     "holdout_loss",
     "val_images",
 )
-PACKAGES = ("bench", "torch", "torchvision", "timm", "nvidia-dali-cuda130", "pandas", "numpy", "tensorboard", "wandb")
+PACKAGES = (
+    "bench",
+    "torch",
+    "torchvision",
+    "timm",
+    "nvidia-dali-cuda120",
+    "nvidia-dali-cuda130",
+    "pandas",
+    "numpy",
+    "tensorboard",
+    "wandb",
+)
 
 
 def now() -> str:
@@ -132,6 +144,9 @@ class RunDir:
                 f"{self.path}: this run is in progress in another process; "
                 "wait for it, or start a separate run with --restart"
             ) from None
+        except OSError as e:  # a file system that refuses locks (Lustre mounted without flock): run unguarded
+            if e.errno not in (errno.ENOLCK, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL):
+                raise
 
     @classmethod
     def reopen(cls, path: Path, step: int) -> "RunDir":

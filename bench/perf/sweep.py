@@ -71,7 +71,7 @@ def main(argv: list[str]) -> int:
         for trial in trials:
             start = time.perf_counter()
             with tqdm(total=1, disable=True) as bar, contextlib.redirect_stdout(io.StringIO()):
-                [run] = sweep.run_trials([trial], Path(tmp) / "results", spec, bar, sweep.Progress()).values()
+                [run] = sweep.run_trials([trial], Path(tmp) / "results", spec, bar, sweep.Progress())[0].values()
             wall = time.perf_counter() - start
             meta = json.loads((run / "meta.json").read_text())
             train, evaluation = meta["train_time_s"], meta["eval_time_s"]
