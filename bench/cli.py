@@ -171,10 +171,13 @@ def cmd_recipe_keys(args) -> int:
         )
     )
     for name in optim.NAMES:
-        own = {
-            k: v for k, v in optim.hyperparameters(optim.REGISTRY[name]).items() if k not in ("lr", "weight_decay")
-        }  # weight_decay is a top-level recipe key
-        said = f"  {name}: " + ", ".join(f"{k} ({v})" for k, v in own.items())
+        try:
+            own = {
+                k: v for k, v in optim.hyperparameters(optim.REGISTRY[name]).items() if k not in ("lr", "weight_decay")
+            }  # weight_decay is a top-level recipe key
+            said = f"  {name}: " + ", ".join(f"{k} ({v})" for k, v in own.items())
+        except UserError as e:  # a library optimizer whose package is not installed
+            said = f"  {name}: {e}"
         print(textwrap.fill(said, max(width, MEANING_MIN), subsequent_indent="      ", break_on_hyphens=False))
     return 0
 
