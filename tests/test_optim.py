@@ -317,7 +317,7 @@ HPARAMS = {  # a sensible setting per optimizer for the digits problem
     "vrgd_lamb": dict(lr=0.02), "adascale_sgd": dict(lr=0.03), "adascale_lars": dict(lr=3.0),
     "simigrad_sgd": dict(lr=0.1), "simigrad_lars": dict(lr=10.0), "simigrad_lamb": dict(lr=0.02),
     "merit": dict(lr=0.02), "vrgd_merit": dict(lr=0.02), "nesterov": dict(lr=0.1), "nadamw": dict(lr=0.01),
-    "muon": dict(lr=0.02), "kron": dict(lr=0.003), "lion": dict(lr=0.001), "schedulefree_adamw": dict(lr=0.01),
+    "muon": dict(lr=0.02), "kron": dict(lr=0.01), "lion": dict(lr=0.005), "schedulefree_adamw": dict(lr=0.01),
     "schedulefree_sgd": dict(lr=1.0), "soap": dict(lr=0.01), "vrgd_nadamw": dict(lr=0.01), "vrgd_muon": dict(lr=0.02),
 }  # fmt: skip
 

@@ -229,3 +229,138 @@ def test_vrgd_over_a_library_keeps_its_gsnr_momentum_apart_and_resumes_it():
     again = optim.create(net(), "vrgd_nadamw", lr=1e-2, beta3=0.9)
     again.load_state_dict(saved)
     assert torch.equal(again._own["gsnr_momentum"][0], opt._own["gsnr_momentum"][0]) and again.gsnr_step == 2
+
+
+# ---- through the runner: `bench run`, kill and resume, two ranks, the example sweep -------------------------------
+
+RUN = """
+model: {name: resnet8_cifar}
+data: {dataset: folder, path: DATA, image_size: 16, workers: 0, eval_batch: 256}
+global_batch: 32
+micro_batch: 16
+optimizer: {name: OPT, lr: LR}
+schedule: {decay: constant}
+epochs: EPOCHS
+eval: {every_epochs: EVERY}
+checkpoint: {every_steps: 2}
+target_top1: 99
+"""  # 4 steps, evaluations after steps 2 and 4, checkpoints at 2 and 4
+
+
+@pytest.fixture(scope="module")
+def digits_folder(tmp_path_factory):
+    """The embedded dataset (scikit-learn's digits) as a folder, written once for the module."""
+    from bench.cli import main
+
+    root = tmp_path_factory.mktemp("digits") / "digits"
+    assert main(["data", "digits", "--out", str(root), "--size", "16"]) == 0
+    return root
+
+
+def bench_cli(*args, env=None):
+    import os
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "tests.kron_eager", *args]
+    return subprocess.run(command, capture_output=True, text=True, env={**os.environ, **(env or {})})
+
+
+@pytest.mark.parametrize("name", LIBRARY + VRGD_LIBRARY)
+def test_each_record_runs_through_bench_run_and_a_killed_run_resumes_bitwise(name, digits_folder, tmp_path):
+    import json
+
+    import pandas as pd
+
+    train = sum(1 for _ in (digits_folder / "train").rglob("*.png"))
+    lr = LR.get(catalog.OPTIMIZERS[name].base, 1e-2)
+    text = RUN.replace("DATA", str(digits_folder)).replace("OPT", name).replace("LR", str(lr))
+    recipe = tmp_path / f"{name}.yaml"
+    recipe.write_text(text.replace("EPOCHS", f"{4 * 32 / train:.6f}").replace("EVERY", f"{2 * 32 / train:.6f}"))
+
+    def outcome(results):
+        [run] = [p for p in (results / name).iterdir() if p.is_dir()]
+        final = torch.load(sorted(run.glob("ckpt-*.pt"))[-1], weights_only=False)
+        meta = json.loads((run / "meta.json").read_text())
+        return pd.read_csv(run / "metrics.csv").drop(columns=["train_time_s"]), final, meta
+
+    done = bench_cli("run", str(recipe), "--out", str(tmp_path / "ref"), "--no-progress")
+    assert done.returncode == 0, done.stderr
+    metrics, final, meta = outcome(tmp_path / "ref")
+    assert meta["status"] == "completed" and list(metrics["step"]) == [2, 4]
+    assert metrics["val_top1"].notna().all() and final["progress"]["step"] == 4
+    crashed = bench_cli(
+        "run", str(recipe), "--out", str(tmp_path / "k"), "--no-progress", env={"BENCH_CRASH_AT": "step:3"}
+    )
+    assert crashed.returncode != 0
+    resumed = bench_cli("run", str(recipe), "--out", str(tmp_path / "k"), "--no-progress")
+    assert resumed.returncode == 0 and "resuming" in resumed.stdout, resumed.stderr
+    got = outcome(tmp_path / "k")
+    pd.testing.assert_frame_equal(got[0], metrics, check_exact=True)
+    assert same(got[1]["model"], final["model"]) and same(got[1]["optimizer"], final["optimizer"])
+
+
+def _two_ranks(rank, world, port, paths, outs, steps):
+    import timm.optim.kron
+
+    from tests.test_engine import _train_steps
+
+    timm.optim.kron.has_dynamo = False
+    _train_steps(rank, world, port, paths, outs, steps)
+
+
+def test_two_gloo_ranks_equal_one_process_accumulating_for_every_record(tmp_path, tiny_dataset):
+    """Every library record on 2 ranks x 4 micro-batches against 1 process x 8, float64, three steps: DDP reduces
+    the plain records' gradients, VRGD over a library its own statistics; the sums differ only in their order."""
+    import torch.multiprocessing as mp
+
+    from tests.test_engine import _equiv_recipe, _free_port, _params_after
+
+    names = LIBRARY + VRGD_LIBRARY
+    paths = [_equiv_recipe(tmp_path, tiny_dataset, n, LR.get(catalog.OPTIMIZERS[n].base, 1e-2), "fp64") for n in names]
+    for path in paths:  # the recipe's momentum is SGD's: each library its own options
+        path.write_text(path.read_text().replace(", momentum: 0.9", ""))
+    [path.rename(path.with_name(f"{n}.yaml")) for n, path in zip(names, paths)]
+    paths = [path.with_name(f"{n}.yaml") for n, path in zip(names, paths)]
+    one = _params_after(tmp_path, paths, 1)
+    outs = [str(tmp_path / f"{n}-2.pt") for n in names]
+    mp.spawn(_two_ranks, args=(2, _free_port(), [str(p) for p in paths], outs, 3), nprocs=2)
+    for name, want, out in zip(names, one, outs):
+        got = torch.load(out)
+        for key in want:
+            torch.testing.assert_close(got[key], want[key], rtol=1e-7, atol=1e-9, msg=f"{name}: {key}")
+
+
+def test_the_example_sweep_nadamw_against_muon_runs_end_to_end(tmp_path):
+    """recipes/sweeps/optimizers.yaml as it is, made tiny (1 trial per cell, 2 steps, one rerun seed): both arms at
+    both batches train from their default spaces (Muon's lr overridden), and the verdict names both."""
+    import yaml
+
+    from bench import sweep as sweep_mod
+    from bench.analysis import results
+    from bench.cli import main
+    from tests.conftest import RECIPES
+
+    spec = yaml.safe_load((RECIPES / "sweeps" / "optimizers.yaml").read_text())
+    spec.update(
+        base=str(RECIPES / "sweeps" / "base" / "digits.yaml"),
+        trials=1,
+        budget={"steps": 2},
+        reruns={"seeds": [1]},
+        set={"data.image_size": 16, "data.digits.size": 16, "eval.every_epochs": 10, "schedule.warmup_epochs": 0},
+    )
+    sweep = tmp_path / "optimizers.yaml"
+    sweep.write_text(yaml.safe_dump(spec))
+    assert main(["sweep", str(sweep), "--out", str(tmp_path / "out"), "--allow-dirty"]) == 0
+    runs = results.load([tmp_path / "out"])
+    assert sorted(set(zip(runs["optimizer"], runs["global_batch"]))) == [
+        ("muon", 64),
+        ("muon", 256),
+        ("nadamw", 64),
+        ("nadamw", 256),
+    ]
+    assert set(runs["status"]) <= {"completed", "diverged"}
+    trials = [t for t in sweep_mod.expand(sweep, sweep_mod.load(sweep)) if t.arm == "muon"]
+    assert trials and all(0.002 <= t.recipe.optimizer.lr <= 0.2 for t in trials)  # the override of the default
+    assert set(trials[0].point) == {"optimizer.lr", "weight_decay", "label_smoothing"}
+    assert "Muon" in (tmp_path / "out" / "verdict.md").read_text()
