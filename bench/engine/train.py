@@ -141,10 +141,12 @@ def evaluation_weights(model: torch.nn.Module, opt, batches: Callable, recipe: R
     opt.eval()
     model.train()
     with torch.no_grad(), torch.random.fork_rng(devices=[]):
-        with _closing(batches()) as each:
-            for batch in itertools.islice(each, BN_BATCHES):
-                with autocast(recipe, device):
-                    model(to_device(batch, device, recipe)[0])
+        each = iter(batches())  # an evaluation iterable (EvalBatches): what evaluate() reads
+        for batch in itertools.islice(each, BN_BATCHES):
+            with autocast(recipe, device):
+                model(to_device(batch, device, recipe)[0])
+        if hasattr(each, "close"):  # a generator left before its end: close it now
+            each.close()
         if torch.distributed.is_initialized():
             for b in model.buffers():
                 if b.is_floating_point():
