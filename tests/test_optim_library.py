@@ -352,7 +352,8 @@ def test_the_example_sweep_nadamw_against_muon_runs_end_to_end(tmp_path):
     )
     sweep = tmp_path / "optimizers.yaml"
     sweep.write_text(yaml.safe_dump(spec))
-    assert main(["sweep", str(sweep), "--out", str(tmp_path / "out"), "--allow-dirty"]) == 0
+    out = ["--out", str(tmp_path / "out"), "--plots", str(tmp_path / "plots")]
+    assert main(["sweep", str(sweep), *out, "--allow-dirty"]) == 0
     runs = results.load([tmp_path / "out"])
     assert sorted(set(zip(runs["optimizer"], runs["global_batch"]))) == [
         ("muon", 64),
