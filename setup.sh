@@ -30,4 +30,4 @@ echo "setup.sh: CUDA flavour $cuda (torch ${torch_index[*]:-default wheels}, ben
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q "${torch_index[@]}" torch==2.14.1 torchvision==0.29.1
-.venv/bin/python -m pip install -q torch==2.14.1 torchvision==0.29.1 -e ".[test,tensorboard,wandb,$dali]"
+.venv/bin/python -m pip install -q torch==2.14.1 torchvision==0.29.1 -e ".[test,tensorboard,wandb,optimizers,$dali]"

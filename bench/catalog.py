@@ -62,13 +62,42 @@ class Optimizer:
     pace: Pace = "fixed"  # how the runner advances the schedule (bench/engine/pace.py)
     groups: Literal["sums", "squares", "halves"] | None = None  # what it keeps of the gradient groups and
     # all-reduces itself (GroupGradients.second; "sums": the sums alone); None: DDP reduces the gradient
+    # A library's optimizer (bench/optim/library.py adapts it; `target` names the adapter):
+    library: str | None = None  # "module:Class", a torch.optim.Optimizer subclass; its options are its signature's
+    package: str | None = None  # the PyPI package that provides it (and its version floor: "timm>=1.0.31")
+    paper: str = ""  # the paper of its update
+    presets: tuple[tuple[str, object], ...] = ()  # bench's defaults where they differ from the library's
+    space: tuple[tuple[str, dict], ...] = ()  # the default search space (a sweep arm's `space: default`), SPACES
+    schedule_free: bool = False  # it evaluates other weights than it trains (optimizer.eval()/train())
 
     @property
     def reduces_gradients(self) -> bool:
         return self.groups is not None
 
     def load(self) -> type:
+        if self.library:
+            from bench.optim.library import adapt  # imports torch: only when a library record is built
+
+            return adapt(self)
         return resolve(self.target)
+
+    def load_library(self) -> type:
+        """The library's optimizer class; one sentence (UserError) naming the package when it is not installed."""
+        module = self.library.partition(":")[0]
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as e:
+            if e.name is None or not (module == e.name or module.startswith(e.name + ".")):
+                raise  # the library imports something missing: its bug, a traceback
+            raise UserError(
+                f"optimizer {self.name!r} needs the {self.package} package, which is not installed: "
+                f"pip install '{self.package}'"
+            ) from None
+        return resolve(self.library)
+
+    def default_space(self) -> dict:
+        """Its default search space (recipe key -> axis), the base record's where it declares none."""
+        return dict(self.space or OPTIMIZERS[self.base].space)
 
 
 _MOMENTUM = ("momentum", "nesterov")
@@ -76,6 +105,63 @@ _LARS = ("momentum", "eta", "eps", "nesterov")
 _ADAM = ("betas", "eps")
 _VRGD = ("gamma", "gsnr_eps", "beta3", "gsnr_bias_correction", "gsnr_norm", "fused")
 _ADASCALE = ("smoothing", "gain_scope")
+# The library classes' keyword arguments beyond params, lr and weight_decay (tests/test_catalog.py holds each to its
+# signature): a recipe may set any of them.
+_TORCH_SGD = ("momentum", "dampening", "nesterov", "maximize", "foreach", "differentiable", "fused")
+_NADAMW = (
+    "betas",
+    "eps",
+    "caution",
+    "corrected_weight_decay",
+    "maximize",
+    "foreach",
+    "capturable",
+    "clipping_threshold",
+)
+_MUON = (
+    "momentum", "nesterov", "ns_steps", "ns_coefficients", "eps", "safety_factor", "adjust_lr_fn", "conv_mode",
+    "normalize_spatial", "adamw_lr", "fallback_lr_scale", "betas", "algo", "scale_eps", "capturable", "verbose",
+)  # fmt: skip
+_KRON = (
+    "momentum", "preconditioner_update_probability", "max_size_triangular", "min_ndim_triangular", "memory_save_mode",
+    "momentum_into_precond_update", "precond_lr", "precond_init_scale", "mu_dtype", "precond_dtype", "decoupled_decay",
+    "corrected_weight_decay", "flatten", "flatten_start_dim", "flatten_end_dim", "stochastic_weight_decay",
+    "deterministic",
+)  # fmt: skip
+_LION = ("betas", "caution", "corrected_weight_decay", "maximize", "foreach")
+_SF_ADAMW = ("betas", "eps", "warmup_steps", "r", "weight_lr_power", "foreach")
+_SF_SGD = ("momentum", "warmup_steps", "r", "weight_lr_power", "foreach")
+_SOAP = (
+    "betas", "shampoo_beta", "precondition_frequency", "max_precondition_dim", "merge_dims", "precondition_1d",
+    "correct_bias", "normalize_gradient", "data_format", "eps", "maximize",
+)  # fmt: skip
+_TIMM = "timm>=1.0.31"  # 1.0.31: the release whose Muon, Kron and Lion the identity tests ran against
+
+
+def _log(low: float, high: float) -> dict:
+    return {"low": low, "high": high, "scale": "log"}
+
+
+# Default search spaces (recipe key -> sweep axis; docs/algorithms.md, "Library optimizers", says each source).
+# AlgoPerf's (mlcommons/algorithmic-efficiency, algorithms/paper_baselines/*/tuning_search_space*.json) where one
+# exists: its learning rate, weight decay and label smoothing as they are; its log-uniform 1 - beta1 as three values
+# (the ends and the geometric middle: a sweep axis over a pair is a list); its warm-up (5% of the budget) is left to
+# the base recipe (schedule.warmup_epochs is in epochs, the budget is the sweep's).
+_SMOOTHING = ("label_smoothing", {"values": [0.1, 0.2]})
+_ADAMW_DECAY = ("weight_decay", _log(5e-3, 1.0))
+_NESTEROV_SPACE = (("optimizer.lr", _log(2e-2, 5.0)), ("weight_decay", _log(1e-7, 5e-5)), _SMOOTHING)
+_NADAMW_SPACE = (
+    ("optimizer.lr", _log(1e-4, 1e-2)),
+    ("optimizer.betas", {"values": [[0.996, 0.999], [0.98, 0.999], [0.9, 0.999]]}),
+    _ADAMW_DECAY,
+    _SMOOTHING,
+)
+_SHAMPOO_SPACE = (  # AlgoPerf's Shampoo baseline (SOAP is Adam in Shampoo's eigenbasis)
+    ("optimizer.lr", _log(1e-4, 1e-2)),
+    ("optimizer.betas", {"values": [[0.99, 0.999], [0.961, 0.999], [0.85, 0.999]]}),
+    _ADAMW_DECAY,
+    _SMOOTHING,
+)
 
 OPTIMIZERS = {
     r.name: r
@@ -163,12 +249,136 @@ OPTIMIZERS = {
             "merit",
             groups="squares",
         ),
+        # --- library optimizers (bench/optim/library.py): the libraries' own code behind bench's group interface
+        Optimizer(
+            "nesterov",
+            "bench.optim.library:Library",
+            "Nesterov SGD",
+            "#2ca02c",
+            _TORCH_SGD,
+            "nesterov",
+            library="torch.optim:SGD",
+            package="torch>=2.4",
+            paper="Nesterov 1983; Sutskever et al. 2013; Nado et al. 2021 (arXiv 2102.06356)",
+            presets=(("momentum", 0.9), ("nesterov", True)),
+            space=_NESTEROV_SPACE,
+        ),
+        Optimizer(
+            "nadamw",
+            "bench.optim.library:Library",
+            "NAdamW",
+            "#c49c94",
+            _NADAMW,
+            "nadamw",
+            library="timm.optim:NAdamW",
+            package=_TIMM,
+            paper="Dozat 2016; Loshchilov and Hutter 2019; AlgoPerf's baseline (Dahl et al. 2023, arXiv 2306.07179)",
+            space=_NADAMW_SPACE,
+        ),
+        Optimizer(
+            "muon",
+            "bench.optim.library:Library",
+            "Muon",
+            "#e6550d",
+            _MUON,
+            "muon",
+            library="timm.optim:Muon",
+            package=_TIMM,
+            paper="Jordan et al. 2024 (kellerjordan.github.io/posts/muon); Liu et al. 2025 (arXiv 2502.16982)",
+            space=(("optimizer.lr", _log(2e-3, 2e-1)), _ADAMW_DECAY, _SMOOTHING),
+        ),
+        Optimizer(
+            "kron",
+            "bench.optim.library:Library",
+            "Kron (PSGD)",
+            "#dbdb8d",
+            _KRON,
+            "kron",
+            library="timm.optim.kron:Kron",
+            package=_TIMM,
+            paper="Li 2018, PSGD (arXiv 1512.04202); Kron: Evan Walters' psgd_torch",
+            presets=(("deterministic", True),),  # its preconditioner draws from its own saved generator: resumable
+            space=(("optimizer.lr", _log(1e-4, 1e-2)), _ADAMW_DECAY, _SMOOTHING),
+        ),
+        Optimizer(
+            "lion",
+            "bench.optim.library:Library",
+            "Lion",
+            "#9edae5",
+            _LION,
+            "lion",
+            library="timm.optim:Lion",
+            package=_TIMM,
+            paper="Chen et al. 2023, Symbolic Discovery of Optimization Algorithms (arXiv 2302.06675)",
+            space=(("optimizer.lr", _log(1e-5, 1e-3)), ("weight_decay", _log(5e-2, 10.0)), _SMOOTHING),
+        ),
+        Optimizer(
+            "schedulefree_adamw",
+            "bench.optim.library:Library",
+            "Schedule-Free AdamW",
+            "#6baed6",
+            _SF_ADAMW,
+            "schedulefree_adamw",
+            library="schedulefree:AdamWScheduleFree",
+            package="schedulefree>=1.4.1",
+            paper="Defazio et al. 2024, The Road Less Scheduled (arXiv 2405.15682)",
+            space=(("optimizer.lr", _log(1e-4, 1e-1)), _ADAMW_DECAY, _SMOOTHING),
+            schedule_free=True,
+        ),
+        Optimizer(
+            "schedulefree_sgd",
+            "bench.optim.library:Library",
+            "Schedule-Free SGD",
+            "#fd8d3c",
+            _SF_SGD,
+            "schedulefree_sgd",
+            library="schedulefree:SGDScheduleFree",
+            package="schedulefree>=1.4.1",
+            paper="Defazio et al. 2024, The Road Less Scheduled (arXiv 2405.15682)",
+            space=(("optimizer.lr", _log(0.2, 250.0)), ("weight_decay", _log(1e-7, 5e-5)), _SMOOTHING),
+            schedule_free=True,
+        ),
+        Optimizer(
+            "soap",
+            "bench.optim.library:Library",
+            "SOAP",
+            "#74c476",
+            _SOAP,
+            "soap",
+            library="pytorch_optimizer:SOAP",
+            package="pytorch-optimizer>=4.1",
+            paper="Vyas et al. 2024, SOAP: Improving and Stabilizing Shampoo using Adam (arXiv 2409.11321)",
+            space=_SHAMPOO_SPACE,
+        ),
+        Optimizer(
+            "vrgd_nadamw",
+            "bench.optim.library:VRGDLibrary",
+            "VRGD-NAdamW",
+            "#ff9896",
+            _NADAMW + _VRGD,
+            "nadamw",
+            groups="squares",
+            library="timm.optim:NAdamW",
+            package=_TIMM,
+            paper="VRGD (arXiv 2309.13681) over NAdamW",
+        ),
+        Optimizer(
+            "vrgd_muon",
+            "bench.optim.library:VRGDLibrary",
+            "VRGD-Muon",
+            "#c5b0d5",
+            _MUON + _VRGD,
+            "muon",
+            groups="squares",
+            library="timm.optim:Muon",
+            package=_TIMM,
+            paper="VRGD (arXiv 2309.13681) over Muon",
+        ),
     )
 }
 # The names sweeps conventionally give their arms (an arm is an optimizer with settings): display and colour
 # (None: a spare colour of the figure's).
 ARMS = {
-    "nesterov": ("Nesterov SGD", "#2ca02c"),
     "momentum": ("Momentum", None),
     "adam": ("Adam", "#8c564b"),
     "vrgd_momentum": ("VRGD-Momentum", None),

@@ -84,7 +84,7 @@ def cmd_validate(args) -> int:
     """What `bench run` checks before it starts, but the device's: the timm model name, its keywords and pretrained
     weights as the run checks them (recipe.load, on the meta device), the dead-parameter probe only with --models
     (it builds the model), micro_batch auto's group count at run time; the ok line names what was not checked."""
-    from bench import catalog, recipe, sweep
+    from bench import catalog, recipe
     from bench.data import images
     from bench.data.check import check_data
     from bench.engine.plan import recipe_plan
@@ -236,10 +236,13 @@ def cmd_recipe_keys(args) -> int:
         )
     )
     for name in optim.NAMES:
-        own = {
-            k: v for k, v in optim.hyperparameters(optim.REGISTRY[name]).items() if k not in ("lr", "weight_decay")
-        }  # weight_decay is a top-level recipe key
-        said = f"  {name}: " + ", ".join(f"{k} ({v})" for k, v in own.items())
+        try:
+            own = {
+                k: v for k, v in optim.hyperparameters(optim.REGISTRY[name]).items() if k not in ("lr", "weight_decay")
+            }  # weight_decay is a top-level recipe key
+            said = f"  {name}: " + ", ".join(f"{k} ({v})" for k, v in own.items())
+        except UserError as e:  # a library optimizer whose package is not installed
+            said = f"  {name}: {e}"
         print(textwrap.fill(said, max(width, MEANING_MIN), subsequent_indent="      ", break_on_hyphens=False))
     return 0
 

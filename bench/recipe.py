@@ -29,7 +29,7 @@ from pydantic import (
 )
 
 from bench import catalog
-from bench.errors import BenchDeprecation, UserError, require_extra
+from bench.errors import BenchDeprecation, BenchWarning, UserError, require_extra
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 LOADER_ALIASES = catalog.LOADER_ALIASES  # deprecated data.loader names
@@ -504,7 +504,13 @@ def _check_names(recipe: Recipe, models: bool = True) -> None:
             _check_model_kwargs(recipe.model.name, recipe.model.kwargs)
         if recipe.model.bn_batch:
             _check_ghost_layers(recipe.model.name, recipe.model.kwargs)
-    catalog.check_optimizer(recipe.optimizer.name, recipe.optimizer.hparams)
+    record = catalog.check_optimizer(recipe.optimizer.name, recipe.optimizer.hparams)
+    if record.schedule_free and recipe.schedule.decay != "constant":
+        warnings.warn(
+            f"optimizer '{record.name}' is schedule-free, yet schedule.decay is '{recipe.schedule.decay}': it needs no "
+            "decay (set schedule.decay: constant; its warm-up is schedule.warmup_epochs or its warmup_steps)",
+            BenchWarning,
+        )
     for package in ("tensorboard", "wandb"):
         if getattr(recipe.logging, package):
             require_extra(package, f"logging.{package}")

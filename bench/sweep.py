@@ -83,6 +83,7 @@ from pydantic import (
     model_validator,
 )
 
+from bench import catalog
 from bench import recipe as recipe_mod
 from bench.engine.rundir import FINISHED, prune_checkpoints
 from bench.errors import UserError
@@ -126,7 +127,32 @@ class Axis(_Strict):
 
 class Arm(_Strict):
     set: dict[str, Any] = Field(default_factory=dict, description="recipe keys fixed for this arm (dotted)")
-    space: dict[str, Axis] = Field(default_factory=dict, description="recipe keys searched (dotted)")
+    space: dict[str, Axis] = Field(
+        default_factory=dict,
+        description="recipe keys searched (dotted); `default`: the optimizer record's default space "
+        "(bench/catalog.py), or a mapping with `default: true` whose other keys override it",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_space(cls, data):
+        """`space: default` (or a mapping holding `default: true`): the search space of the catalog record that
+        the arm's set names (optimizer.name), with the mapping's other keys replacing or adding axes."""
+        space = data.get("space") if isinstance(data, dict) else None
+        if not (space == "default" or (isinstance(space, dict) and space.get("default") is True)):
+            return data
+        name = (data.get("set") or {}).get("optimizer.name")
+        if name not in catalog.OPTIMIZERS:
+            raise ValueError("space: default needs the arm's set to name a catalog optimizer (optimizer.name)")
+        default = catalog.OPTIMIZERS[name].default_space()
+        if not default:
+            with_space = [n for n, r in catalog.OPTIMIZERS.items() if r.default_space()]
+            raise ValueError(
+                f"optimizer '{name}' has no default search space; name the keys to search (those with one: "
+                f"{', '.join(with_space)})"
+            )
+        overrides = {k: v for k, v in space.items() if k != "default"} if isinstance(space, dict) else {}
+        return {**data, "space": {**default, **overrides}}
 
 
 class Budget(_Strict):

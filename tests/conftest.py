@@ -71,6 +71,14 @@ def _torch_threads_restored():
 
 
 @pytest.fixture(autouse=True)
+def _kron_eager(monkeypatch):
+    """timm's Kron compiles its preconditioner updates (torch.compile): minutes per shape on a loaded 2-core CPU.
+    Tests run them eagerly, bench's optimizer and the library's alike (the same functions); a subprocess run gets
+    the same through tests/kron_eager.py."""
+    monkeypatch.setattr("timm.optim.kron.has_dynamo", False)
+
+
+@pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path, monkeypatch):
     """Generated datasets go to a per-test cache, never the user's."""
     monkeypatch.setenv("BENCH_CACHE", str(tmp_path / "cache"))

@@ -32,7 +32,11 @@ def test_every_optimizer_record_declares_what_its_class_does(name):
     if record.reduces_gradients:
         assert {"sums": None, "squares": "squares", "halves": "halves"}[record.groups] == cls.second
     assert record.options == tuple(k for k in hyperparameters(cls) if k not in ("lr", "weight_decay"))
-    assert all(option in catalog.RULES for option in record.options), "every option has a rule"
+    if record.library:  # the library class's signature is the list (the library checks its own values)
+        assert cls.library is record.load_library() and cls.swaps_weights == record.schedule_free
+        assert record.package and record.paper and set(dict(record.presets)) <= set(record.options)
+    else:
+        assert all(option in catalog.RULES for option in record.options), "every option has a rule"
     assert record.base in catalog.OPTIMIZERS and catalog.OPTIMIZERS[record.base].base == record.base
     assert record.display and record.color.startswith("#")
 
@@ -47,6 +51,20 @@ def test_every_optimizer_class_has_a_record():
             if issubclass(cls, GroupOptimizer) and cls.__module__ == module.__name__ and cls.__name__ not in MIXINS
         }
     assert classes == {r.target for r in catalog.OPTIMIZERS.values()}
+
+
+@pytest.mark.parametrize("name", sorted(n for n, r in catalog.OPTIMIZERS.items() if r.default_space()))
+def test_every_default_search_space_is_a_sweep_arm_s_space_over_recipe_keys(name):
+    import json
+
+    from bench import recipe
+    from bench.sweep import Arm
+
+    arm = Arm.model_validate({"set": {"optimizer.name": name}, "space": "default"})
+    assert set(arm.space) == set(catalog.OPTIMIZERS[name].default_space())
+    for u in (0.0, 0.5, 0.99):
+        sets = [f"optimizer.name={name}", *(f"{k}={json.dumps(axis.at(u))}" for k, axis in arm.space.items())]
+        recipe.load(ROOT.parent / "recipes" / "sweeps" / "base" / "digits.yaml", sets)  # each point: a valid recipe
 
 
 def test_every_optimizer_record_has_its_tests():

@@ -30,6 +30,7 @@ Training time is measured the AlgoPerf way: only training steps count
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import math
 import os
@@ -38,6 +39,7 @@ import sys
 import threading
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -131,6 +133,45 @@ def evaluate(model: torch.nn.Module, batches, recipe: Recipe, device: torch.devi
     top1, top5, loss, count = totals.tolist()
     model.train()
     return {"top1": 100.0 * top1 / count, "top5": 100.0 * top5 / count, "loss": loss / count, "images": int(count)}
+
+
+BN_BATCHES = 50  # training batches that recompute BatchNorm's statistics for Schedule-Free's evaluation weights
+
+
+@contextlib.contextmanager
+def evaluation_weights(model: torch.nn.Module, opt, batches: Callable, recipe: Recipe, device: torch.device):
+    """The weights an evaluation reads: the training iterate, or, for an optimizer that evaluates other weights
+    (`opt.swaps_weights`: Schedule-Free), those, with BatchNorm's running statistics recomputed for them as the
+    schedulefree package documents: model.train(), optimizer.eval(), forward BN_BATCHES training batches without
+    gradients (`batches()`: the train-eval images, fixed, so the training order is untouched), then evaluate. Under
+    torch.distributed the ranks' statistics are averaged. Afterwards the parameters and buffers are those of
+    before, bit for bit: an evaluation never changes the run, and a checkpoint holds the training iterate."""
+    if not opt.swaps_weights:
+        yield
+        return
+    params = [p for group in opt.param_groups for p in group["params"]]
+    kept, buffers = [p.detach().clone() for p in params], [b.detach().clone() for b in model.buffers()]
+    opt.eval()
+    model.train()
+    with torch.no_grad(), torch.random.fork_rng(devices=[]):
+        each = iter(batches())  # an evaluation iterable (EvalBatches): what evaluate() reads
+        for batch in itertools.islice(each, BN_BATCHES):
+            with autocast(recipe, device):
+                model(to_device(batch, device, recipe)[0])
+        if hasattr(each, "close"):  # a generator left before its end: close it now
+            each.close()
+        if torch.distributed.is_initialized():
+            for b in model.buffers():
+                if b.is_floating_point():
+                    torch.distributed.all_reduce(b)
+                    b.div_(torch.distributed.get_world_size())
+    try:
+        yield
+    finally:
+        opt.train()
+        with torch.no_grad():
+            for tensor, saved in zip([*params, *model.buffers()], [*kept, *buffers]):
+                tensor.copy_(saved)
 
 
 def _sync(device: torch.device) -> None:
@@ -478,12 +519,13 @@ class Trainer:
         eval_start = time.perf_counter()
         subset = recipe.eval.curve_images if not pace.done(progress) else None
         model = self.ema.module if self.ema is not None else self.model  # eval.ema_epochs: the averaged weights
-        val = evaluate(model, data.val(subset), recipe, self.device)
-        if subset and val["top1"] >= recipe.target_top1:
-            subset, val = None, evaluate(model, data.val(), recipe, self.device)
-        crash_point("eval", progress.step)
-        train_eval = evaluate(model, data.train_eval(), recipe, self.device) if not subset else {}
-        held = evaluate(model, data.holdout(), recipe, self.device) if data.holdout_size and not subset else {}
+        with evaluation_weights(self.model, self.opt, data.train_eval, recipe, self.device):  # schedule-free's
+            val = evaluate(model, data.val(subset), recipe, self.device)
+            if subset and val["top1"] >= recipe.target_top1:
+                subset, val = None, evaluate(model, data.val(), recipe, self.device)
+            crash_point("eval", progress.step)
+            train_eval = evaluate(model, data.train_eval(), recipe, self.device) if not subset else {}
+            held = evaluate(model, data.holdout(), recipe, self.device) if data.holdout_size and not subset else {}
         progress.eval_time += time.perf_counter() - eval_start
         slowest = distributed.max_over_ranks(progress.train_time)
         if run:

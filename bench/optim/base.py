@@ -119,6 +119,7 @@ class GroupOptimizer(Optimizer):
     docstring). A base optimizer implements `_update`; a mixin (groups.py, vrgd.py) the others."""
 
     reduces_gradients = False  # keeps the groups apart and all-reduces its own statistics (the runner's DDP does not)
+    swaps_weights = False  # evaluates other weights than it trains: eval() / train() swap them (Schedule-Free)
     pace: Literal["fixed", "scale_invariant", "adaptive"] = "fixed"  # how the runner advances the schedule
     gain = 1.0  # schedule progress of the last step ("scale_invariant": AdaScale's gain)
     similarity = None  # the last step's similarity of the two halves ("adaptive": SimiGrad), None before one

@@ -6,6 +6,7 @@ catalog; a rule in catalog.RULES for each new constructor argument), and its tes
 """
 
 import inspect
+from collections.abc import Mapping
 
 import torch
 from torch import nn
@@ -13,9 +14,30 @@ from torch import nn
 from bench import catalog
 
 from .base import GroupOptimizer
+from .library import Library
 
-REGISTRY = {name: record.load() for name, record in catalog.OPTIMIZERS.items()}  # name -> class, from the catalog
-NAMES = tuple(REGISTRY)
+
+class _Registry(Mapping):
+    """name -> class, from the catalog; a library record's class is built when first asked for (its package may
+    not be installed: then one sentence, UserError, names it)."""
+
+    def __init__(self):
+        self._built = {name: r.load() for name, r in catalog.OPTIMIZERS.items() if not r.library}
+
+    def __getitem__(self, name: str) -> type:
+        if name not in self._built:
+            self._built[name] = catalog.OPTIMIZERS[name].load()  # KeyError for a name without a record
+        return self._built[name]
+
+    def __iter__(self):
+        return iter(catalog.OPTIMIZERS)
+
+    def __len__(self) -> int:
+        return len(catalog.OPTIMIZERS)
+
+
+NAMES = tuple(catalog.OPTIMIZERS)
+REGISTRY = _Registry()
 
 
 def hyperparameters(cls: type) -> dict:
@@ -26,10 +48,18 @@ def hyperparameters(cls: type) -> dict:
     found = {}
     for klass in reversed(cls.__mro__):
         if issubclass(klass, GroupOptimizer) and klass is not GroupOptimizer and "__init__" in vars(klass):
-            for name, arg in inspect.signature(klass.__init__).parameters.items():
-                if name not in ("self", "params") and arg.kind is not arg.VAR_KEYWORD:
-                    found[name] = None if arg.default is arg.empty else arg.default
-    return found
+            found.update(_keywords(klass.__init__))
+            if klass is Library:  # a library's optimizer: its class's keyword arguments are the options
+                found.update(_keywords(cls.library.__init__))
+    return {**found, **{k: v for k, v in getattr(cls, "presets", {}).items() if k in found}}
+
+
+def _keywords(function) -> dict:
+    return {
+        name: None if arg.default is arg.empty else arg.default
+        for name, arg in inspect.signature(function).parameters.items()
+        if name not in ("self", "params") and arg.kind not in (arg.VAR_KEYWORD, arg.VAR_POSITIONAL)
+    }
 
 
 def check(name: str, hparams: dict) -> type:
