@@ -331,14 +331,14 @@ def test_similarity_is_exact_when_one_half_is_much_smaller_than_the_other(ratio)
     assert opt.similarity == pytest.approx(reference, abs=1e-6)
 
 
-def ref_noise_first(groups):
-    """(grad_var, grad_sqnorm) from two batch sizes (McCandlish et al. 2018, app. A.1): the first group alone and
-    the mean of all k; E||g_1||^2 = |G|^2 + V and E||g_bar||^2 = |G|^2 + V/k."""
+def ref_noise_first(groups, m: int = 1):
+    """(grad_var, grad_sqnorm) from two batch sizes (McCandlish et al. 2018, app. A.1): the mean of the first m
+    groups and the mean of all k; E||g_small||^2 = |G|^2 + V/m and E||g_bar||^2 = |G|^2 + V/k (V: one group's)."""
     k = len(groups)
     flat = [torch.cat([g.flatten() for g in grads]) for grads in groups]
-    small, mean = float(flat[0] @ flat[0]), torch.stack(flat).mean(0)
-    big = float(mean @ mean)
-    var = (small - big) * k / (k - 1)
+    first, mean = torch.stack(flat[:m]).mean(0), torch.stack(flat).mean(0)
+    small, big = float(first @ first), float(mean @ mean)
+    var = (small - big) / (1 / m - 1 / k)
     return var, big - var / k
 
 
@@ -361,6 +361,34 @@ def test_plain_optimizers_log_the_noise_from_their_first_group_and_the_mean(name
     opt.observe()
     opt.step()
     assert "grad_var" not in opt.diagnostics()
+
+
+@pytest.mark.parametrize("m", [2, 4])
+def test_plain_optimizers_log_the_noise_when_one_pass_holds_several_groups(m):
+    """A micro-batch of m ghost-BatchNorm groups is one backward (p.grad: the m groups' sum), observed once with
+    groups=m: the noise comes from that first observation's mean and the step's, equal to the float64 equations
+    for batch sizes m b and k b; the step's mean gradient is the same as m observations one by one give."""
+    ws, steps = weights(), gradients(steps=3, k=8)
+    params = [nn.Parameter(w.clone()) for w in ws]
+    opt = optim.create(params, "lars", lr=0.1)
+    for groups in steps:
+        for start in range(0, len(groups), m):
+            backward(params, [sum(g) for g in zip(*groups[start : start + m])])
+            opt.observe(groups=m)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        diag = opt.diagnostics()
+        assert (diag["grad_var"], diag["grad_sqnorm"]) == pytest.approx(ref_noise_first(groups, m), rel=1e-10)
+    one_by_one = [nn.Parameter(w.clone()) for w in ws]
+    reference = optim.create(one_by_one, "lars", lr=0.1)
+    for groups in steps:
+        for grads in groups:
+            backward(one_by_one, grads)
+            reference.observe()
+        reference.step()
+        reference.zero_grad(set_to_none=True)
+    for p, q in zip(params, one_by_one):
+        torch.testing.assert_close(p, q, rtol=1e-12, atol=1e-12)
 
 
 def test_noise_from_the_first_group_is_unbiased():

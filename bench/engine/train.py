@@ -338,8 +338,7 @@ class Trainer:
                 else:
                     loss = self._forward_backward(images, labels, per_micro / per_group)
             if per_micro > 1 and not self.opt.reduces_gradients:  # the sum of the groups' gradients: count them
-                for _ in range(per_micro):
-                    self.opt.observe()
+                self.opt.observe(groups=per_micro)
             elif (micro + 1) % per_group == 0 and per_micro == 1:
                 self.opt.observe(index=first_group + micro // per_group)
             total += loss.detach().to(total.dtype)

@@ -130,15 +130,18 @@ class GroupOptimizer(Optimizer):
         self._groups = 0  # groups observed since the last step
         self._trust: list[Tensor] = []  # per-tensor trust ratios of the last step (LARS, LAMB)
         self._noise: tuple[Tensor, Tensor] | None = None  # (grad_var, grad_sqnorm) of the last step, see noise()
-        self._first_sq: Tensor | None = None  # ||g_1||^2 of the step's first group (plain optimizers' noise)
+        self._first_sq: Tensor | None = None  # ||g_1||^2 of the step's first observation (plain optimizers' noise)
+        self._first_groups = 1  # the groups in that observation
 
-    def observe(self, index: int | None = None) -> None:
-        """Count one group; p.grad keeps accumulating the groups' sum (`index` is not needed here). The first
-        group's ||g_1||^2 is kept for the noise scale (_statistics): p.grad holds that group alone now."""
+    def observe(self, index: int | None = None, groups: int = 1) -> None:
+        """Count `groups` groups (a micro-batch of several, one pass: ghost BatchNorm); p.grad keeps accumulating
+        their sum (`index` is not needed here). The first observation's mean ||g||^2 is kept for the noise scale
+        (_statistics): p.grad holds that observation alone now."""
         if self._groups == 0:
             grads = [p.grad for group in self.param_groups for p in group["params"] if p.grad is not None]
-            self._first_sq = norms(grads).double().square().sum() if grads else None
-        self._groups += 1
+            self._first_sq = norms(grads).double().square().sum() / groups**2 if grads else None
+            self._first_groups = groups
+        self._groups += groups
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -187,11 +190,14 @@ class GroupOptimizer(Optimizer):
         self._noise = None
         if k > 1 and grads:
             torch._foreach_div_(grads, k)
-        if k > 1 and grads and self._first_sq is not None:
-            # The noise from two batch sizes (McCandlish et al. 2018, app. A.1): this rank's first group (its own
-            # under DDP's no_sync, k > 1) and the mean of all groups over all ranks; noise() with local = ||g_1||^2.
-            total_k = k * (dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1)
-            self._noise = noise(self._first_sq * total_k, norms(grads).double().square().sum(), total_k)
+        world = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+        chunks = k * world / self._first_groups  # the step's batch in units of the first observation's m groups
+        if chunks > 1 and grads and self._first_sq is not None:
+            # The noise from two batch sizes (McCandlish et al. 2018, app. A.1): this rank's first observation (its
+            # own under DDP's no_sync) of m groups and the mean of all groups over all ranks; noise() over chunks
+            # of m groups gives a chunk's noise, m times smaller than one group's.
+            var, sqnorm = noise(self._first_sq * chunks, norms(grads).double().square().sum(), chunks)
+            self._noise = (var * self._first_groups, sqnorm)
         return self._combine(k, None, None)
 
     def _combine(self, k: int, mean: Tensor | None, total: Tensor | None) -> dict[Tensor, Tensor]:
