@@ -332,7 +332,7 @@ def _run_sweep(args) -> int:
     run records its commit; `bench sweep` keeps refusing uncommitted changes for a study), then its verdict table
     and the verdict in words. A one-recipe run's options do not apply."""
     from bench import sweep
-    from bench.analysis import results, tables, tuning
+    from bench.analysis import results, tables
     from bench.analysis.render import render
 
     options = {"--set": args.set, "--run-dir": args.run_dir, "--restart": args.restart, "--nproc": args.nproc > 1}
@@ -361,9 +361,7 @@ def _run_sweep(args) -> int:
         return code
     table = tables.build("verdict", results.load_study([out]))
     print()
-    print(render(table, "markdown"))
-    for line in tuning.in_words(table):
-        print(line)
+    print(render(table, "markdown"))  # ends with its claims in words (render.claim): what a reader takes away
     print(f"comparison figure: {plots / 'tuned_top1_vs_batch.png'}")
     return 0
 

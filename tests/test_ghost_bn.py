@@ -12,8 +12,7 @@ from bench.engine import distributed, ghost_bn
 from bench.engine.plan import make_plan
 from bench.engine.train import Trainer
 from bench.errors import UserError
-from tests.conftest import write_recipe
-from tests.test_engine import _free_port
+from tests.conftest import free_port, write_recipe
 
 RECIPE = """
 model: {name: resnet8_cifar, kwargs: {}BN}
@@ -84,7 +83,7 @@ def _states(tmp_path, paths, world=1) -> list[dict]:
         for k in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
             os.environ.pop(k)
     else:
-        mp.spawn(_run, args=(world, _free_port(), paths, outs), nprocs=world)
+        mp.spawn(_run, args=(world, free_port(), paths, outs), nprocs=world)
     return [torch.load(out) for out in outs]
 
 

@@ -315,7 +315,8 @@ def test_two_gloo_ranks_equal_one_process_accumulating_for_every_record(tmp_path
     the plain records' gradients, VRGD over a library its own statistics; the sums differ only in their order."""
     import torch.multiprocessing as mp
 
-    from tests.test_engine import _equiv_recipe, _free_port, _params_after
+    from tests.conftest import free_port
+    from tests.test_engine import _equiv_recipe, _params_after
 
     names = LIBRARY + VRGD_LIBRARY
     paths = [_equiv_recipe(tmp_path, tiny_dataset, n, LR.get(catalog.OPTIMIZERS[n].base, 1e-2), "fp64") for n in names]
@@ -325,7 +326,7 @@ def test_two_gloo_ranks_equal_one_process_accumulating_for_every_record(tmp_path
     paths = [path.with_name(f"{n}.yaml") for n, path in zip(names, paths)]
     one = _params_after(tmp_path, paths, 1)
     outs = [str(tmp_path / f"{n}-2.pt") for n in names]
-    mp.spawn(_two_ranks, args=(2, _free_port(), [str(p) for p in paths], outs, 3), nprocs=2)
+    mp.spawn(_two_ranks, args=(2, free_port(), [str(p) for p in paths], outs, 3), nprocs=2)
     for name, want, out in zip(names, one, outs):
         got = torch.load(out)
         for key in want:

@@ -1172,7 +1172,7 @@ def test_bench_run_of_a_sweep_file_runs_it_and_ends_with_the_verdict_in_words(
     tmp_path, tiny_dataset, capsys, monkeypatch
 ):
     """The main job's shape (recipes/demo.yaml): `bench run` of a sweep file runs the sweep (one lr per arm, three
-    paired seeds), then prints the verdict table, its rows in words and the comparison figure's path; the options
+    paired seeds), then prints the verdict table, its claims in words and the comparison figure's path; the options
     of one recipe's run are refused in one line, before anything runs."""
     write_recipe(tmp_path / "base.yaml", BASE.replace("DATA", str(tiny_dataset)).replace("holdout: 32", "holdout: 0"))
     path = write_recipe(tmp_path / "paired.yaml", PAIRED)
@@ -1194,15 +1194,13 @@ def test_bench_run_of_a_sweep_file_runs_it_and_ends_with_the_verdict_in_words(
     assert (row["X"], row["Y"], row["family"]) == ("VRGD-LARS", "LARS", "primary")
     table = [line for line in said if line.startswith("| 32 ")]
     assert len(table) == 1 and "VRGD-LARS" in table[0] and (out / "verdict.md").read_text() in "\n".join(said) + "\n"
-    words, figure = said[-2:]
-    assert words.startswith("batch 32: VRGD-LARS − LARS, val Top-1 ") and " over 3 paired seeds: " in words
+    claims, figure = [line for line in said if line.startswith("- VRGD-LARS − LARS val Top-1 at batch 32")], said[-1]
+    assert len(claims) == 1 and claims[0].endswith(".")  # the table's claim: its interval, then what it resolved
     if row["verdict"].startswith("within noise"):  # what a reader takes away: nothing resolved, and how little could be
         mde = float(row["MDE 80% at α/m [95%]"])
-        assert words.endswith(
-            f"no difference resolved at this size; the smallest it could detect (80% power) is {mde:.1f} pp"
-        )
+        assert f"within noise (could detect ≥ {mde:.1f} pp)" in claims[0]
     else:
-        assert words.endswith(row["verdict"])
+        assert row["verdict"] in claims[0]
     assert figure == "comparison figure: plots/paired/tuned_top1_vs_batch.png"
     assert (tmp_path / "plots" / "paired" / "tuned_top1_vs_batch.png").is_file()
 

@@ -1140,28 +1140,3 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
         *(f"Claim: {claim}" for claim in scaling_claims(fits, names, reference, crossings)),
     ]
     return table
-
-
-def in_words(table: Table) -> list[str]:
-    """Each verdict row as the sentence a reader should take away (`bench run` of a sweep file ends with them): the
-    difference and its interval, and where nothing was resolved, the smallest difference the seeds could have
-    resolved, never 'better' from an interval that holds zero."""
-    col = {name: i for i, name in enumerate(table.columns)}
-    lines = []
-    for row in table.rows:
-        x, y, diff, mde = (
-            row[col["X"]],
-            row[col["Y"]],
-            row[col["Δ val Top-1 (X − Y)"]],
-            row[col["MDE 80% at α/m [95%]"]],
-        )
-        word, seeds = row[col["verdict"]], row[col["val Top-1 X"]].n
-        said = f"batch {row[col['batch']]}: {x} − {y}, val Top-1 {diff.text()} pp" + (
-            f" over {seeds} paired seeds" if seeds else ""
-        )
-        if word.startswith("within noise") and not mde.empty:
-            word = (
-                f"no difference resolved at this size; the smallest it could detect (80% power) is {mde.value:.1f} pp"
-            )
-        lines.append(f"{said}: {word}")
-    return lines
