@@ -92,12 +92,14 @@ def cmd_validate(args) -> int:
     for path in args.recipes:
         if _validate_sweep(path, args):
             continue
-        r = recipe.load(path, args.set)
+        r = recipe.load(path, args.set, models=not args.schema_only)  # --schema-only: torch-free
         skipped = [] if args.models else ["the dead-parameter probe (--models runs it)"]
         if not args.schema_only:
             check_data(path, r)
-        elif catalog.DATASETS[r.data.dataset].user_path:
-            skipped.append("data.path (--schema-only)")
+        else:
+            skipped.append("the model name and keywords (--schema-only)")
+            if catalog.DATASETS[r.data.dataset].user_path:
+                skipped.append("data.path (--schema-only)")
         auto_groups = (
             r.micro_batch == "auto" and r.gsnr_groups is None and catalog.OPTIMIZERS[r.optimizer.name].reduces_gradients
         )
@@ -630,7 +632,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--schema-only",
         action="store_true",
-        help="check the recipes only, not their data.path (recipes written for another machine)",
+        help="check the recipes' schema only: not their data.path (recipes written for another machine), nor the model "
+        "name (torch-free)",
     )
     s.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="override a recipe key")
     s.add_argument(

@@ -441,7 +441,7 @@ def describe_error(error: ValidationError, root: type[BaseModel] | None = None) 
     """The first problem of a pydantic error as one sentence naming the key; an unknown key comes first
     (a misspelt `epoch:` is the cause of the missing `epochs`), with the closest known key of its section.
     `root`: the schema the error is of (default: Recipe; a sweep file's is bench.sweep.SweepSpec)."""
-    errors = error.errors()
+    errors = [_untagged(e) for e in error.errors()]
     err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     key = ".".join(str(p) for p in err["loc"]) or "(top level)"
     if err["type"] == "extra_forbidden":
@@ -461,6 +461,15 @@ def describe_error(error: ValidationError, root: type[BaseModel] | None = None) 
     if err["type"] == "value_error":
         return msg if not err["loc"] else f"key '{key}': {msg}"
     return f"key '{key}': {msg[0].lower() + msg[1:]} (got {_shown(err['input'])}{_text_hint(err)})"
+
+
+def _untagged(err: dict) -> dict:
+    """The error with the union-member tags pydantic puts inside its key path ('budget.function-after[_one(),
+    Budget].epoch': a sweep's one budget or budgets by batch) dropped; a tag at the end stays (the union case of
+    describe_error reads it)."""
+    loc = err["loc"]
+    inner = [p for p in loc[:-1] if not (isinstance(p, str) and "[" in p)]
+    return {**err, "loc": (*inner, *loc[-1:])}
 
 
 def _text_hint(err) -> str:

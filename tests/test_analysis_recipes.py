@@ -24,7 +24,7 @@ def recipes(folder):
 def test_the_paper_grids_are_complete():
     assert {p.stem for p in recipes("imagenet")} == {
         f"{o}-{b}" for o in ("lars", "vrgd_lars") for b in ("2k", "4k", "8k", "16k", "32k", "64k", "96k")
-    }
+    } | {f"{o}-{b}-mlperf" for o in ("lars", "vrgd_lars") for b in ("32k", "64k")}  # MLPerf's poly(2) variants
     optimizers = ("sgd", "vrgd_sgd", "adamw", "vrgd_adam", "lamb", "vrgd_lamb", "lars", "vrgd_lars")
     assert {p.stem for p in recipes("cifar10")} == {
         f"{o}-{b}" for o in optimizers for b in ("256", "512", "1k", "2k", "4k", "8k")

@@ -257,7 +257,9 @@ def test_the_analysis_reads_facts_not_names():
             assert guess not in source, f"{path.name} guesses a fact the catalog declares: {guess}"
 
 
-def test_the_catalog_and_bench_validate_load_without_torch(tmp_path):
+def test_the_catalog_and_bench_validate_schema_only_load_without_torch(tmp_path):
+    """`bench validate --schema-only` checks a recipe's schema and the catalog's names without torch (plain
+    validate builds the model on the meta device, as bench run does, so it imports torch and timm)."""
     recipe = tmp_path / "r.yaml"
     recipe.write_text(
         "model: {name: resnet18}\nglobal_batch: 64\noptimizer: {name: vrgd_lars, lr: 0.1, gamma: 0.1}\n"
@@ -265,7 +267,7 @@ def test_the_catalog_and_bench_validate_load_without_torch(tmp_path):
     )
     code = (
         "import sys\nfrom bench import catalog\nfrom bench.cli import main\n"
-        f"assert main(['validate', {str(recipe)!r}]) == 0\n"
+        f"assert main(['validate', {str(recipe)!r}, '--schema-only']) == 0\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'timm', 'nvidia')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

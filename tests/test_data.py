@@ -134,11 +134,11 @@ def test_auto_falls_back_to_torchvision_with_one_warning_naming_the_import_error
     cli._import_error.cache_clear()
     with warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always")
-        assert main(["validate", str(RECIPES / "demo.yaml"), "--schema-only"]) == 0
+        assert main(["validate", str(RECIPES / "demo-sgd.yaml"), "--schema-only"]) == 0
     cli._import_error.cache_clear()
     assert ", loader torchvision here)" in capsys.readouterr().out
     assert [str(w.message) for w in said] == [
-        f"{RECIPES / 'demo.yaml'}: data.loader auto uses torchvision: nvidia.dali does not import (ImportError: "
+        f"{RECIPES / 'demo-sgd.yaml'}: data.loader auto uses torchvision: nvidia.dali does not import (ImportError: "
         "libcudart.so.13: cannot open shared object file); install bench[dali-cuda13] or bench[dali-cuda12] for the "
         "dali loader"
     ]

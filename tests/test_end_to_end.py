@@ -70,8 +70,8 @@ def test_a_finer_grid_near_the_target_a_cheap_curve_and_a_stop_at_the_target(tmp
     text = TINY.replace("DATA", str(tiny_dataset)).replace(
         "eval: {every_epochs: 2}",
         "eval: {every_epochs: 2, near_target_every_epochs: 0.4, near_target_margin: 100, "
-        "curve_images: 8, stop_at_target: true}",
-    )
+        "curve_images: 8, stop_at_target: true, stop_at_chance: 0}",
+    )  # stop_at_chance off: on an 8-image subset, 1 of 8 right is "at chance" (it stopped the run on 1 thread)
     recipe = write_recipe(tmp_path / "tiny.yaml", text)
     results = tmp_path / "results"
     done = run_cli("run", str(recipe), "--out", str(results), "--no-progress")

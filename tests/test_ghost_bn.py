@@ -87,9 +87,15 @@ def _states(tmp_path, paths, world=1) -> list[dict]:
     return [torch.load(out) for out in outs]
 
 
-def _assert_same(got: dict, want: dict, what: str) -> None:
+# A plain optimizer's noise scale compares its first observation with the step's mean (two batch sizes): one group
+# of bn_batch images in micro-batches of bn_batch, m groups in a micro-batch of m: both unbiased, not equal
+# (tests/test_optim_groups.py checks each against the float64 equations).
+PLAIN_NOISE = ("diag grad_var", "diag grad_sqnorm")
+
+
+def _assert_same(got: dict, want: dict, what: str, skip: tuple[str, ...] = ()) -> None:
     assert got.keys() == want.keys(), what
-    for key in want:
+    for key in (k for k in want if k not in skip):
         torch.testing.assert_close(got[key], want[key], **TOL, msg=f"{what}: {key}")
 
 
@@ -107,8 +113,9 @@ def test_batched_and_sequential_groups_equal_micro_batches_of_bn_batch_in_float6
     assert reference["loss"].min() > 0 and any("running_mean" in k for k in reference)
     if opt != "sgd" and opt != "lars":
         assert "diag grad_var" in reference
-    _assert_same(batched, reference, f"{opt} batched")
-    _assert_same(sequential, reference, f"{opt} sequential")
+    skip = PLAIN_NOISE if opt in ("sgd", "lars") else ()
+    _assert_same(batched, reference, f"{opt} batched", skip)
+    _assert_same(sequential, reference, f"{opt} sequential", skip)
 
 
 def test_batched_groups_on_two_ranks_equal_micro_batches_of_bn_batch(tmp_path, tiny_dataset):
@@ -121,7 +128,7 @@ def test_batched_groups_on_two_ranks_equal_micro_batches_of_bn_batch(tmp_path, t
     states = _states(tmp_path, paths, world=2)
     alone = _states(tmp_path, paths[:1])[0]
     for (opt, _), got, want in zip(cases, states[3:], states[:3]):
-        _assert_same(got, want, f"{opt} on 2 ranks")
+        _assert_same(got, want, f"{opt} on 2 ranks", PLAIN_NOISE if opt == "lars" else ())
     for key in (k for k in alone if k.startswith("param")):
         torch.testing.assert_close(states[0][key], alone[key], **TOL, msg=f"lars, 2 ranks against 1: {key}")
 

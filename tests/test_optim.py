@@ -426,7 +426,7 @@ def test_check_and_create_reject_bad_input_with_one_clear_sentence():
     with pytest.raises(UserError, match="weight_decay"):
         optim.create(mlp(), "lars", lr=1.0, weight_decay=-1.0)
     assert optim.check("vrgd_lamb", {"lr": 0.1, "beta3": 0.0, "betas": [0.9, 0.99]}) is optim.VRGDLAMB
-    assert optim.NAMES == (
+    assert tuple(n for n in optim.NAMES if not catalog.OPTIMIZERS[n].library) == (  # bench's own, in order
         "sgd",
         "lars",
         "larc",

@@ -354,7 +354,7 @@ def run_recipe(c: Checker, tiny: bool, loader: str, epochs: int, every: int) -> 
         )
     else:  # the demo as it is (1,000 images, batch 100: 10 steps an epoch), with the machine's cores loading
         sets.update({"data.workers": max(1, min(8, (os.cpu_count() or 2) // 2))})
-    return ["recipes/demo.yaml", "--no-progress", *[a for k, v in sets.items() for a in ("--set", f"{k}={v}")]]
+    return ["recipes/demo-sgd.yaml", "--no-progress", *[a for k, v in sets.items() for a in ("--set", f"{k}={v}")]]
 
 
 def meta_of(out: Path) -> dict:
