@@ -116,7 +116,7 @@ def plot_steps_to_result(table_cells: pd.DataFrame, order: list[str]) -> plt.Fig
         handles.append(Line2D([], [], color="k", marker="x", linestyle="", label=f"{MISSED} (reruns' median)"))
     plain_log_y(ax)
     log2_batch_axis(ax, batches)
-    ax.set_ylabel(f"steps to {table_cells['target_top1'].iloc[0]:g}% val Top-1 (reruns' median [95%])")
+    ax.set_ylabel(f"steps to {table_cells['target_top1'].iloc[0]:g}% val Top-1 (reruns' median, order-stat. interval)")
     _title(ax, "Steps to result against batch size", table_cells)
     ax.legend(handles=handles, loc="best", fontsize=6)
     return fig

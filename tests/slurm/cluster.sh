@@ -7,7 +7,8 @@
 #   tests/slurm/cluster.sh stop DIR
 #
 # Packages: apt-get install slurmctld slurmd slurm-client munge (.ci/run installs them when it can).
-# The node is this machine: its short hostname at 127.0.0.1, its CPUs (nproc), memory for the jobs.
+# The node is this machine: its short hostname at 127.0.0.1, its CPUs (nproc, without the test worker's
+# OMP_NUM_THREADS share, which nproc also reads: 1 CPU would leave a 2-worker job pending), memory for the jobs.
 set -euo pipefail
 cmd=${1:?start or stop}; dir=$(realpath -m "${2:?a folder}")
 
@@ -58,7 +59,7 @@ JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 JobRequeue=1
 KillWait=60
-NodeName=$host NodeAddr=127.0.0.1 CPUs=$(nproc) RealMemory=4000 State=UNKNOWN
+NodeName=$host NodeAddr=127.0.0.1 CPUs=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) RealMemory=4000 State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 EOF
 
