@@ -856,7 +856,8 @@ def local_stage(spec: SweepSpec, trials: list[Trial], ranked: dict, finished: di
         for t in local_trials(spec, center, next_local_steps(spec, ranked[cell], tried[cell]))
     ]:
         with tqdm(total=len(batch), unit="trial", desc=f"local {spec.name}", dynamic_ncols=True) as bar:
-            finished.update(run_trials(batch, results, spec, bar, progress))
+            done, _ = run_trials(batch, results, spec, bar, progress)  # a held point leaves its cell waiting
+            finished.update(done)
         for t in batch:
             tried[(t.arm, t.batch)].append(t.recipe.tags["local_step"])
         local += batch

@@ -31,6 +31,7 @@ epochs: 6
 eval: {every_epochs: 2}
 checkpoint: {every_steps: 4}
 target_top1: 40
+engine: {threads: 1}  # bitwise repeats hold for one thread count: the SLURM script's OMP_NUM_THREADS must not change it
 """  # 30 steps, evaluations after steps 10, 20, 30, checkpoints every 4 steps and at 30
 
 

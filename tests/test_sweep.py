@@ -1129,8 +1129,8 @@ def test_a_tiny_sweep_with_a_local_stage_reruns_the_best_of_all_and_resumes_with
     text = text[: text.index("  sgd:")] + text[text.index("  lars:") :]
     write_recipe(sweep_file, text)
     out = tmp_path / "results"
-    runs, waiting = sweep.run_sweep(sweep_file, out, allow_dirty=True)
-    assert waiting == []
+    runs, waiting, held = sweep.run_sweep(sweep_file, out, allow_dirty=True)
+    assert waiting == [] and held == []
     local = [t for t in runs if t.role == "local"]
     assert {t.name for t in local} >= {"tiny-lars-b32-up1", "tiny-lars-b32-down1"} and len(local) <= 3
     ranked, _ = sweep.ranked_trials(
@@ -1143,7 +1143,7 @@ def test_a_tiny_sweep_with_a_local_stage_reruns_the_best_of_all_and_resumes_with
     assert sweep.load(sweep_file).local.steps == 1
     assert (out / "tiny.sweep.yaml").is_file()
     capsys.readouterr()
-    again, _ = sweep.run_sweep(sweep_file, out, allow_dirty=True)
+    again, _, _ = sweep.run_sweep(sweep_file, out, allow_dirty=True)
     assert [t.name for t in again] == [t.name for t in runs]
     assert "run directory" not in capsys.readouterr().out  # nothing left to train
     assert len(results.load([out])) == len(runs)
