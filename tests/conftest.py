@@ -4,9 +4,10 @@ addopts: `-n auto --dist loadgroup`; `-n 0` runs them in this process, for pdb):
 - each worker has its own temporary directories (xdist's basetemp per worker) and BENCH_CACHE per test;
 - each worker's torch and bench runs get their share of the cores (OMP_NUM_THREADS), not all of them each;
 - TCP ports for process groups come from each worker's own range (free_port);
-- tests that share a module- or class-scoped fixture (a cluster, a reference run) run on one worker, in one
-  xdist group per module, so the fixture is made once; a module adds `pytest.mark.xdist_group(...)` itself to
-  serialise tests that cannot share the machine without such a fixture.
+- a module- or class-scoped fixture (a reference run, a dataset) is made once on each worker that runs the
+  module's tests, so a module's tests spread over the workers; a module whose fixture cannot exist twice at once
+  (tests/test_slurm.py's one SLURM cluster) marks itself `pytest.mark.xdist_group(...)`, and its tests run on
+  one worker, one after another.
 """
 
 import itertools
@@ -46,17 +47,6 @@ def free_port() -> int:
                 continue
             return port
     raise RuntimeError(f"no free port in {base}-{base + PORTS_PER_WORKER - 1}")
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
-def pytest_collection_modifyitems(config, items):
-    """Under --dist loadgroup, a test that uses a module- or class-scoped fixture joins its module's group: the
-    fixture (a SLURM cluster, a reference run) is made on one worker, once, not once per worker."""
-    for item in items:
-        info = getattr(item, "_fixtureinfo", None)
-        scopes = {d.scope for defs in (info.name2fixturedefs.values() if info else ()) for d in defs}
-        if scopes & {"module", "class"} and not item.get_closest_marker("xdist_group"):
-            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
 
 
 @pytest.fixture(autouse=True)

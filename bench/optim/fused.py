@@ -14,6 +14,7 @@ GPU they run with `fused=True` alone; `fused=None` keeps the eager code there.
 """
 
 import functools
+import hashlib
 import logging
 import sys
 import warnings
@@ -24,6 +25,9 @@ import torch
 from bench.errors import BenchWarning, UserError
 
 SOURCE = Path(__file__).with_name("csrc") / "vrgd_cpu.cpp"
+# One build folder per checkout: torch's cache rebuilds a module whose source path changed, so two clones sharing
+# one name would rebuild it in turn, each waiting on the other's lock.
+NAME = "bench_vrgd_cpu_" + hashlib.sha1(str(SOURCE).encode()).hexdigest()[:8]
 # The step kernels' per-tensor settings, one row per parameter in this column order (its param group's).
 HYPER = ("lr", "weight_decay", "eta", "eps", "adapt", "clip", "momentum")
 # -fno-trapping-math: comparisons may become vector selects (no code here reads floating-point traps).
@@ -44,11 +48,11 @@ def _build():
     try:
         from torch.utils.cpp_extension import _get_build_directory, load
 
-        folder = Path(_get_build_directory("bench_vrgd_cpu", verbose=False))
-        built = folder / "bench_vrgd_cpu.so"
+        folder = Path(_get_build_directory(NAME, verbose=False))
+        built = folder / f"{NAME}.so"
         if not built.is_file() or built.stat().st_mtime < SOURCE.stat().st_mtime:  # otherwise load() is quick
             print(COMPILING.format(folder=folder), file=sys.stderr)
-        return load("bench_vrgd_cpu", [str(SOURCE)], extra_cflags=FLAGS, extra_ldflags=["-fopenmp"]), None
+        return load(NAME, [str(SOURCE)], extra_cflags=FLAGS, extra_ldflags=["-fopenmp"]), None
     except Exception as exc:  # no compiler, no ninja, a read-only cache: the eager code still works
         return None, f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
     finally:
