@@ -133,6 +133,7 @@ def versions() -> dict[str, str | None]:
 
 RESUMABLE = ("running", "preempted", "failed")  # "running" without a lock holder = killed
 FINISHED = ("completed", "diverged")  # results: a suite skips them, the analysis aggregates them
+STATUSES = (*RESUMABLE, *FINISHED)  # every status a run's meta.json holds
 
 
 def held_by_a_process(run: Path) -> bool:
