@@ -332,7 +332,7 @@ def open_run(results: Path, recipe: Recipe, restart: bool, run_dir: Path | None)
         if run_dir and not meta_path.is_file():
             raise UserError(f"{path}: not a run directory (no meta.json)")
         try:
-            status = json.loads(meta_path.read_text()).get("status")
+            status = read_meta(path).get("status")
             same = recipe.same_as(recipe_path.read_text())
         except (OSError, ValueError):
             continue
