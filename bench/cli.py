@@ -371,10 +371,10 @@ def _run_sweep(args) -> int:
 def _after_stop(signal_name: str, recipe_name: str, args, since: float) -> int:
     """The launcher was stopped: when its workers ended the run "preempted" (they checkpointed), exit 0 for a
     scheduler's SIGTERM and 130 for a Ctrl-C (stop_code)."""
-    from bench.engine.rundir import RunDir
+    from bench.rundir import META, RunDir
 
     for path in [Path(args.run_dir)] if args.run_dir else RunDir.runs_of(Path(args.out), recipe_name)[::-1]:
-        meta = path / "meta.json"
+        meta = path / META
         if (
             meta.is_file()
             and meta.stat().st_mtime >= since
@@ -613,7 +613,7 @@ class _Version(argparse.Action):
     """`bench --version`: bench, python, torch, torchvision, timm, DALI... one per line (a bug report's first lines)."""
 
     def __call__(self, parser, namespace, values, option_string=None):
-        from bench.engine.rundir import versions
+        from bench.rundir import versions
 
         found = versions()
         print(f"bench {found.pop('bench')}")

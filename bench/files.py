@@ -1,7 +1,7 @@
 """Writing files and folders whole: a crash or a full disk never leaves one half-written (a temporary beside the
 target, then a rename), and what is written gets the mode open() and mkdir() would give under the umask.
 
-The lowest layer of writing: the run directory (bench/engine/rundir.py), checkpoints, the analysis's tables and
+The lowest layer of writing: the run directory (bench/rundir.py), checkpoints, the analysis's tables and
 figures and the datasets bench writes (bench/data/) all use it.
 """
 

@@ -10,14 +10,24 @@ Shortcuts are the paper's option A, the one it uses on CIFAR-10: identity, and w
 the input subsampled by 2 and zero-padded to the new width (no parameters), so the parameter counts
 match the paper's. Option B (1x1 projections where the shape changes) is `shortcut="B"`. Weights are
 initialised as He et al. (Kaiming normal, fan out); BatchNorm starts at weight 1, bias 0.
+
+Every model a run trains is built here (create_model), with the dtype of its weights (param_dtype) and the
+autocast its forward passes run under, as timm keeps create_model beside its registry.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 from timm.models import register_model
 from torch import nn
+
+from bench.errors import UserError
+
+if TYPE_CHECKING:
+    from bench.recipe import Recipe
 
 WIDTHS = (16, 32, 64)
 
@@ -130,3 +140,28 @@ def resnet56_cifar(pretrained: bool = False, **kwargs) -> CifarResNet:
 def resnet110_cifar(pretrained: bool = False, **kwargs) -> CifarResNet:
     """ResNet-110 for CIFAR: 18 blocks per stage, 1.7M parameters."""
     return _create(18, pretrained, **kwargs)
+
+
+def timm_models():
+    """timm, with bench's own models (the CIFAR ResNets above) registered in it: importing this module registers
+    them."""
+    import timm
+
+    return timm
+
+
+def create_model(recipe: Recipe, num_classes: int) -> torch.nn.Module:
+    kwargs = dict(recipe.model.kwargs)
+    given = kwargs.setdefault("num_classes", num_classes)
+    if given != num_classes:
+        raise UserError(f"key 'model.kwargs.num_classes' is {given} but the dataset has {num_classes} classes")
+    return timm_models().create_model(recipe.model.name, **kwargs)
+
+
+def autocast(recipe: Recipe, device: torch.device):
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=recipe.engine.precision == "bf16")
+
+
+def param_dtype(recipe: Recipe) -> torch.dtype:
+    """The dtype of the weights and the images fed to them (bf16 autocasts inside fp32 weights)."""
+    return torch.float64 if recipe.engine.precision == "fp64" else torch.float32

@@ -485,17 +485,10 @@ def _shown(value, limit: int = 60) -> str:
     return text if len(text) <= limit else f"a {type(value).__name__} starting {text[:limit]}..."
 
 
-def timm_models():
-    """timm, with bench's own models (bench/models.py: the CIFAR ResNets) registered in it."""
-    import timm
-
-    import bench.models  # noqa: F401  (registering is importing)
-
-    return timm
-
-
 def check_model_name(name: str, key: str = "key 'model.name'") -> None:
     """A timm model name, or one sentence with the closest names."""
+    from bench.models import timm_models
+
     timm = timm_models()
 
     if not timm.is_model(name):
@@ -577,6 +570,7 @@ def _check_ghost_layers(name: str, kwargs: dict) -> None:
     import torch
 
     from bench.engine import ghost_bn
+    from bench.models import timm_models
 
     with torch.device("meta"):
         ghost_bn.check(timm_models().create_model(name, **{**kwargs, "pretrained": False}), name)
@@ -586,6 +580,8 @@ def _check_model_kwargs(name: str, kwargs: dict) -> None:
     """Build the model on the meta device (no memory, no weights): a keyword timm's model does not take is one
     sentence here instead of a traceback in the run; pretrained weights are looked up (_check_pretrained)."""
     import torch
+
+    from bench.models import timm_models
 
     timm = timm_models()
     try:

@@ -9,14 +9,13 @@ suite records them and goes on with the next recipe.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from tqdm import tqdm
 
 from bench import recipe as recipe_mod
-from bench.engine.rundir import FINISHED, RunDir
 from bench.errors import UserError
+from bench.rundir import FINISHED, RECIPE, RunDir, read_meta
 
 
 class Preempted(Exception):
@@ -40,8 +39,8 @@ def finished_run(results: Path, recipe: recipe_mod.Recipe) -> Path | None:
     """The newest finished (completed or diverged) run of exactly this resolved recipe, if there is one."""
     for run in reversed(RunDir.runs_of(results, recipe.name)):
         try:
-            done = json.loads((run / "meta.json").read_text()).get("status") in FINISHED
-            same = recipe.same_as((run / "recipe.yaml").read_text())
+            done = read_meta(run).get("status") in FINISHED
+            same = recipe.same_as((run / RECIPE).read_text())
         except (OSError, ValueError):
             continue
         if done and same:
@@ -72,5 +71,5 @@ def run_suite(folder: Path, results: Path, sets: list[str] = ()) -> list[tuple[s
 
 
 def _status(run: Path) -> str:
-    meta = json.loads((run / "meta.json").read_text())
+    meta = read_meta(run)
     return meta["status"] + (f" ({meta['reason']})" if meta.get("reason") else "")

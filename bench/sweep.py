@@ -85,8 +85,8 @@ from pydantic import (
 
 from bench import catalog
 from bench import recipe as recipe_mod
-from bench.engine.rundir import FINISHED, prune_checkpoints
 from bench.errors import UserError
+from bench.rundir import FINISHED, META, prune_checkpoints, read_meta, read_metrics
 from bench.suite import Preempted, finished_run
 
 
@@ -591,10 +591,8 @@ def _stale(holder: dict | None) -> bool:
 def selection_score(run: Path, recipe: recipe_mod.Recipe, select: Select) -> tuple:
     """Sort key of a finished trial (larger is better): (reached, -steps, top1) for steps_to_target,
     (top1,) for top1; a diverged trial or one with no evaluation scores lowest."""
-    from bench.analysis.results import read_metrics
-
     column = "holdout_top1" if select.split == "holdout" else "val_top1"
-    status = json.loads((run / "meta.json").read_text()).get("status")
+    status = read_meta(run).get("status")
     metrics = read_metrics(run)
     if status != "completed" or not len(metrics) or not math.isfinite(metrics[column].iloc[-1]):
         return (-math.inf,) * (3 if select.metric == "steps_to_target" else 1)
@@ -697,7 +695,7 @@ def this_platform() -> str:
     import torch
 
     from bench.analysis.results import kernels
-    from bench.engine.rundir import versions
+    from bench.rundir import versions
 
     cuda = torch.cuda.is_available()
     return kernels(
@@ -717,7 +715,7 @@ def check_provenance(
     uncommitted tree (unless allow_dirty; `sweep_files`, the sweep file and its base recipe, count too), or on a platform other than that of the study's finished runs
     (unless allow_mixed_kernels); warn when the finished runs came from another commit."""
     from bench.analysis.results import kernels
-    from bench.engine.rundir import git_commit
+    from bench.rundir import git_commit
 
     commit = git_commit(*sweep_files)
     if commit and commit.endswith("+dirty") and not allow_dirty:
@@ -727,7 +725,7 @@ def check_provenance(
             "clean commit: commit them, or pass --allow-dirty (the verdict then warns)"
         )
     commit = git_commit()  # what each run records: the package's code
-    done = [json.loads(m.read_text()) for m in sorted(Path(results).glob("*/*/meta.json"))]
+    done = [json.loads(m.read_text()) for m in sorted(Path(results).glob(f"*/*/{META}"))]
     done = [m for m in done if m.get("status") in FINISHED]
     theirs = sorted({kernels(m) for m in done})
     here = this_platform()

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from bench.analysis.results import OPTIONAL_METRIC_COLUMNS
-from bench.engine.rundir import METRIC_COLUMNS
+from bench.rundir import METRIC_COLUMNS, OPTIONAL_METRIC_COLUMNS
 
 TOY = {
     "dataset": "synthetic",

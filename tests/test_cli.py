@@ -9,7 +9,7 @@ import pytest
 
 from bench.cli import main
 from bench.data import resolve_loader
-from bench.engine.rundir import versions
+from bench.rundir import versions
 from tests.conftest import RECIPES
 
 

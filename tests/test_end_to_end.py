@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from bench.engine.rundir import METRIC_COLUMNS
+from bench.rundir import METRIC_COLUMNS
 from tests.conftest import run_cli, write_recipe
 
 pytestmark = pytest.mark.slow  # trains a run through the command line

@@ -371,7 +371,7 @@ def test_the_probe_counts_taps_that_see_only_padding_and_not_a_silenced_branch()
     conv1 its 4 lower-right taps (5/9 of 294,912). At step 0 timm's zero-initialised last BatchNorms silence
     almost everything else too, which the probe does not count; the CIFAR ResNet has no dead parameter."""
     from bench.engine import dead
-    from bench.recipe import timm_models
+    from bench.models import timm_models
 
     timm = timm_models()
     model = timm.create_model("resnet18", num_classes=10, **FASHION_MODEL)
@@ -492,7 +492,7 @@ def test_each_progress_field_has_one_writer():
 PROVENANCE_PROBE = """
 import subprocess, sys
 from pathlib import Path
-from bench.engine.rundir import git_commit
+from bench.rundir import git_commit
 root, files = Path(sys.argv[1]), [Path(f) for f in sys.argv[2:]]
 def state(*extra):
     git_commit.cache_clear()
@@ -550,7 +550,7 @@ def test_eval_ema_reads_the_target_on_the_averaged_weights(tmp_path, tiny_datase
     computed here by hand from the weights each step left), and the evaluation reads that average, not the
     trained weights: the metrics' val loss is the average's, not the trained model's."""
     from bench.engine import train as train_mod
-    from bench.engine.rundir import checkpoints
+    from bench.rundir import checkpoints
 
     text = EQUIV.replace("DATA", str(tiny_dataset)).replace("OPT", "sgd").replace("LR", "0.2")
     text = text.replace("PRECISION", "fp64").replace("epochs: 1\n", "epochs: 0.8\neval: {ema_epochs: 0.25}\n")

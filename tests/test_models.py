@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from bench.recipe import timm_models
+from bench.models import timm_models
 
 # He et al. 2016, Table 6: parameters of the CIFAR-10 ResNets (option A shortcuts, 10 classes)
 PAPER = {

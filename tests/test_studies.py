@@ -121,3 +121,21 @@ def test_a_committed_table_is_what_its_tree_gives(path, studies):
     fresh = rows(render(tables.build(path.stem, studies[path.parent]), "markdown"))
     committed = rows(path.read_text())
     assert fresh and fresh == committed, f"{path} differs from what its results tree gives now"
+
+
+def test_every_committed_run_directory_reads_through_the_run_directory_reader():
+    """The committed results trees (some written by older versions of bench) are what the reader reads: each run
+    has a recipe and a meta.json with a known status, and a finished run a metrics.csv with its evaluations."""
+    from bench import rundir
+
+    runs = rundir.find_runs([ROOT / "results"])
+    assert len(runs) > 100
+    for run in runs:
+        recipe, meta = rundir.read_recipe_and_meta(run)
+        assert meta == rundir.read_meta(run) and meta.get("status") in rundir.STATUSES, run
+        if meta["status"] in rundir.FINISHED:
+            assert (run / rundir.METRICS).is_file(), run
+            metrics = rundir.read_metrics(run, recipe["global_batch"])
+            assert len(metrics) and list(metrics.columns)[: len(rundir.METRIC_COLUMNS)] == list(
+                rundir.METRIC_COLUMNS
+            ), run

@@ -728,7 +728,7 @@ def test_a_sweep_refuses_an_uncommitted_tree_and_another_kernel_platform(sweep_f
     """A study's runs come from one clean commit and one kernel platform: a dirty tree is refused unless
     --allow-dirty; a resume on another platform than the finished runs' is refused unless --allow-mixed-kernels;
     another commit is named in a warning. Nothing is trained or written when refused."""
-    from bench.engine import rundir
+    from bench import rundir
 
     out = tmp_path / "results"
     monkeypatch.setattr(rundir, "git_commit", lambda *files: "0123456789abcdef+dirty")
@@ -755,7 +755,7 @@ def test_a_sweep_refuses_an_uncommitted_tree_and_another_kernel_platform(sweep_f
     meta = json.loads((finished / "meta.json").read_text())
     import torch
 
-    from bench.engine.rundir import versions
+    from bench.rundir import versions
 
     meta.update(cpu_capability=torch.backends.cpu.get_cpu_capability(), versions=versions())
     (finished / "meta.json").write_text(json.dumps(meta))

@@ -17,9 +17,9 @@ from pathlib import Path
 
 from bench import catalog
 from bench.analysis.render import FORMATS
-from bench.engine.rundir import FINISHED, checkpoints, prune_checkpoints
 from bench.errors import UserError
 from bench.files import atomic_write
+from bench.rundir import FINISHED, checkpoints, prune_checkpoints
 
 EXPORTS = ("parquet", "json")  # bench.analysis.export.FORMATS, without importing pandas for every command
 TABLE_NAMES = tuple(catalog.TABLES)
@@ -77,7 +77,7 @@ def cmd_export(args) -> int:
 
 def cmd_clean(args) -> int:
     """Remove the checkpoints of finished runs (completed or diverged): the analysis reads none of them."""
-    from bench.analysis.results import find_runs, read_recipe_and_meta
+    from bench.rundir import find_runs, read_recipe_and_meta
 
     freed, runs = 0, 0
     for run in find_runs(args.paths):

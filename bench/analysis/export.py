@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # pandas is imported by the callers that hold frames; `bench report --columns` needs none
     import pandas as pd
 
-from bench.engine.rundir import versions
 from bench.errors import UserError
 from bench.files import atomic_write
+from bench.rundir import META, versions
 
 FORMATS = ("parquet", "json")
 
@@ -150,7 +150,7 @@ def relative_runs(frame: pd.DataFrame, paths) -> pd.DataFrame:
 
     folders = [Path(p).resolve() for p in paths]
     root = Path(os.path.commonpath(folders))
-    if (root / "meta.json").is_file():  # one run directory: name it from its parent
+    if (root / META).is_file():  # one run directory: name it from its parent
         root = root.parent
     rel = lambda run: os.path.relpath(Path(run).resolve(), root)  # noqa: E731
     out = frame.copy()

@@ -172,7 +172,7 @@ def crossing(run: str, steps: float) -> tuple[float, float]:
     the crossing evaluation over the recipe's peak lr (from its recipe.yaml and metrics.csv); nan when it missed."""
     from pathlib import Path
 
-    from bench.analysis.results import read_metrics, read_recipe_and_meta
+    from bench.rundir import read_metrics, read_recipe_and_meta
 
     if not math.isfinite(steps):
         return math.nan, math.nan

@@ -50,11 +50,11 @@ from bench.analysis.results import (  # noqa: E402
     best_groups,
     file_stem,
     numbers,
-    read_events,
     step_batches,
     variant_names,
 )
 from bench.files import atomic_write  # noqa: E402
+from bench.rundir import read_events  # noqa: E402
 
 STYLE = {
     "font.size": 9,

@@ -319,7 +319,7 @@ def measured_inputs(paths: list[str]) -> tuple[pd.DataFrame, dict]:
     or more misses make the median a miss), from a results tree; a sweep's reruns when it has them. Also the
     recipe facts the model needs."""
     from bench.analysis import results
-    from bench.analysis.results import read_recipe_and_meta
+    from bench.rundir import read_recipe_and_meta
 
     runs = results.load(paths)
     if "role" in runs and (runs.role == "rerun").any():
@@ -400,7 +400,7 @@ def reference_inputs() -> pd.DataFrame:
 
 def count_parameters(run: str) -> int:
     """A measured run's model parameters, by building its recipe's model (on the meta device: no memory)."""
-    from bench.analysis.results import read_recipe_and_meta
+    from bench.rundir import read_recipe_and_meta
 
     recipe, meta = read_recipe_and_meta(Path(run))
     train = Path(meta.get("data_root") or "") / "train"
@@ -413,7 +413,7 @@ def count_parameters(run: str) -> int:
         )
     import torch
 
-    from bench.recipe import timm_models
+    from bench.models import timm_models
 
     kwargs = {**(recipe["model"].get("kwargs") or {}), "num_classes": classes}
     with torch.device("meta"):

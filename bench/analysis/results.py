@@ -65,23 +65,28 @@ when any seed missed the target (`n_reached` says how many reached it).
 
 from __future__ import annotations
 
-import io
 import json
 import math
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from bench.analysis.paper import data_label, model_label, model_shape, paper_setting, setting_label
 from bench.catalog import DATASETS, reads_files
-from bench.engine.rundir import FINISHED, METRIC_COLUMNS, held_by_a_process
 from bench.errors import UserError
 from bench.identity import digest, loader_ran, seed_key
 from bench.recipe import Recipe, file_stem  # noqa: F401  (file_stem: plots use it from here)
+from bench.rundir import (
+    FINISHED,
+    damaged,
+    find_runs,
+    held_by_a_process,
+    read_events,
+    read_metrics,
+    read_recipe_and_meta,
+)
 
 # What makes two groups comparable ("the same problem"): model, dataset, image size, target.
 # Each dataset's own keys come from its catalog record (a new dataset is never merged with another's runs).
@@ -94,10 +99,6 @@ SETTING_KEYS = (
     ("data", "train_eval_size"),
     ("target_top1",),
 )
-# metrics.csv columns added after the first runs: read when present, else derived
-# (schedule_epoch = epoch: only AdaScale's schedule runs ahead of the images seen;
-# batch = the plan's global_batch: before adaptive batching it never changed).
-OPTIONAL_METRIC_COLUMNS = ("schedule_epoch", "batch", "holdout_top1", "holdout_loss", "val_images")
 TO_TARGET = {
     "steps_to_target": "step",
     "epochs_to_target": "epoch",
@@ -134,92 +135,6 @@ STEP_STATS = (
     "final_batch",
     "batch_varies",
 )
-
-
-def damaged(message: str) -> None:
-    """One line on stderr for damaged results that are left out or cut back: never a silent change."""
-    print(f"bench: warning: {message}", file=sys.stderr)
-
-
-def find_runs(paths: list[str | Path]) -> list[Path]:
-    """Run directories (folders holding meta.json) at or below each path."""
-    runs = []
-    for p in map(Path, paths):
-        if not p.exists():
-            raise UserError(f"{p}: no such run or results directory")
-        found = [p] if (p / "meta.json").is_file() else sorted(m.parent for m in p.rglob("meta.json"))
-        if not found:
-            raise UserError(f"{p}: no run directories (folders with meta.json) found")
-        runs += found
-    return list(dict.fromkeys(runs))
-
-
-def read_recipe_and_meta(run: Path) -> tuple[dict, dict]:
-    try:
-        meta = json.loads((run / "meta.json").read_text())
-        recipe = yaml.safe_load((run / "recipe.yaml").read_text())
-    except (OSError, ValueError, yaml.YAMLError) as e:
-        raise UserError(f"{run}: not a readable run directory ({type(e).__name__}: {e})") from None
-    if not isinstance(meta, dict) or not isinstance(recipe, dict):
-        raise UserError(f"{run}: meta.json and recipe.yaml must each hold a mapping")
-    for key in ("name", "optimizer", "global_batch", "target_top1"):
-        if key not in recipe:
-            raise UserError(f"{run / 'recipe.yaml'}: missing key '{key}' (not a resolved bench recipe)")
-    if not isinstance(recipe["optimizer"], dict) or "name" not in recipe["optimizer"]:
-        raise UserError(f"{run / 'recipe.yaml'}: missing key 'optimizer.name'")
-    return Recipe.as_today(recipe), meta  # so a key added since a run was made does not split its seeds
-
-
-def read_metrics(run: Path, plan_batch: float = math.nan) -> pd.DataFrame:
-    """metrics.csv with every METRIC_COLUMNS column as numbers (empty before the first evaluation); the
-    OPTIONAL_METRIC_COLUMNS a run made before them lacks are filled in (batch = `plan_batch`)."""
-    path = run / "metrics.csv"
-    columns = list(dict.fromkeys([*METRIC_COLUMNS, *OPTIONAL_METRIC_COLUMNS]))
-    if not path.is_file():
-        return pd.DataFrame(columns=columns, dtype=float)
-    try:
-        text = path.read_text()
-        if text and not text.endswith("\n"):  # bench writes whole files: a copy or a full disk cut this one
-            text = text[: text.rfind("\n") + 1]
-            damaged(f"{path}: the last line is cut off (an interrupted copy or write); it is left out")
-        metrics = pd.read_csv(io.StringIO(text))
-    except (ValueError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
-        raise UserError(f"{path}: not a readable metrics file ({type(e).__name__}: {e})") from None
-    required = [c for c in METRIC_COLUMNS if c not in OPTIONAL_METRIC_COLUMNS]
-    missing = [c for c in required if c not in metrics.columns]
-    if missing:
-        raise UserError(f"{path}: missing column(s) {', '.join(missing)}; expected {', '.join(required)}")
-    if "schedule_epoch" not in metrics.columns:
-        metrics["schedule_epoch"] = metrics["epoch"]
-    if "batch" not in metrics.columns:
-        metrics["batch"] = plan_batch
-    for column in ("holdout_top1", "holdout_loss", "val_images"):  # runs without a holdout, or made before them
-        if column not in metrics.columns:
-            metrics[column] = math.nan
-    try:
-        metrics = metrics[columns].apply(pd.to_numeric)
-    except (ValueError, TypeError) as e:
-        raise UserError(f"{path}: a value is not a number ({e})") from None
-    return metrics
-
-
-def read_events(run: str | Path) -> pd.DataFrame:
-    """events.jsonl as a DataFrame (one row per step); a truncated last line is skipped."""
-    path = Path(run) / "events.jsonl"
-    if not path.is_file():
-        return pd.DataFrame()
-    rows = []
-    lines = path.read_text().splitlines()
-    for i, line in enumerate(lines):
-        try:
-            row = json.loads(line)
-        except ValueError:
-            if i == len(lines) - 1:  # the append-only log of a killed run may end mid-line
-                break
-            raise UserError(f"{path}: line {i + 1} is not JSON") from None
-        if isinstance(row, dict):
-            rows.append(row)
-    return pd.DataFrame(rows)
 
 
 def numbers(events: pd.DataFrame, key: str) -> pd.Series:

@@ -27,6 +27,7 @@ import pandas as pd
 import yaml
 
 from bench.analysis.paper import display
+from bench.rundir import RECIPE
 
 SEARCHED_ROLES = ("trial", "local")
 NOT_HYPERPARAMETERS = ("fused",)  # options that change the kernels, not the mathematics
@@ -34,7 +35,7 @@ NOT_HYPERPARAMETERS = ("fused",)  # options that change the kernels, not the mat
 
 @lru_cache(maxsize=4096)
 def _recipe(run: str) -> dict:
-    return yaml.safe_load((Path(run) / "recipe.yaml").read_text()) or {}
+    return yaml.safe_load((Path(run) / RECIPE).read_text()) or {}
 
 
 def dotted(recipe: dict, key: str):

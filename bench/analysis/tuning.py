@@ -42,8 +42,9 @@ import pandas as pd
 from bench.analysis import ladder, power, search
 from bench.analysis.paper import display
 from bench.analysis.render import NO_NUMBER, Cell, Table, claim
-from bench.analysis.results import NOISE_WINDOW, Study, instability_text, numbers, once_per_seed, read_events
+from bench.analysis.results import NOISE_WINDOW, Study, instability_text, numbers, once_per_seed
 from bench.errors import UserError
+from bench.rundir import read_events
 
 CONFIDENCE = 1 - power.ALPHA
 PRIMARY = ("vrgd_lars", "lars")  # the study's declared question: its own Holm family, one test per batch

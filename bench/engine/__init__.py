@@ -1,1 +1,1 @@
-"""The training engine: batch plan, training loop, run directory."""
+"""The training engine: batch plan, training loop, checkpoints, launch."""

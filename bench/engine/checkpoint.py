@@ -23,9 +23,9 @@ import numpy as np
 import torch
 
 from bench.engine.faults import crash_point
-from bench.engine.rundir import prune_checkpoints
 from bench.errors import UserError
 from bench.files import atomic_write
+from bench.rundir import checkpoint_path, prune_checkpoints
 
 FORMAT = "bench-checkpoint-1"
 
@@ -45,13 +45,9 @@ def set_rng_state(state: dict) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def path_for(run_dir: Path, step: int) -> Path:
-    return Path(run_dir) / f"ckpt-{step:09d}.pt"
-
-
 def save(run_dir: Path, step: int, state: dict, keep: int) -> Path:
     """Write the checkpoint for `step` atomically, then drop all but the newest `keep`."""
-    path = path_for(run_dir, step)
+    path = checkpoint_path(run_dir, step)
     buf = io.BytesIO()
     torch.save({"format": FORMAT, "step": step, **state}, buf)
     atomic_write(path, buf.getbuffer(), before_rename=lambda: crash_point("checkpoint", step))

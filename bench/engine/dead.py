@@ -118,7 +118,7 @@ def recipe_probe(recipe, num_classes: int) -> DeadParams:
 
     import torch
 
-    from bench.engine.train import create_model
+    from bench.models import create_model
 
     key = (recipe.model.name, json.dumps(recipe.model.kwargs, sort_keys=True), recipe.data.image_size, num_classes)
     if key not in _probed:

@@ -29,6 +29,7 @@ import shutil
 from pathlib import Path
 
 from bench.errors import require_extra
+from bench.rundir import EVENTS, METRICS, RECIPE, whole_lines
 
 FOLDER = "tensorboard"
 # The recipe keys a sweep's HParams show (dotted; those a run's recipe lacks are left out), with the
@@ -89,13 +90,11 @@ class Curves:
 
     def replay(self, run: Path) -> None:
         """A run's own logs, as the live writer would have written them."""
-        from bench.engine.rundir import whole_lines
-
-        events = run / "events.jsonl"
+        events = run / EVENTS
         for line in whole_lines(events) if events.is_file() else []:
             self.event(json.loads(line))
-        if (run / "metrics.csv").is_file():
-            with open(run / "metrics.csv") as f:
+        if (run / METRICS).is_file():
+            with open(run / METRICS) as f:
                 for row in csv.DictReader(f):
                     self.metrics({k: float(v) for k, v in row.items() if v not in ("", None)})
 
@@ -160,7 +159,7 @@ def export(runs, out: Path) -> list[Path]:
             / f"seed{run['seed']}"
             / f"{run['recipe']}-{path.name}"
         )
-        curves = Curves(folder, (path / "recipe.yaml").read_text(), replay=path)
+        curves = Curves(folder, (path / RECIPE).read_text(), replay=path)
         curves.close(finished=bool(run["finished"]))
         written.append(folder)
     return written

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import json
 import math
 import os
 import signal
@@ -54,39 +53,12 @@ from bench.engine import checkpoint, distributed, ghost_bn, group_pass, tensorbo
 from bench.engine.faults import crash_point
 from bench.engine.pace import Pace
 from bench.engine.plan import recipe_plan
-from bench.engine.rundir import (
-    FINISHED,
-    RESUMABLE,
-    RunDir,
-    checkpoints,
-    git_commit,
-    held_by_a_process,
-    host_info,
-    now,
-    prune_checkpoints,
-    versions,
-)
 from bench.errors import BenchWarning, OutOfSpace, UserError
-from bench.recipe import Recipe, timm_models
+from bench.models import autocast, create_model, param_dtype
+from bench.recipe import Recipe
+from bench.rundir import FINISHED, RunDir, git_commit, host_info, now, open_run, prune_checkpoints, versions
 
 STRICT_CHECK_MAX = 50_000  # images a data.strict run decodes before its first step (seconds on a few cores)
-
-
-def create_model(recipe: Recipe, num_classes: int) -> torch.nn.Module:
-    kwargs = dict(recipe.model.kwargs)
-    given = kwargs.setdefault("num_classes", num_classes)
-    if given != num_classes:
-        raise UserError(f"key 'model.kwargs.num_classes' is {given} but the dataset has {num_classes} classes")
-    return timm_models().create_model(recipe.model.name, **kwargs)
-
-
-def autocast(recipe: Recipe, device: torch.device):
-    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=recipe.engine.precision == "bf16")
-
-
-def param_dtype(recipe: Recipe) -> torch.dtype:
-    """The dtype of the weights and the images fed to them (bf16 autocasts inside fp32 weights)."""
-    return torch.float64 if recipe.engine.precision == "fp64" else torch.float32
 
 
 def to_device(batch, device: torch.device, recipe: Recipe):
@@ -675,43 +647,6 @@ class PreemptionFlag:
             # next run. One the run answered (checkpoint, "preempted") is dropped.
             if late and exc[0] is None:
                 signal.raise_signal(late)
-
-
-def open_run(results: Path, recipe: Recipe, restart: bool, run_dir: Path | None) -> tuple[RunDir, Path | None]:
-    """The run directory to write and the checkpoint to resume from (None: start at step 0).
-
-    Without --restart, the newest unfinished run of this exact recipe is resumed
-    when it has a checkpoint; --run-dir names the run to continue."""
-    recipe_yaml = recipe.to_yaml()
-    candidates = [Path(run_dir)] if run_dir else ([] if restart else RunDir.runs_of(results, recipe.name)[::-1])
-    completed = None
-    for path in candidates:
-        meta_path, recipe_path = path / "meta.json", path / "recipe.yaml"
-        if run_dir and not meta_path.is_file():
-            raise UserError(f"{path}: not a run directory (no meta.json)")
-        try:
-            status = json.loads(meta_path.read_text()).get("status")
-            same = recipe.same_as(recipe_path.read_text())
-        except (OSError, ValueError):
-            continue
-        if run_dir and not same:
-            raise UserError(f"{path}: this run was made by a different recipe; pass that recipe, or drop --run-dir")
-        if run_dir and status not in RESUMABLE:
-            raise UserError(f"{path}: the run is {status}; nothing to resume")
-        saved = checkpoints(path)
-        if same and status in RESUMABLE and saved:
-            state_step = int(saved[-1].stem.split("-")[1])
-            return RunDir.reopen(path, state_step), saved[-1]
-        if same and status in RESUMABLE and (run_dir or not held_by_a_process(path)):  # stopped before a checkpoint
-            print(f"starting {path} again from step 0 (its process stopped before the first checkpoint)")
-            return RunDir.reopen(path, 0), None
-        completed = completed or (path if same and status == "completed" else None)
-    if completed:  # as timm's train.py, a command starts a run; but never a second one of a seed unsaid
-        print(
-            f"{recipe.name} with seed {recipe.seed} completed in {completed}; this starts another run of the same "
-            "seed (the analysis keeps the one that ends last; --set seed=N for another seed)"
-        )
-    return RunDir.create(results, recipe.name, recipe_yaml), None
 
 
 def _curves(recipe: Recipe, run: RunDir, state) -> list:

@@ -22,7 +22,8 @@ from torch import nn
 
 from bench import optim
 from bench.errors import ArgumentParser, count
-from bench.recipe import check_model_name, timm_models
+from bench.models import timm_models
+from bench.recipe import check_model_name
 
 # Tensor passes (of N parameter elements) a step must read + write at least ("at copy rate"):
 MIN_PASSES = {

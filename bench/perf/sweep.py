@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import json
 import statistics
 import sys
 import tempfile
@@ -46,6 +45,7 @@ def main(argv: list[str]) -> int:
     from tqdm import tqdm
 
     from bench import sweep
+    from bench.rundir import read_meta
 
     args = parse(argv)
     with tempfile.TemporaryDirectory() as tmp:
@@ -73,7 +73,7 @@ def main(argv: list[str]) -> int:
             with tqdm(total=1, disable=True) as bar, contextlib.redirect_stdout(io.StringIO()):
                 [run] = sweep.run_trials([trial], Path(tmp) / "results", spec, bar, sweep.Progress())[0].values()
             wall = time.perf_counter() - start
-            meta = json.loads((run / "meta.json").read_text())
+            meta = read_meta(run)
             train, evaluation = meta["train_time_s"], meta["eval_time_s"]
             rows.append((trial.name, wall, train, evaluation, wall - train - evaluation))
     print(f"sweep overhead per trial: {args.recipe}, {args.epochs:g} epochs, {len(rows)} trials in one process")

@@ -140,8 +140,8 @@ class BenchCase:
     """The runner's per-step path (Trainer.train_step) over one recipe, writing a scratch run directory."""
 
     def __init__(self, recipe, dist, scratch: Path):
-        from bench.engine.rundir import RunDir
         from bench.engine.train import Progress, Trainer
+        from bench.rundir import RunDir
 
         self.trainer = trainer = Trainer(recipe, dist)
         self.loader = trainer.data.loader
@@ -181,7 +181,7 @@ class BareCase:
 
     def __init__(self, recipe, device: torch.device, batch, num_classes: int, accum_steps: int):
         from bench.engine import ghost_bn
-        from bench.engine.train import autocast, create_model, param_dtype
+        from bench.models import autocast, create_model, param_dtype
 
         torch.manual_seed(recipe.seed)
         fmt = torch.channels_last if recipe.engine.channels_last else torch.contiguous_format
@@ -266,7 +266,7 @@ def flops_per_image(recipe, num_classes: int, device: torch.device) -> float:
     multiply-adds forward, so about 8.2 GFLOP forward and 24.6 GFLOP with backward)."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    from bench.engine.train import create_model, param_dtype
+    from bench.models import create_model, param_dtype
 
     model = create_model(recipe, num_classes).to(device, dtype=param_dtype(recipe))
     size = recipe.data.image_size

@@ -1,13 +1,17 @@
-"""The run directory: the contract between the runner and the analysis.
+"""The run directory: the contract between the runner and the analysis, both sides of it.
 
     <results>/<recipe name>/<run id>/
         recipe.yaml    the resolved recipe
         meta.json      status, versions, git commit, hardware, world size, times
         metrics.csv    one row per evaluation (METRIC_COLUMNS)
         events.jsonl   per-step scalars (lr, batch, loss, optimizer diagnostics, noise scale)
+        ckpt-<step>.pt checkpoints (bench.engine.checkpoint writes their contents)
 
 Every file but the append-only events log is replaced atomically (write a
 temporary file, then rename), so a crash never leaves a half-written file.
+The writer (RunDir), the choice of the run to resume (open_run) and the readers
+the analysis, suite, sweep and perf use all live here, below both engine and
+analysis: no other module spells a run file's name.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import fcntl
 import functools
 import io
 import json
+import math
 import os
 import platform
 import shutil
@@ -27,9 +32,23 @@ import sys
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bench.errors import UserError
 from bench.files import atomic_write, writing
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from bench.recipe import Recipe
+
+RECIPE = "recipe.yaml"
+META = "meta.json"
+METRICS = "metrics.csv"
+EVENTS = "events.jsonl"
+LOCK = ".lock"
+CHECKPOINTS = "ckpt-*.pt"
+CHECKPOINT_TMP = ".ckpt-*.tmp"  # what a crash during a checkpoint's write leaves (bench.files.atomic_write)
 
 METRIC_COLUMNS = (
     "epoch",
@@ -49,6 +68,10 @@ METRIC_COLUMNS = (
     "holdout_loss",
     "val_images",
 )
+# metrics.csv columns added after the first runs: read when present, else derived
+# (schedule_epoch = epoch: only AdaScale's schedule runs ahead of the images seen;
+# batch = the plan's global_batch: before adaptive batching it never changed).
+OPTIONAL_METRIC_COLUMNS = ("schedule_epoch", "batch", "holdout_top1", "holdout_loss", "val_images")
 PACKAGES = (
     "bench",
     "torch",
@@ -67,7 +90,7 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-PACKAGE = Path(__file__).resolve().parents[1]  # bench/: every subpackage and top-level module
+PACKAGE = Path(__file__).resolve().parent  # bench/: every subpackage and top-level module
 
 
 @functools.lru_cache(maxsize=8)
@@ -110,13 +133,14 @@ def versions() -> dict[str, str | None]:
 
 RESUMABLE = ("running", "preempted", "failed")  # "running" without a lock holder = killed
 FINISHED = ("completed", "diverged")  # results: a suite skips them, the analysis aggregates them
+STATUSES = (*RESUMABLE, *FINISHED)  # every status a run's meta.json holds
 
 
 def held_by_a_process(run: Path) -> bool:
     """Whether a live process holds the run's lock (a run's status stays "running" when its process is killed).
     The probe takes the lock for an instant: a resume starting in that instant would be told to wait."""
     try:
-        with open(run / ".lock", "a") as f:
+        with open(run / LOCK, "a") as f:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
             return False  # closing releases it
     except BlockingIOError:
@@ -135,7 +159,7 @@ class RunDir:
 
     def lock(self) -> None:
         """Hold this run directory for this process (released when it exits, even when killed)."""
-        self._lock = open(self.path / ".lock", "w")
+        self._lock = open(self.path / LOCK, "w")
         try:
             fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -154,12 +178,12 @@ class RunDir:
         (the resumed run computes them again, identically)."""
         run = cls(path)
         run.lock()
-        run.meta = json.loads((run.path / "meta.json").read_text())
-        if (run.path / "metrics.csv").is_file():
-            with open(run.path / "metrics.csv") as f:
+        run.meta = json.loads((run.path / META).read_text())
+        if (run.path / METRICS).is_file():
+            with open(run.path / METRICS) as f:
                 run.metrics = [row for row in csv.DictReader(f) if int(row["step"]) <= step]
             run._write_metrics()
-        events = run.path / "events.jsonl"
+        events = run.path / EVENTS
         if events.is_file():  # the checkpoint is the truth: the log goes back to it, as a write-ahead log would
             kept = [line for line in whole_lines(events) if json.loads(line)["step"] < step]
             atomic_write(events, "".join(line + "\n" for line in kept))
@@ -186,7 +210,7 @@ class RunDir:
         run = cls(path)
         run.lock()
         try:
-            atomic_write(path / "recipe.yaml", recipe_yaml)
+            atomic_write(path / RECIPE, recipe_yaml)
         except BaseException:
             run.discard()
             raise
@@ -200,11 +224,11 @@ class RunDir:
     @classmethod
     def runs_of(cls, results: Path, recipe_name: str) -> list[Path]:
         """This recipe's run directories, oldest first."""
-        return sorted(p.parent for p in (Path(results) / recipe_name).glob("*/meta.json"))
+        return sorted(p.parent for p in (Path(results) / recipe_name).glob(f"*/{META}"))
 
     def write_meta(self, **fields) -> None:
         self.meta.update(fields)
-        atomic_write(self.path / "meta.json", json.dumps(self.meta, indent=2) + "\n")
+        atomic_write(self.path / META, json.dumps(self.meta, indent=2) + "\n")
 
     def add_metrics(self, row: dict) -> None:
         self.metrics.append({k: row[k] for k in METRIC_COLUMNS})
@@ -217,10 +241,10 @@ class RunDir:
         writer = csv.DictWriter(buf, fieldnames=METRIC_COLUMNS, lineterminator="\n")
         writer.writeheader()
         writer.writerows(self.metrics)
-        atomic_write(self.path / "metrics.csv", buf.getvalue())
+        atomic_write(self.path / METRICS, buf.getvalue())
 
     def log_event(self, event: dict) -> None:
-        with writing(self.path / "events.jsonl"), open(self.path / "events.jsonl", "a") as f:
+        with writing(self.path / EVENTS), open(self.path / EVENTS, "a") as f:
             f.write(json.dumps(event) + "\n")
         for curves in self.curves:
             curves.event(event)
@@ -254,9 +278,18 @@ def _cpu_model() -> str:
     return platform.processor()
 
 
+def checkpoint_path(run_dir: Path, step: int) -> Path:
+    return Path(run_dir) / f"ckpt-{step:09d}.pt"
+
+
+def checkpoint_step(path: Path) -> int:
+    """The step a checkpoint file holds, from its name."""
+    return int(Path(path).stem.split("-")[1])
+
+
 def checkpoints(run_dir: Path) -> list[Path]:
     """A run's checkpoints, oldest first."""
-    return sorted(Path(run_dir).glob("ckpt-*.pt"))
+    return sorted(Path(run_dir).glob(CHECKPOINTS))
 
 
 def prune_checkpoints(run_dir: Path, keep: int) -> int:
@@ -264,7 +297,7 @@ def prune_checkpoints(run_dir: Path, keep: int) -> int:
     returns the bytes freed."""
     saved = checkpoints(run_dir)
     freed = 0
-    for old in saved[: len(saved) - keep] + list(Path(run_dir).glob(".ckpt-*.tmp")):
+    for old in saved[: len(saved) - keep] + list(Path(run_dir).glob(CHECKPOINT_TMP)):
         freed += old.stat().st_size
         old.unlink(missing_ok=True)
     return freed
@@ -284,3 +317,140 @@ def host_info(device) -> dict:
     if device.type == "cuda":
         info["gpu"] = torch.cuda.get_device_name(device)
     return info
+
+
+def open_run(results: Path, recipe: Recipe, restart: bool, run_dir: Path | None) -> tuple[RunDir, Path | None]:
+    """The run directory to write and the checkpoint to resume from (None: start at step 0).
+
+    Without --restart, the newest unfinished run of this exact recipe is resumed
+    when it has a checkpoint; --run-dir names the run to continue."""
+    recipe_yaml = recipe.to_yaml()
+    candidates = [Path(run_dir)] if run_dir else ([] if restart else RunDir.runs_of(results, recipe.name)[::-1])
+    completed = None
+    for path in candidates:
+        meta_path, recipe_path = path / META, path / RECIPE
+        if run_dir and not meta_path.is_file():
+            raise UserError(f"{path}: not a run directory (no meta.json)")
+        try:
+            status = read_meta(path).get("status")
+            same = recipe.same_as(recipe_path.read_text())
+        except (OSError, ValueError):
+            continue
+        if run_dir and not same:
+            raise UserError(f"{path}: this run was made by a different recipe; pass that recipe, or drop --run-dir")
+        if run_dir and status not in RESUMABLE:
+            raise UserError(f"{path}: the run is {status}; nothing to resume")
+        saved = checkpoints(path)
+        if same and status in RESUMABLE and saved:
+            state_step = checkpoint_step(saved[-1])
+            return RunDir.reopen(path, state_step), saved[-1]
+        if same and status in RESUMABLE and (run_dir or not held_by_a_process(path)):  # stopped before a checkpoint
+            print(f"starting {path} again from step 0 (its process stopped before the first checkpoint)")
+            return RunDir.reopen(path, 0), None
+        completed = completed or (path if same and status == "completed" else None)
+    if completed:  # as timm's train.py, a command starts a run; but never a second one of a seed unsaid
+        print(
+            f"{recipe.name} with seed {recipe.seed} completed in {completed}; this starts another run of the same "
+            "seed (the analysis keeps the one that ends last; --set seed=N for another seed)"
+        )
+    return RunDir.create(results, recipe.name, recipe_yaml), None
+
+
+def read_meta(run: Path) -> dict:
+    """A run's meta.json (OSError or ValueError when it is missing or unreadable: callers decide)."""
+    return json.loads((Path(run) / META).read_text())
+
+
+def damaged(message: str) -> None:
+    """One line on stderr for damaged results that are left out or cut back: never a silent change."""
+    print(f"bench: warning: {message}", file=sys.stderr)
+
+
+def find_runs(paths: list[str | Path]) -> list[Path]:
+    """Run directories (folders holding meta.json) at or below each path."""
+    runs = []
+    for p in map(Path, paths):
+        if not p.exists():
+            raise UserError(f"{p}: no such run or results directory")
+        found = [p] if (p / META).is_file() else sorted(m.parent for m in p.rglob(META))
+        if not found:
+            raise UserError(f"{p}: no run directories (folders with meta.json) found")
+        runs += found
+    return list(dict.fromkeys(runs))
+
+
+def read_recipe_and_meta(run: Path) -> tuple[dict, dict]:
+    """A finished or running run's recipe (read with today's schema) and meta.json, or one UserError."""
+    import yaml
+
+    from bench.recipe import Recipe
+
+    try:
+        meta = json.loads((run / META).read_text())
+        recipe = yaml.safe_load((run / RECIPE).read_text())
+    except (OSError, ValueError, yaml.YAMLError) as e:
+        raise UserError(f"{run}: not a readable run directory ({type(e).__name__}: {e})") from None
+    if not isinstance(meta, dict) or not isinstance(recipe, dict):
+        raise UserError(f"{run}: meta.json and recipe.yaml must each hold a mapping")
+    for key in ("name", "optimizer", "global_batch", "target_top1"):
+        if key not in recipe:
+            raise UserError(f"{run / RECIPE}: missing key '{key}' (not a resolved bench recipe)")
+    if not isinstance(recipe["optimizer"], dict) or "name" not in recipe["optimizer"]:
+        raise UserError(f"{run / RECIPE}: missing key 'optimizer.name'")
+    return Recipe.as_today(recipe), meta  # so a key added since a run was made does not split its seeds
+
+
+def read_metrics(run: Path, plan_batch: float = math.nan) -> pd.DataFrame:
+    """metrics.csv with every METRIC_COLUMNS column as numbers (empty before the first evaluation); the
+    OPTIONAL_METRIC_COLUMNS a run made before them lacks are filled in (batch = `plan_batch`)."""
+    import pandas as pd
+
+    path = run / METRICS
+    columns = list(dict.fromkeys([*METRIC_COLUMNS, *OPTIONAL_METRIC_COLUMNS]))
+    if not path.is_file():
+        return pd.DataFrame(columns=columns, dtype=float)
+    try:
+        text = path.read_text()
+        if text and not text.endswith("\n"):  # bench writes whole files: a copy or a full disk cut this one
+            text = text[: text.rfind("\n") + 1]
+            damaged(f"{path}: the last line is cut off (an interrupted copy or write); it is left out")
+        metrics = pd.read_csv(io.StringIO(text))
+    except (ValueError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+        raise UserError(f"{path}: not a readable metrics file ({type(e).__name__}: {e})") from None
+    required = [c for c in METRIC_COLUMNS if c not in OPTIONAL_METRIC_COLUMNS]
+    missing = [c for c in required if c not in metrics.columns]
+    if missing:
+        raise UserError(f"{path}: missing column(s) {', '.join(missing)}; expected {', '.join(required)}")
+    if "schedule_epoch" not in metrics.columns:
+        metrics["schedule_epoch"] = metrics["epoch"]
+    if "batch" not in metrics.columns:
+        metrics["batch"] = plan_batch
+    for column in ("holdout_top1", "holdout_loss", "val_images"):  # runs without a holdout, or made before them
+        if column not in metrics.columns:
+            metrics[column] = math.nan
+    try:
+        metrics = metrics[columns].apply(pd.to_numeric)
+    except (ValueError, TypeError) as e:
+        raise UserError(f"{path}: a value is not a number ({e})") from None
+    return metrics
+
+
+def read_events(run: str | Path) -> pd.DataFrame:
+    """events.jsonl as a DataFrame (one row per step); a truncated last line is skipped."""
+    import pandas as pd
+
+    path = Path(run) / EVENTS
+    if not path.is_file():
+        return pd.DataFrame()
+    rows = []
+    lines = path.read_text().splitlines()
+    for i, line in enumerate(lines):
+        try:
+            row = json.loads(line)
+        except ValueError:
+            if i == len(lines) - 1:  # the append-only log of a killed run may end mid-line
+                break
+            raise UserError(f"{path}: line {i + 1} is not JSON") from None
+        if isinstance(row, dict):
+            rows.append(row)
+    return pd.DataFrame(rows)
