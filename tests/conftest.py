@@ -60,6 +60,18 @@ def _torch_threads_restored():
     torch.set_num_threads(threads)
 
 
+@pytest.fixture
+def one_thread():
+    """Small tensors: one thread, as two OpenMP threads on a busy 2-core machine ran 20x slower. The optimizer
+    test modules use it for each test (`pytestmark = pytest.mark.usefixtures("one_thread")`)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(autouse=True)
 def _kron_eager(monkeypatch):
     """timm's Kron compiles its preconditioner updates (torch.compile): minutes per shape on a loaded 2-core CPU.

@@ -17,27 +17,16 @@ import pytest
 import torch
 
 from tests.conftest import run_cli, write_recipe
+from tests.helpers import RELIABILITY_RECIPE
 
 pytestmark = pytest.mark.slow  # killed, signalled and resumed runs, each against a reference run
-
-RECIPE = """
-model: {name: test_resnet}  # timm's tiny test ResNet: these tests are about the run, not the model
-data: {dataset: folder, path: DATA, image_size: 24, crop_scale_min: 0.35, workers: 0, eval_batch: 64}
-global_batch: 32
-micro_batch: 16
-optimizer: {name: sgd, lr: 0.2, momentum: 0.9}
-schedule: {warmup_epochs: 1}
-epochs: 6
-eval: {every_epochs: 2}
-checkpoint: {every_steps: 4}
-target_top1: 40
-engine: {threads: 1}  # bitwise repeats hold for one thread count: the SLURM script's OMP_NUM_THREADS must not change it
-"""  # 30 steps, evaluations after steps 10, 20, 30, checkpoints every 4 steps and at 30
 
 
 @pytest.fixture(scope="module")
 def recipe(tmp_path_factory, tiny_dataset):
-    return write_recipe(tmp_path_factory.mktemp("rel") / "rel.yaml", RECIPE.replace("DATA", str(tiny_dataset)))
+    return write_recipe(
+        tmp_path_factory.mktemp("rel") / "rel.yaml", RELIABILITY_RECIPE.replace("DATA", str(tiny_dataset))
+    )
 
 
 def only_run(results):
@@ -296,17 +285,22 @@ def test_torchrun_restarts_a_lost_worker_and_the_run_resumes(recipe, tmp_path):
 @pytest.mark.parametrize(
     "args,words",
     [
-        (["run", "RECIPE", "--nproc", "0"], ["--nproc", "expected an integer >= 1"]),
-        (["submit", "RECIPE", "--nodes", "two", "--gpus-per-node", "8"], ["--nodes", "expected an integer >= 1"]),
-        (["run"], ["RECIPE"]),
+        (["run", "RELIABILITY_RECIPE", "--nproc", "0"], ["--nproc", "expected an integer >= 1"]),
+        (
+            ["submit", "RELIABILITY_RECIPE", "--nodes", "two", "--gpus-per-node", "8"],
+            ["--nodes", "expected an integer >= 1"],
+        ),
+        (["run"], ["RELIABILITY_RECIPE"]),
         (["frobnicate"], ["unknown command 'frobnicate'; one of validate, "]),
         (["rnu"], ["bench: error: unknown command 'rnu' (did you mean 'run'?)"]),
-        (["run", "RECIPE", "--run-dir", "NOWHERE"], ["not a run directory"]),
+        (["run", "RELIABILITY_RECIPE", "--run-dir", "NOWHERE"], ["not a run directory"]),
         (["table", "no-such-table", "."], ["no-such-table"]),
     ],
 )
 def test_bad_command_line_is_exit_2_without_traceback(recipe, tmp_path, args, words):
-    args = [str(recipe) if a == "RECIPE" else str(tmp_path / "nowhere") if a == "NOWHERE" else a for a in args]
+    args = [
+        str(recipe) if a == "RELIABILITY_RECIPE" else str(tmp_path / "nowhere") if a == "NOWHERE" else a for a in args
+    ]
     done = run_cli(*args)
     assert done.returncode == 2 and all(w in done.stderr for w in words), done.stderr
     assert "Traceback" not in done.stderr
@@ -509,15 +503,18 @@ def test_a_signal_to_the_launcher_of_two_workers_ends_preempted_and_resumes(
 @pytest.mark.parametrize(
     "args",
     [
-        ["run", "RECIPE", "--nproc", "3"],
-        ["submit", "RECIPE", "--nodes", "3", "--gpus-per-node", "1", "--dry-run"],
-        ["submit", "RECIPE", "--nodes", "1", "--gpus-per-node", "3"],
+        ["run", "RELIABILITY_RECIPE", "--nproc", "3"],
+        ["submit", "RELIABILITY_RECIPE", "--nodes", "3", "--gpus-per-node", "1", "--dry-run"],
+        ["submit", "RELIABILITY_RECIPE", "--nodes", "1", "--gpus-per-node", "3"],
     ],
 )
 def test_a_plan_impossible_for_the_world_size_is_refused_before_launch(recipe, tmp_path, args):
     """global_batch 32 over 3 ranks: one sentence and exit 2, before any worker starts or any script is written."""
     done = run_cli(
-        *[str(recipe) if a == "RECIPE" else a for a in args], "--out", str(tmp_path / "results"), cwd=tmp_path
+        *[str(recipe) if a == "RELIABILITY_RECIPE" else a for a in args],
+        "--out",
+        str(tmp_path / "results"),
+        cwd=tmp_path,
     )
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.strip() == "bench: error: global_batch 32 cannot be split evenly over 3 ranks"

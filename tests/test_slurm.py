@@ -16,8 +16,11 @@ import pytest
 
 from bench.analysis import results
 from tests.conftest import write_recipe
-from tests.test_reliability import RECIPE  # the tiny dataset: 5 steps an epoch
-from tests.test_sweep import BASE, SWEEP
+from tests.helpers import (
+    BASE,
+    RELIABILITY_RECIPE,  # the tiny dataset: 5 steps an epoch
+    SWEEP,
+)
 
 CLUSTER = Path(__file__).with_name("slurm") / "cluster.sh"
 DAEMONS = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "scontrol", "scancel", "sinfo")
@@ -47,8 +50,8 @@ def recipe(folder: Path, data: Path, epochs: int, name: str) -> Path:
     """The reliability tests' tiny recipe, evaluated every epoch, with no periodic checkpoint: a run's only
     checkpoints are a signal's and the final one, so a worker killed instead of stopped (what srun does with a
     SIGTERM of its own) would start again from step 0."""
-    text = RECIPE.replace("DATA", str(data)).replace("epochs: 6", f"epochs: {epochs}")
-    assert "checkpoint: {every_steps: 4}" in text  # the line replaced below: fail here if RECIPE changes it
+    text = RELIABILITY_RECIPE.replace("DATA", str(data)).replace("epochs: 6", f"epochs: {epochs}")
+    assert "checkpoint: {every_steps: 4}" in text  # the line replaced below: fail here if RELIABILITY_RECIPE changes it
     text = text.replace("checkpoint: {every_steps: 4}", "checkpoint: {every_steps: 1000}")
     return write_recipe(folder / f"{name}.yaml", text.replace("every_epochs: 2", "every_epochs: 1"))
 

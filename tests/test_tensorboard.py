@@ -14,27 +14,15 @@ import pytest
 from bench.analysis import results
 from bench.cli import main
 from tests.conftest import run_cli, write_recipe
+from tests.helpers import TENSORBOARD_RECIPE, only_run
 
 pytest.importorskip("tensorboard")
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402
 
-RECIPE = """
-model: {name: resnet10t}
-data: {dataset: folder, path: DATA, image_size: 24, crop_scale_min: 0.35, workers: 0, eval_batch: 64}
-global_batch: 32
-micro_batch: 16
-optimizer: {name: lars, lr: 0.2}
-schedule: {warmup_epochs: 1}
-epochs: 3
-eval: {every_epochs: 1}
-checkpoint: {every_steps: 4}
-target_top1: 40
-"""  # 160 training images: 15 steps, evaluations after steps 5, 10, 15, checkpoints at 4, 8, 12, 15
-
 
 @pytest.fixture
 def recipe(tmp_path, tiny_dataset):
-    return write_recipe(tmp_path / "tb.yaml", RECIPE.replace("DATA", str(tiny_dataset)))
+    return write_recipe(tmp_path / "tb.yaml", TENSORBOARD_RECIPE.replace("DATA", str(tiny_dataset)))
 
 
 def scalars(folder) -> dict:
@@ -53,11 +41,6 @@ def raw_points(folder) -> list[tuple[str, int]]:
         for event in EventFileLoader(str(path)).Load():
             points += [(v.tag, event.step) for v in event.summary.value if v.HasField("tensor") or v.simple_value]
     return points
-
-
-def only_run(results_dir):
-    [run] = list((results_dir / "tb").iterdir())
-    return run
 
 
 def assert_curves_match_the_logs(run):
@@ -155,7 +138,7 @@ def test_export_writes_a_folder_per_run_named_by_arm_batch_role_and_seed(recipe,
 
 
 def test_a_sweep_writes_hparams_and_exports_by_arm_role_and_trial(tmp_path, tiny_dataset):
-    from tests.test_sweep import BASE, SWEEP
+    from tests.helpers import BASE, SWEEP
 
     write_recipe(tmp_path / "base.yaml", BASE.replace("DATA", str(tiny_dataset)) + "logging: {tensorboard: true}\n")
     sweep = write_recipe(tmp_path / "tiny.yaml", SWEEP)

@@ -15,7 +15,7 @@ import pytest
 from bench.cli import main
 from bench.engine.wandb_curves import run_id
 from tests.conftest import run_cli, write_recipe
-from tests.test_tensorboard import RECIPE, only_run
+from tests.helpers import TENSORBOARD_RECIPE, only_run
 
 pytest.importorskip("wandb")
 from wandb.proto import wandb_internal_pb2  # noqa: E402
@@ -34,7 +34,7 @@ def own_wandb_service():
 
 @pytest.fixture
 def recipe(tmp_path, tiny_dataset):
-    return write_recipe(tmp_path / "tb.yaml", RECIPE.replace("DATA", str(tiny_dataset)) + WANDB)
+    return write_recipe(tmp_path / "tb.yaml", TENSORBOARD_RECIPE.replace("DATA", str(tiny_dataset)) + WANDB)
 
 
 def records(path):
@@ -158,7 +158,7 @@ def test_without_the_package_the_key_is_one_sentence(recipe, tmp_path, capsys, m
 def test_the_wandb_flag_sets_the_project(tmp_path, tiny_dataset):
     from bench.cli import _recipe, _worker_args, parser
 
-    path = write_recipe(tmp_path / "r.yaml", RECIPE.replace("DATA", str(tiny_dataset)))
+    path = write_recipe(tmp_path / "r.yaml", TENSORBOARD_RECIPE.replace("DATA", str(tiny_dataset)))
     args = parser().parse_args(["run", str(path), "--wandb", "my-project"])
     r = _recipe(args)
     assert r.logging.wandb.project == "my-project" and r.logging.wandb.mode == "offline"
