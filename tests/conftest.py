@@ -119,7 +119,13 @@ def write_recipe(path: Path, text: str) -> Path:
     return path
 
 
+def bench_argv(*args: str) -> list[str]:
+    """The command line of `bench ARGS` in a subprocess of this Python: `bench_argv("run", recipe, "--nproc", "2")`
+    for a test that runs it its own way (an environment, a crash point, Popen and a signal)."""
+    return [sys.executable, "-m", "bench", *args]
+
+
 def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """`bench ARGS` in a subprocess, as a user runs it (exit code, stdout, stderr)."""
     env = dict(os.environ, PYTHONWARNINGS="ignore")
-    return subprocess.run([sys.executable, "-m", "bench", *args], capture_output=True, text=True, cwd=cwd, env=env)
+    return subprocess.run(bench_argv(*args), capture_output=True, text=True, cwd=cwd, env=env)

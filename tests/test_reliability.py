@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 import torch
 
-from tests.conftest import run_cli, write_recipe
+from tests.conftest import bench_argv, run_cli, write_recipe
 from tests.helpers import RELIABILITY_RECIPE
 
 pytestmark = pytest.mark.slow  # killed, signalled and resumed runs, each against a reference run
@@ -60,7 +60,7 @@ def assert_same(got, want):
 @pytest.mark.parametrize("point", ["step:7", "eval:20", "checkpoint:8", "step:29"])
 def test_sigkill_then_resume_gives_bitwise_the_same_run(recipe, reference, tmp_path, point):
     crashed = subprocess.run(
-        [sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path), "--no-progress"],
+        bench_argv("run", str(recipe), "--out", str(tmp_path), "--no-progress"),
         env=dict(os.environ, BENCH_CRASH_AT=point),
         capture_output=True,
     )
@@ -81,7 +81,7 @@ def test_sigkill_then_resume_gives_bitwise_the_same_run(recipe, reference, tmp_p
 
 def test_sigterm_checkpoints_marks_preempted_and_resumes(recipe, reference, tmp_path):
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path), "--no-progress"],
+        bench_argv("run", str(recipe), "--out", str(tmp_path), "--no-progress"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -178,7 +178,7 @@ def test_ctrl_c_checkpoints_and_stops_the_shell_loop_that_started_the_run(recipe
 
 def test_restart_starts_a_new_run_and_a_running_run_is_locked(recipe, tmp_path):
     crashed = subprocess.run(
-        [sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path), "--no-progress"],
+        bench_argv("run", str(recipe), "--out", str(tmp_path), "--no-progress"),
         env=dict(os.environ, BENCH_CRASH_AT="step:5"),
         capture_output=True,
     )
@@ -196,7 +196,7 @@ def test_restart_starts_a_new_run_and_a_running_run_is_locked(recipe, tmp_path):
 
 def test_corrupt_checkpoint_is_a_clear_error_and_nothing_is_lost(recipe, tmp_path):
     crashed = subprocess.run(
-        [sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path), "--no-progress"],
+        bench_argv("run", str(recipe), "--out", str(tmp_path), "--no-progress"),
         env=dict(os.environ, BENCH_CRASH_AT="step:9"),
         capture_output=True,
     )
@@ -249,10 +249,7 @@ def test_torchrun_restarts_a_lost_worker_and_the_run_resumes(recipe, tmp_path):
         PYTHONWARNINGS="ignore",
     )
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench",
+        bench_argv(
             "run",
             str(recipe),
             "--out",
@@ -264,7 +261,7 @@ def test_torchrun_restarts_a_lost_worker_and_the_run_resumes(recipe, tmp_path):
             "1",
             "--set",
             "eval.stop_at_chance=0",
-        ],
+        ),
         env=env,
         capture_output=True,
         text=True,
@@ -308,7 +305,7 @@ def test_bad_command_line_is_exit_2_without_traceback(recipe, tmp_path, args, wo
 
 def test_run_dir_of_another_recipe_or_a_foreign_checkpoint_is_refused(recipe, tmp_path):
     crashed = subprocess.run(
-        [sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path), "--no-progress"],
+        bench_argv("run", str(recipe), "--out", str(tmp_path), "--no-progress"),
         env=dict(os.environ, BENCH_CRASH_AT="step:5"),
         capture_output=True,
     )
@@ -326,7 +323,7 @@ def test_a_torn_events_line_is_cut_back_on_resume(recipe, reference, tmp_path):
     """Power lost while appending to events.jsonl: the resume cuts the log back to its last whole line and the
     checkpoint's step, and the finished run is the uninterrupted one, with one event per step."""
     crashed = subprocess.run(
-        [sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path), "--no-progress"],
+        bench_argv("run", str(recipe), "--out", str(tmp_path), "--no-progress"),
         env=dict(os.environ, BENCH_CRASH_AT="step:7"),
         capture_output=True,
     )
@@ -345,7 +342,7 @@ def test_a_torn_events_line_is_cut_back_on_resume(recipe, reference, tmp_path):
 def test_a_run_killed_before_its_first_checkpoint_is_started_again_in_place(recipe, reference, tmp_path):
     """No orphan: the same command continues the killed run's directory from step 0."""
     crashed = subprocess.run(
-        [sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path), "--no-progress"],
+        bench_argv("run", str(recipe), "--out", str(tmp_path), "--no-progress"),
         env=dict(os.environ, BENCH_CRASH_AT="step:2"),
         capture_output=True,
     )
@@ -364,18 +361,7 @@ def test_a_run_killed_before_its_first_checkpoint_is_started_again_in_place(reci
 def test_files_of_a_run_follow_the_umask(recipe, tmp_path):
     """Results are readable by a lab group: the atomic writes give the mode open() gives, not mkstemp's 0600."""
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench",
-            "run",
-            str(recipe),
-            "--out",
-            str(tmp_path),
-            "--no-progress",
-            "--set",
-            "epochs=1",
-        ],
+        bench_argv("run", str(recipe), "--out", str(tmp_path), "--no-progress", "--set", "epochs=1"),
         capture_output=True,
         text=True,
         preexec_fn=lambda: os.umask(0o027),
@@ -465,7 +451,7 @@ def _wait_for_events(results, count: int, proc) -> None:
 def two_worker_reference(recipe, tmp_path_factory):
     results = tmp_path_factory.mktemp("ref2")
     done = subprocess.run(
-        [sys.executable, "-m", "bench", "run", str(recipe), "--out", str(results), *TWO_WORKERS],
+        bench_argv("run", str(recipe), "--out", str(results), *TWO_WORKERS),
         env=_workers_env(),
         capture_output=True,
         text=True,
@@ -479,7 +465,7 @@ def two_worker_reference(recipe, tmp_path_factory):
 def test_a_signal_to_the_launcher_of_two_workers_ends_preempted_and_resumes(
     recipe, two_worker_reference, tmp_path, how
 ):
-    command = [sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path), *TWO_WORKERS]
+    command = bench_argv("run", str(recipe), "--out", str(tmp_path), *TWO_WORKERS)
     proc = subprocess.Popen(
         command, env=_workers_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
     )
@@ -523,18 +509,7 @@ def test_a_plan_impossible_for_the_world_size_is_refused_before_launch(recipe, t
 
 def test_an_error_inside_the_workers_is_reported_once(recipe, tmp_path):
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench",
-            "run",
-            str(recipe),
-            "--out",
-            str(tmp_path),
-            *TWO_WORKERS,
-            "--set",
-            "data.holdout=2000",
-        ],
+        bench_argv("run", str(recipe), "--out", str(tmp_path), *TWO_WORKERS, "--set", "data.holdout=2000"),
         env=_workers_env(),
         capture_output=True,
         text=True,
@@ -600,10 +575,7 @@ def test_every_readable_validation_image_is_counted_once(recipe, tiny_dataset, t
     for path in damaged:
         path.write_bytes(path.read_bytes()[:60])
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench",
+        bench_argv(
             "run",
             str(recipe),
             "--out",
@@ -617,7 +589,7 @@ def test_every_readable_validation_image_is_counted_once(recipe, tiny_dataset, t
             "epochs=2",
             "--set",
             f"data.eval_batch={eval_batch}",
-        ],
+        ),
         env=_workers_env(),
         capture_output=True,
         text=True,
@@ -644,18 +616,9 @@ def test_resuming_onto_a_changed_training_set_is_refused(recipe, tiny_dataset, t
     list): the same command refuses in one sentence (exit 2) naming --restart, and the run is left as it was."""
     data = tmp_path / "data"
     shutil.copytree(tiny_dataset, data)
-    command = [
-        sys.executable,
-        "-m",
-        "bench",
-        "run",
-        str(recipe),
-        "--out",
-        str(tmp_path / "results"),
-        "--no-progress",
-        "--set",
-        f"data.path={data}",
-    ]
+    command = bench_argv(
+        "run", str(recipe), "--out", str(tmp_path / "results"), "--no-progress", "--set", f"data.path={data}"
+    )
     crashed = subprocess.run(command, env=dict(os.environ, BENCH_CRASH_AT="step:7"), capture_output=True)
     assert crashed.returncode == -signal.SIGKILL
     run = only_run(tmp_path / "results")

@@ -7,7 +7,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import pandas as pd
 import pytest
 
 from bench.analysis import results
-from tests.conftest import write_recipe
+from tests.conftest import bench_argv, write_recipe
 from tests.helpers import (
     BASE,
     RELIABILITY_RECIPE,  # the tiny dataset: 5 steps an epoch
@@ -59,10 +58,7 @@ def recipe(folder: Path, data: Path, epochs: int, name: str) -> Path:
 def submit(env, folder: Path, recipe_path: Path, *extra: str) -> str:
     """`bench submit` for real, from `folder`; returns the job id."""
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench",
+        bench_argv(
             "submit",
             str(recipe_path),
             "--nodes",
@@ -74,7 +70,7 @@ def submit(env, folder: Path, recipe_path: Path, *extra: str) -> str:
             "--out",
             str(folder / "results"),
             *extra,
-        ],
+        ),
         cwd=folder,
         env=env,
         capture_output=True,
@@ -132,7 +128,7 @@ def test_a_submitted_recipe_runs_as_bench_run_runs_it(cluster, tiny_dataset, tmp
     # a fresh process, as srun's, with the one CPU the job asked for (--cpus-per-worker 1: the script exports
     # OMP_NUM_THREADS=1, and engine.threads auto takes it; the thread count changes float rounding)
     done = subprocess.run(
-        [sys.executable, "-m", "bench", "run", str(path), "--out", str(tmp_path / "local"), "--no-progress"],
+        bench_argv("run", str(path), "--out", str(tmp_path / "local"), "--no-progress"),
         capture_output=True,
         text=True,
         timeout=300,

@@ -6,14 +6,13 @@ import json
 import os
 import signal
 import subprocess
-import sys
 
 import pandas as pd
 import pytest
 
 from bench.analysis import results
 from bench.cli import main
-from tests.conftest import run_cli, write_recipe
+from tests.conftest import bench_argv, run_cli, write_recipe
 from tests.helpers import TENSORBOARD_RECIPE, only_run
 
 pytest.importorskip("tensorboard")
@@ -92,7 +91,7 @@ def test_a_killed_run_resumes_its_curves_without_duplicate_points(recipe, tmp_pa
     """Killed after step 7 (checkpoint 4, evaluation 5 kept): the resumed curves hold each step once, equal
     to the logs the resumed run left."""
     crashed = subprocess.run(
-        [sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path), "--no-progress", "--tensorboard"],
+        bench_argv("run", str(recipe), "--out", str(tmp_path), "--no-progress", "--tensorboard"),
         env=dict(os.environ, BENCH_CRASH_AT="step:7"),
         capture_output=True,
         text=True,
@@ -107,7 +106,7 @@ def test_a_killed_run_resumes_its_curves_without_duplicate_points(recipe, tmp_pa
 
 def test_logging_changes_no_number_seeds_and_resume_ignore_it(recipe, tmp_path):
     crashed = subprocess.run(
-        [sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path), "--no-progress"],
+        bench_argv("run", str(recipe), "--out", str(tmp_path), "--no-progress"),
         env=dict(os.environ, BENCH_CRASH_AT="step:5"),
         capture_output=True,
     )

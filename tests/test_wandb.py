@@ -7,14 +7,13 @@ import os
 import signal
 import struct
 import subprocess
-import sys
 
 import pandas as pd
 import pytest
 
 from bench.cli import main
 from bench.engine.wandb_curves import run_id
-from tests.conftest import run_cli, write_recipe
+from tests.conftest import bench_argv, run_cli, write_recipe
 from tests.helpers import TENSORBOARD_RECIPE, only_run
 
 pytest.importorskip("wandb")
@@ -104,7 +103,7 @@ def test_a_preempted_run_resumes_the_same_wandb_run_without_a_point_twice(recipe
     """SIGTERM after step 7 (events 0..7): the run checkpoints at step 8 and ends preempted; the first W&B segment holds steps
     1..8 done and the evaluation after step 5, the resumed one the rest; together each point once."""
     preempted = subprocess.run(
-        [sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path), "--no-progress"],
+        bench_argv("run", str(recipe), "--out", str(tmp_path), "--no-progress"),
         env=dict(os.environ, BENCH_CRASH_AT="step:7", BENCH_CRASH_SIGNAL="TERM"),
         capture_output=True,
         text=True,
@@ -127,7 +126,7 @@ def test_a_killed_run_never_sends_a_point_twice(recipe, tmp_path):
     """SIGKILL after step 7 (checkpoint 4 kept): W&B's service may not have written what it got before the
     kill (a gap, never a duplicate); the resumed run sends from the checkpoint on, each point once."""
     crashed = subprocess.run(
-        [sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path), "--no-progress"],
+        bench_argv("run", str(recipe), "--out", str(tmp_path), "--no-progress"),
         env=dict(os.environ, BENCH_CRASH_AT="step:7"),
         capture_output=True,
     )
