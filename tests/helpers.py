@@ -1,7 +1,7 @@
 """What more than one test module uses, in one plain module (fixtures live in conftest.py): hand-made run
 directories (recipe.yaml, meta.json, metrics.csv, events.jsonl) for the analysis tests, the float64 optimizer
-references, the multi-rank parameter runs of the equivalence tests, recipe and sweep texts, and the argv of a
-`bench` subprocess. No test module imports another."""
+references, the multi-rank parameter runs of the equivalence tests (top-level functions, for
+torch.multiprocessing.spawn), recipe and sweep texts. No test module imports another."""
 
 from __future__ import annotations
 
