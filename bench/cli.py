@@ -622,6 +622,17 @@ class _Version(argparse.Action):
         parser.exit()
 
 
+def set_argument(s, help: str = "override a recipe key") -> None:
+    s.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help=help)
+
+
+def report_arguments(s, named: str, baseline: str, baseline_metavar: str | None = None) -> None:
+    """--out, --plots and --baseline of the commands that run many recipes and then report (suite, sweep)."""
+    s.add_argument("--out", help=f"results directory (default: results/<{named}>)")
+    s.add_argument("--plots", help=f"plots directory (default: plots/<{named}>)")
+    s.add_argument("--baseline", metavar=baseline_metavar, help=baseline)
+
+
 def parser() -> argparse.ArgumentParser:
     p = ArgumentParser(prog="bench", description="Large-batch ImageNet training benchmarks.")
     p.add_argument("--version", action=_Version, nargs=0, help="print the versions of bench and what it runs on")
@@ -635,7 +646,7 @@ def parser() -> argparse.ArgumentParser:
         help="check the recipes' schema only: not their data.path (recipes written for another machine), nor the model "
         "name (torch-free)",
     )
-    s.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="override a recipe key")
+    set_argument(s)
     s.add_argument(
         "--models",
         action="store_true",
@@ -651,7 +662,7 @@ def parser() -> argparse.ArgumentParser:
 
     def run_arguments(s):
         s.add_argument("recipe", metavar="RECIPE")
-        s.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="override a recipe key")
+        set_argument(s)
         s.add_argument("--out", default=str(DEFAULT_RESULTS), help="results directory (default: %(default)s)")
         s.add_argument(
             "--restart", action="store_true", help="start a new run even if an unfinished one can be resumed"
@@ -679,12 +690,8 @@ def parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("suite", help="run every recipe of a folder (skipping completed runs), then report and plot")
     s.add_argument("folder", metavar="DIR")
-    s.add_argument("--out", help="results directory (default: results/<DIR name>)")
-    s.add_argument("--plots", help="plots directory (default: plots/<DIR name>)")
-    s.add_argument("--baseline", help="optimizer the compare table's speedups are relative to")
-    s.add_argument(
-        "--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="override a key in every recipe"
-    )
+    report_arguments(s, "DIR name", "optimizer the compare table's speedups are relative to")
+    set_argument(s, "override a key in every recipe")
     s.set_defaults(func=cmd_suite)
 
     s = sub.add_parser(
@@ -706,9 +713,7 @@ def parser() -> argparse.ArgumentParser:
         "NVIDIA's MLPerf H100 figure, not bench's; `bench perf train RECIPE --device cuda` measures bench's)",
     )
     s.add_argument("--only", metavar="TEXT", help="run only the trials whose names contain TEXT (no reruns, no report)")
-    s.add_argument("--out", help="results directory (default: results/<sweep name>)")
-    s.add_argument("--plots", help="plots directory (default: plots/<sweep name>)")
-    s.add_argument("--baseline", metavar="ARM", help="the arm the verdict compares the others with")
+    report_arguments(s, "sweep name", "the arm the verdict compares the others with", "ARM")
     s.add_argument(
         "--allow-dirty",
         action="store_true",

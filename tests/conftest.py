@@ -60,6 +60,18 @@ def _torch_threads_restored():
     torch.set_num_threads(threads)
 
 
+@pytest.fixture
+def one_thread():
+    """Small tensors: one thread, as two OpenMP threads on a busy 2-core machine ran 20x slower. The optimizer
+    test modules use it for each test (`pytestmark = pytest.mark.usefixtures("one_thread")`)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(autouse=True)
 def _kron_eager(monkeypatch):
     """timm's Kron compiles its preconditioner updates (torch.compile): minutes per shape on a loaded 2-core CPU.
@@ -107,7 +119,13 @@ def write_recipe(path: Path, text: str) -> Path:
     return path
 
 
+def bench_argv(*args: str) -> list[str]:
+    """The command line of `bench ARGS` in a subprocess of this Python: `bench_argv("run", recipe, "--nproc", "2")`
+    for a test that runs it its own way (an environment, a crash point, Popen and a signal)."""
+    return [sys.executable, "-m", "bench", *args]
+
+
 def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """`bench ARGS` in a subprocess, as a user runs it (exit code, stdout, stderr)."""
     env = dict(os.environ, PYTHONWARNINGS="ignore")
-    return subprocess.run([sys.executable, "-m", "bench", *args], capture_output=True, text=True, cwd=cwd, env=env)
+    return subprocess.run(bench_argv(*args), capture_output=True, text=True, cwd=cwd, env=env)

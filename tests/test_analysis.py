@@ -12,7 +12,7 @@ from bench.analysis.render import render
 from bench.cli import main
 from bench.errors import UserError
 from tests.conftest import run_cli
-from tests.test_analysis_helpers import IMAGENET, IMAGENET_SIZES, make_run
+from tests.helpers import IMAGENET, IMAGENET_SIZES, make_run
 
 # 1000 training images at batch 100: 10 steps per epoch, 10 training seconds per epoch.
 
@@ -534,7 +534,7 @@ def test_a_loss_spike_that_does_not_come_back_is_diverged_and_one_that_does_is_a
 def test_a_random_tensor_run_in_imagenets_shape_is_never_a_paper_measurement(tmp_path, loader):
     """A ResNet-50 run on random tensors with dataset: folder at 224 px and ImageNet's image counts measures nothing
     of ImageNet, under the loader's name or its deprecated alias (read back as today's name)."""
-    from tests.test_analysis_helpers import IMAGENET, IMAGENET_SIZES
+    from tests.helpers import IMAGENET, IMAGENET_SIZES
 
     make_run(tmp_path / "real", "r50", "lars", 32768, 0, [70, 76], model="resnet50", data=IMAGENET, **IMAGENET_SIZES)
     make_run(

@@ -11,7 +11,7 @@ from bench.analysis import plots, report, results, tables
 from bench.analysis.render import render
 from bench.cli import main
 from bench.errors import UserError
-from tests.test_analysis_helpers import make_run
+from tests.helpers import make_run
 
 
 def step(s, **kw):

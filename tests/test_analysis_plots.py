@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from bench.analysis import commands, plots, results
-from tests.test_analysis_helpers import IMAGENET, IMAGENET_SIZES, make_run
+from tests.helpers import IMAGENET, IMAGENET_SIZES, make_run
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

@@ -6,7 +6,7 @@ import pytest
 from bench import api
 from bench.errors import UserError
 from tests.conftest import RECIPES, write_recipe
-from tests.test_sweep import BASE, SWEEP
+from tests.helpers import BASE, SWEEP
 
 TINY = ["epochs=1", "data.synth.train_per_class=10", "data.synth.val_per_class=5", "schedule.warmup_epochs=0"]
 

@@ -68,7 +68,7 @@ def test_every_default_search_space_is_a_sweep_arm_s_space_over_recipe_keys(name
 
 
 def test_every_optimizer_record_has_its_tests():
-    from tests.test_optim import HPARAMS
+    from tests.helpers import HPARAMS
 
     assert set(HPARAMS) == set(catalog.OPTIMIZERS)  # the training and resume tests run each one
 
@@ -95,7 +95,7 @@ def test_every_loader_module_has_a_record_and_the_recipe_offers_each():
 
 
 def test_every_file_loader_record_has_the_behaviour_tests():
-    from tests.test_data_backends import BACKENDS
+    from tests.helpers import BACKENDS
 
     assert set(BACKENDS) == {n for n, r in catalog.LOADERS.items() if r.reads_files}
 
@@ -293,7 +293,7 @@ def test_every_table_record_builds_and_renders(tmp_path, name):
     format: its behaviour tests are its own (tests/test_analysis.py, tests/test_sweep.py), this is the floor."""
     from bench.analysis import results, tables
     from bench.analysis.render import FORMATS, render
-    from tests.test_sweep import sweep_run
+    from tests.helpers import sweep_run
 
     for arm in ("lars", "vrgd_lars"):
         sweep_run(tmp_path, arm, 100, "trial", 0, [50, 55, 61])

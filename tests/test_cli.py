@@ -206,7 +206,7 @@ def test_validate_warns_of_dead_parameters_and_upscaled_images(tmp_path):
     import os
     import sys
 
-    from tests.test_idx import family
+    from tests.helpers import family
 
     data = tmp_path / "fashion"
     assert main(["data", "idx", str(family(tmp_path / "idx")), "--out", str(data)]) == 0

@@ -19,8 +19,8 @@ from bench import catalog
 from bench.data import augment, build, sampling
 from bench.errors import UserError
 from bench.recipe import DataSpec
+from tests.helpers import BACKENDS
 
-BACKENDS = [name for name, r in catalog.LOADERS.items() if r.reads_files]  # every loader of image files
 CLASSES, TRAIN_PER_CLASS, VAL_PER_CLASS = 3, 10, 7
 
 

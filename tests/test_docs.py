@@ -11,7 +11,7 @@ import pytest
 
 from bench import cli, errors
 from bench.cli import main
-from tests.test_idx import family
+from tests.helpers import family
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

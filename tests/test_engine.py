@@ -10,7 +10,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
-import torch.multiprocessing as mp
 
 import bench
 from bench import recipe as recipe_mod
@@ -18,7 +17,8 @@ from bench.engine import distributed
 from bench.engine.plan import make_plan
 from bench.engine.train import Trainer
 from bench.errors import UserError
-from tests.conftest import RECIPES, free_port, run_cli, write_recipe
+from tests.conftest import RECIPES, run_cli, write_recipe
+from tests.helpers import EQUIV, equiv_recipe, params_after
 
 PLANS = [
     # (global_batch, micro_batch, world, gsnr_groups, cap) -> (accum_steps, micro_batch, gsnr_groups)
@@ -60,61 +60,9 @@ def test_impossible_plans_name_the_numbers(args, words):
     assert all(w in str(e.value) for w in words)
 
 
-EQUIV = """
-model: {name: resnet10t}
-data: {dataset: folder, path: DATA, image_size: 16, workers: 0, eval_batch: 64}
-global_batch: 32
-micro_batch: 4
-optimizer: {name: OPT, lr: LR, momentum: 0.9}
-schedule: {warmup_epochs: 0.2}
-epochs: 1
-weight_decay: 1.0e-4
-engine: {precision: PRECISION}
-target_top1: 50
-"""
-STEPS = 3
 # The lrs are those the float32 test needed before it ran in float64 (at larger ones this net, BatchNorm
 # over 4 images, amplifies float32 rounding to 1e-4 in 3 steps); in float64 they only keep the steps sane.
 OPTIMIZERS = [("sgd", 0.2), ("lars", 2.0), ("vrgd_lars", 2.0), ("adascale_sgd", 0.005), ("simigrad_lars", 2.0)]
-
-
-def _train_steps(
-    rank: int, world: int, port: int, recipe_paths: list[str], outs: list[str], steps: int = STEPS
-) -> None:
-    """Each recipe's parameters after `steps` steps, on `world` ranks of one process group."""
-    os.environ.update(
-        RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)
-    )
-    torch.set_num_threads(1)
-    dist = distributed.init()
-    try:
-        for recipe_path, out in zip(recipe_paths, outs):
-            trainer = Trainer(recipe_mod.load(recipe_path), dist)
-            batches = trainer.data.train(0, steps)
-            for step in range(steps):
-                trainer.step(batches, lr=trainer.recipe.optimizer.lr * (step + 1) / steps)
-            if rank == 0:
-                torch.save({k: v.detach().clone() for k, v in trainer.model.named_parameters()}, out)
-    finally:
-        distributed.shutdown()
-
-
-def _params_after(tmp_path, recipe_paths: list, world: int, steps: int = STEPS) -> list[dict]:
-    """The parameters each recipe reaches on `world` ranks (1: in this process; else spawned, one group)."""
-    outs = [str(tmp_path / f"{Path(p).stem}-{world}-{steps}.pt") for p in recipe_paths]
-    paths = [str(p) for p in recipe_paths]
-    if world == 1:
-        _train_steps(0, 1, 0, paths, outs, steps)
-        for k in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
-            os.environ.pop(k)  # leave no torchrun variables behind for other tests
-    else:
-        mp.spawn(_train_steps, args=(world, free_port(), paths, outs, steps), nprocs=world)
-    return [torch.load(out) for out in outs]
-
-
-def _equiv_recipe(tmp_path, data, opt: str, lr: float, precision: str, model: str = "resnet10t") -> Path:
-    text = EQUIV.replace("DATA", str(data)).replace("OPT", opt).replace("LR", str(lr)).replace("PRECISION", precision)
-    return write_recipe(tmp_path / f"{opt}-{precision}.yaml", text.replace("resnet10t", model))
 
 
 def _max_diff(a: dict, b: dict) -> float:
@@ -130,15 +78,15 @@ def test_same_parameters_for_1x8_2x4_4x2_in_float64(tmp_path, tiny_dataset):
     more than the tolerance, and rounding can never reach it. timm's tiny test ResNet (BatchNorm in every block, as
     resnet10t; 13x fewer parameters): float64 convolutions on the CPU take the slow path, and the question is how
     gradients are combined, not which model makes them."""
-    paths = [_equiv_recipe(tmp_path, tiny_dataset, opt, lr, "fp64", "test_resnet") for opt, lr in OPTIMIZERS]
+    paths = [equiv_recipe(tmp_path, tiny_dataset, opt, lr, "fp64", "test_resnet") for opt, lr in OPTIMIZERS]
     initial = Trainer(recipe_mod.load(paths[0]), distributed.Dist(0, 1, 0, torch.device("cpu"))).model
-    references = _params_after(tmp_path, paths, 1)
+    references = params_after(tmp_path, paths, 1)
     for (opt, _), reference in zip(OPTIMIZERS, references):
         assert all(p.dtype == torch.float64 for p in reference.values())
         moved = max((reference[k] - p.double()).abs().max().item() for k, p in initial.named_parameters())
         assert moved > 1e-3, f"{opt}: the steps did nothing"
     for world in (2, 4):
-        for (opt, _), got, want in zip(OPTIMIZERS, _params_after(tmp_path, paths, world), references):
+        for (opt, _), got, want in zip(OPTIMIZERS, params_after(tmp_path, paths, world), references):
             for name in want:
                 torch.testing.assert_close(
                     got[name], want[name], rtol=1e-9, atol=1e-10, msg=f"{opt}: {name} at world {world}"
@@ -154,9 +102,9 @@ def test_float32_step_of_2x4_differs_from_1x8_by_less_than_float32_rounding(tmp_
     One step: over several, BatchNorm over 4 images amplifies any rounding chaotically (a half-ulp nudge of
     the initial weights moved them by 2e-6..9e-3 after 3 steps), which is what made the old float32
     three-step test fail at 24 px (1.19e-4 against 1e-4)."""
-    fp32, fp64 = (_equiv_recipe(tmp_path, tiny_dataset, "sgd", 0.2, p) for p in ("fp32", "fp64"))
-    one32, one64 = _params_after(tmp_path, [fp32, fp64], 1, steps=1)
-    [two32] = _params_after(tmp_path, [fp32], 2, steps=1)
+    fp32, fp64 = (equiv_recipe(tmp_path, tiny_dataset, "sgd", 0.2, p) for p in ("fp32", "fp64"))
+    one32, one64 = params_after(tmp_path, [fp32, fp64], 1, steps=1)
+    [two32] = params_after(tmp_path, [fp32], 2, steps=1)
     rounding = _max_diff(one32, one64)
     assert 0 < rounding < 1e-5
     assert _max_diff(two32, one32) <= rounding

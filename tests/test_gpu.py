@@ -23,7 +23,7 @@ from torch import nn
 from bench import optim
 from bench import recipe as recipes
 from tests.conftest import write_recipe
-from tests.test_optim import LRS, RefLARS, assert_history, backward, gradients, weights
+from tests.helpers import LRS, RefLARS, assert_history, backward, gradients, weights
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (none visible to torch)")
 
@@ -47,7 +47,7 @@ def _bench(*args, cpu_only=False):
 
 
 def test_triton_kernels_compiled_on_the_gpu_match_the_eager_code():
-    from tests.test_optim_fused import triton_in_the_interpreter
+    from tests.helpers import triton_in_the_interpreter
 
     triton_in_the_interpreter("cuda")
 

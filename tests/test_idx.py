@@ -1,6 +1,5 @@
 """`bench data idx`: the MNIST family's idx files to the folder layout."""
 
-import gzip
 import os
 import stat
 
@@ -10,26 +9,7 @@ from PIL import Image
 
 from bench.cli import main
 from bench.data import folder
-
-
-def idx(path, array: np.ndarray, magic: bytes | None = None, gz: bool = False, cut: int = 0) -> None:
-    """An idx file of unsigned bytes as LeCun's format has it: magic, big-endian int32 dimensions, data."""
-    head = magic or bytes([0, 0, 8, array.ndim])
-    data = head + b"".join(int(n).to_bytes(4, "big") for n in array.shape) + array.astype(np.uint8).tobytes()
-    data = data[: len(data) - cut]
-    path.write_bytes(gzip.compress(data) if gz else data)
-
-
-def family(root, train_per_class=6, val_per_class=2, classes=10, gz=False, prefix=""):
-    """A small MNIST-like dataset: image i of class c is filled with 10 c + i % 10, so each file tells its label."""
-    root.mkdir(parents=True, exist_ok=True)
-    suffix = ".gz" if gz else ""
-    for split, per in (("train", train_per_class), ("t10k", val_per_class)):
-        labels = np.repeat(np.arange(classes), per)[::-1].copy()  # not sorted: the converter must not assume it
-        images = np.stack([np.full((28, 28), 10 * c + i % 10) for i, c in enumerate(labels)])
-        idx(root / f"{prefix}{split}-images-idx3-ubyte{suffix}", images, gz=gz)
-        idx(root / f"{prefix}{split}-labels-idx1-ubyte{suffix}", labels, gz=gz)
-    return root
+from tests.helpers import family, idx
 
 
 @pytest.mark.parametrize("gz", [False, True])

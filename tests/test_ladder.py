@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from bench.analysis import ladder, results, tuning, tuning_plots
-from tests.test_analysis_helpers import make_run
+from tests.helpers import make_run
 
 LADDER = np.array([64, 128, 256, 512, 1024])
 

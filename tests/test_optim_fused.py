@@ -15,28 +15,21 @@ from torch import nn
 from bench import optim
 from bench.errors import UserError
 from bench.optim import fused as fused_kernels
-from tests.test_optim import (
+from tests.helpers import (
+    FP32,
     LRS,
     ZERO_G,
     RefLARS,
+    RefVRGD,
     assert_history,
     backward,
+    fp32,
     gradients,
-    one_thread,  # noqa: F401  (autouse fixture)
     run,
     weights,
 )
-from tests.test_optim_vrgd import RefVRGD
 
-# fp32 against the float64 reference. The variance from the sums, sum g^2 / k - mean^2, cancels where the
-# groups nearly agree (relative error ~6e-8 x mean(g^2) / var): with k = 2 (one difference per coordinate)
-# fp32 factors drift ~1e-4 from float64 in 5 steps in the eager code as in the kernel, so k >= 3 here
-# (the fp64 tests of test_optim_vrgd.py take k = 2 exactly, and the kernel's arithmetic does not depend on k).
-FP32 = dict(rtol=1e-4, atol=1e-5)
-
-
-def fp32(steps):
-    return [[[g.float() for g in grads] for grads in groups] for groups in steps]
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py
 
 
 def uses_the_fused_step(opt) -> bool:
@@ -184,50 +177,10 @@ def test_fused_zero_variance_gives_finite_factors_in_range():
     assert not params[ZERO_G].grad.any()  # the all-zero gradient's mean
 
 
-def triton_in_the_interpreter(device="cpu"):
-    """The Triton kernels (fused_triton.py) against the eager code on `device`, for the step (trust_grad vr
-    and mean, LARC) and observe(). On CPU tensors: in a process with TRITON_INTERPRET=1; on "cuda" compiled."""
-    from bench.optim import fused_triton
-
-    ws, steps = [w.float().to(device) for w in weights()], fp32(gradients(len(LRS), k=3))
-    steps = [[[None if g is None else g.to(device) for g in grads] for grads in groups] for groups in steps]
-    steps[1][0][1] = None  # a parameter without a gradient in the step's first group
-    gen = torch.Generator().manual_seed(5)
-    ws.append(torch.randn(3 * fused_triton.BLOCK + 5, generator=gen).to(device))  # chunks past the first, a partial one
-    for groups in steps:
-        for grads in groups:
-            grads.append(torch.randn(ws[-1].shape, generator=gen).to(device) + 0.2)
-    for name, hparams in [
-        ("vrgd_lars", dict(weight_decay=0.1, eta=0.05)),
-        ("vrgd_lars", dict(weight_decay=0.1, eta=0.05, trust_grad="mean", momentum=0.8)),
-        ("vrgd_sgd", dict(weight_decay=0.1)),  # vrgd_factors, g_vr written by the kernel
-        ("vrgd_adam", dict(weight_decay=0.1)),
-    ]:  # vrgd_factors, then GSNR momentum
-        results = []
-        for kernels in (fused_triton, None):
-            params = [nn.Parameter(w.clone()) for w in ws]
-            opt = optim.create(params, name, lr=LRS[0], fused=False, **hparams)
-            opt._kernels, history = kernels, []
-            for lr, groups in zip(LRS, steps):
-                for group in opt.param_groups:
-                    group["lr"] = lr
-                for grads in groups:
-                    for p, g in zip(params, grads):
-                        p.grad = None if g is None else g.clone()
-                    opt.observe()
-                opt.step()
-                history.append([p.detach().clone() for p in params])
-            results.append((history, opt.diagnostics()))
-        (history, diag), (eager, eager_diag) = results
-        assert_history(history, eager, **FP32)
-        assert diag == pytest.approx(eager_diag, rel=1e-4, abs=1e-7)
-    print("triton kernels agree")
-
-
 def test_triton_kernels_match_the_eager_code_in_the_interpreter():
     pytest.importorskip("triton")
     env = {**os.environ, "TRITON_INTERPRET": "1"}
-    code = "from tests.test_optim_fused import triton_in_the_interpreter as check; check()"
+    code = "from tests.helpers import triton_in_the_interpreter as check; check()"
     done = subprocess.run(
         [sys.executable, "-c", code],
         env=env,

@@ -9,17 +9,18 @@ import torch.multiprocessing as mp
 from torch import nn
 
 from bench import optim
-from tests.test_optim import (
+from tests.helpers import (
     LRS,
     RefLARS,
     RefSGD,
     assert_history,
     backward,
     gradients,
-    one_thread,  # noqa: F401  (autouse fixture)
     run,
     weights,
 )
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py
 
 TIGHT = dict(rtol=1e-10, atol=1e-12)
 

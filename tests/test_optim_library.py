@@ -303,10 +303,10 @@ def test_each_record_runs_through_bench_run_and_a_killed_run_resumes_bitwise(nam
 def _two_ranks(rank, world, port, paths, outs, steps):
     import timm.optim.kron
 
-    from tests.test_engine import _train_steps
+    from tests.helpers import train_steps
 
     timm.optim.kron.has_dynamo = False
-    _train_steps(rank, world, port, paths, outs, steps)
+    train_steps(rank, world, port, paths, outs, steps)
 
 
 @pytest.mark.skip(reason="not yet verified: did not finish within 280 s on the shared 2-core machine (issue 51)")
@@ -316,15 +316,15 @@ def test_two_gloo_ranks_equal_one_process_accumulating_for_every_record(tmp_path
     import torch.multiprocessing as mp
 
     from tests.conftest import free_port
-    from tests.test_engine import _equiv_recipe, _params_after
+    from tests.helpers import equiv_recipe, params_after
 
     names = LIBRARY + VRGD_LIBRARY
-    paths = [_equiv_recipe(tmp_path, tiny_dataset, n, LR.get(catalog.OPTIMIZERS[n].base, 1e-2), "fp64") for n in names]
+    paths = [equiv_recipe(tmp_path, tiny_dataset, n, LR.get(catalog.OPTIMIZERS[n].base, 1e-2), "fp64") for n in names]
     for path in paths:  # the recipe's momentum is SGD's: each library its own options
         path.write_text(path.read_text().replace(", momentum: 0.9", ""))
     [path.rename(path.with_name(f"{n}.yaml")) for n, path in zip(names, paths)]
     paths = [path.with_name(f"{n}.yaml") for n, path in zip(names, paths)]
-    one = _params_after(tmp_path, paths, 1)
+    one = params_after(tmp_path, paths, 1)
     outs = [str(tmp_path / f"{n}-2.pt") for n in names]
     mp.spawn(_two_ranks, args=(2, free_port(), [str(p) for p in paths], outs, 3), nprocs=2)
     for name, want, out in zip(names, one, outs):

@@ -10,15 +10,16 @@ import pytest
 import torch
 
 from bench import optim
-from tests.test_optim import (
+from tests.helpers import (
     LRS,
+    RefVRGD,
     assert_history,
     gradients,
-    one_thread,  # noqa: F401  (autouse fixture)
     run,
     weights,
 )
-from tests.test_optim_vrgd import RefVRGD
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py
 
 TIGHT = dict(rtol=1e-10, atol=1e-12)
 

@@ -11,67 +11,21 @@ from torch import nn
 
 from bench import optim
 from bench.errors import UserError
-from tests.test_optim import (
+from tests.helpers import (
     LRS,
     SHAPES,
     RefAdam,
     RefLARS,
     RefSGD,
+    RefVRGD,
     assert_history,
     backward,
     gradients,
-    one_thread,  # noqa: F401  (autouse fixture)
     run,
     weights,
 )
 
-
-class RefVRGD:
-    """The GSNR core from the equations (paper's Algorithm 1), feeding a reference base optimizer."""
-
-    def __init__(self, base, gamma=0.1, eps=1e-12, beta3=0.0, bias_correction=True, trust_grad="vr", segments=None):
-        """segments: the normalisation segment of each tensor of SHAPES (gsnr_norm); None: one per tensor."""
-        self.base, self.gamma, self.eps, self.beta3, self.bias_correction = base, gamma, eps, beta3, bias_correction
-        self.segments = segments or list(range(len(SHAPES)))
-        self.trust_grad, self.t, self.p = trust_grad, 0, [torch.zeros(s, dtype=torch.float64) for s in SHAPES]
-        self.clip_frac, self.r_mean, self.dead_frac = [], [], []
-
-    def run(self, steps, lrs):
-        history = []
-        for lr, groups in zip(lrs, steps):
-            self.step(groups, lr)
-            history.append([w.clone() for w in self.base.w])
-        return history
-
-    def step(self, groups, lr):
-        self.t += 1
-        means, rs, vrs, clipped, dead = [], [], [], 0, 0
-        for grads in zip(*groups):
-            g = torch.stack(grads)
-            means.append(g.mean(0))
-            rs.append(means[-1] ** 2 / (g.var(0, unbiased=False) + self.eps))
-        r_sum = sum(r.sum().item() for r in rs)
-        for segment in set(self.segments):
-            members = [i for i, s in enumerate(self.segments) if s == segment]
-            r_mean = sum(rs[i].sum() for i in members) / sum(rs[i].numel() for i in members)
-            for i in members:
-                rs[i] = rs[i] / r_mean if r_mean > 0 else rs[i]
-        for i, (mean, r) in enumerate(zip(means, rs)):
-            clipped += ((r < self.gamma) & (r > 0)).sum().item()  # live coordinates only
-            dead += (r == 0).sum().item()  # a gradient of 0 in every group
-            r = r.clamp(self.gamma, 1.0)
-            if self.beta3:
-                self.p[i] = self.beta3 * self.p[i] + (1 - self.beta3) * r
-                r = self.p[i] / (1 - self.beta3**self.t) if self.bias_correction else self.p[i]
-            vrs.append(r * mean)
-        numel = sum(m.numel() for m in means)
-        self.clip_frac.append(clipped / (numel - dead))
-        self.dead_frac.append(dead / numel)
-        self.r_mean.append(r_sum / numel)
-        if self.trust_grad == "mean":
-            self.base.step(vrs, lr, trust_grads=means)
-        else:
-            self.base.step(vrs, lr)
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py
 
 
 CASES = [  # registry name, hyperparameters, reference

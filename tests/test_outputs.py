@@ -10,7 +10,7 @@ import pytest
 from bench.analysis import results, tables
 from bench.analysis.render import Cell, Table, claim, claims_of, render
 from bench.cli import main
-from tests.test_analysis_helpers import make_run
+from tests.helpers import make_run
 
 
 def compare_tree(root):
@@ -171,7 +171,7 @@ def test_report_marks_a_running_runs_numbers_as_not_final(running_tree, per_run,
 def test_verdict_on_reruns_without_trials_says_what_is_missing(tmp_path, capsys):
     """A tree of a sweep's reruns alone (their trials elsewhere), which held images out: no claim that selection
     used the validation set, and no '0 trials per cell'."""
-    from tests.test_sweep import sweep_run
+    from tests.helpers import sweep_run
 
     for arm in ("lars", "nesterov"):
         for seed in (1, 2):
@@ -298,7 +298,7 @@ def test_run_of_a_folder_points_to_suite(tmp_path, capsys):
 def test_sweep_keys_get_did_you_mean_as_recipe_keys_do(tmp_path, typo, said):
     from bench import sweep
     from bench.errors import UserError
-    from tests.test_sweep import SWEEP
+    from tests.helpers import SWEEP
 
     (tmp_path / "base.yaml").write_text("name: b\n")
     path = tmp_path / "s.yaml"

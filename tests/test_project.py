@@ -16,7 +16,7 @@ from bench import optim
 from bench.analysis import project
 from bench.cli import main
 from bench.optim.factory import REGISTRY
-from tests.test_analysis_helpers import TOY, make_run
+from tests.helpers import TOY, make_run
 
 CLUSTER = project.Cluster(
     accelerator="X", per_node=4, intra_GBps=100, inter_GBps=10, intra_latency_us=2, inter_latency_us=5, source="test"

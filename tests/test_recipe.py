@@ -88,7 +88,7 @@ def test_validate_and_run_name_the_recipe_and_key_of_a_missing_dataset(tmp_path,
 
 
 def test_every_shipped_sweep_expands(capsys, tmp_path, monkeypatch):
-    from tests.test_idx import family
+    from tests.helpers import family
 
     # the Fashion-MNIST studies' budgets are in images: their expansion reads the training-set size from
     # data/fashion-mnist-10k and -20k, here stand-ins of the same layout made by the same converter (the ladder's

@@ -16,28 +16,17 @@ import pandas as pd
 import pytest
 import torch
 
-from tests.conftest import run_cli, write_recipe
+from tests.conftest import bench_argv, run_cli, write_recipe
+from tests.helpers import RELIABILITY_RECIPE
 
 pytestmark = pytest.mark.slow  # killed, signalled and resumed runs, each against a reference run
-
-RECIPE = """
-model: {name: test_resnet}  # timm's tiny test ResNet: these tests are about the run, not the model
-data: {dataset: folder, path: DATA, image_size: 24, crop_scale_min: 0.35, workers: 0, eval_batch: 64}
-global_batch: 32
-micro_batch: 16
-optimizer: {name: sgd, lr: 0.2, momentum: 0.9}
-schedule: {warmup_epochs: 1}
-epochs: 6
-eval: {every_epochs: 2}
-checkpoint: {every_steps: 4}
-target_top1: 40
-engine: {threads: 1}  # bitwise repeats hold for one thread count: the SLURM script's OMP_NUM_THREADS must not change it
-"""  # 30 steps, evaluations after steps 10, 20, 30, checkpoints every 4 steps and at 30
 
 
 @pytest.fixture(scope="module")
 def recipe(tmp_path_factory, tiny_dataset):
-    return write_recipe(tmp_path_factory.mktemp("rel") / "rel.yaml", RECIPE.replace("DATA", str(tiny_dataset)))
+    return write_recipe(
+        tmp_path_factory.mktemp("rel") / "rel.yaml", RELIABILITY_RECIPE.replace("DATA", str(tiny_dataset))
+    )
 
 
 def only_run(results):
@@ -71,7 +60,7 @@ def assert_same(got, want):
 @pytest.mark.parametrize("point", ["step:7", "eval:20", "checkpoint:8", "step:29"])
 def test_sigkill_then_resume_gives_bitwise_the_same_run(recipe, reference, tmp_path, point):
     crashed = subprocess.run(
-        [sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path), "--no-progress"],
+        bench_argv("run", str(recipe), "--out", str(tmp_path), "--no-progress"),
         env=dict(os.environ, BENCH_CRASH_AT=point),
         capture_output=True,
     )
@@ -92,7 +81,7 @@ def test_sigkill_then_resume_gives_bitwise_the_same_run(recipe, reference, tmp_p
 
 def test_sigterm_checkpoints_marks_preempted_and_resumes(recipe, reference, tmp_path):
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path), "--no-progress"],
+        bench_argv("run", str(recipe), "--out", str(tmp_path), "--no-progress"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -189,7 +178,7 @@ def test_ctrl_c_checkpoints_and_stops_the_shell_loop_that_started_the_run(recipe
 
 def test_restart_starts_a_new_run_and_a_running_run_is_locked(recipe, tmp_path):
     crashed = subprocess.run(
-        [sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path), "--no-progress"],
+        bench_argv("run", str(recipe), "--out", str(tmp_path), "--no-progress"),
         env=dict(os.environ, BENCH_CRASH_AT="step:5"),
         capture_output=True,
     )
@@ -207,7 +196,7 @@ def test_restart_starts_a_new_run_and_a_running_run_is_locked(recipe, tmp_path):
 
 def test_corrupt_checkpoint_is_a_clear_error_and_nothing_is_lost(recipe, tmp_path):
     crashed = subprocess.run(
-        [sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path), "--no-progress"],
+        bench_argv("run", str(recipe), "--out", str(tmp_path), "--no-progress"),
         env=dict(os.environ, BENCH_CRASH_AT="step:9"),
         capture_output=True,
     )
@@ -260,10 +249,7 @@ def test_torchrun_restarts_a_lost_worker_and_the_run_resumes(recipe, tmp_path):
         PYTHONWARNINGS="ignore",
     )
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench",
+        bench_argv(
             "run",
             str(recipe),
             "--out",
@@ -275,7 +261,7 @@ def test_torchrun_restarts_a_lost_worker_and_the_run_resumes(recipe, tmp_path):
             "1",
             "--set",
             "eval.stop_at_chance=0",
-        ],
+        ),
         env=env,
         capture_output=True,
         text=True,
@@ -296,17 +282,22 @@ def test_torchrun_restarts_a_lost_worker_and_the_run_resumes(recipe, tmp_path):
 @pytest.mark.parametrize(
     "args,words",
     [
-        (["run", "RECIPE", "--nproc", "0"], ["--nproc", "expected an integer >= 1"]),
-        (["submit", "RECIPE", "--nodes", "two", "--gpus-per-node", "8"], ["--nodes", "expected an integer >= 1"]),
-        (["run"], ["RECIPE"]),
+        (["run", "RELIABILITY_RECIPE", "--nproc", "0"], ["--nproc", "expected an integer >= 1"]),
+        (
+            ["submit", "RELIABILITY_RECIPE", "--nodes", "two", "--gpus-per-node", "8"],
+            ["--nodes", "expected an integer >= 1"],
+        ),
+        (["run"], ["RELIABILITY_RECIPE"]),
         (["frobnicate"], ["unknown command 'frobnicate'; one of validate, "]),
         (["rnu"], ["bench: error: unknown command 'rnu' (did you mean 'run'?)"]),
-        (["run", "RECIPE", "--run-dir", "NOWHERE"], ["not a run directory"]),
+        (["run", "RELIABILITY_RECIPE", "--run-dir", "NOWHERE"], ["not a run directory"]),
         (["table", "no-such-table", "."], ["no-such-table"]),
     ],
 )
 def test_bad_command_line_is_exit_2_without_traceback(recipe, tmp_path, args, words):
-    args = [str(recipe) if a == "RECIPE" else str(tmp_path / "nowhere") if a == "NOWHERE" else a for a in args]
+    args = [
+        str(recipe) if a == "RELIABILITY_RECIPE" else str(tmp_path / "nowhere") if a == "NOWHERE" else a for a in args
+    ]
     done = run_cli(*args)
     assert done.returncode == 2 and all(w in done.stderr for w in words), done.stderr
     assert "Traceback" not in done.stderr
@@ -314,7 +305,7 @@ def test_bad_command_line_is_exit_2_without_traceback(recipe, tmp_path, args, wo
 
 def test_run_dir_of_another_recipe_or_a_foreign_checkpoint_is_refused(recipe, tmp_path):
     crashed = subprocess.run(
-        [sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path), "--no-progress"],
+        bench_argv("run", str(recipe), "--out", str(tmp_path), "--no-progress"),
         env=dict(os.environ, BENCH_CRASH_AT="step:5"),
         capture_output=True,
     )
@@ -332,7 +323,7 @@ def test_a_torn_events_line_is_cut_back_on_resume(recipe, reference, tmp_path):
     """Power lost while appending to events.jsonl: the resume cuts the log back to its last whole line and the
     checkpoint's step, and the finished run is the uninterrupted one, with one event per step."""
     crashed = subprocess.run(
-        [sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path), "--no-progress"],
+        bench_argv("run", str(recipe), "--out", str(tmp_path), "--no-progress"),
         env=dict(os.environ, BENCH_CRASH_AT="step:7"),
         capture_output=True,
     )
@@ -351,7 +342,7 @@ def test_a_torn_events_line_is_cut_back_on_resume(recipe, reference, tmp_path):
 def test_a_run_killed_before_its_first_checkpoint_is_started_again_in_place(recipe, reference, tmp_path):
     """No orphan: the same command continues the killed run's directory from step 0."""
     crashed = subprocess.run(
-        [sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path), "--no-progress"],
+        bench_argv("run", str(recipe), "--out", str(tmp_path), "--no-progress"),
         env=dict(os.environ, BENCH_CRASH_AT="step:2"),
         capture_output=True,
     )
@@ -370,18 +361,7 @@ def test_a_run_killed_before_its_first_checkpoint_is_started_again_in_place(reci
 def test_files_of_a_run_follow_the_umask(recipe, tmp_path):
     """Results are readable by a lab group: the atomic writes give the mode open() gives, not mkstemp's 0600."""
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench",
-            "run",
-            str(recipe),
-            "--out",
-            str(tmp_path),
-            "--no-progress",
-            "--set",
-            "epochs=1",
-        ],
+        bench_argv("run", str(recipe), "--out", str(tmp_path), "--no-progress", "--set", "epochs=1"),
         capture_output=True,
         text=True,
         preexec_fn=lambda: os.umask(0o027),
@@ -471,7 +451,7 @@ def _wait_for_events(results, count: int, proc) -> None:
 def two_worker_reference(recipe, tmp_path_factory):
     results = tmp_path_factory.mktemp("ref2")
     done = subprocess.run(
-        [sys.executable, "-m", "bench", "run", str(recipe), "--out", str(results), *TWO_WORKERS],
+        bench_argv("run", str(recipe), "--out", str(results), *TWO_WORKERS),
         env=_workers_env(),
         capture_output=True,
         text=True,
@@ -485,7 +465,7 @@ def two_worker_reference(recipe, tmp_path_factory):
 def test_a_signal_to_the_launcher_of_two_workers_ends_preempted_and_resumes(
     recipe, two_worker_reference, tmp_path, how
 ):
-    command = [sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path), *TWO_WORKERS]
+    command = bench_argv("run", str(recipe), "--out", str(tmp_path), *TWO_WORKERS)
     proc = subprocess.Popen(
         command, env=_workers_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
     )
@@ -509,15 +489,18 @@ def test_a_signal_to_the_launcher_of_two_workers_ends_preempted_and_resumes(
 @pytest.mark.parametrize(
     "args",
     [
-        ["run", "RECIPE", "--nproc", "3"],
-        ["submit", "RECIPE", "--nodes", "3", "--gpus-per-node", "1", "--dry-run"],
-        ["submit", "RECIPE", "--nodes", "1", "--gpus-per-node", "3"],
+        ["run", "RELIABILITY_RECIPE", "--nproc", "3"],
+        ["submit", "RELIABILITY_RECIPE", "--nodes", "3", "--gpus-per-node", "1", "--dry-run"],
+        ["submit", "RELIABILITY_RECIPE", "--nodes", "1", "--gpus-per-node", "3"],
     ],
 )
 def test_a_plan_impossible_for_the_world_size_is_refused_before_launch(recipe, tmp_path, args):
     """global_batch 32 over 3 ranks: one sentence and exit 2, before any worker starts or any script is written."""
     done = run_cli(
-        *[str(recipe) if a == "RECIPE" else a for a in args], "--out", str(tmp_path / "results"), cwd=tmp_path
+        *[str(recipe) if a == "RELIABILITY_RECIPE" else a for a in args],
+        "--out",
+        str(tmp_path / "results"),
+        cwd=tmp_path,
     )
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.strip() == "bench: error: global_batch 32 cannot be split evenly over 3 ranks"
@@ -526,18 +509,7 @@ def test_a_plan_impossible_for_the_world_size_is_refused_before_launch(recipe, t
 
 def test_an_error_inside_the_workers_is_reported_once(recipe, tmp_path):
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench",
-            "run",
-            str(recipe),
-            "--out",
-            str(tmp_path),
-            *TWO_WORKERS,
-            "--set",
-            "data.holdout=2000",
-        ],
+        bench_argv("run", str(recipe), "--out", str(tmp_path), *TWO_WORKERS, "--set", "data.holdout=2000"),
         env=_workers_env(),
         capture_output=True,
         text=True,
@@ -603,10 +575,7 @@ def test_every_readable_validation_image_is_counted_once(recipe, tiny_dataset, t
     for path in damaged:
         path.write_bytes(path.read_bytes()[:60])
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench",
+        bench_argv(
             "run",
             str(recipe),
             "--out",
@@ -620,7 +589,7 @@ def test_every_readable_validation_image_is_counted_once(recipe, tiny_dataset, t
             "epochs=2",
             "--set",
             f"data.eval_batch={eval_batch}",
-        ],
+        ),
         env=_workers_env(),
         capture_output=True,
         text=True,
@@ -647,18 +616,9 @@ def test_resuming_onto_a_changed_training_set_is_refused(recipe, tiny_dataset, t
     list): the same command refuses in one sentence (exit 2) naming --restart, and the run is left as it was."""
     data = tmp_path / "data"
     shutil.copytree(tiny_dataset, data)
-    command = [
-        sys.executable,
-        "-m",
-        "bench",
-        "run",
-        str(recipe),
-        "--out",
-        str(tmp_path / "results"),
-        "--no-progress",
-        "--set",
-        f"data.path={data}",
-    ]
+    command = bench_argv(
+        "run", str(recipe), "--out", str(tmp_path / "results"), "--no-progress", "--set", f"data.path={data}"
+    )
     crashed = subprocess.run(command, env=dict(os.environ, BENCH_CRASH_AT="step:7"), capture_output=True)
     assert crashed.returncode == -signal.SIGKILL
     run = only_run(tmp_path / "results")

@@ -7,7 +7,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -15,9 +14,12 @@ import pandas as pd
 import pytest
 
 from bench.analysis import results
-from tests.conftest import write_recipe
-from tests.test_reliability import RECIPE  # the tiny dataset: 5 steps an epoch
-from tests.test_sweep import BASE, SWEEP
+from tests.conftest import bench_argv, write_recipe
+from tests.helpers import (
+    BASE,
+    RELIABILITY_RECIPE,  # the tiny dataset: 5 steps an epoch
+    SWEEP,
+)
 
 CLUSTER = Path(__file__).with_name("slurm") / "cluster.sh"
 DAEMONS = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "scontrol", "scancel", "sinfo")
@@ -47,8 +49,8 @@ def recipe(folder: Path, data: Path, epochs: int, name: str) -> Path:
     """The reliability tests' tiny recipe, evaluated every epoch, with no periodic checkpoint: a run's only
     checkpoints are a signal's and the final one, so a worker killed instead of stopped (what srun does with a
     SIGTERM of its own) would start again from step 0."""
-    text = RECIPE.replace("DATA", str(data)).replace("epochs: 6", f"epochs: {epochs}")
-    assert "checkpoint: {every_steps: 4}" in text  # the line replaced below: fail here if RECIPE changes it
+    text = RELIABILITY_RECIPE.replace("DATA", str(data)).replace("epochs: 6", f"epochs: {epochs}")
+    assert "checkpoint: {every_steps: 4}" in text  # the line replaced below: fail here if RELIABILITY_RECIPE changes it
     text = text.replace("checkpoint: {every_steps: 4}", "checkpoint: {every_steps: 1000}")
     return write_recipe(folder / f"{name}.yaml", text.replace("every_epochs: 2", "every_epochs: 1"))
 
@@ -56,10 +58,7 @@ def recipe(folder: Path, data: Path, epochs: int, name: str) -> Path:
 def submit(env, folder: Path, recipe_path: Path, *extra: str) -> str:
     """`bench submit` for real, from `folder`; returns the job id."""
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench",
+        bench_argv(
             "submit",
             str(recipe_path),
             "--nodes",
@@ -71,7 +70,7 @@ def submit(env, folder: Path, recipe_path: Path, *extra: str) -> str:
             "--out",
             str(folder / "results"),
             *extra,
-        ],
+        ),
         cwd=folder,
         env=env,
         capture_output=True,
@@ -129,7 +128,7 @@ def test_a_submitted_recipe_runs_as_bench_run_runs_it(cluster, tiny_dataset, tmp
     # a fresh process, as srun's, with the one CPU the job asked for (--cpus-per-worker 1: the script exports
     # OMP_NUM_THREADS=1, and engine.threads auto takes it; the thread count changes float rounding)
     done = subprocess.run(
-        [sys.executable, "-m", "bench", "run", str(path), "--out", str(tmp_path / "local"), "--no-progress"],
+        bench_argv("run", str(path), "--out", str(tmp_path / "local"), "--no-progress"),
         capture_output=True,
         text=True,
         timeout=300,

@@ -21,36 +21,7 @@ from bench.data import build
 from bench.errors import UserError
 from bench.recipe import DataSpec
 from tests.conftest import RECIPES, write_recipe
-from tests.test_analysis_helpers import make_run
-
-BASE = """
-model: {name: resnet10t}
-data: {dataset: folder, path: DATA, image_size: 16, workers: 0, eval_batch: 64, holdout: 32}
-global_batch: 32
-optimizer: {name: sgd, lr: 0.1}
-epochs: 2
-eval: {every_epochs: 1, stop_at_chance: 0}
-checkpoint: {every_steps: 2}
-target_top1: 30
-"""  # 160 - 32 = 128 training images: 4 steps an epoch at batch 32
-
-SWEEP = """
-base: base.yaml
-batches: [32]
-arms:
-  sgd:
-    set: {optimizer.name: sgd, optimizer.nesterov: true}
-    space:
-      optimizer.lr: {low: 0.01, high: 0.5, scale: log}
-  lars:
-    set: {optimizer.name: lars}
-    space:
-      optimizer.lr: {low: 0.5, high: 5.0, scale: log}
-      schedule.warmup_epochs: {low: 0.0, high: 1.0}
-trials: 2
-budget: {epochs: 2}
-reruns: {seeds: [1, 2]}
-"""
+from tests.helpers import BASE, SWEEP, make_run, sweep_run
 
 
 @pytest.fixture
@@ -229,27 +200,6 @@ def test_the_holdout_is_never_trained_on_and_the_same_for_every_seed(tiny_datase
 
 
 # ---- the analysis on hand-made run directories -------------------------------------------------------------
-
-
-def sweep_run(
-    root, arm, batch, role, seed, val, trial=0, study=0, lr=0.1, status="completed", holdout=None, target=60.0
-):
-    name = f"s-{arm}-b{batch}-" + (f"t{trial:02d}-s{study}" if role == "trial" else f"best-seed{seed}")
-    tags = {"sweep": "s", "arm": arm, "trial": trial, "study": study, "role": role}
-    return make_run(
-        root,
-        name,
-        "lars" if "lars" in arm else "sgd",
-        batch,
-        seed,
-        val,
-        status=status,
-        lr=lr,
-        tags=tags,
-        holdout=holdout or val,
-        target=target,
-        train_eval=[v + 3 for v in val],
-    )
 
 
 def test_steps_to_result_is_the_fewest_over_trials_and_the_median_over_studies(tmp_path):

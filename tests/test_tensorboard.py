@@ -6,35 +6,22 @@ import json
 import os
 import signal
 import subprocess
-import sys
 
 import pandas as pd
 import pytest
 
 from bench.analysis import results
 from bench.cli import main
-from tests.conftest import run_cli, write_recipe
+from tests.conftest import bench_argv, run_cli, write_recipe
+from tests.helpers import TENSORBOARD_RECIPE, only_run
 
 pytest.importorskip("tensorboard")
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402
 
-RECIPE = """
-model: {name: resnet10t}
-data: {dataset: folder, path: DATA, image_size: 24, crop_scale_min: 0.35, workers: 0, eval_batch: 64}
-global_batch: 32
-micro_batch: 16
-optimizer: {name: lars, lr: 0.2}
-schedule: {warmup_epochs: 1}
-epochs: 3
-eval: {every_epochs: 1}
-checkpoint: {every_steps: 4}
-target_top1: 40
-"""  # 160 training images: 15 steps, evaluations after steps 5, 10, 15, checkpoints at 4, 8, 12, 15
-
 
 @pytest.fixture
 def recipe(tmp_path, tiny_dataset):
-    return write_recipe(tmp_path / "tb.yaml", RECIPE.replace("DATA", str(tiny_dataset)))
+    return write_recipe(tmp_path / "tb.yaml", TENSORBOARD_RECIPE.replace("DATA", str(tiny_dataset)))
 
 
 def scalars(folder) -> dict:
@@ -53,11 +40,6 @@ def raw_points(folder) -> list[tuple[str, int]]:
         for event in EventFileLoader(str(path)).Load():
             points += [(v.tag, event.step) for v in event.summary.value if v.HasField("tensor") or v.simple_value]
     return points
-
-
-def only_run(results_dir):
-    [run] = list((results_dir / "tb").iterdir())
-    return run
 
 
 def assert_curves_match_the_logs(run):
@@ -109,7 +91,7 @@ def test_a_killed_run_resumes_its_curves_without_duplicate_points(recipe, tmp_pa
     """Killed after step 7 (checkpoint 4, evaluation 5 kept): the resumed curves hold each step once, equal
     to the logs the resumed run left."""
     crashed = subprocess.run(
-        [sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path), "--no-progress", "--tensorboard"],
+        bench_argv("run", str(recipe), "--out", str(tmp_path), "--no-progress", "--tensorboard"),
         env=dict(os.environ, BENCH_CRASH_AT="step:7"),
         capture_output=True,
         text=True,
@@ -124,7 +106,7 @@ def test_a_killed_run_resumes_its_curves_without_duplicate_points(recipe, tmp_pa
 
 def test_logging_changes_no_number_seeds_and_resume_ignore_it(recipe, tmp_path):
     crashed = subprocess.run(
-        [sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path), "--no-progress"],
+        bench_argv("run", str(recipe), "--out", str(tmp_path), "--no-progress"),
         env=dict(os.environ, BENCH_CRASH_AT="step:5"),
         capture_output=True,
     )
@@ -155,7 +137,7 @@ def test_export_writes_a_folder_per_run_named_by_arm_batch_role_and_seed(recipe,
 
 
 def test_a_sweep_writes_hparams_and_exports_by_arm_role_and_trial(tmp_path, tiny_dataset):
-    from tests.test_sweep import BASE, SWEEP
+    from tests.helpers import BASE, SWEEP
 
     write_recipe(tmp_path / "base.yaml", BASE.replace("DATA", str(tiny_dataset)) + "logging: {tensorboard: true}\n")
     sweep = write_recipe(tmp_path / "tiny.yaml", SWEEP)

@@ -7,15 +7,14 @@ import os
 import signal
 import struct
 import subprocess
-import sys
 
 import pandas as pd
 import pytest
 
 from bench.cli import main
 from bench.engine.wandb_curves import run_id
-from tests.conftest import run_cli, write_recipe
-from tests.test_tensorboard import RECIPE, only_run
+from tests.conftest import bench_argv, run_cli, write_recipe
+from tests.helpers import TENSORBOARD_RECIPE, only_run
 
 pytest.importorskip("wandb")
 from wandb.proto import wandb_internal_pb2  # noqa: E402
@@ -34,7 +33,7 @@ def own_wandb_service():
 
 @pytest.fixture
 def recipe(tmp_path, tiny_dataset):
-    return write_recipe(tmp_path / "tb.yaml", RECIPE.replace("DATA", str(tiny_dataset)) + WANDB)
+    return write_recipe(tmp_path / "tb.yaml", TENSORBOARD_RECIPE.replace("DATA", str(tiny_dataset)) + WANDB)
 
 
 def records(path):
@@ -104,7 +103,7 @@ def test_a_preempted_run_resumes_the_same_wandb_run_without_a_point_twice(recipe
     """SIGTERM after step 7 (events 0..7): the run checkpoints at step 8 and ends preempted; the first W&B segment holds steps
     1..8 done and the evaluation after step 5, the resumed one the rest; together each point once."""
     preempted = subprocess.run(
-        [sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path), "--no-progress"],
+        bench_argv("run", str(recipe), "--out", str(tmp_path), "--no-progress"),
         env=dict(os.environ, BENCH_CRASH_AT="step:7", BENCH_CRASH_SIGNAL="TERM"),
         capture_output=True,
         text=True,
@@ -127,7 +126,7 @@ def test_a_killed_run_never_sends_a_point_twice(recipe, tmp_path):
     """SIGKILL after step 7 (checkpoint 4 kept): W&B's service may not have written what it got before the
     kill (a gap, never a duplicate); the resumed run sends from the checkpoint on, each point once."""
     crashed = subprocess.run(
-        [sys.executable, "-m", "bench", "run", str(recipe), "--out", str(tmp_path), "--no-progress"],
+        bench_argv("run", str(recipe), "--out", str(tmp_path), "--no-progress"),
         env=dict(os.environ, BENCH_CRASH_AT="step:7"),
         capture_output=True,
     )
@@ -158,7 +157,7 @@ def test_without_the_package_the_key_is_one_sentence(recipe, tmp_path, capsys, m
 def test_the_wandb_flag_sets_the_project(tmp_path, tiny_dataset):
     from bench.cli import _recipe, _worker_args, parser
 
-    path = write_recipe(tmp_path / "r.yaml", RECIPE.replace("DATA", str(tiny_dataset)))
+    path = write_recipe(tmp_path / "r.yaml", TENSORBOARD_RECIPE.replace("DATA", str(tiny_dataset)))
     args = parser().parse_args(["run", str(path), "--wandb", "my-project"])
     r = _recipe(args)
     assert r.logging.wandb.project == "my-project" and r.logging.wandb.mode == "offline"
