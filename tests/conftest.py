@@ -1,13 +1,11 @@
 """Shared fixtures, and what keeps tests apart when pytest-xdist runs them in parallel workers (pyproject.toml's
-addopts: `-n auto --dist loadgroup`; `-n 0` runs them in this process, for pdb):
+addopts: `-n auto`; `-n 0` runs them in this process, for pdb):
 
 - each worker has its own temporary directories (xdist's basetemp per worker) and BENCH_CACHE per test;
 - each worker's torch and bench runs get their share of the cores (OMP_NUM_THREADS), not all of them each;
 - TCP ports for process groups come from each worker's own range (free_port);
-- a module- or class-scoped fixture (a reference run, a dataset) is made once on each worker that runs the
-  module's tests, so a module's tests spread over the workers; a module whose fixture cannot exist twice at once
-  (tests/test_slurm.py's one SLURM cluster) marks itself `pytest.mark.xdist_group(...)`, and its tests run on
-  one worker, one after another.
+- a module- or class-scoped fixture (a reference run, a dataset, tests/test_slurm.py's SLURM cluster on ports of
+  its own) is made once on each worker that runs the module's tests, so a module's tests spread over the workers.
 """
 
 import itertools

@@ -5,6 +5,7 @@ torch.multiprocessing.spawn), recipe and sweep texts. No test module imports ano
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
@@ -397,14 +398,22 @@ target_top1: 50
 STEPS = 3
 
 
-def train_steps(rank: int, world: int, port: int, recipe_paths: list[str], outs: list[str], steps: int = STEPS) -> None:
-    """Each recipe's parameters after `steps` steps, on `world` ranks of one process group."""
+@contextlib.contextmanager
+def process_group(rank: int, world: int, port: int):
+    """This process as rank `rank` of a `world`-rank group on this machine, one thread; shut down on leaving."""
     os.environ.update(
         RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)
     )
     torch.set_num_threads(1)
-    dist = distributed.init()
     try:
+        yield distributed.init()
+    finally:
+        distributed.shutdown()
+
+
+def train_steps(rank: int, world: int, port: int, recipe_paths: list[str], outs: list[str], steps: int = STEPS) -> None:
+    """Each recipe's parameters after `steps` steps, on `world` ranks of one process group."""
+    with process_group(rank, world, port) as dist:
         for recipe_path, out in zip(recipe_paths, outs):
             trainer = Trainer(recipe_mod.load(recipe_path), dist)
             batches = trainer.data.train(0, steps)
@@ -412,8 +421,6 @@ def train_steps(rank: int, world: int, port: int, recipe_paths: list[str], outs:
                 trainer.step(batches, lr=trainer.recipe.optimizer.lr * (step + 1) / steps)
             if rank == 0:
                 torch.save({k: v.detach().clone() for k, v in trainer.model.named_parameters()}, out)
-    finally:
-        distributed.shutdown()
 
 
 def params_after(tmp_path, recipe_paths: list, world: int, steps: int = STEPS) -> list[dict]:

@@ -13,6 +13,7 @@ from bench.engine.plan import make_plan
 from bench.engine.train import Trainer
 from bench.errors import UserError
 from tests.conftest import free_port, write_recipe
+from tests.helpers import process_group
 
 RECIPE = """
 model: {name: resnet8_cifar, kwargs: {}BN}
@@ -53,12 +54,7 @@ def _state(trainer: Trainer, losses: list, diagnostics: list) -> dict:
 
 
 def _run(rank, world, port, paths, outs):
-    os.environ.update(
-        RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)
-    )
-    torch.set_num_threads(1)
-    dist = distributed.init()
-    try:
+    with process_group(rank, world, port) as dist:
         for path, out in zip(paths, outs):
             trainer = Trainer(recipe_mod.load(path), dist)
             batches = trainer.data.train(0, STEPS)
@@ -72,8 +68,6 @@ def _run(rank, world, port, paths, outs):
                 diagnostics.append(trainer.opt.diagnostics())
             if rank == 0:
                 torch.save(_state(trainer, losses, diagnostics), out)
-    finally:
-        distributed.shutdown()
 
 
 def _states(tmp_path, paths, world=1) -> list[dict]:

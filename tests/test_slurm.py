@@ -25,8 +25,7 @@ CLUSTER = Path(__file__).with_name("slurm") / "cluster.sh"
 DAEMONS = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "scontrol", "scancel", "sinfo")
 missing = [name for name in DAEMONS if shutil.which(name) is None]
 pytestmark = [
-    pytest.mark.slow,  # real sbatch jobs
-    pytest.mark.xdist_group("slurm"),  # one cluster per machine: the module's tests on one worker, in turn
+    pytest.mark.slow,  # real sbatch jobs; a cluster per xdist worker, each on its own ports (tests/slurm/cluster.sh)
     pytest.mark.skipif(
         bool(missing),
         reason=f"SLURM is not installed ({', '.join(missing)} missing): apt-get "
