@@ -25,6 +25,10 @@ if [ "$cmd" = stop ]; then stop; exit 0; fi
 mkdir -p "$dir/state" "$dir/spool"
 host=$(hostname -s)
 port=$((20000 + RANDOM % 20000))  # slurmctld; slurmd on the next port: clusters of parallel runs stay apart
+# Job ids apart too: a job's rendezvous port is 10000 + its id (bench submit), so two clusters' job 1 would meet on
+# one port. Each pytest-xdist worker's cluster numbers its jobs from its own thousand.
+worker=${PYTEST_XDIST_WORKER#gw}
+first_job=$((1 + 1000 * (${worker:-0} % 9) + RANDOM % 500))
 
 mungekey --create --keyfile="$dir/munge.key" --force
 chmod 600 "$dir/munge.key"
@@ -40,6 +44,7 @@ CredType=cred/munge
 SlurmUser=root
 SlurmdUser=root
 SlurmctldPort=$port
+FirstJobId=$first_job
 SlurmdPort=$((port + 1))
 StateSaveLocation=$dir/state
 SlurmdSpoolDir=$dir/spool
