@@ -258,6 +258,7 @@ def digits_folder(tmp_path_factory):
 
 
 def bench_cli(*args, env=None):
+    """`bench ARGS` in a subprocess, with timm's Kron eager (tests/kron_eager.py)."""
     import os
     import subprocess
     import sys
@@ -267,10 +268,14 @@ def bench_cli(*args, env=None):
 
 
 @pytest.mark.parametrize("name", LIBRARY + VRGD_LIBRARY)
-def test_each_record_runs_through_bench_run_and_a_killed_run_resumes_bitwise(name, digits_folder, tmp_path):
+def test_each_record_runs_through_bench_run_and_a_killed_run_resumes_bitwise(name, digits_folder, tmp_path, capsys):
+    """The reference and the resumed run in this process (their bits compared in one process), the killed run a
+    subprocess: BENCH_CRASH_AT kills its own process."""
     import json
 
     import pandas as pd
+
+    from bench.cli import main
 
     train = sum(1 for _ in (digits_folder / "train").rglob("*.png"))
     lr = LR.get(catalog.OPTIMIZERS[name].base, 1e-2)
@@ -284,8 +289,7 @@ def test_each_record_runs_through_bench_run_and_a_killed_run_resumes_bitwise(nam
         meta = json.loads((run / "meta.json").read_text())
         return pd.read_csv(run / "metrics.csv").drop(columns=["train_time_s"]), final, meta
 
-    done = bench_cli("run", str(recipe), "--out", str(tmp_path / "ref"), "--no-progress")
-    assert done.returncode == 0, done.stderr
+    assert main(["run", str(recipe), "--out", str(tmp_path / "ref"), "--no-progress"]) == 0
     metrics, final, meta = outcome(tmp_path / "ref")
     assert meta["status"] == "completed" and len(metrics) == 2 and metrics["step"].iloc[-1] >= 4
     assert metrics["val_top1"].notna().all() and final["progress"]["step"] == metrics["step"].iloc[-1]
@@ -293,8 +297,9 @@ def test_each_record_runs_through_bench_run_and_a_killed_run_resumes_bitwise(nam
         "run", str(recipe), "--out", str(tmp_path / "k"), "--no-progress", env={"BENCH_CRASH_AT": "step:3"}
     )
     assert crashed.returncode != 0
-    resumed = bench_cli("run", str(recipe), "--out", str(tmp_path / "k"), "--no-progress")
-    assert resumed.returncode == 0 and "resuming" in resumed.stdout, resumed.stderr
+    capsys.readouterr()
+    assert main(["run", str(recipe), "--out", str(tmp_path / "k"), "--no-progress"]) == 0
+    assert "resuming" in capsys.readouterr().out
     got = outcome(tmp_path / "k")
     pd.testing.assert_frame_equal(got[0], metrics, check_exact=True)
     assert same(got[1]["model"], final["model"]) and same(got[1]["optimizer"], final["optimizer"])
