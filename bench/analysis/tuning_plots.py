@@ -83,7 +83,7 @@ def scaling_anchor(lines: dict[str, pd.DataFrame]) -> tuple[float, float] | None
 
 
 def plot_steps_to_result(table_cells: pd.DataFrame, order: list[str]) -> plt.Figure:
-    fig, ax = plt.subplots(figsize=(WIDTH / 2, 3.0), layout="constrained")
+    fig, ax = plt.subplots(figsize=(WIDTH / 2, 3.8), layout="constrained")
     handles, missed = [], False
     lines = steps_lines(table_cells, order)
     for i, arm in enumerate(order):
@@ -116,9 +116,10 @@ def plot_steps_to_result(table_cells: pd.DataFrame, order: list[str]) -> plt.Fig
         handles.append(Line2D([], [], color="k", marker="x", linestyle="", label=f"{MISSED} (reruns' median)"))
     plain_log_y(ax)
     log2_batch_axis(ax, batches)
-    ax.set_ylabel(f"steps to {table_cells['target_top1'].iloc[0]:g}% val Top-1 (reruns' median, order-stat. interval)")
+    target = table_cells["target_top1"].iloc[0]
+    ax.set_ylabel(f"steps to {target:g}% val Top-1\n(reruns' median, order-statistic interval)")
     _title(ax, "Steps to result against batch size", table_cells)
-    ax.legend(handles=handles, loc="best", fontsize=6)
+    fig.legend(handles=handles, loc="outside lower center", ncol=2, fontsize=6)
     return fig
 
 
