@@ -287,7 +287,7 @@ def test_torchrun_restarts_a_lost_worker_and_the_run_resumes(recipe, tmp_path):
             ["submit", "RELIABILITY_RECIPE", "--nodes", "two", "--gpus-per-node", "8"],
             ["--nodes", "expected an integer >= 1"],
         ),
-        (["run"], ["RELIABILITY_RECIPE"]),
+        (["run"], ["the following arguments are required: RECIPE"]),
         (["frobnicate"], ["unknown command 'frobnicate'; one of validate, "]),
         (["rnu"], ["bench: error: unknown command 'rnu' (did you mean 'run'?)"]),
         (["run", "RELIABILITY_RECIPE", "--run-dir", "NOWHERE"], ["not a run directory"]),

@@ -823,7 +823,7 @@ def test_the_sweep_figures_say_what_their_bars_are_and_draw_no_value_above_one(t
     [note] = [t for t in top1.axes[0].texts if t.get_gid() == "error-bar-note"]
     assert note.get_text() == "mean ± sample sd over n = 3 reruns; the verdict pairs them by seed"
     steps = tuning_plots.plot_steps_to_result(table_cells, order)
-    assert "best trial (winner's luck)" in [t.get_text() for t in steps.axes[0].get_legend().get_texts()]
+    assert "best trial (winner's luck)" in [t.get_text() for t in steps.legends[0].get_texts()]
     assert "reruns' median" in steps.axes[0].get_ylabel()  # the lines are the reruns'; the best trials faint marks
 
 
@@ -838,7 +838,7 @@ def test_the_steps_figure_marks_a_median_that_missed_the_target(tmp_path):
     fig = tuning_plots.plot_steps_to_result(table_cells, ["lars"])
     [band] = [line for line in fig.axes[0].get_lines() if line.get_gid() == "miss-band"]
     assert len(band.get_xdata()) == 1
-    assert "did not reach the target (reruns' median)" in [t.get_text() for t in fig.axes[0].get_legend().texts]
+    assert "did not reach the target (reruns' median)" in [t.get_text() for t in fig.legends[0].texts]
 
 
 def test_the_scaling_table_gives_steps_images_over_linear_and_each_arms_fit(tmp_path):
