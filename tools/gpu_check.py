@@ -41,7 +41,7 @@ MIN_STEP_S = 5  # a step with less time left than this is skipped, not started
 TAIL = 25  # output lines quoted per step in the report (the log holds all)
 FIGURE_LINES = re.compile(
     r"^(bench perf \w+:|bare loop|bench runner|runner overhead|model FLOPs|published reference|copy bandwidth"
-    r"|case |torch\.optim|bench (LARS|VRGD)|timm Lars|run: |installed: )"
+    r"|case |ghost BatchNorm|  (batched|sequential|micro)|torch\.optim|bench (LARS|VRGD)|timm Lars|run: |installed: )"
 )
 
 
@@ -325,6 +325,21 @@ def perf_train(compile_: bool):
     return step_fn
 
 
+def perf_ghost_bn(c: Checker, step: Step) -> str | None:
+    """Issue 50 on a GPU: VRGD-LARS's k gradient groups of one micro-batch in one torch.func pass, against the
+    groups one by one and against k sequential micro-batches (the same mathematics), side by side."""
+    if c.args.tiny:
+        sizes = ["--model", "resnet8_cifar", "--image-size", "16", "--batch", "8", "--bn-batch", "2"]
+        timing = ["--warmup", "1", "--steps", "1", "--repeats", "1"]
+    else:  # ResNet-50's single-GPU VRGD user: 8 groups of 32 in a 256-image micro-batch
+        sizes = ["--model", "resnet50", "--image-size", "224", "--batch", "256", "--bn-batch", "32"]
+        timing = ["--warmup", "2", "--steps", "2", "--repeats", "3"]
+    sizes += ["--micro-batch", sizes[sizes.index("--batch") + 1], "--precision", "bf16", "--channels-last"]
+    sizes += ["--set", "optimizer.name=vrgd_lars", "--set", "data.loader=random"]  # the paths, not the decoding
+    checked(c.bench(step, "perf", "train", "--device", c.args.device, *sizes, *timing))
+    return None
+
+
 def perf_optim(c: Checker, step: Step) -> str | None:
     sizes = ["--small", "--repeats", "2"] if c.args.tiny else ["--repeats", "20"]
     # On the CPU, VRGD's fused kernels are C++ compiled on first use (minutes, in a cache other runs share and
@@ -429,6 +444,8 @@ STEPS = [  # name, title, cap on a GPU (s), CUDA only, function
     ("gpu-tests", "pytest tests/test_gpu.py", 120, False, gpu_tests),
     ("perf-train", "bench perf train: ResNet-50, 224 px, bf16, channels_last, batch 256", 45, False, perf_train(False)),
     ("perf-train-compile", "the same with torch.compile", 100, True, perf_train(True)),
+    ("perf-ghost-bn", "bench perf train: VRGD-LARS's 8 groups in one pass vs one by one vs micro-batches", 60, False,
+     perf_ghost_bn),
     ("perf-optim", "bench perf optim: LARS fused vs SGD foreach, VRGD fused vs eager", 45, False, perf_optim),
     (
         "train-resume",

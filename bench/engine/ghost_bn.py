@@ -49,7 +49,7 @@ class GhostMixin:
             return super().forward(x)
         if n % self.bn_batch:
             raise ValueError(f"ghost BatchNorm: a batch of {n} images is not a multiple of bn_batch {self.bn_batch}")
-        y, grouped = ghost_normalize(x, self.weight, self.bias, self.bn_batch, self.eps)
+        y, grouped = ghost_normalize(x, self.weight, self.bias, self.bn_batch, self.eps, self._deferred is not None)
         if self.track_running_stats and self.running_mean is not None:
             stats = chunk_statistics(grouped, n // self.bn_batch)
             if self._deferred is not None:
@@ -61,18 +61,24 @@ class GhostMixin:
         return y
 
 
-def ghost_normalize(x, weight, bias, g: int, eps: float):
+def ghost_normalize(x, weight, bias, g: int, eps: float, in_vmap: bool = False):
     """Training-mode BatchNorm of every consecutive g images of x (N, C, ...), in one call of the fused kernel:
     the j = N/g chunks move into the channels, (g, j*C, ...), so each (chunk, channel) has its own statistics.
-    Returns the output, laid out as x, and the regrouped input (for the chunk statistics)."""
+    Returns the output, laid out as x, and the regrouped input (for the chunk statistics).
+
+    `in_vmap` (the batched groups pass, group_pass.py) works around two refusals of torch.func (torch 2.14, found
+    rehearsing the GPU check on the CPU): the backward of batch_norm with a bf16 input and float32 weights under autocast
+    ("expected scalar type BFloat16 but found Float"), so the input is normalised in the weights' dtype and cast
+    back, as the mixed kernel computes it; and a channels_last copy, so the output keeps the layout it falls in."""
     n, c, *rest = x.shape
     j = n // g
     grouped = x.reshape(j, g, c, *rest).transpose(0, 1).reshape(g, j * c, *rest)
     w = None if weight is None else weight.repeat(j)
     b = None if bias is None else bias.repeat(j)
-    y = F.batch_norm(grouped, None, None, w, b, True, 0.0, eps)
+    mixed = in_vmap and weight is not None and grouped.dtype != weight.dtype
+    y = F.batch_norm(grouped.to(weight.dtype) if mixed else grouped, None, None, w, b, True, 0.0, eps).to(x.dtype)
     y = y.reshape(g, j, c, *rest).transpose(0, 1).reshape(x.shape)
-    if x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last) and not x.is_contiguous():
+    if not in_vmap and x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last) and not x.is_contiguous():
         y = y.contiguous(memory_format=torch.channels_last)
     return y, grouped
 
