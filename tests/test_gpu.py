@@ -128,7 +128,7 @@ def test_a_checkpoint_written_on_the_gpu_resumes_on_the_cpu_and_back(tiny_datase
 
 
 def test_batched_groups_on_the_gpu_equal_groups_one_by_one_in_float32(tiny_dataset, tmp_path):
-    """engine.group_pass batched (one torch.func.vmap pass, auto's choice on CUDA) against sequential (group by
+    """engine.group_pass batched (one torch.func.vmap pass) against sequential (group by
     group), VRGD-LARS with ghost BatchNorm in float32 on the GPU, 2 steps: parameters and running statistics
     within float32 rounding, and every parameter moved far more than that."""
     from bench.engine import distributed

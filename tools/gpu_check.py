@@ -41,7 +41,7 @@ MIN_STEP_S = 5  # a step with less time left than this is skipped, not started
 TAIL = 25  # output lines quoted per step in the report (the log holds all)
 FIGURE_LINES = re.compile(
     r"^(bench perf \w+:|bare loop|bench runner|runner overhead|model FLOPs|published reference|copy bandwidth"
-    r"|case |ghost BatchNorm|  (batched|sequential|micro)|torch\.optim|bench (LARS|VRGD)|timm Lars|run: |installed: )"
+    r"|case |ghost BatchNorm|bench, |torch\.optim|bench (LARS|VRGD)|timm Lars|run: |installed: )"
 )
 
 
@@ -258,7 +258,9 @@ def environment(c: Checker, step: Step) -> str | None:
     floor = re.search(r'"torch>=([\d.]+)"', (REPO / "pyproject.toml").read_text()).group(1)
     c.facts["bench's torch floor"] = floor
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
-    c.facts["bench commit"] = commit.stdout.strip() or "unknown (no git metadata in the copied tree)"
+    changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO, capture_output=True)
+    edited = " with uncommitted changes (git status)" if changed.stdout.strip() else ""
+    c.facts["bench commit"] = (commit.stdout.strip() + edited) or "unknown (no git metadata in the copied tree)"
     if version_tuple(c.facts["torch"]) < version_tuple(floor):
         raise StepFailed(f"torch {c.facts['torch']} is older than bench's floor {floor} (pyproject.toml)")
     if c.cuda and not c.facts.get("gpu"):
@@ -438,23 +440,23 @@ def dali(c: Checker, step: Step) -> str | None:
 
 
 STEPS = [  # name, title, cap on a GPU (s), CUDA only, function
-    ("install", "install the carried wheels (pydantic ...)", 20, False, install),
-    ("environment", "versions, device, torch floor", 20, False, environment),
-    ("imports", "every bench module imports; bench --version; bench validate", 30, False, imports),
-    ("gpu-tests", "pytest tests/test_gpu.py", 120, False, gpu_tests),
-    ("perf-train", "bench perf train: ResNet-50, 224 px, bf16, channels_last, batch 256", 45, False, perf_train(False)),
-    ("perf-train-compile", "the same with torch.compile", 100, True, perf_train(True)),
-    ("perf-ghost-bn", "bench perf train: VRGD-LARS's 8 groups in one pass vs one by one vs micro-batches", 60, False,
+    ("install", "install the carried wheels (pydantic ...)", 15, False, install),
+    ("environment", "versions, device, torch floor", 15, False, environment),
+    ("imports", "every bench module imports; bench --version; bench validate", 25, False, imports),
+    ("gpu-tests", "pytest tests/test_gpu.py", 110, False, gpu_tests),
+    ("perf-train", "bench perf train: ResNet-50, 224 px, bf16, channels_last, batch 256", 70, False, perf_train(False)),
+    ("perf-train-compile", "the same with torch.compile", 90, True, perf_train(True)),
+    ("perf-ghost-bn", "bench perf train: VRGD-LARS's 8 groups in one pass vs one by one vs micro-batches", 45, False,
      perf_ghost_bn),
-    ("perf-optim", "bench perf optim: LARS fused vs SGD foreach, VRGD fused vs eager", 45, False, perf_optim),
+    ("perf-optim", "bench perf optim: LARS fused vs SGD foreach, VRGD fused vs eager", 25, False, perf_optim),
     (
         "train-resume",
         "bench run (demo recipe, torchvision loader), killed after a checkpoint, resumed",
-        50,
+        55,
         False,
         train_resume,
     ),
-    ("torchrun", "torchrun --nproc-per-node 1 (NCCL; gloo on the CPU)", 35, False, torchrun),
+    ("torchrun", "torchrun --nproc-per-node 1 (NCCL; gloo on the CPU)", 30, False, torchrun),
     ("dali", "DALI GPU pipeline", 30, True, dali),
 ]
 
@@ -497,7 +499,7 @@ def main(argv=None) -> int:
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="cpu: the rehearsal")
     parser.add_argument("--tiny", action="store_true", help="tiny models and sizes (the CPU rehearsal)")
     parser.add_argument(
-        "--budget", type=int, default=480, help="seconds for all the steps (default 480: eight minutes)"
+        "--budget", type=int, default=540, help="seconds for all the steps (default 540: nine minutes)"
     )
     parser.add_argument("--only", help="comma-separated step names (default: all)")
     parser.add_argument("--wheels", type=Path, default=WHEELS, help="the carried wheels (default .whl)")

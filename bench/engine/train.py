@@ -206,7 +206,7 @@ class Trainer:
         self.net = torch.compile(net) if recipe.engine.compile else net
         self.pace = Pace(recipe, self.plan, self.data.train_size, self.opt.pace == "scale_invariant")
         batched = self.opt.reduces_gradients and self.plan.groups_per_micro > 1
-        batched = batched and group_pass.chosen(recipe.engine.group_pass, self.device)
+        batched = batched and recipe.engine.group_pass == "batched"
         self.batched = group_pass.BatchedGroups(self.model, recipe.label_smoothing) if batched else None
         self.slowdown = threads.Slowdown(torch.get_num_threads())
 
@@ -245,7 +245,7 @@ class Trainer:
         recipe, device = self.recipe, self.device
         group_images = None  # the batched groups pass keeps a gradient per group: its share per image
         if recipe.model.bn_batch and catalog.OPTIMIZERS[recipe.optimizer.name].reduces_gradients:
-            if group_pass.chosen(recipe.engine.group_pass, device):
+            if recipe.engine.group_pass == "batched":
                 batch = recipe.adaptive_batch.min_batch if recipe.adaptive_batch else recipe.global_batch
                 group_images = batch // recipe.gsnr_groups if recipe.gsnr_groups else recipe.model.bn_batch
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):  # dropout, drop-path
@@ -332,14 +332,11 @@ class Trainer:
             try:
                 with autocast(self.recipe, self.device):
                     grads, losses = self.batched(images, labels, groups)
-            except RuntimeError as e:  # torch.func refuses the model (or the memory): auto falls back, once
-                if self.recipe.engine.group_pass != "auto":
-                    raise
-                warnings.warn(
-                    f"engine.group_pass auto: the groups go one by one ({str(e).splitlines()[0]})", BenchWarning
-                )
-                self.batched = None
-                return self._groups(images, labels, first, groups)
+            except RuntimeError as e:  # torch.func refuses the model: a setting, not a bug
+                raise UserError(
+                    f"key 'engine.group_pass': batched, but torch.func cannot take {self.recipe.model.name} on "
+                    f"{self.device.type} ({str(e).splitlines()[0]}): use engine.group_pass sequential (or auto)"
+                ) from e
             for d in range(groups):
                 for p, g in grads.items():
                     p.grad = g[d]  # a view: observe() reads it and lets it go
