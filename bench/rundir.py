@@ -4,7 +4,8 @@
         recipe.yaml    the resolved recipe
         meta.json      status, versions, git commit, hardware, world size, times
         metrics.csv    one row per evaluation (METRIC_COLUMNS)
-        events.jsonl   per-step scalars (lr, batch, loss, optimizer diagnostics, noise scale)
+        events.jsonl   per-step scalars (lr, batch, loss, optimizer diagnostics, noise scale), appended
+        events.jsonl.gz  the same once the run has finished (completed or diverged), gzipped: 3-4 x smaller
         ckpt-<step>.pt checkpoints (bench.engine.checkpoint writes their contents)
 
 Every file but the append-only events log is replaced atomically (write a
@@ -20,6 +21,7 @@ import csv
 import errno
 import fcntl
 import functools
+import gzip
 import io
 import json
 import math
@@ -46,6 +48,7 @@ RECIPE = "recipe.yaml"
 META = "meta.json"
 METRICS = "metrics.csv"
 EVENTS = "events.jsonl"
+EVENTS_PACKED = "events.jsonl.gz"  # a finished run's events (RunDir.pack_events); event_lines reads both
 LOCK = ".lock"
 CHECKPOINTS = "ckpt-*.pt"
 CHECKPOINT_TMP = ".ckpt-*.tmp"  # what a crash during a checkpoint's write leaves (bench.files.atomic_write)
@@ -183,10 +186,10 @@ class RunDir:
             with open(run.path / METRICS) as f:
                 run.metrics = [row for row in csv.DictReader(f) if int(row["step"]) <= step]
             run._write_metrics()
-        events = run.path / EVENTS
-        if events.is_file():  # the checkpoint is the truth: the log goes back to it, as a write-ahead log would
-            kept = [line for line in whole_lines(events) if json.loads(line)["step"] < step]
-            atomic_write(events, "".join(line + "\n" for line in kept))
+        # The checkpoint is the truth: the log goes back to it, as a write-ahead log would, and is live again.
+        kept = [line for line in event_lines(run.path, cut=True) if json.loads(line)["step"] < step]
+        atomic_write(run.path / EVENTS, "".join(line + "\n" for line in kept))
+        (run.path / EVENTS_PACKED).unlink(missing_ok=True)
         return run
 
     @classmethod
@@ -249,22 +252,47 @@ class RunDir:
         for curves in self.curves:
             curves.event(event)
 
+    def pack_events(self) -> None:
+        """A finished run's events gzipped (no name or time in the header: the same events, the same bytes);
+        the live log goes once the packed one is whole."""
+        if (self.path / EVENTS).is_file():
+            text = "".join(line + "\n" for line in event_lines(self.path))
+            atomic_write(self.path / EVENTS_PACKED, gzip.compress(text.encode(), compresslevel=9, mtime=0))
+            (self.path / EVENTS).unlink()
 
-def whole_lines(events: Path) -> list[str]:
-    """The lines of an append-only JSON-lines log up to the first that is not whole JSON (a process killed
-    while appending, or a full disk, cuts the last one)."""
+
+def event_lines(run: Path, cut: bool = False) -> list[str]:
+    """A run's events, one JSON line a step, oldest first: the packed log of a finished run, then the live one.
+    The live log's last line may be cut off (a process killed while appending, a full disk): left out. Any other
+    line that is not JSON is one sentence; with `cut` (a resume, where the checkpoint is the truth) the log ends
+    before it, with a warning."""
+    run = Path(run)
+    packed, live = run / EVENTS_PACKED, run / EVENTS
     lines = []
-    for line in events.read_text(errors="replace").splitlines():
+    if packed.is_file():
+        try:
+            lines = gzip.decompress(packed.read_bytes()).decode().splitlines()
+        except (OSError, EOFError, UnicodeDecodeError, gzip.BadGzipFile) as e:
+            raise UserError(f"{packed}: damaged ({e}); restore it from where the results came from") from None
+    tail = live.read_text(errors="replace").splitlines() if live.is_file() else []
+    whole = []
+    for i, line in enumerate(lines + tail):
         try:
             json.loads(line)
         except ValueError:
-            print(
-                f"bench: warning: {events}: a cut-off line after {len(lines)} whole ones; the log is cut back to them",
-                file=sys.stderr,
-            )
-            break
-        lines.append(line)
-    return lines
+            if cut:
+                print(
+                    f"bench: warning: {live}: a cut-off line after {len(whole)} whole ones; the log is cut back "
+                    "to them",
+                    file=sys.stderr,
+                )
+                break
+            if i == len(lines) + len(tail) - 1 and tail:
+                break
+            where = packed if i < len(lines) else live
+            raise UserError(f"{where}: line {i + 1 - (0 if i < len(lines) else len(lines))} is not JSON") from None
+        whole.append(line)
+    return whole
 
 
 def _cpu_model() -> str:
@@ -436,21 +464,8 @@ def read_metrics(run: Path, plan_batch: float = math.nan) -> pd.DataFrame:
 
 
 def read_events(run: str | Path) -> pd.DataFrame:
-    """events.jsonl as a DataFrame (one row per step); a truncated last line is skipped."""
+    """A run's events (event_lines) as a DataFrame, one row per step."""
     import pandas as pd
 
-    path = Path(run) / EVENTS
-    if not path.is_file():
-        return pd.DataFrame()
-    rows = []
-    lines = path.read_text().splitlines()
-    for i, line in enumerate(lines):
-        try:
-            row = json.loads(line)
-        except ValueError:
-            if i == len(lines) - 1:  # the append-only log of a killed run may end mid-line
-                break
-            raise UserError(f"{path}: line {i + 1} is not JSON") from None
-        if isinstance(row, dict):
-            rows.append(row)
+    rows = [row for row in map(json.loads, event_lines(Path(run))) if isinstance(row, dict)]
     return pd.DataFrame(rows)

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from bench.rundir import METRIC_COLUMNS
+from bench.rundir import METRIC_COLUMNS, event_lines
 from tests.conftest import run_cli, write_recipe
 
 pytestmark = pytest.mark.slow  # trains a run through the command line
@@ -48,7 +48,7 @@ def test_run_writes_the_run_directory_and_learns(tmp_path, tiny_dataset):
     assert metrics["val_top1"].iloc[-1] > 40  # chance is 25% with 4 classes
     assert (metrics["train_time_s"].diff().dropna() > 0).all()
 
-    events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
+    events = [json.loads(line) for line in event_lines(run)]
     assert len(events) == 40 and events[0]["step"] == 0 and events[-1]["lr"] == 0.0
 
     # The run's summary is printed at the end and by `bench report`.

@@ -17,6 +17,7 @@ from bench.engine import distributed
 from bench.engine.plan import make_plan
 from bench.engine.train import Trainer
 from bench.errors import UserError
+from bench.rundir import event_lines
 from tests.conftest import RECIPES, run_cli, write_recipe
 from tests.helpers import EQUIV, equiv_recipe, params_after
 
@@ -247,7 +248,7 @@ target_top1: 50
     [run] = (tmp_path / "huge").iterdir()
     meta = json.loads((run / "meta.json").read_text())
     assert meta["status"] == "completed" and meta["total_steps"] == 1
-    events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
+    events = [json.loads(line) for line in event_lines(run)]
     assert len(events) == 1 and math.isfinite(events[0]["loss"]) and 0 <= events[0]["gsnr_clip_frac"] <= 1
     assert pd.read_csv(run / "metrics.csv")["images_seen"].tolist() == [98304]
 

@@ -229,8 +229,11 @@ def test_batched_where_torch_func_refuses_the_model_is_one_sentence(tmp_path, ti
     monkeypatch.setattr(group_pass.BatchedGroups, "__call__", refuse)
     dist = distributed.Dist(0, 1, 0, torch.device("cpu"))
     trainer = Trainer(recipe_mod.load(_recipe(tmp_path, tiny_dataset, "vrgd_lars", 2.0, 16, 4, "batched")), dist)
-    with pytest.raises(UserError, match=r"^key 'engine.group_pass': batched, but torch.func cannot take resnet8_cifar "
-                       r"on cpu \(vmap: data-dependent control flow is not supported\): use engine.group_pass sequential"):
+    with pytest.raises(
+        UserError,
+        match=r"^key 'engine.group_pass': batched, but torch.func cannot take resnet8_cifar "
+        r"on cpu \(vmap: data-dependent control flow is not supported\): use engine.group_pass sequential",
+    ):
         trainer.step(trainer.data.train(0, 1), lr=0.1)
     auto = Trainer(recipe_mod.load(_recipe(tmp_path, tiny_dataset, "vrgd_lars", 2.0, 16, 4, "auto")), dist)
     assert auto.batched is None and trainer.batched is not None

@@ -257,21 +257,14 @@ def digits_folder(tmp_path_factory):
     return root
 
 
-def bench_cli(*args, env=None):
-    """`bench ARGS` in a subprocess, with timm's Kron eager (tests/kron_eager.py)."""
-    import os
-    import subprocess
-    import sys
-
-    command = [sys.executable, "-m", "tests.kron_eager", *args]
-    return subprocess.run(command, capture_output=True, text=True, env={**os.environ, **(env or {})})
-
-
 @pytest.mark.parametrize("name", LIBRARY + VRGD_LIBRARY)
 def test_each_record_runs_through_bench_run_and_a_killed_run_resumes_bitwise(name, digits_folder, tmp_path, capsys):
     """The reference and the resumed run in this process (their bits compared in one process), the killed run a
     subprocess: BENCH_CRASH_AT kills its own process."""
     import json
+    import os
+    import subprocess
+    import sys
 
     import pandas as pd
 
@@ -293,8 +286,11 @@ def test_each_record_runs_through_bench_run_and_a_killed_run_resumes_bitwise(nam
     metrics, final, meta = outcome(tmp_path / "ref")
     assert meta["status"] == "completed" and len(metrics) == 2 and metrics["step"].iloc[-1] >= 4
     assert metrics["val_top1"].notna().all() and final["progress"]["step"] == metrics["step"].iloc[-1]
-    crashed = bench_cli(
-        "run", str(recipe), "--out", str(tmp_path / "k"), "--no-progress", env={"BENCH_CRASH_AT": "step:3"}
+    killed = ["run", str(recipe), "--out", str(tmp_path / "k"), "--no-progress"]  # timm's Kron eager there too
+    crashed = subprocess.run(
+        [sys.executable, "-m", "tests.kron_eager", *killed],
+        env=dict(os.environ, BENCH_CRASH_AT="step:3"),
+        capture_output=True,
     )
     assert crashed.returncode != 0
     capsys.readouterr()

@@ -11,6 +11,7 @@ from bench.engine.pace import Pace
 from bench.engine.plan import make_plan
 from bench.engine.train import Progress
 from bench.recipe import Recipe
+from bench.rundir import event_lines
 from bench.schedule import lr_at
 from tests.conftest import run_cli, write_recipe
 
@@ -172,7 +173,7 @@ def run_tiny(tmp_path, data, optimizer, extra=""):
     done = run_cli("run", str(write_recipe(tmp_path / "r.yaml", text)), "--out", str(results), "--no-progress")
     assert done.returncode == 0, done.stderr
     [run] = list((results / "r").iterdir())
-    events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
+    events = [json.loads(line) for line in event_lines(run)]
     return json.loads((run / "meta.json").read_text()), pd.read_csv(run / "metrics.csv"), events
 
 
@@ -246,7 +247,7 @@ def test_a_killed_adaptive_run_resumes_to_the_same_results(tmp_path, tiny_datase
         done = run_cli("run", str(path), "--out", str(out), "--no-progress")
         assert done.returncode == 0, done.stderr
         [run] = list((out / "r").iterdir())
-        events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
+        events = [json.loads(line) for line in event_lines(run)]
         outcomes.append((pd.read_csv(run / "metrics.csv").drop(columns=["train_time_s"]), events))
     pd.testing.assert_frame_equal(outcomes[0][0], outcomes[1][0], check_exact=True)
     assert outcomes[0][1] == outcomes[1][1]

@@ -10,6 +10,7 @@ import torch
 
 from bench.engine.distributed import Dist
 from bench.perf import train as perf_train
+from bench.rundir import event_lines
 from tests.conftest import write_recipe
 
 TINY = """
@@ -108,7 +109,7 @@ def test_the_bench_case_is_the_runners_step_and_writes_its_events(tiny_recipe, t
     case = perf_train.BenchCase(recipes.load(tiny_recipe), Dist(0, 1, 0, torch.device("cpu")), tmp_path)
     case.steps(3)
     assert case.progress.step == 3 and case.progress.images == 24
-    events = [json.loads(line) for line in (case.run.path / "events.jsonl").read_text().splitlines()]
+    events = [json.loads(line) for line in event_lines(case.run.path)]
     assert [e["step"] for e in events] == [0, 1, 2] and "trust_median" in events[0]
     timers = perf_train.Timers(torch.device("cpu"))
     with case.timed(timers):

@@ -16,6 +16,8 @@ import pandas as pd
 import pytest
 import torch
 
+from bench.errors import UserError
+from bench.rundir import RunDir, event_lines, read_events
 from tests.conftest import bench_argv, run_cli, write_recipe
 from tests.helpers import RELIABILITY_RECIPE
 
@@ -275,7 +277,7 @@ def test_torchrun_restarts_a_lost_worker_and_the_run_resumes(recipe, tmp_path):
     assert [r["step"] for r in meta["resumed"]] == [4]
     metrics = pd.read_csv(run / "metrics.csv")
     assert metrics["step"].tolist() == [10, 20, 30]
-    steps = [json.loads(line)["step"] for line in (run / "events.jsonl").read_text().splitlines()]
+    steps = [json.loads(line)["step"] for line in event_lines(run)]
     assert steps == list(range(30))
 
 
@@ -335,7 +337,7 @@ def test_a_torn_events_line_is_cut_back_on_resume(recipe, reference, tmp_path):
     assert resumed.returncode == 0, resumed.stderr
     assert "a cut-off line after 6 whole ones" in resumed.stderr  # steps 0-5 logged before the kill
     assert_same(outcome(run), reference)
-    steps = [json.loads(line)["step"] for line in (run / "events.jsonl").read_text().splitlines()]
+    steps = [json.loads(line)["step"] for line in event_lines(run)]
     assert steps == list(range(30))
 
 
@@ -354,7 +356,7 @@ def test_a_run_killed_before_its_first_checkpoint_is_started_again_in_place(reci
     assert f"starting {run} again from step 0" in again.stdout
     assert only_run(tmp_path) == run
     assert_same(outcome(run), reference)
-    steps = [json.loads(line)["step"] for line in (run / "events.jsonl").read_text().splitlines()]
+    steps = [json.loads(line)["step"] for line in event_lines(run)]
     assert steps == list(range(30))
 
 
@@ -368,7 +370,7 @@ def test_files_of_a_run_follow_the_umask(recipe, tmp_path):
     )
     assert done.returncode == 0, done.stderr
     files = [p for p in only_run(tmp_path).iterdir() if p.name != ".lock"]
-    assert {p.name for p in files} >= {"recipe.yaml", "meta.json", "metrics.csv", "events.jsonl"}
+    assert {p.name for p in files} >= {"recipe.yaml", "meta.json", "metrics.csv", "events.jsonl.gz"}
     assert any(p.suffix == ".pt" for p in files)
     assert {p.name: oct(p.stat().st_mode & 0o777) for p in files} == {p.name: "0o640" for p in files}
 
@@ -664,3 +666,37 @@ def test_strict_data_finds_an_unreadable_training_image_before_the_first_step(re
         "remove it, or set data.strict: false to skip such files with a warning"
     )
     assert not (tmp_path / "results").exists()  # refused before any run directory
+
+
+def test_a_finished_runs_events_are_packed_and_read_as_before(tmp_path):
+    """RunDir.pack_events (a run's end): events.jsonl.gz alone, the same bytes for the same events (no time in the
+    header), read_events and event_lines unchanged; a resume unpacks it, cut back to the checkpoint; a damaged
+    packed log is one sentence, never fewer rows."""
+    events = [{"step": i, "lr": 0.1 * (i + 1), "loss": 2.0 - i / 7} for i in range(5)]
+    runs = []
+    for name in ("a", "b"):
+        run = RunDir.create(tmp_path, name, "name: x\n")
+        run.meta = {"status": "running"}
+        run.write_meta()
+        for event in events:
+            run.log_event(event)
+        before = read_events(run.path)
+        run.pack_events()
+        assert sorted(p.name for p in run.path.iterdir() if p.name != ".lock") == [
+            "events.jsonl.gz",
+            "meta.json",
+            "recipe.yaml",
+        ]
+        pd.testing.assert_frame_equal(read_events(run.path), before)
+        assert [json.loads(line) for line in event_lines(run.path)] == events
+        run._lock.close()
+        runs.append(run.path)
+    assert (runs[0] / "events.jsonl.gz").read_bytes() == (runs[1] / "events.jsonl.gz").read_bytes()
+    resumed = RunDir.reopen(runs[0], step=3)
+    assert not (runs[0] / "events.jsonl.gz").exists()
+    assert [json.loads(line)["step"] for line in event_lines(runs[0])] == [0, 1, 2]
+    resumed._lock.close()
+    packed = runs[1] / "events.jsonl.gz"
+    packed.write_bytes(packed.read_bytes()[:-9])  # a copy cut short
+    with pytest.raises(UserError, match=r"events.jsonl.gz: damaged \(.*\); restore it from where the results came"):
+        read_events(runs[1])

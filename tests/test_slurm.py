@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from bench.analysis import results
+from bench.rundir import event_lines
 from tests.conftest import bench_argv, write_recipe
 from tests.helpers import (
     BASE,
@@ -113,8 +114,7 @@ def the_run(folder: Path, name: str) -> Path:
 
 
 def steps_logged(run: Path) -> int:
-    events = run / "events.jsonl"
-    return len(events.read_text().splitlines()) if events.is_file() else 0
+    return len(event_lines(run))
 
 
 def test_a_submitted_recipe_runs_as_bench_run_runs_it(cluster, tiny_dataset, tmp_path):

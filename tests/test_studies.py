@@ -139,3 +139,23 @@ def test_every_committed_run_directory_reads_through_the_run_directory_reader():
             assert len(metrics) and list(metrics.columns)[: len(rundir.METRIC_COLUMNS)] == list(
                 rundir.METRIC_COLUMNS
             ), run
+
+
+RUN_BYTES, TREE_BYTES = 50_000, 200_000  # docs/results.md: a committed study's size budget
+
+
+TREES = sorted(p for p in (ROOT / "results").iterdir() if p.is_dir() and any(p.rglob("meta.json")))
+
+
+@pytest.mark.parametrize("tree", TREES, ids=lambda p: p.name)
+def test_a_committed_tree_keeps_its_size_budget_and_packed_events(tree):
+    """Every committed file counted (a tree of N runs: at most N x 50 kB + 200 kB), and every finished run's events
+    packed (events.jsonl.gz, 3.5 x smaller than the live log a next study would otherwise commit)."""
+    from bench import rundir
+
+    runs = rundir.find_runs([tree])
+    size = sum(f.stat().st_size for f in tree.rglob("*") if f.is_file())
+    assert size <= RUN_BYTES * len(runs) + TREE_BYTES, f"{tree}: {size:,} bytes for {len(runs)} runs"
+    for run in runs:
+        if rundir.read_meta(run).get("status") in rundir.FINISHED:
+            assert (run / rundir.EVENTS_PACKED).is_file() and not (run / rundir.EVENTS).exists(), run

@@ -18,6 +18,8 @@ from tests.helpers import TENSORBOARD_RECIPE, only_run
 pytest.importorskip("tensorboard")
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402
 
+from bench.rundir import event_lines
+
 
 @pytest.fixture
 def recipe(tmp_path, tiny_dataset):
@@ -45,7 +47,7 @@ def raw_points(folder) -> list[tuple[str, int]]:
 def assert_curves_match_the_logs(run):
     """Every events.jsonl scalar once per step and every metrics.csv column once per evaluation, equal to the
     logs (TensorBoard stores float32)."""
-    events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
+    events = [json.loads(line) for line in event_lines(run)]
     metrics = pd.read_csv(run / "metrics.csv")
     folder = run / "tensorboard"
     assert not [p for p in folder.iterdir() if p.is_dir()]  # one TensorBoard run per run: the split is in the tags
@@ -131,7 +133,7 @@ def test_export_writes_a_folder_per_run_named_by_arm_batch_role_and_seed(recipe,
     copy = tmp_path / "copy"  # the same layout as a live run's folder, for the shared check
     copy.mkdir()
     folder.rename(copy / "tensorboard")
-    for name in ("events.jsonl", "metrics.csv"):
+    for name in ("events.jsonl.gz", "metrics.csv"):  # a finished run's events are packed
         (copy / name).write_bytes((run / name).read_bytes())
     assert_curves_match_the_logs(copy)
 

@@ -19,6 +19,8 @@ from tests.helpers import TENSORBOARD_RECIPE, only_run
 pytest.importorskip("wandb")
 from wandb.proto import wandb_internal_pb2  # noqa: E402
 
+from bench.rundir import event_lines
+
 WANDB = "logging: {wandb: {project: bench-test}}\n"
 
 
@@ -74,7 +76,7 @@ def history(run):
 def assert_wandb_matches_the_logs(run):
     """Every events.jsonl scalar once per step and every metrics.csv column once per evaluation."""
     rows, runs = history(run)
-    events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
+    events = [json.loads(line) for line in event_lines(run)]
     metrics = pd.read_csv(run / "metrics.csv")
     train = [r for r in rows if "train/loss" in r]
     assert [r["step"] for r in train] == [e["step"] + 1 for e in events]  # steps done, as eval/*'s
@@ -133,7 +135,7 @@ def test_a_killed_run_never_sends_a_point_twice(recipe, tmp_path):
     assert crashed.returncode == -signal.SIGKILL
     assert run_cli("run", str(recipe), "--out", str(tmp_path), "--no-progress").returncode == 0
     rows, _ = history(only_run(tmp_path))
-    events = {json.loads(line)["step"]: json.loads(line) for line in (only_run(tmp_path) / "events.jsonl").open()}
+    events = {json.loads(line)["step"]: json.loads(line) for line in event_lines(only_run(tmp_path))}
     steps = [r["step"] - 1 for r in rows if "train/loss" in r]  # W&B's x is the steps done: events' step + 1
     assert len(steps) == len(set(steps)) and set(range(4, 15)) <= set(steps) <= set(events)
     assert all(

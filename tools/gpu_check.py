@@ -446,8 +446,13 @@ STEPS = [  # name, title, cap on a GPU (s), CUDA only, function
     ("gpu-tests", "pytest tests/test_gpu.py", 110, False, gpu_tests),
     ("perf-train", "bench perf train: ResNet-50, 224 px, bf16, channels_last, batch 256", 70, False, perf_train(False)),
     ("perf-train-compile", "the same with torch.compile", 90, True, perf_train(True)),
-    ("perf-ghost-bn", "bench perf train: VRGD-LARS's 8 groups in one pass vs one by one vs micro-batches", 45, False,
-     perf_ghost_bn),
+    (
+        "perf-ghost-bn",
+        "bench perf train: VRGD-LARS's 8 groups in one pass vs one by one vs micro-batches",
+        45,
+        False,
+        perf_ghost_bn,
+    ),
     ("perf-optim", "bench perf optim: LARS fused vs SGD foreach, VRGD fused vs eager", 25, False, perf_optim),
     (
         "train-resume",
@@ -498,9 +503,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", help=f"folder for {REPORT} and {LOG}")
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="cpu: the rehearsal")
     parser.add_argument("--tiny", action="store_true", help="tiny models and sizes (the CPU rehearsal)")
-    parser.add_argument(
-        "--budget", type=int, default=540, help="seconds for all the steps (default 540: nine minutes)"
-    )
+    parser.add_argument("--budget", type=int, default=540, help="seconds for all the steps (default 540: nine minutes)")
     parser.add_argument("--only", help="comma-separated step names (default: all)")
     parser.add_argument("--wheels", type=Path, default=WHEELS, help="the carried wheels (default .whl)")
     parser.add_argument("--fetch-wheels", action="store_true", help="download the wheels into --wheels and stop")

@@ -29,7 +29,7 @@ import shutil
 from pathlib import Path
 
 from bench.errors import require_extra
-from bench.rundir import EVENTS, METRICS, RECIPE, whole_lines
+from bench.rundir import METRICS, RECIPE, event_lines
 
 FOLDER = "tensorboard"
 # The recipe keys a sweep's HParams show (dotted; those a run's recipe lacks are left out), with the
@@ -90,8 +90,7 @@ class Curves:
 
     def replay(self, run: Path) -> None:
         """A run's own logs, as the live writer would have written them."""
-        events = run / EVENTS
-        for line in whole_lines(events) if events.is_file() else []:
+        for line in event_lines(run, cut=True):
             self.event(json.loads(line))
         if (run / METRICS).is_file():
             with open(run / METRICS) as f:

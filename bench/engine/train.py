@@ -703,6 +703,7 @@ def _train(
     if run:
         if status in FINISHED:  # nothing left to resume: the disk gets back all but the final one
             prune_checkpoints(run.path, int(recipe.checkpoint.keep_final))
+            run.pack_events()
         stopped_by = preempted.signal.name if status == "preempted" and preempted.signal else None
         run.write_meta(
             status=status,

@@ -111,6 +111,14 @@ def _available_mib() -> tuple[float, str]:
     return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")) / 2**20, "CPU memory"
 
 
+def _child(args: list[str], cache: str) -> subprocess.CompletedProcess | dict:
+    """`python -m bench.perf.memory ARGS` in a fresh process (its peak is its own): the JSON of its last line, or
+    the finished process where it failed."""
+    cmd = [sys.executable, "-m", "bench.perf.memory", *args]
+    done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "BENCH_CACHE": cache})
+    return done if done.returncode else json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def _probe(recipe, micro_batch: int, classes: int, folder: str) -> dict:
     """The recipe at one micro-batch, its data random tensors: a fresh process runs one step of it."""
     import yaml
@@ -127,12 +135,11 @@ def _probe(recipe, micro_batch: int, classes: int, folder: str) -> dict:
     path = os.path.join(folder, f"mb{micro_batch}.yaml")
     with open(path, "w") as f:
         yaml.safe_dump(raw, f)
-    cmd = [sys.executable, "-m", "bench.perf.memory", "--fits-child", path]
-    done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "BENCH_CACHE": folder})
-    if done.returncode:  # -9: the kernel's out-of-memory killer
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        return {"oom": done.returncode == -9 or "out of memory" in done.stderr.lower(), "error": last}
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    done = _child(["--fits-child", path], folder)
+    if isinstance(done, dict):
+        return done
+    last = (done.stderr.strip().splitlines() or ["no output"])[-1]  # -9: the kernel's out-of-memory killer
+    return {"oom": done.returncode == -9 or "out of memory" in done.stderr.lower(), "error": last}
 
 
 def fits(args) -> int:
@@ -173,27 +180,13 @@ def fits(args) -> int:
 
 
 def measure(global_batch: int, args) -> dict:
-    cmd = [
-        sys.executable,
-        "-m",
-        "bench.perf.memory",
-        "--child",
-        "--global-batch",
-        str(global_batch),
-        "--micro-batch",
-        str(args.micro_batch),
-        "--image-size",
-        str(args.image_size),
-        "--model",
-        args.model,
-        "--optimizer",
-        args.optimizer,
-    ]
+    sizes = {"--global-batch": global_batch, "--micro-batch": args.micro_batch, "--image-size": args.image_size}
+    sizes.update({"--model": args.model, "--optimizer": args.optimizer})
     with tempfile.TemporaryDirectory() as cache:
-        done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "BENCH_CACHE": cache})
-    if done.returncode:
+        done = _child(["--child", *(str(x) for pair in sizes.items() for x in pair)], cache)
+    if not isinstance(done, dict):
         raise RuntimeError(f"memory benchmark child failed:\n{done.stderr[-2000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return done
 
 
 def main(argv: list[str] | None = None) -> int:
