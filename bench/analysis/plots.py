@@ -347,6 +347,17 @@ def no_run_reached(ax, target: float) -> None:
     )
 
 
+def steps_line(ax, rows: pd.DataFrame, c, marker: str, dx: float, label: str) -> Line2D:
+    """One line of steps to the target against the batch, its error bars, and a band where runs missed it (inf; NaN:
+    not there yet); returns its legend handle."""
+    rows = rows.sort_values("global_batch")
+    ok = rows[np.isfinite(rows["steps_to_target"])]
+    yerr = ok["steps_to_target_std"].fillna(0)
+    ax.errorbar(ok["global_batch"] * dx, ok["steps_to_target"], yerr=yerr, color=c, marker=marker, capsize=2)
+    miss_band(ax, rows.loc[np.isinf(rows["steps_to_target"]), "global_batch"] * dx, c, top=True)
+    return Line2D([], [], color=c, marker=marker, label=label)
+
+
 def plot_steps_to_target(groups: pd.DataFrame, order: list[str], title: str, paper_setting: str) -> plt.Figure:
     fig, ax = plt.subplots(figsize=(WIDTH / 2, 2.8), layout="constrained")
     handles, missed = [], False
@@ -354,19 +365,8 @@ def plot_steps_to_target(groups: pd.DataFrame, order: list[str], title: str, pap
     for i, o in enumerate(order):
         g = groups[groups["optimizer"] == o].sort_values("global_batch")
         c, marker, dx = color(o, order), MARKERS[i % len(MARKERS)], shift(i, len(order))
-        ok = g[np.isfinite(g["steps_to_target"])]
-        ax.errorbar(
-            ok["global_batch"] * dx,
-            ok["steps_to_target"],
-            yerr=ok["steps_to_target_std"].fillna(0),
-            color=c,
-            marker=marker,
-            capsize=2,
-        )
-        handles.append(Line2D([], [], color=c, marker=marker, label=display(o)))
-        misses = g.loc[np.isinf(g["steps_to_target"]), "global_batch"]  # NaN: not there yet
-        miss_band(ax, misses * dx, c, top=True)
-        missed |= bool(len(misses))
+        handles.append(steps_line(ax, g, c, marker, dx, display(o)))
+        missed |= bool(np.isinf(g["steps_to_target"]).any())
     batches = sorted(set(groups["global_batch"]))
     handles += perfect_scaling(ax, finite, "steps_to_target", max(batches))
     target = groups["target_top1"].iloc[0]
@@ -680,19 +680,8 @@ def plot_by_model(data: pd.DataFrame) -> plt.Figure:
     for i, name in enumerate(lines):
         d, c = data[data["line"] == name], palette(i % 10)
         marker, dx = MARKERS[i % len(MARKERS)], shift(i, len(lines))
-        ok = d[np.isfinite(d["steps_to_target"])]
-        ax.errorbar(
-            ok["global_batch"] * dx,
-            ok["steps_to_target"],
-            yerr=ok["steps_to_target_std"].fillna(0),
-            color=c,
-            marker=marker,
-            capsize=2,
-        )
-        handles.append(Line2D([], [], color=c, marker=marker, label=name))
-        misses = d.loc[np.isinf(d["steps_to_target"]), "global_batch"]
-        miss_band(ax, misses * dx, c, top=True)
-        missed |= bool(len(misses))
+        handles.append(steps_line(ax, d, c, marker, dx, name))
+        missed |= bool(np.isinf(d["steps_to_target"]).any())
     if np.isfinite(data["steps_to_target"]).any():
         plain_log_y(ax)
     else:
