@@ -459,19 +459,23 @@ def verdict_claim(r: Pair, word: str) -> str:
     return claim(subject, word, (r.c.low, r.c.high), f"{CONFIDENCE:.0%}, uncorrected", "pct", " pp")
 
 
+def comparisons_table(study: Study, baseline: str | None, title: str, columns: list[str]):
+    """The verdict's comparisons (pairs_of), the study's cells, and an empty table for them, a row a comparison
+    (batch, X, Y, family first): the verdict's and the plan's common start."""
+    table_cells = cells(study)
+    table = Table(_title(title, table_cells), ["batch", "X", "Y", "family", *columns])
+    return pairs_of(study, table_cells, baseline), table_cells, table
+
+
 def verdict(study: Study, baseline: str | None = None) -> Table:
     """For each batch and pair of arms (or each arm against `baseline`): differences with 95% intervals, p-values
     Holm-adjusted within their family, the minimum detectable effect at the family's corrected level (with its
     interval), and a word (see the module docstring)."""
-    table_cells = cells(study)
-    rows = pairs_of(study, table_cells, baseline)
-    table = Table(
-        _title("Verdict: tuned optimizers compared at each global batch", table_cells),
+    rows, table_cells, table = comparisons_table(
+        study,
+        baseline,
+        "Verdict: tuned optimizers compared at each global batch",
         [
-            "batch",
-            "X",
-            "Y",
-            "family",
             "val Top-1 X",
             "val Top-1 Y",
             "Δ val Top-1 (X − Y)",
@@ -690,15 +694,11 @@ def plan(study: Study, baseline: str | None = None) -> Table:
     """Seeds per side a next study needs, from this one's noise (a pilot): for each comparison of the verdict,
     the fewest seeds at which its test detects each of PLAN_EFFECTS with 80% power at its family's corrected level,
     at the observed noise and at the upper end of that noise's 95% interval (the planning value)."""
-    table_cells = cells(study)
-    rows = pairs_of(study, table_cells, baseline)
-    table = Table(
-        _title("Plan: seeds per side to detect an effect after correction", table_cells),
+    rows, _, table = comparisons_table(
+        study,
+        baseline,
+        "Plan: seeds per side to detect an effect after correction",
         [
-            "batch",
-            "X",
-            "Y",
-            "family",
             "tests m",
             "level α/m",
             "seeds now",
