@@ -75,10 +75,10 @@ class Optimizer:
         return self.groups is not None
 
     def load(self) -> type:
+        """bench's own class (a library record's adapted class: bench.optim.library.adapt, which the registry of
+        bench.optim builds)."""
         if self.library:
-            from bench.optim.library import adapt  # imports torch: only when a library record is built
-
-            return adapt(self)
+            raise TypeError(f"{self.name!r} is a library record: bench.optim.REGISTRY builds its class")
         return resolve(self.target)
 
     def load_library(self) -> type:

@@ -419,6 +419,7 @@ def cmd_sweep(args) -> int:
 
 def _sweep(args) -> int:
     from bench import sweep
+    from bench.analysis import project
 
     spec = sweep.load(args.sweep)
     if args.list:
@@ -426,7 +427,7 @@ def _sweep(args) -> int:
         print(sweep.trial_table(trials), end="")
         for warning in sweep.search_warnings(spec):
             print(f"bench: warning: {args.sweep}: {warning}", file=sys.stderr)
-        print("\n" + _sweep_cost(args, spec, trials))
+        print("\n" + project.sweep_cost(spec, trials, args.throughput))
         return 0
     results = Path(args.out or Path("results") / spec.name)
     plots = Path(args.plots or Path("plots") / spec.name)
@@ -448,48 +449,6 @@ def _sweep(args) -> int:
     for path in analysis_commands.regenerate_sweep(results, plots, args.baseline):
         print(f"wrote {path}")
     return 0
-
-
-def _sweep_cost(args, spec, trials) -> str:
-    """The runs of `bench sweep --list` and their GPU-hours of training at a stated throughput (evaluation and
-    start-up left out)."""
-    from bench import sweep
-    from bench.analysis import project
-
-    n = sweep.run_counts(spec, trials)
-    said = (
-        f"{n['trials']:,} trials + at most {n['reruns']:,} reruns = at most {n['trials'] + n['reruns']:,} runs"
-        f" ({len(spec.arms)} arms x {len(spec.batches)} batches; reruns: top {spec.reruns.top} x "
-        f"{len(spec.reruns.seeds)} seeds a cell, {len(spec.reruns.matched)} matched pair(s))"
-    )
-    base = trials[0].recipe
-    resnet50 = base.model.name == "resnet50" and base.data.image_size == 224
-    if args.throughput:
-        speed, words = args.throughput, f"{args.throughput:,.0f} img/s per GPU (given)"
-    elif resnet50:
-        presets = project.load_presets()
-        name = presets.clusters["dgx-h100"].accelerator
-        speed, words = (
-            presets.accelerators[name].images_per_second,
-            project.stack_words(name, presets.accelerators[name]),
-        )
-    else:
-        return f"{said}\nGPU-hours: give --throughput IMG_S for {base.model.name} at {base.data.image_size} px"
-    try:
-        images, whose = sweep._train_size(spec), "training images"
-    except UserError:
-        if not resnet50:
-            return f"{said}\nGPU-hours: not known here (the training data is not where the base recipe says)"
-        images, whose = project.IMAGENET_TRAIN_IMAGES, "training images (ImageNet-1k's: the data is not here)"
-    trial_h, rerun_h = (n[k] * images / speed / 3600 for k in ("trial_epochs", "rerun_epochs"))
-    return (
-        f"{said}\nGPU-hours of training: {_hours(trial_h)} trials + at most {_hours(rerun_h)} reruns = at most "
-        f"{_hours(trial_h + rerun_h)}, for {images:,} {whose} an epoch at {words}"
-    )
-
-
-def _hours(h: float) -> str:
-    return f"{h:,.0f}" if h >= 10 else f"{h:.2g}"
 
 
 def _submit_sweep(args) -> tuple[str, str]:

@@ -189,12 +189,12 @@ def _project_file(args, acc) -> bool:
     """A sweep file: its runs and GPU-hours (bench sweep --list's), at --throughput or the preset's; True if it
     was one."""
     from bench import sweep
-    from bench.cli import _sweep_cost
+    from bench.analysis.project import sweep_cost
 
     if not sweep.is_sweep_file(args.paths[0]):
         return False
     spec = sweep.load(args.paths[0])
-    print(_sweep_cost(args, spec, sweep.expand(args.paths[0], spec)))
+    print(sweep_cost(spec, sweep.expand(args.paths[0], spec), args.throughput))
     return True
 
 

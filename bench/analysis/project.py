@@ -553,3 +553,44 @@ def plot(frame: pd.DataFrame, out: Path, title: str, note: str) -> list[Path]:
     fig.subplots_adjust(bottom=0.24)
     fig.text(0.02, 0.02, textwrap.fill(note, 150), fontsize=5.5, va="bottom")
     return save(fig, Path(out), "time-to-train")
+
+
+def sweep_cost(spec, trials, throughput: float | None = None) -> str:
+    """The runs of `bench sweep --list` and their GPU-hours of training at a stated throughput (evaluation and
+    start-up left out)."""
+    from bench import sweep
+
+    n = sweep.run_counts(spec, trials)
+    said = (
+        f"{n['trials']:,} trials + at most {n['reruns']:,} reruns = at most {n['trials'] + n['reruns']:,} runs"
+        f" ({len(spec.arms)} arms x {len(spec.batches)} batches; reruns: top {spec.reruns.top} x "
+        f"{len(spec.reruns.seeds)} seeds a cell, {len(spec.reruns.matched)} matched pair(s))"
+    )
+    base = trials[0].recipe
+    resnet50 = base.model.name == "resnet50" and base.data.image_size == 224
+    if throughput:
+        speed, words = throughput, f"{throughput:,.0f} img/s per GPU (given)"
+    elif resnet50:
+        presets = load_presets()
+        name = presets.clusters["dgx-h100"].accelerator
+        speed, words = (
+            presets.accelerators[name].images_per_second,
+            stack_words(name, presets.accelerators[name]),
+        )
+    else:
+        return f"{said}\nGPU-hours: give --throughput IMG_S for {base.model.name} at {base.data.image_size} px"
+    try:
+        images, whose = sweep._train_size(spec), "training images"
+    except UserError:
+        if not resnet50:
+            return f"{said}\nGPU-hours: not known here (the training data is not where the base recipe says)"
+        images, whose = IMAGENET_TRAIN_IMAGES, "training images (ImageNet-1k's: the data is not here)"
+    trial_h, rerun_h = (n[k] * images / speed / 3600 for k in ("trial_epochs", "rerun_epochs"))
+    return (
+        f"{said}\nGPU-hours of training: {_hours(trial_h)} trials + at most {_hours(rerun_h)} reruns = at most "
+        f"{_hours(trial_h + rerun_h)}, for {images:,} {whose} an epoch at {words}"
+    )
+
+
+def _hours(h: float) -> str:
+    return f"{h:,.0f}" if h >= 10 else f"{h:.2g}"

@@ -143,7 +143,6 @@ def group_text(members: pd.DataFrame) -> str:
 def add_columns(table, runs: pd.DataFrame, table_cells: pd.DataFrame, rank) -> None:
     """Append the search's columns (neighbours, edge, BatchNorm batch and k) and notes (the fixed hyperparameters,
     where the space came from) to the tuning table, whose rows follow `table_cells`. `rank`: tuning.rank_trials."""
-    from bench.analysis.tuning import selection_column
 
     found = spaces(runs)
     table.columns += ["lr neighbours (÷ · ×)", "on the edge of the search", "BatchNorm batch, groups k"]
@@ -189,3 +188,9 @@ def add_columns(table, runs: pd.DataFrame, table_cells: pd.DataFrame, rank) -> N
             "the local stage): the searched keys are those whose values differ between a cell's trials, and the "
             "declared ranges are not known."
         )
+
+
+def selection_column(trials: pd.DataFrame, by_steps: bool) -> str:
+    """The Top-1 the sweep ranked on: val_top1 for select.metric steps_to_target (the sweep accepts only
+    select.split validation there), else holdout_top1 when the trials held images out, else val_top1."""
+    return "holdout_top1" if not by_steps and trials["holdout_top1"].notna().any() else "val_top1"

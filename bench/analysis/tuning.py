@@ -62,12 +62,6 @@ def arms(runs: pd.DataFrame) -> list[str]:
     return list(dict.fromkeys(runs.sort_values(["trial", "run"], kind="stable")["arm"]))
 
 
-def selection_column(trials: pd.DataFrame, by_steps: bool) -> str:
-    """The Top-1 the sweep ranked on: val_top1 for select.metric steps_to_target (the sweep accepts only
-    select.split validation there), else holdout_top1 when the trials held images out, else val_top1."""
-    return "holdout_top1" if not by_steps and trials["holdout_top1"].notna().any() else "val_top1"
-
-
 def selects_on_steps(table_cells: pd.DataFrame) -> bool:
     """Whether the sweep ranked its trials on steps to the target (then its runs stop there: no final Top-1)."""
     return bool(len(table_cells)) and bool((table_cells["select_metric"] == "steps_to_target").all())
@@ -101,7 +95,7 @@ def cells(study: Study) -> pd.DataFrame:
         trials = members[members["role"].isin(["trial", "local"])]  # local: the sweep's local stage
         reruns = members[members["role"] == "rerun"]
         by_steps = bool((members["select_metric"] == "steps_to_target").any())  # reruns carry their trial's tags
-        column = selection_column(trials, by_steps)
+        column = search.selection_column(trials, by_steps)
         scored = trials[(trials["status"] == "completed") & trials[column].notna()]
         ranked = rank_trials(scored, column, by_steps)
         best = ranked.iloc[0] if len(ranked) else None

@@ -27,7 +27,7 @@ import pandas as pd
 from matplotlib.lines import Line2D
 from matplotlib.ticker import NullFormatter
 
-from bench.analysis import power, tuning
+from bench.analysis import power, search, tuning
 from bench.analysis.paper import display
 from bench.analysis.plots import (
     BAND_PAD,
@@ -237,7 +237,7 @@ def plot_lr_sensitivity(runs: pd.DataFrame, table_cells: pd.DataFrame, order: li
     trials = runs[runs["role"].isin(["trial", "local"])]
     by_steps = tuning.selects_on_steps(table_cells)
     # what the sweep ranked on: steps to the target (a miss in the band above), else the selection split's Top-1
-    column = "steps_to_target" if by_steps else tuning.selection_column(trials, by_steps)
+    column = "steps_to_target" if by_steps else search.selection_column(trials, by_steps)
     trials = trials.assign(**{column: trials[column].where(np.isfinite(trials[column]))})
     batches = sorted(set(trials["global_batch"]))
     shades = plt.get_cmap("viridis")(np.linspace(0, 0.85, len(batches)))

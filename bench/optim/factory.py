@@ -14,7 +14,7 @@ from torch import nn
 from bench import catalog
 
 from .base import GroupOptimizer
-from .library import Library
+from .library import Library, adapt
 
 
 class _Registry(Mapping):
@@ -26,7 +26,8 @@ class _Registry(Mapping):
 
     def __getitem__(self, name: str) -> type:
         if name not in self._built:
-            self._built[name] = catalog.OPTIMIZERS[name].load()  # KeyError for a name without a record
+            record = catalog.OPTIMIZERS[name]  # KeyError for a name without a record
+            self._built[name] = adapt(record) if record.library else record.load()
         return self._built[name]
 
     def __iter__(self):
