@@ -17,7 +17,10 @@ autocast its forward passes run under, as timm keeps create_model beside its reg
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import difflib
+import re
+import socket
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -25,9 +28,6 @@ from timm.models import register_model
 from torch import nn
 
 from bench.errors import UserError
-
-if TYPE_CHECKING:
-    from bench.recipe import Recipe
 
 WIDTHS = (16, 32, 64)
 
@@ -150,18 +150,118 @@ def timm_models():
     return timm
 
 
-def create_model(recipe: Recipe, num_classes: int) -> torch.nn.Module:
-    kwargs = dict(recipe.model.kwargs)
+def create_model(name: str, kwargs: dict, num_classes: int) -> torch.nn.Module:
+    """A recipe's model (model.name, model.kwargs) for a dataset of `num_classes` classes."""
+    kwargs = dict(kwargs)
     given = kwargs.setdefault("num_classes", num_classes)
     if given != num_classes:
         raise UserError(f"key 'model.kwargs.num_classes' is {given} but the dataset has {num_classes} classes")
-    return timm_models().create_model(recipe.model.name, **kwargs)
+    return timm_models().create_model(name, **kwargs)
 
 
-def autocast(recipe: Recipe, device: torch.device):
-    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=recipe.engine.precision == "bf16")
+def autocast(precision: str, device: torch.device):
+    """The autocast of a recipe's forward passes (engine.precision)."""
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
 
 
-def param_dtype(recipe: Recipe) -> torch.dtype:
+def param_dtype(precision: str) -> torch.dtype:
     """The dtype of the weights and the images fed to them (bf16 autocasts inside fp32 weights)."""
-    return torch.float64 if recipe.engine.precision == "fp64" else torch.float32
+    return torch.float64 if precision == "fp64" else torch.float32
+
+
+# The checks of a recipe's model section (bench validate and every load of a recipe): one sentence each.
+
+NORM_NAME = re.compile(r"(Batch|Group|Layer|Instance|RMS|Frozen\w*)Norm")
+
+
+def check(name: str, kwargs: dict, bn_batch: int | None) -> None:
+    """model.name, model.kwargs (built on the meta device: no memory, no weights) and model.bn_batch's layers."""
+    check_name(name)
+    if kwargs:
+        check_kwargs(name, kwargs)
+    if bn_batch:
+        with torch.device("meta"):
+            ghost_layers(timm_models().create_model(name, **{**kwargs, "pretrained": False}), name)
+
+
+def check_name(name: str, key: str = "key 'model.name'") -> None:
+    """A timm model name, or one sentence with the closest names."""
+    timm = timm_models()
+
+    if not timm.is_model(name):
+        close = difflib.get_close_matches(name, timm.list_models(), n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else "; see timm.list_models()"
+        raise UserError(f"{key}: unknown timm model '{name}'{hint}")
+
+
+def check_kwargs(name: str, kwargs: dict) -> None:
+    """Build the model on the meta device (no memory, no weights): a keyword timm's model does not take is one
+    sentence here instead of a traceback in the run; pretrained weights are looked up (check_pretrained)."""
+    timm = timm_models()
+    try:
+        with torch.device("meta"):
+            timm.create_model(name, **{**kwargs, "pretrained": False})
+    except (TypeError, ValueError, AssertionError, KeyError) as e:
+        raise UserError(f"key 'model.kwargs': timm model '{name}' does not take these arguments ({e})") from None
+    if kwargs.get("pretrained"):
+        check_pretrained(name)
+
+
+def check_pretrained(name: str) -> None:
+    """Pretrained weights come from the local cache, or from the Hugging Face Hub when it can be reached now:
+    offline, a missing file is one sentence saying where to put it, not a minute of retries and a traceback."""
+    import huggingface_hub
+    from huggingface_hub import constants
+    from timm.models import get_pretrained_cfg
+
+    cfg = get_pretrained_cfg(name)
+    if cfg is None or not (cfg.hf_hub_id or cfg.url or cfg.file):
+        raise UserError(f"key 'model.kwargs.pretrained': timm has no pretrained weights for '{name}'")
+    cached = [cfg.file] if cfg.file else []
+    if cfg.hf_hub_id:
+        hub = cfg.hf_hub_id.split("@")[0]
+        for filename in filter(None, (cfg.hf_hub_filename, "model.safetensors", "pytorch_model.bin")):
+            found = huggingface_hub.try_to_load_from_cache(hub, filename)
+            cached.append(found if isinstance(found, str) else None)
+    if cfg.url:
+        cached.append(str(Path(torch.hub.get_dir()) / "checkpoints" / cfg.url.rsplit("/", 1)[-1]))
+    if any(path and Path(path).is_file() for path in cached) or _hub_reachable():
+        return
+    where = (
+        f"the Hugging Face cache ({constants.HF_HUB_CACHE}, repository {cfg.hf_hub_id})"
+        if cfg.hf_hub_id
+        else f"{Path(torch.hub.get_dir()) / 'checkpoints'}"
+    )
+    raise UserError(
+        f"key 'model.kwargs.pretrained': the weights of timm model '{name}' are not cached here and the "
+        f"Hugging Face Hub cannot be reached; download them where there is internet (timm.create_model("
+        f"'{name}', pretrained=True)) and copy them into {where}, or set pretrained: false"
+    )
+
+
+def _hub_reachable() -> bool:
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return False
+    try:
+        socket.create_connection(("huggingface.co", 443), timeout=3).close()
+        return True
+    except OSError:
+        return False
+
+
+def ghost_layers(model: nn.Module, model_name: str) -> list[nn.BatchNorm2d]:
+    """The model's BatchNorm2d layers, or one sentence naming a normalisation layer ghost BatchNorm cannot split."""
+    layers = []
+    for name, m in model.named_modules():
+        if isinstance(m, nn.BatchNorm2d) and not isinstance(m, nn.SyncBatchNorm):
+            layers.append(m)
+        elif NORM_NAME.search(type(m).__name__):
+            raise UserError(
+                f"key 'model.bn_batch': {model_name} has a {type(m).__name__} layer ('{name}'); ghost BatchNorm "
+                "splits torch.nn.BatchNorm2d layers (and timm's BatchNormAct2d) only: drop model.bn_batch"
+            )
+    if not layers:
+        raise UserError(f"key 'model.bn_batch': {model_name} has no BatchNorm2d layer to split: drop model.bn_batch")
+    return layers

@@ -486,27 +486,13 @@ def _shown(value, limit: int = 60) -> str:
     return text if len(text) <= limit else f"a {type(value).__name__} starting {text[:limit]}..."
 
 
-def check_model_name(name: str, key: str = "key 'model.name'") -> None:
-    """A timm model name, or one sentence with the closest names."""
-    from bench.models import timm_models
-
-    timm = timm_models()
-
-    if not timm.is_model(name):
-        close = difflib.get_close_matches(name, timm.list_models(), n=3)
-        hint = f"; did you mean {', '.join(close)}?" if close else "; see timm.list_models()"
-        raise UserError(f"{key}: unknown timm model '{name}'{hint}")
-
-
 def _check_names(recipe: Recipe, models: bool = True) -> None:
     """The names a recipe refers to: the optimizer and its options (the catalog, torch-free), the extras its logging
     needs, and (models) the timm model and its keywords, built on the meta device (imports torch and timm)."""
     if models:
-        check_model_name(recipe.model.name)
-        if recipe.model.kwargs:
-            _check_model_kwargs(recipe.model.name, recipe.model.kwargs)
-        if recipe.model.bn_batch:
-            _check_ghost_layers(recipe.model.name, recipe.model.kwargs)
+        from bench import models as model_checks  # imports torch and timm
+
+        model_checks.check(recipe.model.name, recipe.model.kwargs, recipe.model.bn_batch)
     record = catalog.check_optimizer(recipe.optimizer.name, recipe.optimizer.hparams)
     if record.schedule_free and recipe.schedule.decay != "constant":
         warnings.warn(
@@ -564,81 +550,6 @@ def read_yaml(path: Path, what: str = "recipe"):
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
         raise UserError(f"{path}: malformed YAML{where}: {getattr(e, 'problem', None) or e}") from None
-
-
-def _check_ghost_layers(name: str, kwargs: dict) -> None:
-    """model.bn_batch: the model (built on the meta device) has BatchNorm2d layers and no other normalisation."""
-    import torch
-
-    from bench.engine import ghost_bn
-    from bench.models import timm_models
-
-    with torch.device("meta"):
-        ghost_bn.check(timm_models().create_model(name, **{**kwargs, "pretrained": False}), name)
-
-
-def _check_model_kwargs(name: str, kwargs: dict) -> None:
-    """Build the model on the meta device (no memory, no weights): a keyword timm's model does not take is one
-    sentence here instead of a traceback in the run; pretrained weights are looked up (_check_pretrained)."""
-    import torch
-
-    from bench.models import timm_models
-
-    timm = timm_models()
-    try:
-        with torch.device("meta"):
-            timm.create_model(name, **{**kwargs, "pretrained": False})
-    except (TypeError, ValueError, AssertionError, KeyError) as e:
-        raise UserError(f"key 'model.kwargs': timm model '{name}' does not take these arguments ({e})") from None
-    if kwargs.get("pretrained"):
-        _check_pretrained(name)
-
-
-def _check_pretrained(name: str) -> None:
-    """Pretrained weights come from the local cache, or from the Hugging Face Hub when it can be reached now:
-    offline, a missing file is one sentence saying where to put it, not a minute of retries and a traceback."""
-    import huggingface_hub
-    import torch
-    from huggingface_hub import constants
-    from timm.models import get_pretrained_cfg
-
-    cfg = get_pretrained_cfg(name)
-    if cfg is None or not (cfg.hf_hub_id or cfg.url or cfg.file):
-        raise UserError(f"key 'model.kwargs.pretrained': timm has no pretrained weights for '{name}'")
-    cached = [cfg.file] if cfg.file else []
-    if cfg.hf_hub_id:
-        hub = cfg.hf_hub_id.split("@")[0]
-        for filename in filter(None, (cfg.hf_hub_filename, "model.safetensors", "pytorch_model.bin")):
-            found = huggingface_hub.try_to_load_from_cache(hub, filename)
-            cached.append(found if isinstance(found, str) else None)
-    if cfg.url:
-        cached.append(str(Path(torch.hub.get_dir()) / "checkpoints" / cfg.url.rsplit("/", 1)[-1]))
-    if any(path and Path(path).is_file() for path in cached) or _hub_reachable():
-        return
-    where = (
-        f"the Hugging Face cache ({constants.HF_HUB_CACHE}, repository {cfg.hf_hub_id})"
-        if cfg.hf_hub_id
-        else f"{Path(torch.hub.get_dir()) / 'checkpoints'}"
-    )
-    raise UserError(
-        f"key 'model.kwargs.pretrained': the weights of timm model '{name}' are not cached here and the "
-        f"Hugging Face Hub cannot be reached; download them where there is internet (timm.create_model("
-        f"'{name}', pretrained=True)) and copy them into {where}, or set pretrained: false"
-    )
-
-
-def _hub_reachable() -> bool:
-    import socket
-
-    from huggingface_hub import constants
-
-    if constants.HF_HUB_OFFLINE:
-        return False
-    try:
-        socket.create_connection(("huggingface.co", 443), timeout=3).close()
-        return True
-    except OSError:
-        return False
 
 
 def parse_set(assignment: str) -> tuple[list[str], Any]:

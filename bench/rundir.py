@@ -261,6 +261,15 @@ class RunDir:
             (self.path / EVENTS).unlink()
 
 
+def kernels(meta: dict) -> str:
+    """The platform whose kernels made a run's numbers: the device, its kernel path (CPU: ATen's capability,
+    e.g. AVX2 or AVX512, which moves results by more than rounding) and the torch build."""
+    torch = (meta.get("versions") or {}).get("torch", "?")
+    device = meta.get("device") or "cpu"
+    path = meta.get("cpu_capability") if device == "cpu" else meta.get("gpu") or device
+    return f"{device} {path or '?'}, torch {torch}"
+
+
 def event_lines(run: Path, cut: bool = False) -> list[str]:
     """A run's events, one JSON line a step, oldest first: the packed log of a finished run, then the live one.
     The live log's last line may be cut off (a process killed while appending, a full disk): left out. Any other

@@ -691,11 +691,10 @@ def ranked_trials(
 
 
 def this_platform() -> str:
-    """The kernel platform this process trains on, as results.kernels names a run's."""
+    """The kernel platform this process trains on, as rundir.kernels names a run's."""
     import torch
 
-    from bench.analysis.results import kernels
-    from bench.rundir import versions
+    from bench.rundir import kernels, versions
 
     cuda = torch.cuda.is_available()
     return kernels(
@@ -714,8 +713,7 @@ def check_provenance(
     """A study's runs come from one clean commit and one kernel platform: refuse to start or resume from an
     uncommitted tree (unless allow_dirty; `sweep_files`, the sweep file and its base recipe, count too), or on a platform other than that of the study's finished runs
     (unless allow_mixed_kernels); warn when the finished runs came from another commit."""
-    from bench.analysis.results import kernels
-    from bench.rundir import git_commit
+    from bench.rundir import git_commit, kernels
 
     commit = git_commit(*sweep_files)
     if commit and commit.endswith("+dirty") and not allow_dirty:

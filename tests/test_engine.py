@@ -286,7 +286,9 @@ def test_micro_batch_auto_builds_the_model_once_and_probes_the_one_it_trains(tmp
     built, probed = [], []
     create_model, saved_bytes_per_image = train.create_model, memory.saved_bytes_per_image
     monkeypatch.setattr(
-        train, "create_model", lambda recipe, classes: built.append(classes) or create_model(recipe, classes)
+        train,
+        "create_model",
+        lambda name, kwargs, classes: built.append(classes) or create_model(name, kwargs, classes),
     )
     monkeypatch.setattr(
         memory,

@@ -83,6 +83,7 @@ from bench.rundir import (
     damaged,
     find_runs,
     held_by_a_process,
+    kernels,
     read_events,
     read_metrics,
     read_recipe_and_meta,
@@ -320,15 +321,6 @@ def instability_text(row) -> str:
         f"loss {row['loss_peak']:.2f} at step {row['loss_peak_step']:.0f} "
         f"({row['loss_peak'] / row['loss_first']:.1f}x the first step's)"
     )
-
-
-def kernels(meta: dict) -> str:
-    """The platform whose kernels made a run's numbers: the device, its kernel path (CPU: ATen's capability,
-    e.g. AVX2 or AVX512, which moves results by more than rounding) and the torch build."""
-    torch = (meta.get("versions") or {}).get("torch", "?")
-    device = meta.get("device") or "cpu"
-    path = meta.get("cpu_capability") if device == "cpu" else meta.get("gpu") or device
-    return f"{device} {path or '?'}, torch {torch}"
 
 
 def summarize(run: Path) -> tuple[dict, pd.DataFrame]:

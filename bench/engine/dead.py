@@ -123,6 +123,6 @@ def recipe_probe(recipe, num_classes: int) -> DeadParams:
     key = (recipe.model.name, json.dumps(recipe.model.kwargs, sort_keys=True), recipe.data.image_size, num_classes)
     if key not in _probed:
         with torch.random.fork_rng(devices=[]):
-            model = create_model(recipe, num_classes)
+            model = create_model(recipe.model.name, recipe.model.kwargs, num_classes)
         _probed[key] = probe(model, recipe.data.image_size)
     return _probed[key]

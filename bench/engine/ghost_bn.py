@@ -26,15 +26,12 @@ applies them afterwards in the order a sequential pass would have.
 from __future__ import annotations
 
 import contextlib
-import re
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bench.errors import UserError
-
-NORM_NAME = re.compile(r"(Batch|Group|Layer|Instance|RMS|Frozen\w*)Norm")
+from bench.models import ghost_layers
 
 
 class GhostMixin:
@@ -119,26 +116,10 @@ def _ghost_class(cls: type) -> type:
     return _CLASSES[cls]
 
 
-def check(model: nn.Module, model_name: str) -> list[nn.BatchNorm2d]:
-    """The model's BatchNorm2d layers, or one sentence naming a normalisation layer ghost BatchNorm cannot split."""
-    layers = []
-    for name, m in model.named_modules():
-        if isinstance(m, nn.BatchNorm2d) and not isinstance(m, nn.SyncBatchNorm):
-            layers.append(m)
-        elif NORM_NAME.search(type(m).__name__):
-            raise UserError(
-                f"key 'model.bn_batch': {model_name} has a {type(m).__name__} layer ('{name}'); ghost BatchNorm "
-                "splits torch.nn.BatchNorm2d layers (and timm's BatchNormAct2d) only: drop model.bn_batch"
-            )
-    if not layers:
-        raise UserError(f"key 'model.bn_batch': {model_name} has no BatchNorm2d layer to split: drop model.bn_batch")
-    return layers
-
-
 def convert(model: nn.Module, bn_batch: int, model_name: str) -> nn.Module:
     """Make every BatchNorm2d layer of `model` a ghost BatchNorm of `bn_batch` images (in place; state_dict keys
     and values unchanged); refuses other normalisation layers (check)."""
-    for bn in check(model, model_name):
+    for bn in ghost_layers(model, model_name):
         bn.__class__ = _ghost_class(type(bn))
         bn.bn_batch = bn_batch
     return model

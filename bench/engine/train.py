@@ -64,7 +64,7 @@ STRICT_CHECK_MAX = 50_000  # images a data.strict run decodes before its first s
 def to_device(batch, device: torch.device, recipe: Recipe):
     images, labels = batch
     fmt = torch.channels_last if recipe.engine.channels_last else torch.contiguous_format
-    images = images.to(device, dtype=param_dtype(recipe), non_blocking=True, memory_format=fmt)
+    images = images.to(device, dtype=param_dtype(recipe.engine.precision), non_blocking=True, memory_format=fmt)
     return images, labels.to(device, non_blocking=True)
 
 
@@ -88,7 +88,7 @@ def evaluate(model: torch.nn.Module, batches, recipe: Recipe, device: torch.devi
     totals = torch.zeros(4, dtype=torch.float64, device=device)  # top1 hits, top5 hits, loss sum, count
     for batch in batches:
         images, labels = to_device(batch, device, recipe)
-        with autocast(recipe, device):
+        with autocast(recipe.engine.precision, device):
             logits = model(images)
         logits = logits.float()
         hits = logits.topk(min(5, logits.shape[1]), dim=1).indices == labels[:, None]
@@ -128,7 +128,7 @@ def evaluation_weights(model: torch.nn.Module, opt, batches: Callable, recipe: R
     with torch.no_grad(), torch.random.fork_rng(devices=[]):
         each = iter(batches())  # an evaluation iterable (EvalBatches): what evaluate() reads
         for batch in itertools.islice(each, BN_BATCHES):
-            with autocast(recipe, device):
+            with autocast(recipe.engine.precision, device):
                 model(to_device(batch, device, recipe)[0])
         if hasattr(each, "close"):  # a generator left before its end: close it now
             each.close()
@@ -163,7 +163,9 @@ class Trainer:
         # classes come from the dataset's layout (scanned once, handed to the data). Nothing between draws from the
         # global random state, so the weights are those of a model built after the data.
         layout = scan(recipe.data, resolve_loader(recipe.data.loader))
-        model = create_model(recipe, len(layout.classes)).to(self.device, dtype=param_dtype(recipe))
+        model = create_model(recipe.model.name, recipe.model.kwargs, len(layout.classes)).to(
+            self.device, dtype=param_dtype(recipe.engine.precision)
+        )
         cap, self.memory_note = self._memory_cap(model) if recipe.micro_batch == "auto" else (None, None)
         self.plan = recipe_plan(recipe, dist.world, cap)
         self.data: Data = build(
@@ -188,7 +190,7 @@ class Trainer:
         if recipe.model.bn_batch:
             ghost_bn.convert(model, recipe.model.bn_batch, recipe.model.name)
         fmt = torch.channels_last if recipe.engine.channels_last else torch.contiguous_format
-        self.model = model.to(self.device, dtype=param_dtype(recipe), memory_format=fmt)
+        self.model = model.to(self.device, dtype=param_dtype(recipe.engine.precision), memory_format=fmt)
         self.dead = self._dead_params()
         self.opt = optim.create(
             self.model,
@@ -249,12 +251,12 @@ class Trainer:
                 batch = recipe.adaptive_batch.min_batch if recipe.adaptive_batch else recipe.global_batch
                 group_images = batch // recipe.gsnr_groups if recipe.gsnr_groups else recipe.model.bn_batch
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):  # dropout, drop-path
-            with autocast(recipe, device):
+            with autocast(recipe.engine.precision, device):
                 cap, per_image, free = memory.micro_batch_cap(
                     model,
                     recipe.data.image_size,
                     device,
-                    param_dtype(recipe),
+                    param_dtype(recipe.engine.precision),
                     int(os.environ.get("LOCAL_WORLD_SIZE", 1)),
                     group_images,
                 )
@@ -301,7 +303,9 @@ class Trainer:
             self.plan.groups_per_micro,
         )
         first_group = self.dist.rank * (accum * per_micro // per_group)
-        total = torch.zeros((), dtype=torch.promote_types(torch.float32, param_dtype(self.recipe)), device=self.device)
+        total = torch.zeros(
+            (), dtype=torch.promote_types(torch.float32, param_dtype(self.recipe.engine.precision)), device=self.device
+        )
         for micro in range(accum):
             images, labels = to_device(next(micro_batches), self.device, self.recipe)
             with self._sync_context(micro, accum):
@@ -320,7 +324,7 @@ class Trainer:
 
     def _forward_backward(self, images, labels, scale: float) -> torch.Tensor:
         """The mean loss of `images`; backward of it times `scale` (groups in it / micro-batches a group)."""
-        with autocast(self.recipe, self.device):
+        with autocast(self.recipe.engine.precision, self.device):
             loss = F.cross_entropy(self.net(images), labels, label_smoothing=self.recipe.label_smoothing)
         (loss * scale).backward()
         return loss
@@ -330,7 +334,7 @@ class Trainer:
         in one batched pass (group_pass.py), else group by group; returns the micro-batch's mean loss."""
         if self.batched is not None:
             try:
-                with autocast(self.recipe, self.device):
+                with autocast(self.recipe.engine.precision, self.device):
                     grads, losses = self.batched(images, labels, groups)
             except RuntimeError as e:  # torch.func refuses the model: a setting, not a bug
                 raise UserError(

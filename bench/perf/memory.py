@@ -216,9 +216,9 @@ def main(argv: list[str] | None = None) -> int:
             raise UserError(f"bench perf memory --headroom {args.headroom}: a share of memory, in (0, 1]")
         return fits(args)
     if not args.child:  # the children inherit checked arguments
-        from bench.recipe import check_model_name
+        from bench.models import check_name
 
-        check_model_name(args.model, "bench perf memory --model")
+        check_name(args.model, "bench perf memory --model")
         for batch in (args.small, args.huge):
             _recipe(batch, args.micro_batch, args.image_size, args.model, args.optimizer)
     if args.child:

@@ -22,8 +22,7 @@ from torch import nn
 
 from bench import optim
 from bench.errors import ArgumentParser, count
-from bench.models import timm_models
-from bench.recipe import check_model_name
+from bench.models import check_name, timm_models
 
 # Tensor passes (of N parameter elements) a step must read + write at least ("at copy rate"):
 MIN_PASSES = {
@@ -182,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--family", action="store_true", help="also VRGD-SGD, VRGD-Adam and VRGD-LAMB, fused and eager")
     args = parser.parse_args(argv)
     if not args.small:
-        check_model_name(args.model, "bench perf optim --model")
+        check_name(args.model, "bench perf optim --model")
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)

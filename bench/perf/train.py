@@ -185,14 +185,16 @@ class BareCase:
 
         torch.manual_seed(recipe.seed)
         fmt = torch.channels_last if recipe.engine.channels_last else torch.contiguous_format
-        self.model = create_model(recipe, num_classes).to(device, dtype=param_dtype(recipe), memory_format=fmt)
+        self.model = create_model(recipe.model.name, recipe.model.kwargs, num_classes).to(
+            device, dtype=param_dtype(recipe.engine.precision), memory_format=fmt
+        )
         if recipe.model.bn_batch:  # the same mathematics as the runner's model
             ghost_bn.convert(self.model, recipe.model.bn_batch, recipe.model.name)
         self.net = torch.compile(self.model) if recipe.engine.compile else self.model
         self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1, momentum=0.9, weight_decay=recipe.weight_decay)
         self.images, self.labels = batch
         self.accum, self.smoothing = accum_steps, recipe.label_smoothing
-        self.autocast = lambda: autocast(recipe, device)
+        self.autocast = lambda: autocast(recipe.engine.precision, device)
         self.model.train()
 
     def steps(self, n: int) -> None:
@@ -268,9 +270,11 @@ def flops_per_image(recipe, num_classes: int, device: torch.device) -> float:
 
     from bench.models import create_model, param_dtype
 
-    model = create_model(recipe, num_classes).to(device, dtype=param_dtype(recipe))
+    model = create_model(recipe.model.name, recipe.model.kwargs, num_classes).to(
+        device, dtype=param_dtype(recipe.engine.precision)
+    )
     size = recipe.data.image_size
-    images = torch.randn(2, 3, size, size, device=device, dtype=param_dtype(recipe))
+    images = torch.randn(2, 3, size, size, device=device, dtype=param_dtype(recipe.engine.precision))
     counter = FlopCounterMode(display=False)
     with counter:
         model(images).sum().backward()
