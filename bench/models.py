@@ -12,7 +12,9 @@ match the paper's. Option B (1x1 projections where the shape changes) is `shortc
 initialised as He et al. (Kaiming normal, fan out); BatchNorm starts at weight 1, bias 0.
 
 Every model a run trains is built here (create_model), with the dtype of its weights (param_dtype) and the
-autocast its forward passes run under, as timm keeps create_model beside its registry.
+autocast its forward passes run under, as timm keeps create_model beside its registry; and a recipe's model
+section is checked here (check: the name, the keywords, pretrained weights, ghost BatchNorm's layers), from names
+alone, so this module sits below the recipe schema that calls it.
 """
 
 from __future__ import annotations
