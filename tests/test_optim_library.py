@@ -311,30 +311,39 @@ def _two_ranks(rank, world, port, paths, outs, steps):
 
 
 @pytest.mark.slow  # float64, on 1 and 2 ranks
-def test_two_gloo_ranks_equal_one_process_accumulating_for_the_library_paths(tmp_path, tiny_dataset):
-    """Library records on 2 ranks x 4 micro-batches against 1 process x 8, float64, three steps: DDP reduces a
-    plain record's gradients (every plain record takes that one path: nadamw stands for them), VRGD over a library
-    its own statistics (both VRGD records); the sums differ only in their order. SOAP is not among them: on this
-    check its float64 parameters differed beyond 1e-7 after 3 steps (seen 2026-11-27; its eigenbases of the
-    gradient statistics may amplify the order of the sums; not yet explained)."""
+def test_two_gloo_ranks_equal_one_process_accumulating_for_every_library_record(tmp_path, tiny_dataset):
+    """Every library record on 2 ranks x 4 micro-batches against 1 process x 8, float64, three steps, on the CIFAR
+    ResNet-8 (its convolutions are Muon's, SOAP's and Kron's 4-D cases): DDP reduces a plain record's gradients, VRGD
+    over a library its own statistics; the sums differ only in their order. One spawn for all records (37 s).
+
+    SOAP alone differs, and not by rounding (measured 2026-11-27): equal after its first step (which only gathers
+    statistics), then fc.weight 0.018 apart after two steps while every convolution agrees within 3e-12. Its
+    64 x 64 second-moment statistic of the 10 x 64 head has rank at most 20 after two steps of 32 images: the
+    eigenbasis of its null space is not unique, and the order of the gradient sums picks one; the update in that
+    basis then differs. A property of SOAP's eigendecomposition, not of the ranks: it is left out of the check."""
     import torch.multiprocessing as mp
 
     from tests.conftest import free_port
     from tests.helpers import equiv_recipe, params_after
 
-    names = ["nadamw", *VRGD_LIBRARY]
-    paths = [equiv_recipe(tmp_path, tiny_dataset, n, LR.get(catalog.OPTIMIZERS[n].base, 1e-2), "fp64") for n in names]
-    for path in paths:  # the recipe's momentum is SGD's: each library its own options
-        path.write_text(path.read_text().replace(", momentum: 0.9", ""))
-    [path.rename(path.with_name(f"{n}.yaml")) for n, path in zip(names, paths)]
-    paths = [path.with_name(f"{n}.yaml") for n, path in zip(names, paths)]
+    names = LIBRARY + VRGD_LIBRARY
+    paths = []
+    for n in names:
+        lr = LR.get(catalog.OPTIMIZERS[n].base, 1e-2)
+        path = equiv_recipe(tmp_path, tiny_dataset, n, lr, "fp64", model="resnet8_cifar")
+        path.write_text(path.read_text().replace(", momentum: 0.9", ""))  # SGD's: each library its own options
+        paths.append(path.rename(path.with_name(f"{n}.yaml")))
     one = params_after(tmp_path, paths, 1)
     outs = [str(tmp_path / f"{n}-2.pt") for n in names]
     mp.spawn(_two_ranks, args=(2, free_port(), [str(p) for p in paths], outs, 3), nprocs=2)
+    differ = {}
     for name, want, out in zip(names, one, outs):
         got = torch.load(out)
-        for key in want:
-            torch.testing.assert_close(got[key], want[key], rtol=1e-7, atol=1e-9, msg=f"{name}: {key}")
+        worst = max(float(((got[k] - want[k]).abs() - 1e-7 * want[k].abs()).max()) for k in want)
+        if worst > 1e-9:
+            differ[name] = worst
+    differ.pop("soap", None)  # see above
+    assert not differ, f"beyond rtol 1e-7, atol 1e-9 (the excess over rtol): {differ}"
 
 
 def test_the_example_sweep_nadamw_against_muon_runs_end_to_end(tmp_path):

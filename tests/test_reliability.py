@@ -159,7 +159,8 @@ def test_ctrl_c_checkpoints_and_stops_the_shell_loop_that_started_the_run(recipe
     mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
     try:
         loop = subprocess.Popen(
-            ["bash", "-c", f"for s in 1 2; do {bench} --no-progress --set seed=$s; done; echo looped"],
+            # 300 steps: the Ctrl-C lands mid-run on a loaded machine (30 steps took 2 s, and a slow poll missed them)
+            ["bash", "-c", f"for s in 1 2; do {bench} --no-progress --set seed=$s --set epochs=60; done; echo looped"],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
