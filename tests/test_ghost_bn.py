@@ -168,21 +168,22 @@ def test_running_statistics_follow_the_sequential_rule():
     torch.manual_seed(0)
     for momentum in (0.1, None):
         plain = nn.BatchNorm2d(5, momentum=momentum).double()
-        ghost = ghost_bn.convert(nn.Sequential(nn.BatchNorm2d(5, momentum=momentum).double()), 4, "test")[0]
+        model = ghost_bn.convert(nn.Sequential(nn.BatchNorm2d(5, momentum=momentum).double()), 4, "test")
+        ghost = model[0]
         with torch.no_grad():
             plain.weight.uniform_(0.5, 2.0)
             plain.bias.uniform_(-1, 1)
             ghost.load_state_dict(plain.state_dict())
         x = torch.randn(12, 5, 3, 3, dtype=torch.float64) * 3 + 1
         want = torch.cat([plain(chunk) for chunk in x.split(4)])
-        got = ghost(x)
+        got = model(x)  # the layer in its model, which arranges the chunks
         torch.testing.assert_close(got, want, rtol=0, atol=1e-13)
         for name in ("running_mean", "running_var", "num_batches_tracked"):
             torch.testing.assert_close(getattr(ghost, name), getattr(plain, name), rtol=1e-14, atol=1e-14)
         assert int(ghost.num_batches_tracked) == 3
         ghost.load_state_dict(plain.state_dict())
         ghost.eval(), plain.eval()
-        torch.testing.assert_close(ghost(x), plain(x), rtol=0, atol=0)  # evaluation unchanged
+        torch.testing.assert_close(model(x), plain(x), rtol=0, atol=0)  # evaluation unchanged
 
 
 def test_ghost_layers_refuse_other_norms_and_odd_batches():
@@ -193,6 +194,19 @@ def test_ghost_layers_refuse_other_norms_and_odd_batches():
     layer = ghost_bn.convert(nn.Sequential(nn.BatchNorm2d(3)), 4, "net")
     with pytest.raises(ValueError, match="not a multiple of bn_batch 4"):
         layer(torch.randn(6, 3, 2, 2))
+    layer(torch.randn(8, 3, 2, 2))
+    with pytest.raises(ValueError, match="a layer saw 16 images, its model's input 8"):
+        layer[0](torch.randn(16, 3, 2, 2))  # not through its model, which arranges the chunks: refused, not misread
+
+
+def test_the_model_interleaves_its_chunks_and_gives_its_output_back_in_order():
+    """arrange puts image i*g + a at a*j + i, so that each layer's input is (g, j*C, ...) in memory with chunk i
+    in the channels i*C..(i+1)*C-1; unarrange is its inverse (the model's output in its input's order)."""
+    x = torch.arange(12.0).view(12, 1)  # 3 chunks of 4
+    arranged = ghost_bn.arrange(x, 4)
+    assert arranged.flatten().tolist() == [0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11]
+    assert arranged.reshape(4, 3).T.tolist() == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]  # chunk i: channel i
+    assert torch.equal(ghost_bn.unarrange(arranged, 4), x)
 
 
 def test_plans_with_bn_batch():

@@ -30,7 +30,8 @@ def tiny_recipe(tiny_dataset, tmp_path):
     return write_recipe(tmp_path / "tiny.yaml", TINY % tiny_dataset)
 
 
-def test_perf_train_prints_every_case_its_split_and_the_overhead(tiny_recipe, capsys):
+def test_perf_train_prints_every_case_its_split_and_the_overhead(tiny_recipe, capsys, tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # its own: another xdist worker's scratch is not its
     scratch = set(Path(tempfile.gettempdir()).glob("bench-perf-train-*"))
     assert (
         perf_train.main([str(tiny_recipe), "--device", "cpu", "--warmup", "1", "--steps", "2", "--repeats", "2"]) == 0

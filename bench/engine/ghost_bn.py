@@ -1,7 +1,10 @@
 """Ghost BatchNorm (Hoffer et al. 2017; Goyal et al. 2017's 32 images a worker): `model.bn_batch`.
 
-In training, each BatchNorm layer normalises every consecutive `bn_batch` images of its input with their own
-statistics, as if each were a micro-batch of its own; evaluation is unchanged (the running statistics).
+In training, each BatchNorm layer normalises the images of every consecutive `bn_batch` images of the model's
+input with their own statistics, as if each were a micro-batch of its own; evaluation is unchanged (the running
+statistics). The model interleaves its input's chunks (arrange), so that each layer's input, as it lies in memory,
+is one BatchNorm input with a channel for each (chunk, channel): the fused kernel normalises all chunks in one
+call without a copy (the layer costs what plain BatchNorm costs: docs/performance.md).
 
 Running statistics rule: a layer's input of n = j x bn_batch images updates the running statistics exactly as
 j sequential micro-batches of bn_batch images would, in order: with momentum m, chunk statistics (mean_i,
@@ -38,6 +41,7 @@ class GhostMixin:
     """The training forward of ghost BatchNorm over a BatchNorm2d class (see convert)."""
 
     bn_batch: int
+    _arranged: list  # [the model's input batch as arranged by its pre-hook (arrange), or None], shared by its layers
     _deferred: list | None = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -46,9 +50,13 @@ class GhostMixin:
             return super().forward(x)
         if n % self.bn_batch:
             raise ValueError(f"ghost BatchNorm: a batch of {n} images is not a multiple of bn_batch {self.bn_batch}")
-        y, grouped = ghost_normalize(x, self.weight, self.bias, self.bn_batch, self.eps, self._deferred is not None)
-        if self.track_running_stats and self.running_mean is not None:
-            stats = chunk_statistics(grouped, n // self.bn_batch)
+        if self._arranged[0] != n:
+            raise ValueError(
+                f"ghost BatchNorm: a layer saw {n} images, its model's input {self._arranged[0]}: the "
+                "chunks are arranged at the model's input, so every layer must see the model's batch"
+            )
+        y, stats = ghost_normalize(self, x, self._deferred is not None)
+        if stats is not None:
             if self._deferred is not None:
                 self._deferred.append(stats)
             else:
@@ -58,34 +66,51 @@ class GhostMixin:
         return y
 
 
-def ghost_normalize(x, weight, bias, g: int, eps: float, in_vmap: bool = False):
-    """Training-mode BatchNorm of every consecutive g images of x (N, C, ...), in one call of the fused kernel:
-    the j = N/g chunks move into the channels, (g, j*C, ...), so each (chunk, channel) has its own statistics.
-    Returns the output, laid out as x, and the regrouped input (for the chunk statistics).
+def ghost_normalize(bn: GhostMixin, x: torch.Tensor, in_vmap: bool = False):
+    """Training-mode BatchNorm of each of the j = N/g chunks of x (N, C, ...) on its own, in one call of the fused
+    kernel, and the chunks' (means, unbiased variances) (j, C) each, or None without running statistics.
 
-    `in_vmap` (the batched groups pass, group_pass.py) works around two refusals of torch.func (torch 2.14, found
-    rehearsing the GPU check on the CPU): the backward of batch_norm with a bf16 input and float32 weights under autocast
-    ("expected scalar type BFloat16 but found Float"), so the input is normalised in the weights' dtype and cast
-    back, as the mixed kernel computes it; and a channels_last copy, so the output keeps the layout it falls in."""
+    x comes arranged (arrange): chunk i is the images i, i + j, i + 2j, ..., so x is (g, j*C, ...) as it lies in
+    memory, each (chunk, channel) a channel of its own: no copy (a channels_last input is copied, and copied back).
+    The kernel's running update at momentum 1 into fresh buffers gives the chunk statistics without another pass.
+
+    `in_vmap` (the batched groups pass, group_pass.py): buffers cannot be written in place under vmap, so the
+    statistics take a pass of their own; and it works around two refusals of torch.func (torch 2.14, found
+    rehearsing the GPU check on the CPU): the backward of batch_norm with a bf16 input and float32 weights under
+    autocast ("expected scalar type BFloat16 but found Float"), so the input is normalised in the weights' dtype and
+    cast back, as the mixed kernel computes it; and a channels_last copy, so the output keeps the layout it falls in."""
     n, c, *rest = x.shape
+    g = bn.bn_batch
     j = n // g
-    grouped = x.reshape(j, g, c, *rest).transpose(0, 1).reshape(g, j * c, *rest)
-    w = None if weight is None else weight.repeat(j)
-    b = None if bias is None else bias.repeat(j)
-    mixed = in_vmap and weight is not None and grouped.dtype != weight.dtype
-    y = F.batch_norm(grouped.to(weight.dtype) if mixed else grouped, None, None, w, b, True, 0.0, eps).to(x.dtype)
-    y = y.reshape(g, j, c, *rest).transpose(0, 1).reshape(x.shape)
+    grouped = x.reshape(g, j * c, *rest)
+    w = None if bn.weight is None else bn.weight.repeat(j)
+    b = None if bn.bias is None else bn.bias.repeat(j)
+    dtype = x.dtype if bn.weight is None else bn.weight.dtype
+    tracked = bn.track_running_stats and bn.running_mean is not None
+    mean = var = None
+    if tracked and not in_vmap:
+        mean, var = torch.zeros(j * c, dtype=dtype, device=x.device), torch.ones(j * c, dtype=dtype, device=x.device)
+    mixed = in_vmap and grouped.dtype != dtype
+    y = F.batch_norm(grouped.to(dtype) if mixed else grouped, mean, var, w, b, True, 1.0, bn.eps).to(x.dtype)
+    y = y.reshape(x.shape)
     if not in_vmap and x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last) and not x.is_contiguous():
         y = y.contiguous(memory_format=torch.channels_last)
-    return y, grouped
+    if not tracked:
+        return y, None
+    if in_vmap:
+        with torch.no_grad():
+            var, mean = torch.var_mean(grouped.detach(), dim=[0, *range(2, grouped.dim())], correction=1)
+    return y, (mean.view(j, c), var.view(j, c))
 
 
-@torch.no_grad()
-def chunk_statistics(grouped: torch.Tensor, j: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Each chunk's mean and unbiased variance per channel, (j, C) each, as BatchNorm's running update takes."""
-    dims = [0, *range(2, grouped.dim())]
-    var, mean = torch.var_mean(grouped.detach(), dim=dims, correction=1)
-    return mean.view(j, -1), var.view(j, -1)
+def arrange(x: torch.Tensor, g: int) -> torch.Tensor:
+    """The batch with its chunks of g consecutive images interleaved: image i*g + a moves to a*j + i (j = N/g)."""
+    return x.unflatten(0, (-1, g)).transpose(0, 1).flatten(0, 1)
+
+
+def unarrange(x: torch.Tensor, g: int) -> torch.Tensor:
+    """arrange's inverse: the model's output back in the order of its input."""
+    return x.unflatten(0, (g, -1)).transpose(0, 1).flatten(0, 1)
 
 
 @torch.no_grad()
@@ -118,11 +143,33 @@ def _ghost_class(cls: type) -> type:
 
 def convert(model: nn.Module, bn_batch: int, model_name: str) -> nn.Module:
     """Make every BatchNorm2d layer of `model` a ghost BatchNorm of `bn_batch` images (in place; state_dict keys
-    and values unchanged); refuses other normalisation layers (check)."""
+    and values unchanged), the model arranging its training input into interleaved chunks and its output back
+    (hooks: a model's images meet only per-image operations before each BatchNorm); refuses other normalisation
+    layers (check)."""
+    model._ghost_arranged = arranged = [None]  # an attribute, not a closure, so that a deepcopy shares its own
     for bn in ghost_layers(model, model_name):
         bn.__class__ = _ghost_class(type(bn))
-        bn.bn_batch = bn_batch
+        bn.bn_batch, bn._arranged = bn_batch, arranged
+    model._ghost_bn_batch = bn_batch
+    model.register_forward_pre_hook(_arrange_input)
+    model.register_forward_hook(_unarrange_output)
     return model
+
+
+def _arranges(model: nn.Module) -> bool:
+    n, g = model._ghost_arranged[0], model._ghost_bn_batch
+    return model.training and n > g and n % g == 0
+
+
+def _arrange_input(model: nn.Module, args: tuple):
+    model._ghost_arranged[0] = args[0].shape[0]
+    if _arranges(model):
+        return (arrange(args[0], model._ghost_bn_batch), *args[1:])
+
+
+def _unarrange_output(model: nn.Module, args: tuple, out: torch.Tensor):
+    if _arranges(model):
+        return unarrange(out, model._ghost_bn_batch)
 
 
 def layers(model: nn.Module) -> list[GhostMixin]:
