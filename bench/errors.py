@@ -28,12 +28,15 @@ def one_line_warnings() -> None:
     import warnings
 
     default = warnings.formatwarning
+    if getattr(default, "one_line", False):  # in place already: main() called again in one process (tests)
+        return
 
     def format(message, category, filename, lineno, line=None):
         if issubclass(category, BenchWarning):
             return f"bench: warning: {message}\n"
         return default(message, category, filename, lineno, line)
 
+    format.one_line = True
     warnings.formatwarning = format
 
 

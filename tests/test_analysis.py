@@ -11,7 +11,7 @@ from bench.analysis import report, results, tables
 from bench.analysis.render import render
 from bench.cli import main
 from bench.errors import UserError
-from tests.conftest import run_cli
+from tests.conftest import cli
 from tests.helpers import IMAGENET, IMAGENET_SIZES, make_run
 
 # 1000 training images at batch 100: 10 steps per epoch, 10 training seconds per epoch.
@@ -362,13 +362,13 @@ def test_one_damaged_run_leaves_the_report_of_the_others_and_strict_refuses_it(t
     (broken / "recipe.yaml").unlink()
     for command in (["report"], ["table", "compare"], ["plot", "--out", str(tmp_path / "plots")]):
         done = (
-            run_cli(*command[:2], str(tmp_path), *command[2:])
+            cli(*command[:2], str(tmp_path), *command[2:])
             if command[0] == "table"
-            else run_cli(command[0], str(tmp_path), *command[1:])
+            else cli(command[0], str(tmp_path), *command[1:])
         )
         assert done.returncode == 0, done.stderr
         assert f"bench: warning: {broken}" in done.stderr and "left out" in done.stderr
-    strict = run_cli("report", str(tmp_path), "--strict")
+    strict = cli("report", str(tmp_path), "--strict")
     assert strict.returncode == 2 and str(broken) in strict.stderr
 
 

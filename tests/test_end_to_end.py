@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from bench.rundir import METRIC_COLUMNS, event_lines
-from tests.conftest import run_cli, write_recipe
+from tests.conftest import cli, run_cli, write_recipe
 
 pytestmark = pytest.mark.slow  # trains a run through the command line
 
@@ -29,7 +29,7 @@ target_top1: 40
 def test_run_writes_the_run_directory_and_learns(tmp_path, tiny_dataset):
     recipe = write_recipe(tmp_path / "tiny.yaml", TINY.replace("DATA", str(tiny_dataset)))
     results = tmp_path / "results"
-    done = run_cli("run", str(recipe), "--out", str(results), "--no-progress")
+    done = run_cli("run", str(recipe), "--out", str(results), "--no-progress")  # in a process of its own, as a user
     assert done.returncode == 0, done.stderr
     [run] = list((results / "tiny").iterdir())
 
@@ -53,12 +53,12 @@ def test_run_writes_the_run_directory_and_learns(tmp_path, tiny_dataset):
 
     # The run's summary is printed at the end and by `bench report`.
     assert "val_top1" in done.stdout and "gap" in done.stdout
-    report = run_cli("report", str(results))
+    report = cli("report", str(results))
     assert report.returncode == 0 and "tiny" in report.stdout and "completed" in report.stdout
 
 
 def test_report_on_a_missing_directory_is_exit_2(tmp_path):
-    done = run_cli("report", str(tmp_path / "nothing"))
+    done = cli("report", str(tmp_path / "nothing"))
     assert done.returncode == 2 and "no such run or results directory" in done.stderr
     assert "Traceback" not in done.stderr
 
@@ -74,7 +74,7 @@ def test_a_finer_grid_near_the_target_a_cheap_curve_and_a_stop_at_the_target(tmp
     )  # stop_at_chance off: on an 8-image subset, 1 of 8 right is "at chance" (it stopped the run on 1 thread)
     recipe = write_recipe(tmp_path / "tiny.yaml", text)
     results = tmp_path / "results"
-    done = run_cli("run", str(recipe), "--out", str(results), "--no-progress")
+    done = cli("run", str(recipe), "--out", str(results), "--no-progress")
     assert done.returncode == 0, done.stderr
     [run] = list((results / "tiny").iterdir())
     meta = json.loads((run / "meta.json").read_text())

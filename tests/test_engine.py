@@ -18,7 +18,7 @@ from bench.engine.plan import make_plan
 from bench.engine.train import Trainer
 from bench.errors import UserError
 from bench.rundir import event_lines
-from tests.conftest import RECIPES, run_cli, write_recipe
+from tests.conftest import RECIPES, cli, write_recipe
 from tests.helpers import EQUIV, equiv_recipe, params_after
 
 PLANS = [
@@ -76,10 +76,10 @@ def test_same_parameters_for_1x8_2x4_4x2_in_float64(tmp_path, tiny_dataset):
     engine combines gradients: DDP's all-reduce (sgd, lars), the optimizer's own (vrgd_lars), AdaScale's
     gain and SimiGrad's halves. In float64 the different summation orders differ by rounding near 1e-16,
     which BatchNorm over 4 images amplifies to about 1e-13 in 3 steps: a wrong combination is off by far
-    more than the tolerance, and rounding can never reach it. timm's tiny test ResNet (BatchNorm in every block, as
-    resnet10t; 13x fewer parameters): float64 convolutions on the CPU take the slow path, and the question is how
-    gradients are combined, not which model makes them."""
-    paths = [equiv_recipe(tmp_path, tiny_dataset, opt, lr, "fp64", "test_resnet") for opt, lr in OPTIMIZERS]
+    more than the tolerance, and rounding can never reach it. bench's ResNet-8 (BatchNorm in every block, as
+    resnet10t; 60x fewer parameters, and the spawned ranks import no timm): float64 convolutions on the CPU take
+    the slow path, and the question is how gradients are combined, not which model makes them."""
+    paths = [equiv_recipe(tmp_path, tiny_dataset, opt, lr, "fp64", "resnet8_cifar") for opt, lr in OPTIMIZERS]
     initial = Trainer(recipe_mod.load(paths[0]), distributed.Dist(0, 1, 0, torch.device("cpu"))).model
     references = params_after(tmp_path, paths, 1)
     for (opt, _), reference in zip(OPTIMIZERS, references):
@@ -111,8 +111,9 @@ def test_float32_step_of_2x4_differs_from_1x8_by_less_than_float32_rounding(tmp_
     assert _max_diff(two32, one32) <= rounding
 
 
-def test_submit_dry_run_prints_an_sbatch_script_calling_torchrun(tmp_path):
-    done = run_cli(
+def test_submit_dry_run_prints_an_sbatch_script_calling_torchrun(tmp_path, monkeypatch):
+    monkeypatch.chdir(RECIPES.parent)
+    done = cli(
         "submit",
         "recipes/demo-sgd.yaml",
         "--nodes",
@@ -126,7 +127,6 @@ def test_submit_dry_run_prints_an_sbatch_script_calling_torchrun(tmp_path):
         "--set",
         "micro_batch=auto",
         "--dry-run",
-        cwd=RECIPES.parent,
     )
     assert done.returncode == 0, done.stderr
     script = done.stdout
@@ -147,7 +147,8 @@ def test_submit_dry_run_prints_an_sbatch_script_calling_torchrun(tmp_path):
     assert "#SBATCH --cpus-per-task=64" in script and "--tensorboard" not in script
 
 
-def test_submit_takes_the_options_real_clusters_need_and_a_port_per_job(tmp_path):
+def test_submit_takes_the_options_real_clusters_need_and_a_port_per_job(tmp_path, monkeypatch):
+    monkeypatch.chdir(RECIPES.parent)
     options = [
         "--account",
         "proj42",
@@ -166,7 +167,7 @@ def test_submit_takes_the_options_real_clusters_need_and_a_port_per_job(tmp_path
         "--set",
         "micro_batch=25",
     ]
-    done = run_cli(
+    done = cli(
         "submit",
         "recipes/demo-sgd.yaml",
         "--nodes",
@@ -175,7 +176,6 @@ def test_submit_takes_the_options_real_clusters_need_and_a_port_per_job(tmp_path
         "2",
         *options,
         "--dry-run",
-        cwd=RECIPES.parent,
     )
     assert done.returncode == 0, done.stderr
     header = [line for line in done.stdout.splitlines() if line.startswith("#SBATCH")]
@@ -201,8 +201,9 @@ def test_submit_takes_the_options_real_clusters_need_and_a_port_per_job(tmp_path
     assert port == "13456"
 
 
-def test_submit_to_cpu_nodes_asks_for_no_gpus_and_starts_the_workers_asked_for():
-    done = run_cli(
+def test_submit_to_cpu_nodes_asks_for_no_gpus_and_starts_the_workers_asked_for(monkeypatch):
+    monkeypatch.chdir(RECIPES.parent)
+    done = cli(
         "submit",
         "recipes/demo-sgd.yaml",
         "--nodes",
@@ -215,7 +216,6 @@ def test_submit_to_cpu_nodes_asks_for_no_gpus_and_starts_the_workers_asked_for()
         "3",
         "--tensorboard",
         "--dry-run",
-        cwd=RECIPES.parent,
     )
     assert done.returncode == 0, done.stderr
     assert "--gpus-per-node" not in done.stdout
@@ -224,7 +224,7 @@ def test_submit_to_cpu_nodes_asks_for_no_gpus_and_starts_the_workers_asked_for()
 
 
 def test_submit_bad_recipe_is_exit_2(tmp_path):
-    done = run_cli("submit", str(tmp_path / "missing.yaml"), "--nodes", "1", "--gpus-per-node", "1", "--dry-run")
+    done = cli("submit", str(tmp_path / "missing.yaml"), "--nodes", "1", "--gpus-per-node", "1", "--dry-run")
     assert done.returncode == 2 and "no such recipe file" in done.stderr
 
 
@@ -242,7 +242,7 @@ optimizer: {name: vrgd_lars, lr: 1.0}
 epochs: 491.52
 target_top1: 50
 """
-    done = run_cli("run", str(write_recipe(tmp_path / "huge.yaml", text)), "--out", str(tmp_path), "--no-progress")
+    done = cli("run", str(write_recipe(tmp_path / "huge.yaml", text)), "--out", str(tmp_path), "--no-progress")
     assert done.returncode == 0, done.stderr
     assert "1 rank x 24 micro-batches x 4096 images = batch 98304; 24 gradient groups" in done.stdout
     [run] = (tmp_path / "huge").iterdir()

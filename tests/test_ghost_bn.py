@@ -225,10 +225,10 @@ def test_plans_with_bn_batch():
     ],
 )
 def test_validate_refuses_bn_batch_in_one_sentence(tmp_path, tiny_dataset, micro, bn, words):
-    from tests.conftest import run_cli
+    from tests.conftest import cli
 
     path = _recipe(tmp_path, tiny_dataset, "sgd", 0.1, micro, bn)
-    done = run_cli("validate", str(path))
+    done = cli("validate", str(path))
     assert done.returncode == 2 and words in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
 
 
@@ -254,9 +254,9 @@ def test_batched_where_torch_func_refuses_the_model_is_one_sentence(tmp_path, ti
 
 
 def test_validate_models_names_a_normalisation_layer_it_cannot_split(tmp_path, tiny_dataset):
-    from tests.conftest import run_cli
+    from tests.conftest import cli
 
     path = _recipe(tmp_path, tiny_dataset, "sgd", 0.1, 8, 4).read_text().replace("resnet8_cifar", "convnext_atto")
-    done = run_cli("validate", "--models", str(write_recipe(tmp_path / "convnext.yaml", path)))
+    done = cli("validate", "--models", str(write_recipe(tmp_path / "convnext.yaml", path)))
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "key 'model.bn_batch': convnext_atto has a LayerNorm2d layer" in done.stderr

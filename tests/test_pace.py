@@ -13,7 +13,7 @@ from bench.engine.train import Progress
 from bench.recipe import Recipe
 from bench.rundir import event_lines
 from bench.schedule import lr_at
-from tests.conftest import run_cli, write_recipe
+from tests.conftest import cli, write_recipe
 
 
 def recipe(**over) -> Recipe:
@@ -149,7 +149,7 @@ def test_adaptive_batch_recipes_are_checked(tmp_path):
     for line, message in bad.items():
         key = line.split(":")[0]
         text = "\n".join(line if row.startswith(key + ":") else row for row in base.splitlines())
-        done = run_cli("validate", str(write_recipe(tmp_path / "r.yaml", text)))
+        done = cli("validate", str(write_recipe(tmp_path / "r.yaml", text)))
         assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr
 
 
@@ -170,7 +170,7 @@ target_top1: 40
 def run_tiny(tmp_path, data, optimizer, extra=""):
     text = TINY.format(data=data, optimizer=optimizer, extra=extra)
     results = tmp_path / "results"
-    done = run_cli("run", str(write_recipe(tmp_path / "r.yaml", text)), "--out", str(results), "--no-progress")
+    done = cli("run", str(write_recipe(tmp_path / "r.yaml", text)), "--out", str(results), "--no-progress")
     assert done.returncode == 0, done.stderr
     [run] = list((results / "r").iterdir())
     events = [json.loads(line) for line in event_lines(run)]
@@ -212,7 +212,7 @@ def test_simigrad_run_adapts_its_batch_and_counts_images(tmp_path, tiny_dataset)
 
 def test_an_optimizer_that_needs_two_groups_is_refused_with_one(tmp_path, tiny_dataset):
     text = TINY.format(data=tiny_dataset, optimizer="{name: adascale_sgd, lr: 0.05}", extra="gsnr_groups: 1")
-    done = run_cli("run", str(write_recipe(tmp_path / "r.yaml", text)), "--out", str(tmp_path / "res"))
+    done = cli("run", str(write_recipe(tmp_path / "r.yaml", text)), "--out", str(tmp_path / "res"))
     assert done.returncode == 2 and "needs at least 2 gradient groups" in done.stderr
     assert not (tmp_path / "res").exists()
 
@@ -224,15 +224,15 @@ def test_an_optimizer_that_needs_two_groups_is_refused_with_one(tmp_path, tiny_d
      "checkpoint: {every_steps: 2}\nadaptive_batch: {target_similarity: 0.9, min_batch: 16, max_batch: 64, every_steps: 2}"),
 ])  # fmt: skip
 def test_a_killed_adaptive_run_resumes_to_the_same_results(tmp_path, tiny_dataset, optimizer, extra):
-    """The gain's averages, the batch and the controller's half-window are in the checkpoint. On timm's tiny test
-    ResNet at 16 px: what is checked is the state a resumed run restores, not the model."""
+    """The gain's averages, the batch and the controller's half-window are in the checkpoint. On bench's own
+    ResNet-8 at 16 px (the killed process imports no timm): what is checked is the state a resumed run restores."""
     import os
     import signal
     import subprocess
     import sys
 
     text = TINY.format(data=tiny_dataset, optimizer=optimizer, extra=extra)
-    text = text.replace("{name: resnet10t}", "{name: test_resnet}").replace("image_size: 32", "image_size: 16")
+    text = text.replace("{name: resnet10t}", "{name: resnet8_cifar}").replace("image_size: 32", "image_size: 16")
     path = write_recipe(tmp_path / "r.yaml", text)
     outcomes = []
     for name, crash in (("ref", None), ("crashed", "step:5")):
@@ -244,7 +244,7 @@ def test_a_killed_adaptive_run_resumes_to_the_same_results(tmp_path, tiny_datase
                 capture_output=True,
             )
             assert killed.returncode == -signal.SIGKILL
-        done = run_cli("run", str(path), "--out", str(out), "--no-progress")
+        done = cli("run", str(path), "--out", str(out), "--no-progress")
         assert done.returncode == 0, done.stderr
         [run] = list((out / "r").iterdir())
         events = [json.loads(line) for line in event_lines(run)]

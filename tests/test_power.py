@@ -13,18 +13,16 @@ STUDIES = 2000
 
 
 def detection_rate(effect, sd, n, rng, paired_sd=None) -> float:
-    """The fraction of simulated studies (n reruns a side, normal) whose test finds p < 0.05 at a true `effect`."""
-    hits = 0
-    for _ in range(STUDIES):
-        if paired_sd is None:
-            x, y = rng.normal(effect, sd, n), rng.normal(0.0, sd, n)
-            p = stats.ttest_ind(x, y, equal_var=False).pvalue
-        else:
-            shared = rng.normal(0.0, sd, n)  # the seed's own luck, common to both arms
-            x, y = shared + rng.normal(effect, paired_sd, n), shared
-            p = stats.ttest_rel(x, y).pvalue
-        hits += p < 0.05
-    return hits / STUDIES
+    """The fraction of simulated studies (n reruns a side, normal) whose test finds p < 0.05 at a true `effect`:
+    STUDIES studies at once, one row each."""
+    if paired_sd is None:
+        x, y = rng.normal(effect, sd, (STUDIES, n)), rng.normal(0.0, sd, (STUDIES, n))
+        p = stats.ttest_ind(x, y, axis=1, equal_var=False).pvalue
+    else:
+        shared = rng.normal(0.0, sd, (STUDIES, n))  # the seed's own luck, common to both arms
+        x, y = shared + rng.normal(effect, paired_sd, (STUDIES, n)), shared
+        p = stats.ttest_rel(x, y, axis=1).pvalue
+    return float(np.mean(p < 0.05))
 
 
 @pytest.mark.parametrize("sd, n", [(1.5, 5), (0.5, 6), (2.0, 8)])
@@ -76,6 +74,28 @@ def test_seeds_to_resolve_a_welch_comparison_in_simulation():
     sd = math.sqrt((np.var(x, ddof=1) + np.var(y, ddof=1)) / 2)
     assert 0.77 <= detection_rate(1.0, sd, n, rng) <= 0.86  # n is the fewest: 80% power, a little more by rounding
     assert detection_rate(1.0, sd, n // 2, rng) < 0.7
+
+
+@pytest.mark.parametrize("paired", [True, False])
+def test_seeds_to_resolve_is_the_fewest_seeds_whose_mde_is_at_most_the_effect(paired):
+    """The bisection's answer against its definition, the first n of 2, 3, ... whose MDE is at most the effect."""
+    rng = np.random.default_rng(11)
+    x, y = rng.normal(81, 1.5, 4), rng.normal(80, 2.5, 4)
+    c = power.compare(x, y, *([[1, 2, 3, 4]] * 2 if paired else []))
+    sd_x, sd_y = np.std(x, ddof=1), np.std(y, ddof=1)
+    for effect in (0.3, 1.0, 2.0, 3.0, 50.0):  # 0.3: none of up to 40 seeds
+        n = power.seeds_to_resolve(effect, c, sd_x, sd_y, most=40)
+        for m in range(2, 41):
+            if paired:
+                se, df = c.se * math.sqrt(c.n) / math.sqrt(m), m - 1
+            else:
+                se = math.sqrt((sd_x**2 + sd_y**2) / m)
+                df = (sd_x**2 / m + sd_y**2 / m) ** 2 / ((sd_x**2 / m) ** 2 / (m - 1) + (sd_y**2 / m) ** 2 / (m - 1))
+            if power.mde(se, df) <= effect:
+                assert n == m, effect
+                break
+        else:
+            assert n is None, effect
 
 
 def test_holm_on_a_hand_made_family():

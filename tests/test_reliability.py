@@ -18,7 +18,7 @@ import torch
 
 from bench.errors import UserError
 from bench.rundir import RunDir, event_lines, read_events
-from tests.conftest import bench_argv, run_cli, write_recipe
+from tests.conftest import bench_argv, cli, write_recipe
 from tests.helpers import RELIABILITY_RECIPE
 
 pytestmark = pytest.mark.slow  # killed, signalled and resumed runs, each against a reference run
@@ -46,9 +46,15 @@ def outcome(run):
 @pytest.fixture(scope="module")
 def reference(recipe, tmp_path_factory):
     results = tmp_path_factory.mktemp("ref")
-    done = run_cli("run", str(recipe), "--out", str(results), "--no-progress")
+    done = cli("run", str(recipe), "--out", str(results), "--no-progress")
     assert done.returncode == 0, done.stderr
     return outcome(only_run(results))
+
+
+def crash_at(point: str, *args: str) -> None:
+    """`bench ARGS` in a process that kills itself (SIGKILL) at `point`: step:N, eval:N or checkpoint:N."""
+    crashed = subprocess.run(bench_argv(*args), env=dict(os.environ, BENCH_CRASH_AT=point), capture_output=True)
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
 
 
 def assert_same(got, want):
@@ -61,19 +67,14 @@ def assert_same(got, want):
 
 @pytest.mark.parametrize("point", ["step:7", "eval:20", "checkpoint:8", "step:29"])
 def test_sigkill_then_resume_gives_bitwise_the_same_run(recipe, reference, tmp_path, point):
-    crashed = subprocess.run(
-        bench_argv("run", str(recipe), "--out", str(tmp_path), "--no-progress"),
-        env=dict(os.environ, BENCH_CRASH_AT=point),
-        capture_output=True,
-    )
-    assert crashed.returncode == -signal.SIGKILL
+    crash_at(point, "run", str(recipe), "--out", str(tmp_path), "--no-progress")
     run = only_run(tmp_path)
     assert json.loads((run / "meta.json").read_text())["status"] == "running"  # killed: no chance to say more
     if (run / "metrics.csv").exists():  # never half-written: every row complete (no holdout: those cells empty)
         metrics = pd.read_csv(run / "metrics.csv")
         assert metrics[["holdout_top1", "holdout_loss"]].isna().all().all()
         assert not metrics.drop(columns=["holdout_top1", "holdout_loss"]).isna().any().any()
-    resumed = run_cli("run", str(recipe), "--out", str(tmp_path), "--no-progress")
+    resumed = cli("run", str(recipe), "--out", str(tmp_path), "--no-progress")
     assert resumed.returncode == 0, resumed.stderr
     assert f"resuming {run}" in resumed.stdout
     assert only_run(tmp_path) == run  # the same run directory, continued
@@ -106,7 +107,7 @@ def test_sigterm_checkpoints_marks_preempted_and_resumes(recipe, reference, tmp_
     assert 5 <= step < 30
     assert f"(checkpoint at step {step})" in meta["reason"] and f"checkpoint at step {step} in" in out  # one count
     assert meta["stopped_by"] == "SIGTERM"
-    resumed = run_cli("run", str(recipe), "--out", str(tmp_path), "--no-progress")
+    resumed = cli("run", str(recipe), "--out", str(tmp_path), "--no-progress")
     assert resumed.returncode == 0 and f"at step {step}" in resumed.stdout
     assert_same(outcome(run), reference)
     assert json.loads((run / "meta.json").read_text())["resumed"][0]["step"] == step
@@ -181,41 +182,31 @@ def test_ctrl_c_checkpoints_and_stops_the_shell_loop_that_started_the_run(recipe
 
 
 def test_restart_starts_a_new_run_and_a_running_run_is_locked(recipe, tmp_path):
-    crashed = subprocess.run(
-        bench_argv("run", str(recipe), "--out", str(tmp_path), "--no-progress"),
-        env=dict(os.environ, BENCH_CRASH_AT="step:5"),
-        capture_output=True,
-    )
-    assert crashed.returncode == -signal.SIGKILL
+    crash_at("step:5", "run", str(recipe), "--out", str(tmp_path), "--no-progress")
     run = only_run(tmp_path)
     with open(run / ".lock", "w") as held:  # as if another process were running it
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        locked = run_cli("run", str(recipe), "--out", str(tmp_path), "--no-progress")
+        locked = cli("run", str(recipe), "--out", str(tmp_path), "--no-progress")
     assert locked.returncode == 2 and "in progress in another process" in locked.stderr
     assert "Traceback" not in locked.stderr
-    fresh = run_cli("run", str(recipe), "--out", str(tmp_path), "--no-progress", "--restart", "--set", "epochs=1")
+    fresh = cli("run", str(recipe), "--out", str(tmp_path), "--no-progress", "--restart", "--set", "epochs=1")
     assert fresh.returncode == 0, fresh.stderr
     assert len(list((tmp_path / "rel").iterdir())) == 2
 
 
 def test_corrupt_checkpoint_is_a_clear_error_and_nothing_is_lost(recipe, tmp_path):
-    crashed = subprocess.run(
-        bench_argv("run", str(recipe), "--out", str(tmp_path), "--no-progress"),
-        env=dict(os.environ, BENCH_CRASH_AT="step:9"),
-        capture_output=True,
-    )
-    assert crashed.returncode == -signal.SIGKILL
+    crash_at("step:9", "run", str(recipe), "--out", str(tmp_path), "--no-progress")
     run = only_run(tmp_path)
     newest = sorted(run.glob("ckpt-*.pt"))[-1]
     newest.write_bytes(b"not a checkpoint")
-    done = run_cli("run", str(recipe), "--out", str(tmp_path), "--no-progress")
+    done = cli("run", str(recipe), "--out", str(tmp_path), "--no-progress")
     assert done.returncode == 2 and "unreadable checkpoint" in done.stderr and str(newest) in done.stderr
     assert "Traceback" not in done.stderr
     assert newest.read_bytes() == b"not a checkpoint" and len(list(run.glob("ckpt-*.pt"))) == 2
 
 
 def test_divergence_is_a_result(recipe, tmp_path):
-    done = run_cli(
+    done = cli(
         "run",
         str(recipe),
         "--out",
@@ -229,14 +220,14 @@ def test_divergence_is_a_result(recipe, tmp_path):
     assert done.returncode == 0, done.stderr
     meta = json.loads((only_run(tmp_path) / "meta.json").read_text())
     assert meta["status"] == "diverged" and ("non-finite" in meta["reason"] or "chance" in meta["reason"])
-    report = run_cli("report", str(tmp_path))
+    report = cli("report", str(tmp_path))
     assert report.returncode == 0 and "diverged" in report.stdout
 
 
 def test_unwritable_results_directory_fails_before_training(recipe, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
-    done = run_cli("run", str(recipe), "--out", str(blocker / "results"), "--no-progress")
+    done = cli("run", str(recipe), "--out", str(blocker / "results"), "--no-progress")
     assert done.returncode == 2 and "cannot create the results directory" in done.stderr
     assert "Traceback" not in done.stderr
 
@@ -302,23 +293,18 @@ def test_bad_command_line_is_exit_2_without_traceback(recipe, tmp_path, args, wo
     args = [
         str(recipe) if a == "RELIABILITY_RECIPE" else str(tmp_path / "nowhere") if a == "NOWHERE" else a for a in args
     ]
-    done = run_cli(*args)
+    done = cli(*args)
     assert done.returncode == 2 and all(w in done.stderr for w in words), done.stderr
     assert "Traceback" not in done.stderr
 
 
 def test_run_dir_of_another_recipe_or_a_foreign_checkpoint_is_refused(recipe, tmp_path):
-    crashed = subprocess.run(
-        bench_argv("run", str(recipe), "--out", str(tmp_path), "--no-progress"),
-        env=dict(os.environ, BENCH_CRASH_AT="step:5"),
-        capture_output=True,
-    )
-    assert crashed.returncode == -signal.SIGKILL
+    crash_at("step:5", "run", str(recipe), "--out", str(tmp_path), "--no-progress")
     run = only_run(tmp_path)
-    other = run_cli("run", str(recipe), "--set", "epochs=2", "--run-dir", str(run))
+    other = cli("run", str(recipe), "--set", "epochs=2", "--run-dir", str(run))
     assert other.returncode == 2 and "different recipe" in other.stderr
     torch.save({"weights": torch.zeros(1)}, sorted(run.glob("ckpt-*.pt"))[-1])
-    foreign = run_cli("run", str(recipe), "--run-dir", str(run))
+    foreign = cli("run", str(recipe), "--run-dir", str(run))
     assert foreign.returncode == 2 and "not a bench checkpoint" in foreign.stderr
     assert "Traceback" not in other.stderr + foreign.stderr
 
@@ -326,16 +312,11 @@ def test_run_dir_of_another_recipe_or_a_foreign_checkpoint_is_refused(recipe, tm
 def test_a_torn_events_line_is_cut_back_on_resume(recipe, reference, tmp_path):
     """Power lost while appending to events.jsonl: the resume cuts the log back to its last whole line and the
     checkpoint's step, and the finished run is the uninterrupted one, with one event per step."""
-    crashed = subprocess.run(
-        bench_argv("run", str(recipe), "--out", str(tmp_path), "--no-progress"),
-        env=dict(os.environ, BENCH_CRASH_AT="step:7"),
-        capture_output=True,
-    )
-    assert crashed.returncode == -signal.SIGKILL
+    crash_at("step:7", "run", str(recipe), "--out", str(tmp_path), "--no-progress")
     run = only_run(tmp_path)
     with open(run / "events.jsonl", "a") as f:
         f.write('{"step": 7, "lr": 0.1, "lo')
-    resumed = run_cli("run", str(recipe), "--out", str(tmp_path), "--no-progress")
+    resumed = cli("run", str(recipe), "--out", str(tmp_path), "--no-progress")
     assert resumed.returncode == 0, resumed.stderr
     assert "a cut-off line after 6 whole ones" in resumed.stderr  # steps 0-5 logged before the kill
     assert_same(outcome(run), reference)
@@ -345,15 +326,10 @@ def test_a_torn_events_line_is_cut_back_on_resume(recipe, reference, tmp_path):
 
 def test_a_run_killed_before_its_first_checkpoint_is_started_again_in_place(recipe, reference, tmp_path):
     """No orphan: the same command continues the killed run's directory from step 0."""
-    crashed = subprocess.run(
-        bench_argv("run", str(recipe), "--out", str(tmp_path), "--no-progress"),
-        env=dict(os.environ, BENCH_CRASH_AT="step:2"),
-        capture_output=True,
-    )
-    assert crashed.returncode == -signal.SIGKILL
+    crash_at("step:2", "run", str(recipe), "--out", str(tmp_path), "--no-progress")
     run = only_run(tmp_path)
     assert not list(run.glob("ckpt-*.pt")) and (run / "events.jsonl").is_file()
-    again = run_cli("run", str(recipe), "--out", str(tmp_path), "--no-progress")
+    again = cli("run", str(recipe), "--out", str(tmp_path), "--no-progress")
     assert again.returncode == 0, again.stderr
     assert f"starting {run} again from step 0" in again.stdout
     assert only_run(tmp_path) == run
@@ -364,7 +340,7 @@ def test_a_run_killed_before_its_first_checkpoint_is_started_again_in_place(reci
 
 def test_files_of_a_run_follow_the_umask(recipe, tmp_path):
     """Results are readable by a lab group: the atomic writes give the mode open() gives, not mkstemp's 0600."""
-    done = subprocess.run(
+    done = subprocess.run(  # a process of its own: bench reads the umask once, when it starts
         bench_argv("run", str(recipe), "--out", str(tmp_path), "--no-progress", "--set", "epochs=1"),
         capture_output=True,
         text=True,
@@ -390,11 +366,11 @@ def _in_a_small_disk(script: str, tmp_path) -> subprocess.CompletedProcess:
 
 
 def test_a_full_disk_is_one_sentence_a_failed_run_and_the_same_command_resumes(recipe, reference, tmp_path):
-    """A 5 MB tmpfs holds the first checkpoint (3 MB) but not the second beside it: exit 3, one sentence
+    """A 1 MB tmpfs holds the first checkpoint (0.6 MB) but not the second beside it: exit 3, one sentence
     naming the file, status failed with the reason; grown to 20 MB, the same command resumes bit for bit."""
     done = _in_a_small_disk(
         f"""
-        mount -t tmpfs -o size=5m tmpfs "$DISK" || exit 90
+        mount -t tmpfs -o size=1m tmpfs "$DISK" || exit 90
         "$PY" -m bench run {recipe} --out "$DISK/results" --no-progress 2>"$DISK/err1"; echo $? >"$DISK/rc1"
         cp -r "$DISK" "$OUT.full"
         mount -o remount,size=20m "$DISK"
@@ -498,14 +474,10 @@ def test_a_signal_to_the_launcher_of_two_workers_ends_preempted_and_resumes(
         ["submit", "RELIABILITY_RECIPE", "--nodes", "1", "--gpus-per-node", "3"],
     ],
 )
-def test_a_plan_impossible_for_the_world_size_is_refused_before_launch(recipe, tmp_path, args):
+def test_a_plan_impossible_for_the_world_size_is_refused_before_launch(recipe, tmp_path, monkeypatch, args):
     """global_batch 32 over 3 ranks: one sentence and exit 2, before any worker starts or any script is written."""
-    done = run_cli(
-        *[str(recipe) if a == "RELIABILITY_RECIPE" else a for a in args],
-        "--out",
-        str(tmp_path / "results"),
-        cwd=tmp_path,
-    )
+    monkeypatch.chdir(tmp_path)
+    done = cli(*[str(recipe) if a == "RELIABILITY_RECIPE" else a for a in args], "--out", str(tmp_path / "results"))
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.strip() == "bench: error: global_batch 32 cannot be split evenly over 3 ranks"
     assert list(tmp_path.iterdir()) == []
@@ -538,7 +510,7 @@ def test_the_sbatch_script_checkpoints_on_sigusr1_and_requeues_the_job(recipe, r
     for tool in fake.iterdir():
         tool.chmod(0o755)
     results = tmp_path / "results"
-    script = run_cli("submit", str(recipe), "--nodes", "1", "--gpus-per-node", "1", "--dry-run", "--out", str(results))
+    script = cli("submit", str(recipe), "--nodes", "1", "--gpus-per-node", "1", "--dry-run", "--out", str(results))
     assert script.returncode == 0, script.stderr
     assert "#SBATCH --signal=B:USR1@120" in script.stdout and "#SBATCH --requeue" in script.stdout
     job_id = str(10000 + os.getpid() % 10000)  # not a fixed port: parallel runs of this test (xdist, others) collide
@@ -578,27 +550,12 @@ def test_every_readable_validation_image_is_counted_once(recipe, tiny_dataset, t
     damaged = sorted((data / "val").rglob("*.*"))[::20]
     for path in damaged:
         path.write_bytes(path.read_bytes()[:60])
-    done = subprocess.run(
-        bench_argv(
-            "run",
-            str(recipe),
-            "--out",
-            str(tmp_path / "results"),
-            "--no-progress",
-            "--nproc",
-            str(world),
-            "--set",
-            f"data.path={data}",
-            "--set",
-            "epochs=2",
-            "--set",
-            f"data.eval_batch={eval_batch}",
-        ),
-        env=_workers_env(),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    args = ["run", str(recipe), "--out", str(tmp_path / "results"), "--no-progress", "--nproc", str(world)]
+    args += ["--set", f"data.path={data}", "--set", "epochs=2", "--set", f"data.eval_batch={eval_batch}"]
+    if world == 1:
+        done = cli(*args)
+    else:
+        done = subprocess.run(bench_argv(*args), env=_workers_env(), capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     run = only_run(tmp_path / "results")
     meta = json.loads((run / "meta.json").read_text())
@@ -610,7 +567,7 @@ def test_every_readable_validation_image_is_counted_once(recipe, tiny_dataset, t
     assert len(lines) == len(top1) and f"val top1 {top1.iloc[-1]:.2f}" in lines[-1] and lines[-1].endswith(" left")
     if world == 1:
         assert "val_images" in done.stdout and re.search(r"\|\s+38 \|", done.stdout), done.stdout
-        report = run_cli("report", str(tmp_path / "results"))
+        report = cli("report", str(tmp_path / "results"))
         assert f"{run}: val Top-1 over 38 of the 40 validation images" in report.stdout
 
 
@@ -620,11 +577,8 @@ def test_resuming_onto_a_changed_training_set_is_refused(recipe, tiny_dataset, t
     list): the same command refuses in one sentence (exit 2) naming --restart, and the run is left as it was."""
     data = tmp_path / "data"
     shutil.copytree(tiny_dataset, data)
-    command = bench_argv(
-        "run", str(recipe), "--out", str(tmp_path / "results"), "--no-progress", "--set", f"data.path={data}"
-    )
-    crashed = subprocess.run(command, env=dict(os.environ, BENCH_CRASH_AT="step:7"), capture_output=True)
-    assert crashed.returncode == -signal.SIGKILL
+    command = ["run", str(recipe), "--out", str(tmp_path / "results"), "--no-progress", "--set", f"data.path={data}"]
+    crash_at("step:7", *command)
     run = only_run(tmp_path / "results")
     meta = json.loads((run / "meta.json").read_text())
     assert meta["train_size"] == 160 and len(meta["train_digest"]) == 16
@@ -634,11 +588,11 @@ def test_resuming_onto_a_changed_training_set_is_refused(recipe, tiny_dataset, t
         image.unlink()
     else:
         image.rename(classes[1] / image.name)
-    resumed = subprocess.run(command, capture_output=True, text=True)
+    resumed = cli(*command)
     assert resumed.returncode == 2 and "Traceback" not in resumed.stderr, resumed.stderr
     said = "160 images then, 159 now" if change == "one image fewer" else "the same 160 images count, another file list"
     errors = [line for line in resumed.stderr.splitlines() if line.startswith("bench: error:")]
-    assert errors == [  # one sentence (the model's dead-parameter warning may come before it)
+    assert errors == [  # one sentence
         f"bench: error: {run / 'ckpt-000000004.pt'}: the training set in {data} changed "
         f"since this checkpoint ({said}); resume on the same images, or start a new run "
         "with --restart"
@@ -651,7 +605,7 @@ def test_strict_data_finds_an_unreadable_training_image_before_the_first_step(re
     shutil.copytree(tiny_dataset, data)
     damaged = sorted((data / "train").rglob("*.*"))[-1]  # read late in an epoch, if ever
     damaged.write_bytes(damaged.read_bytes()[:60])
-    done = run_cli(
+    done = cli(
         "run",
         str(recipe),
         "--out",

@@ -15,7 +15,7 @@ import pytest
 
 from bench.analysis import results
 from bench.rundir import event_lines
-from tests.conftest import bench_argv, write_recipe
+from tests.conftest import bench_argv, cli, write_recipe
 from tests.helpers import (
     BASE,
     RELIABILITY_RECIPE,  # the tiny dataset: 5 steps an epoch
@@ -56,27 +56,12 @@ def recipe(folder: Path, data: Path, epochs: int, name: str) -> Path:
 
 
 def submit(env, folder: Path, recipe_path: Path, *extra: str) -> str:
-    """`bench submit` for real, from `folder`; returns the job id."""
-    done = subprocess.run(
-        bench_argv(
-            "submit",
-            str(recipe_path),
-            "--nodes",
-            "1",
-            "--gpus-per-node",
-            "0",
-            "--cpus-per-worker",
-            "1",
-            "--out",
-            str(folder / "results"),
-            *extra,
-        ),
-        cwd=folder,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    """`bench submit` for real (sbatch), from `folder`, in this process; returns the job id."""
+    args = ["submit", str(recipe_path), "--nodes", "1", "--gpus-per-node", "0", "--cpus-per-worker", "1"]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(folder)
+        patch.setenv("SLURM_CONF", env["SLURM_CONF"])
+        done = cli(*args, "--out", str(folder / "results"), *extra)
     assert done.returncode == 0, done.stderr
     scripts = list((folder / "slurm").glob("*.sbatch"))  # srun gets the job's CPUs (Slurm >= 22.05 needs it said)
     assert scripts and all('srun --cpus-per-task="$SLURM_CPUS_PER_TASK" ' in p.read_text() for p in scripts)
@@ -197,7 +182,8 @@ def test_scancel_ends_the_run_preempted_with_a_checkpoint_and_a_requeue_resumes_
 def test_a_sweep_as_a_job_array_shares_its_trials_between_the_array_tasks(cluster, tiny_dataset, tmp_path):
     """`bench submit SWEEP`: two array tasks claim the trials through the run directories' locks; between
     them every trial and rerun trains once and the verdict is written."""
-    write_recipe(tmp_path / "base.yaml", BASE.replace("DATA", str(tiny_dataset)))
+    base = BASE.replace("DATA", str(tiny_dataset)).replace("{name: resnet10t}", "{name: resnet8_cifar}")
+    write_recipe(tmp_path / "base.yaml", base)  # bench's own model: the array tasks import no timm
     sweep_file = write_recipe(tmp_path / "tiny.yaml", SWEEP.replace("seeds: [1, 2]", "seeds: [1]"))
     job_id = submit(cluster, tmp_path, sweep_file, "--array", "2")
     tasks = [wait(cluster, f"{job_id}_{task}", ended) for task in (0, 1)]

@@ -2,7 +2,7 @@
 
 import json
 
-from tests.conftest import run_cli, write_recipe
+from tests.conftest import cli, write_recipe
 
 RECIPE = """
 model: {name: resnet10t}
@@ -23,7 +23,7 @@ def test_suite_runs_records_divergence_skips_completed_and_regenerates(tmp_path,
         text = RECIPE.replace("DATA", str(tiny_dataset)).replace("OPT", opt).replace("LR", lr)
         write_recipe(folder / f"{name}.yaml", text)
     results, plots = tmp_path / "results", tmp_path / "plots"
-    done = run_cli("suite", str(folder), "--out", str(results), "--plots", str(plots))
+    done = cli("suite", str(folder), "--out", str(results), "--plots", str(plots))
     assert done.returncode == 0, done.stderr
     assert "a-sgd: completed" in done.stdout and "b-lars: diverged" in done.stdout
     assert (results / "report.md").is_file() and (results / "compare.csv").is_file()
@@ -31,7 +31,7 @@ def test_suite_runs_records_divergence_skips_completed_and_regenerates(tmp_path,
     [run] = (results / "b-lars").iterdir()
     assert json.loads((run / "meta.json").read_text())["status"] == "diverged"
 
-    again = run_cli("suite", str(folder), "--out", str(results), "--plots", str(plots))
+    again = cli("suite", str(folder), "--out", str(results), "--plots", str(plots))
     assert again.returncode == 0
     assert "a-sgd: skipped (finished before)" in again.stdout and "b-lars: skipped (finished before)" in again.stdout
     assert len(list((results / "a-sgd").iterdir())) == 1 == len(list((results / "b-lars").iterdir()))
@@ -46,6 +46,6 @@ def test_suite_with_a_bad_recipe_runs_nothing(tmp_path, tiny_dataset):
     write_recipe(
         folder / "bad.yaml", RECIPE.replace("DATA", str(tiny_dataset)).replace("OPT", "sgdd").replace("LR", "0.1")
     )
-    done = run_cli("suite", str(folder), "--out", str(tmp_path / "results"))
+    done = cli("suite", str(folder), "--out", str(tmp_path / "results"))
     assert done.returncode == 2 and "bad.yaml" in done.stderr and "sgdd" in done.stderr
     assert not (tmp_path / "results").exists()

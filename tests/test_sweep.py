@@ -20,7 +20,7 @@ from bench.cli import main
 from bench.data import build
 from bench.errors import UserError
 from bench.recipe import DataSpec
-from tests.conftest import RECIPES, write_recipe
+from tests.conftest import RECIPES, cli, write_recipe
 from tests.helpers import BASE, SWEEP, make_run, sweep_run
 
 
@@ -310,19 +310,11 @@ def test_verdict_is_a_cli_table_in_every_format(tmp_path):
     for arm in ("lars", "nesterov"):
         for seed in (1, 2):
             sweep_run(tmp_path, arm, 128, "rerun", seed, [50, 60 + seed + (arm == "lars")])
-    done = subprocess.run(
-        [sys.executable, "-m", "bench", "table", "verdict", str(tmp_path), "--format", "csv"],
-        capture_output=True,
-        text=True,
-    )
+    done = cli("table", "verdict", str(tmp_path), "--format", "csv")
     assert done.returncode == 0, done.stderr
     header = [line for line in done.stdout.splitlines() if not line.startswith("#")][0]
     assert "Δ val Top-1 (X − Y) ci low" in header and "Δ val Top-1 (X − Y) ci high" in header
-    bad = subprocess.run(
-        [sys.executable, "-m", "bench", "table", "verdict", str(tmp_path), "--baseline", "adamw"],
-        capture_output=True,
-        text=True,
-    )
+    bad = cli("table", "verdict", str(tmp_path), "--baseline", "adamw")
     assert bad.returncode == 2 and "not an arm of these sweeps" in bad.stderr
     # every table that takes an arm checks it (scaling once indexed its resamples by it: a KeyError), and a sweep
     # table that takes none refuses one rather than ignoring it
@@ -336,10 +328,10 @@ def test_verdict_is_a_cli_table_in_every_format(tmp_path):
 @pytest.mark.slow
 def test_a_tiny_sweep_killed_once_resumes_and_reports(sweep_file, tmp_path, capsys):
     """2 arms x 1 batch x 2 trials, best of each rerun over 2 seeds; the process is SIGKILLed at step 3 of
-    the first trial, then the same command finishes the sweep: every trial trained once. On timm's tiny test ResNet:
-    the sweep's bookkeeping is under test, not the model."""
+    the first trial, then the same command finishes the sweep: every trial trained once. On bench's own ResNet-8,
+    which spares the killed process timm's import: the sweep's bookkeeping is under test, not the model."""
     base = sweep_file.with_name("base.yaml")
-    base.write_text(base.read_text().replace("{name: resnet10t}", "{name: test_resnet}"))
+    base.write_text(base.read_text().replace("{name: resnet10t}", "{name: resnet8_cifar}"))
     out, plots = tmp_path / "results", tmp_path / "plots"
     cmd = [
         sys.executable,
@@ -356,7 +348,7 @@ def test_a_tiny_sweep_killed_once_resumes_and_reports(sweep_file, tmp_path, caps
     env = dict(os.environ, BENCH_CRASH_AT="step:3", BENCH_CRASH_ONCE=str(tmp_path / "crashed"), PYTHONWARNINGS="ignore")
     crashed = subprocess.run(cmd, env=env, capture_output=True, text=True)
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    done = cli(*cmd[3:])  # the same command, in this process
     assert done.returncode == 0, done.stderr
     assert "resuming" in done.stdout  # the killed trial went on from its checkpoint (step 2)
     runs = results.load([out])
@@ -453,6 +445,8 @@ def test_two_workers_at_once_never_train_a_trial_twice(sweep_file, tmp_path):
     cmd = [sys.executable, "-m", "bench", "sweep", str(sweep_file), "--out", str(out), "--allow-dirty"]
     cmd += ["--plots", str(tmp_path / "plots")]
     write_recipe(sweep_file, SWEEP.replace("seeds: [1, 2]", "seeds: [1]").replace("{epochs: 2}", "{epochs: 1}"))
+    base = sweep_file.with_name("base.yaml")  # bench's own model: the processes import no timm
+    base.write_text(base.read_text().replace("{name: resnet10t}", "{name: resnet8_cifar}"))
     env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
     workers = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in "ab"]
     said = [w.communicate(timeout=600) for w in workers]
@@ -487,11 +481,7 @@ def test_holdout_top1_is_in_metrics_and_read_back(tmp_path):
 
 def test_perf_sweep_reports_the_overhead_per_trial(sweep_file, tmp_path):
     base = sweep_file.parent / "base.yaml"
-    done = subprocess.run(
-        [sys.executable, "-m", "bench", "perf", "sweep", "--recipe", str(base), "--epochs", "1", "--trials", "2"],
-        capture_output=True,
-        text=True,
-    )
+    done = cli("perf", "sweep", "--recipe", str(base), "--epochs", "1", "--trials", "2")
     assert done.returncode == 0, done.stderr
     assert "overhead / training time, median of trials 2-2:" in done.stdout
     rows = [line.split() for line in done.stdout.splitlines() if line.startswith("perf-base-b32-t0")]
@@ -499,9 +489,7 @@ def test_perf_sweep_reports_the_overhead_per_trial(sweep_file, tmp_path):
     for _, wall, train, evaluation, overhead, ratio in rows:
         assert float(wall) == pytest.approx(float(train) + float(evaluation) + float(overhead), abs=0.02)
         assert float(train) > 0 and float(evaluation) > 0
-    bad = subprocess.run(
-        [sys.executable, "-m", "bench", "perf", "sweep", "--trials", "1"], capture_output=True, text=True
-    )
+    bad = cli("perf", "sweep", "--trials", "1")
     assert bad.returncode == 2 and "argument --trials: expected an integer >= 2" in bad.stderr
 
 
@@ -518,20 +506,10 @@ def test_list_prints_the_search_warnings_the_runs_and_their_gpu_hours(sweep_file
     assert "GPU-hours: give --throughput IMG_S for resnet10t at 16 px" in capsys.readouterr().out
 
 
-def test_submit_a_sweep_file_as_a_job_array_of_workers(sweep_file, tmp_path):
-    cmd = [
-        sys.executable,
-        "-m",
-        "bench",
-        "submit",
-        str(sweep_file),
-        "--nodes",
-        "1",
-        "--gpus-per-node",
-        "1",
-        "--dry-run",
-    ]
-    done = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path)
+def test_submit_a_sweep_file_as_a_job_array_of_workers(sweep_file, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cmd = ["submit", str(sweep_file), "--nodes", "1", "--gpus-per-node", "1", "--dry-run"]
+    done = cli(*cmd)
     assert done.returncode == 0, done.stderr
     script = done.stdout
     assert "#SBATCH --array=0-3" in script  # one worker per trial: 2 arms x 1 batch x 2 trials
@@ -539,15 +517,10 @@ def test_submit_a_sweep_file_as_a_job_array_of_workers(sweep_file, tmp_path):
     assert 'srun --cpus-per-task="$SLURM_CPUS_PER_TASK" ' in script  # Slurm >= 22.05: srun does not inherit it
     plan = "# batch 32: plan: 1 rank x 1 micro-batches x 32 images = batch 32; 1 gradient group of 1 micro-batch(es)"
     assert plan + "; micro_batch auto: the device's memory may lower it\nset -uo" in script  # as bench run prints it
-    done = subprocess.run(
-        cmd + ["--array", "2", "--out", "elsewhere", "--account", "proj42", "--exclusive"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-    )
+    done = cli(*cmd, "--array", "2", "--out", "elsewhere", "--account", "proj42", "--exclusive")
     assert "#SBATCH --array=0-1" in done.stdout and "--out elsewhere" in done.stdout
     assert "#SBATCH --account=proj42" in done.stdout and "#SBATCH --exclusive" in done.stdout  # the same header
-    bad = subprocess.run(cmd[:6] + ["2", "--gpus-per-node", "1", "--dry-run"], capture_output=True, text=True)
+    bad = cli(*cmd[:3], "2", "--gpus-per-node", "1", "--dry-run")
     assert bad.returncode == 2 and "job array of one-GPU workers" in bad.stderr
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from bench.analysis import results
 from bench.cli import main
-from tests.conftest import bench_argv, run_cli, write_recipe
+from tests.conftest import bench_argv, cli, write_recipe
 from tests.helpers import TENSORBOARD_RECIPE, only_run
 
 pytest.importorskip("tensorboard")
@@ -99,7 +99,7 @@ def test_a_killed_run_resumes_its_curves_without_duplicate_points(recipe, tmp_pa
         text=True,
     )
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr
-    resumed = run_cli("run", str(recipe), "--out", str(tmp_path), "--no-progress", "--tensorboard")
+    resumed = cli("run", str(recipe), "--out", str(tmp_path), "--no-progress", "--tensorboard")
     assert resumed.returncode == 0, resumed.stderr
     run = only_run(tmp_path)
     assert f"resuming {run} at step 4" in resumed.stdout
@@ -113,7 +113,7 @@ def test_logging_changes_no_number_seeds_and_resume_ignore_it(recipe, tmp_path):
         capture_output=True,
     )
     assert crashed.returncode == -signal.SIGKILL
-    resumed = run_cli("run", str(recipe), "--out", str(tmp_path), "--no-progress", "--tensorboard")
+    resumed = cli("run", str(recipe), "--out", str(tmp_path), "--no-progress", "--tensorboard")
     assert resumed.returncode == 0 and "resuming" in resumed.stdout  # the same run, now with curves
     other = write_recipe(tmp_path / "tb-s1.yaml", recipe.read_text() + "seed: 1\nname: tb-s1\n")
     assert main(["run", str(other), "--out", str(tmp_path / "more"), "--no-progress"]) == 0

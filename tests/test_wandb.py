@@ -13,7 +13,7 @@ import pytest
 
 from bench.cli import main
 from bench.engine.wandb_curves import run_id
-from tests.conftest import bench_argv, run_cli, write_recipe
+from tests.conftest import bench_argv, cli, write_recipe
 from tests.helpers import TENSORBOARD_RECIPE, only_run
 
 pytest.importorskip("wandb")
@@ -115,7 +115,7 @@ def test_a_preempted_run_resumes_the_same_wandb_run_without_a_point_twice(recipe
     first, _ = history(run)
     assert [r["step"] for r in first if "train/loss" in r] == list(range(1, 9))
     assert [r["step"] for r in first if "eval/val_top1" in r] == [5]
-    resumed = run_cli("run", str(recipe), "--out", str(tmp_path), "--no-progress")
+    resumed = cli("run", str(recipe), "--out", str(tmp_path), "--no-progress")
     assert resumed.returncode == 0, resumed.stderr
     assert f"resuming {run} at step 8" in resumed.stdout
     _, runs = assert_wandb_matches_the_logs(run)
@@ -133,7 +133,7 @@ def test_a_killed_run_never_sends_a_point_twice(recipe, tmp_path):
         capture_output=True,
     )
     assert crashed.returncode == -signal.SIGKILL
-    assert run_cli("run", str(recipe), "--out", str(tmp_path), "--no-progress").returncode == 0
+    assert cli("run", str(recipe), "--out", str(tmp_path), "--no-progress").returncode == 0
     rows, _ = history(only_run(tmp_path))
     events = {json.loads(line)["step"]: json.loads(line) for line in event_lines(only_run(tmp_path))}
     steps = [r["step"] - 1 for r in rows if "train/loss" in r]  # W&B's x is the steps done: events' step + 1
