@@ -276,33 +276,46 @@ def test_group_optimizers_need_two_groups():
         opt.step()
 
 
-def _two_ranks(rank: int, folder: str, steps, name):
+TWO_RANKS = ["adascale_lars", "simigrad_sgd"]
+
+
+def _two_ranks(rank: int, folder: str, steps):
+    """Each of TWO_RANKS on 2 gloo ranks of two groups each; one process group for all (a spawned process spends
+    seconds importing)."""
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{folder}/init", rank=rank, world_size=2)
     try:
-        params = [nn.Parameter(w.clone()) for w in weights()]
-        opt = optim.create(params, name, lr=0.1, weight_decay=0.1)
-        for lr, groups in zip(LRS[:3], steps):
-            for group in opt.param_groups:
-                group["lr"] = lr
-            for i, grads in enumerate(groups[2 * rank : 2 * rank + 2]):
-                backward(params, grads)
-                opt.observe(index=2 * rank + i)
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-        torch.save(([p.detach() for p in params], opt.diagnostics()), f"{folder}/rank{rank}.pt")
+        for name in TWO_RANKS:
+            params = [nn.Parameter(w.clone()) for w in weights()]
+            opt = optim.create(params, name, lr=0.1, weight_decay=0.1)
+            for lr, groups in zip(LRS[:3], steps):
+                for group in opt.param_groups:
+                    group["lr"] = lr
+                for i, grads in enumerate(groups[2 * rank : 2 * rank + 2]):
+                    backward(params, grads)
+                    opt.observe(index=2 * rank + i)
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+            torch.save(([p.detach() for p in params], opt.diagnostics()), f"{folder}/{name}-rank{rank}.pt")
         dist.barrier()  # neither rank tears gloo down while the other still talks to it (a rare SIGABRT in CI)
     finally:
         dist.destroy_process_group()
 
 
-@pytest.mark.parametrize("name", ["adascale_lars", "simigrad_sgd"])
-def test_two_ranks_of_two_groups_equal_one_process_of_four(tmp_path, name):
-    steps = gradients(3, k=4)
-    mp.spawn(_two_ranks, args=(str(tmp_path), steps, name), nprocs=2)
+@pytest.fixture(scope="module")
+def two_ranks(tmp_path_factory):
+    """The gradients of 3 steps of 4 groups, and the folder where each rank saved what each optimizer reached."""
+    folder, steps = tmp_path_factory.mktemp("two-ranks"), gradients(3, k=4)
+    mp.spawn(_two_ranks, args=(str(folder), steps), nprocs=2)
+    return folder, steps
+
+
+@pytest.mark.parametrize("name", TWO_RANKS)
+def test_two_ranks_of_two_groups_equal_one_process_of_four(two_ranks, name):
+    folder, steps = two_ranks
     single, opt = run(name, weights(), steps, LRS[:3], weight_decay=0.1)
     for rank in (0, 1):
-        final, diag = torch.load(tmp_path / f"rank{rank}.pt")
+        final, diag = torch.load(folder / f"{name}-rank{rank}.pt")
         assert_history([final], [single[-1]], rtol=1e-12, atol=1e-14)
         assert diag == pytest.approx(opt.diagnostics(), rel=1e-10)
 

@@ -83,59 +83,69 @@ def test_every_optimizer_has_the_kind_its_class_declares(name):
     assert project.KINDS[project.kind(name)][0] == second
 
 
-def _count_bytes(rank: int, folder: str, name: str, options: dict):
-    """One training step of a small model on 2 gloo ranks, as the runner takes it (DDP reduces a plain optimizer's
-    gradient; a group optimizer's groups run under no_sync and it reduces its own statistics): the bytes reduced."""
+BYTES_CASES = [
+    ("lars", {}),
+    ("vrgd_lars", {}),
+    ("adascale_lars", {}),
+    ("adascale_lars", {"gain_scope": "per_group"}),
+    ("simigrad_lars", {}),
+]
+
+
+def _count_bytes(rank: int, folder: str):
+    """One training step of a small model on 2 gloo ranks for each of BYTES_CASES, as the runner takes it (DDP reduces
+    a plain optimizer's gradient; a group optimizer's groups run under no_sync and it reduces its own statistics): the
+    bytes reduced. One process group for all cases: a spawned process spends seconds importing."""
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{folder}/init", rank=rank, world_size=2)
     try:
-        torch.manual_seed(0)
-        model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3))
-        opt = optim.create(model, name, lr=0.1, weight_decay=0.1, **options)
-        counted = []
-        reduce = dist.all_reduce
+        for case, (name, options) in enumerate(BYTES_CASES):
+            torch.manual_seed(0)
+            model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3))
+            opt = optim.create(model, name, lr=0.1, weight_decay=0.1, **options)
+            counted = []
+            reduce = dist.all_reduce
 
-        def counting(tensor, *args, **kwargs):
-            counted.append(tensor.numel() * tensor.element_size())
-            return reduce(tensor, *args, **kwargs)
+            def counting(tensor, *args, **kwargs):
+                counted.append(tensor.numel() * tensor.element_size())
+                return reduce(tensor, *args, **kwargs)
 
-        ddp = DistributedDataParallel(model)
-        ddp.register_comm_hook(None, default_hooks.allreduce_hook)  # DDP's buckets through dist.all_reduce, counted
-        dist.all_reduce = counting
-        x, y = torch.randn(4, 8), torch.randint(0, 3, (4,))
-        if opt.reduces_gradients:
-            for i in range(2):  # two groups per rank
-                with ddp.no_sync():
-                    nn.functional.cross_entropy(ddp(x[2 * i : 2 * i + 2]), y[2 * i : 2 * i + 2]).backward()
-                opt.observe(index=2 * rank + i)
-        else:
-            nn.functional.cross_entropy(ddp(x), y).backward()
-        opt.step()
-        dist.all_reduce = reduce
-        params = sum(p.numel() for p in model.parameters())
-        torch.save((sum(counted), params, len(opt.param_groups)), f"{folder}/rank{rank}.pt")
+            ddp = DistributedDataParallel(model)
+            ddp.register_comm_hook(None, default_hooks.allreduce_hook)  # DDP's buckets through dist.all_reduce, counted
+            dist.all_reduce = counting
+            x, y = torch.randn(4, 8), torch.randint(0, 3, (4,))
+            if opt.reduces_gradients:
+                for i in range(2):  # two groups per rank
+                    with ddp.no_sync():
+                        nn.functional.cross_entropy(ddp(x[2 * i : 2 * i + 2]), y[2 * i : 2 * i + 2]).backward()
+                    opt.observe(index=2 * rank + i)
+            else:
+                nn.functional.cross_entropy(ddp(x), y).backward()
+            opt.step()
+            dist.all_reduce = reduce
+            params = sum(p.numel() for p in model.parameters())
+            torch.save((sum(counted), params, len(opt.param_groups)), f"{folder}/case{case}-rank{rank}.pt")
         dist.barrier()
     finally:
         dist.destroy_process_group()
 
 
-@pytest.mark.parametrize(
-    "name,options",
-    [
-        ("lars", {}),
-        ("vrgd_lars", {}),
-        ("adascale_lars", {}),
-        ("adascale_lars", {"gain_scope": "per_group"}),
-        ("simigrad_lars", {}),
-    ],
-)
-def test_model_bytes_equal_a_real_two_process_all_reduce(tmp_path, name, options):
+@pytest.fixture(scope="module")
+def reduced_bytes(tmp_path_factory) -> list:
+    folder = tmp_path_factory.mktemp("bytes")
+    saved = [folder / f"case{case}-rank0.pt" for case in range(len(BYTES_CASES))]
     try:
-        mp.spawn(_count_bytes, args=(str(tmp_path), name, options), nprocs=2)
+        mp.spawn(_count_bytes, args=(str(folder),), nprocs=2)
     except mp.ProcessExitedException as e:  # gloo's teardown can abort after both ranks saved (a known CI flake)
-        if not all((tmp_path / f"rank{r}.pt").exists() for r in (0, 1)):
+        if not all(path.exists() for path in saved):
             raise e
-    counted, params, groups = torch.load(tmp_path / "rank0.pt")
+    return [torch.load(path) for path in saved]
+
+
+@pytest.mark.parametrize("case", range(len(BYTES_CASES)), ids=[f"{n}-{o}" for n, o in BYTES_CASES])
+def test_model_bytes_equal_a_real_two_process_all_reduce(reduced_bytes, case):
+    name, options = BYTES_CASES[case]
+    counted, params, groups = reduced_bytes[case]
     assert counted == project.reduced_bytes(name, params, groups, options.get("gain_scope") == "per_group")
 
 
