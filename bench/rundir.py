@@ -416,6 +416,14 @@ def find_runs(paths: list[str | Path]) -> list[Path]:
     return list(dict.fromkeys(runs))
 
 
+def read_yaml(path: Path):
+    """A resolved recipe (or other YAML bench wrote), safely, through libyaml where PyYAML has it: the same values
+    as yaml.safe_load, several times faster over a results tree of hundreds of runs."""
+    import yaml
+
+    return yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - safe
+
+
 def read_recipe_and_meta(run: Path) -> tuple[dict, dict]:
     """A finished or running run's recipe (read with today's schema) and meta.json, or one UserError."""
     import yaml
@@ -424,7 +432,7 @@ def read_recipe_and_meta(run: Path) -> tuple[dict, dict]:
 
     try:
         meta = json.loads((run / META).read_text())
-        recipe = yaml.safe_load((run / RECIPE).read_text())
+        recipe = read_yaml(run / RECIPE)
     except (OSError, ValueError, yaml.YAMLError) as e:
         raise UserError(f"{run}: not a readable run directory ({type(e).__name__}: {e})") from None
     if not isinstance(meta, dict) or not isinstance(recipe, dict):

@@ -24,10 +24,9 @@ from functools import lru_cache
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
 from bench.analysis.paper import display
-from bench.rundir import RECIPE
+from bench.rundir import RECIPE, read_yaml
 
 SEARCHED_ROLES = ("trial", "local")
 NOT_HYPERPARAMETERS = ("fused",)  # options that change the kernels, not the mathematics
@@ -35,7 +34,7 @@ NOT_HYPERPARAMETERS = ("fused",)  # options that change the kernels, not the mat
 
 @lru_cache(maxsize=4096)
 def _recipe(run: str) -> dict:
-    return yaml.safe_load((Path(run) / RECIPE).read_text()) or {}
+    return read_yaml(Path(run) / RECIPE) or {}
 
 
 def dotted(recipe: dict, key: str):
@@ -51,7 +50,7 @@ def spaces(runs: pd.DataFrame) -> dict[str, dict]:
     for sweep, run in runs.dropna(subset=["sweep"]).groupby("sweep")["run"].first().items():
         path = Path(run).parent.parent / f"{sweep}.sweep.yaml"
         if path.is_file():
-            out[sweep] = yaml.safe_load(path.read_text()) or {}
+            out[sweep] = read_yaml(path) or {}
     return out
 
 
