@@ -133,14 +133,17 @@ def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(bench_argv(*args), capture_output=True, text=True, cwd=cwd, env=env)
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
+def cli(*args: str, show_warnings: bool = False) -> subprocess.CompletedProcess:
     """`bench ARGS` in this process, with run_cli's exit code, stdout and stderr, without the 5-10 s a new Python
-    spends importing torch on 2 cores (most of a small run's time). Python's warnings are ignored, as in run_cli."""
+    spends importing torch on 2 cores (most of a small run's time). Python's warnings are ignored, as in run_cli;
+    `show_warnings`: each shown once, as a process without PYTHONWARNINGS shows them, at the end of stderr."""
     out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("default" if show_warnings else "ignore")
         try:
             code = main(list(args))
         except SystemExit as e:  # argparse's refusals
             code = e.code
+    for w in seen:
+        err.write(warnings.formatwarning(w.message, w.category, w.filename, w.lineno, w.line))
     return subprocess.CompletedProcess(["bench", *args], code, out.getvalue(), err.getvalue())

@@ -10,7 +10,7 @@ import pytest
 from bench.cli import main
 from bench.data import resolve_loader
 from bench.rundir import versions
-from tests.conftest import RECIPES
+from tests.conftest import RECIPES, cli
 
 
 @pytest.mark.parametrize(
@@ -203,9 +203,6 @@ def test_help_version_and_column_definitions_import_no_torch(args):
 def test_validate_warns_of_dead_parameters_and_upscaled_images(tmp_path):
     """The Fashion-MNIST study's first model on its 28 px images (bench data idx): --models prints the share of
     parameters no image reaches, and a warning; a recipe that upscales those images to 224 px gets one too."""
-    import os
-    import sys
-
     from tests.helpers import family
 
     data = tmp_path / "fashion"
@@ -224,13 +221,7 @@ target_top1: 80
     )
     big = tmp_path / "big.yaml"
     big.write_text("model: {name: resnet20_cifar}" + base.replace("image_size: 28", "image_size: 224"))
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
-    done = subprocess.run(
-        [sys.executable, "-m", "bench", "validate", "--models", str(small), str(big)],
-        capture_output=True,
-        text=True,
-        env=env,
-    )
+    done = cli("validate", "--models", str(small), str(big), show_warnings=True)
     assert done.returncode == 0, done.stderr
     # 688,128 structural zeros (the padding-only taps); a coordinate or two of the unseeded model may also read
     # exactly zero by chance on the probe's images: the count is checked as at least the structural ones, few more
@@ -254,12 +245,7 @@ target_top1: 80
     assert second.startswith(
         f"bench: warning: {big}: data.image_size 224 is 8x the dataset's own 28 px images ({data / 'train'}"
     )
-    refused = subprocess.run(
-        [sys.executable, "-m", "bench", "validate", "--models", str(small), "--set", "engine.dead_params=refuse"],
-        capture_output=True,
-        text=True,
-        env=env,
-    )
+    refused = cli("validate", "--models", str(small), "--set", "engine.dead_params=refuse", show_warnings=True)
     assert refused.returncode == 2 and refused.stdout == ""
     assert refused.stderr.startswith(f"bench: error: {small}: key 'engine.dead_params' is refuse and 55% of ")
     assert refused.stderr.count("\n") == 1

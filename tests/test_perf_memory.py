@@ -6,7 +6,7 @@ from bench.cli import main
 from tests.conftest import write_recipe
 
 RECIPE = """
-model: {name: test_resnet, bn_batch: 4}
+model: {name: resnet8_cifar, bn_batch: 4}  # bench's own: the process per micro-batch tried imports no timm
 data: {dataset: synthetic, image_size: 24}
 global_batch: 8
 micro_batch: 8
