@@ -22,7 +22,8 @@ import pytest
 from bench.cli import main
 from bench.engine.threads import usable_cores
 
-RECIPES = Path(__file__).resolve().parents[1] / "recipes"
+ROOT = Path(__file__).resolve().parents[1]
+RECIPES = ROOT / "recipes"
 WORKER = os.environ.get("PYTEST_XDIST_WORKER")  # gw0, gw1, ... under xdist; None in one process
 WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 if WORKER and "OMP_NUM_THREADS" not in os.environ:  # before torch is imported: its default thread count
@@ -131,6 +132,43 @@ def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     itself (its environment, a signal, how it ends); `cli` for the rest."""
     env = dict(os.environ, PYTHONWARNINGS="ignore")
     return subprocess.run(bench_argv(*args), capture_output=True, text=True, cwd=cwd, env=env)
+
+
+def killed_at(point: str, *args: str, **env: str) -> int:
+    """`bench ARGS` that kills itself (SIGKILL) at `point` (BENCH_CRASH_AT: step:N, eval:N, checkpoint:N), with
+    `env` set for it; its exit status, -9 when it got there. In a fork of this process where torch runs on one
+    thread (each xdist worker): a killed process without the 5-10 s a new Python spends on imports. Else (`-n 0`
+    on several threads, whose OpenMP pool a fork does not carry) in a new process, through tests/kron_eager.py
+    (timm's Kron eager there too, as tests/conftest.py's _kron_eager makes it here)."""
+    import signal
+    import time
+
+    import torch
+
+    env = {"BENCH_CRASH_AT": point, **env}
+    if torch.get_num_threads() > 1:
+        command = [sys.executable, "-m", "tests.kron_eager", *args]
+        return subprocess.run(command, env=dict(os.environ, **env), capture_output=True, cwd=ROOT).returncode
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the child never returns into pytest
+        try:
+            os.environ.update(env)
+            quiet = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(quiet, 1)
+            os.dup2(quiet, 2)
+            main(list(args))
+        finally:
+            os._exit(70)  # it ran to its end: BENCH_CRASH_AT never came
+    deadline = time.monotonic() + 600
+    while not (ended := os.waitpid(pid, os.WNOHANG))[0]:
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise AssertionError(f"bench {' '.join(args)} did not reach {point} in 600 s")
+        time.sleep(0.05)
+    return os.waitstatus_to_exitcode(ended[1])
 
 
 def cli(*args: str, show_warnings: bool = False) -> subprocess.CompletedProcess:

@@ -70,8 +70,19 @@ def _max_diff(a: dict, b: dict) -> float:
     return max((a[k].double() - b[k].double()).abs().max().item() for k in a)
 
 
+@pytest.fixture(scope="module")
+def float64_steps(tmp_path_factory, tiny_dataset):
+    """Each of OPTIMIZERS' recipe in float64, its initial parameters, and the parameters 1 process x 8
+    micro-batches reaches (the reference the 2- and 4-rank plans are held to)."""
+    folder = tmp_path_factory.mktemp("float64")
+    paths = [equiv_recipe(folder, tiny_dataset, opt, lr, "fp64", "resnet8_cifar") for opt, lr in OPTIMIZERS]
+    initial = Trainer(recipe_mod.load(paths[0]), distributed.Dist(0, 1, 0, torch.device("cpu"))).model
+    return folder, paths, dict(initial.named_parameters()), params_after(folder, paths, 1)
+
+
 @pytest.mark.slow
-def test_same_parameters_for_1x8_2x4_4x2_in_float64(tmp_path, tiny_dataset):
+@pytest.mark.parametrize("world", [2, 4], ids=["2x4", "4x2"])
+def test_same_parameters_for_1x8_2x4_4x2_in_float64(float64_steps, world):
     """1 process x 8 micro-batches, 2 x 4 and 4 x 2 take the same steps (gloo, CPU), for every way the
     engine combines gradients: DDP's all-reduce (sgd, lars), the optimizer's own (vrgd_lars), AdaScale's
     gain and SimiGrad's halves. In float64 the different summation orders differ by rounding near 1e-16,
@@ -79,19 +90,16 @@ def test_same_parameters_for_1x8_2x4_4x2_in_float64(tmp_path, tiny_dataset):
     more than the tolerance, and rounding can never reach it. bench's ResNet-8 (BatchNorm in every block, as
     resnet10t; 60x fewer parameters, and the spawned ranks import no timm): float64 convolutions on the CPU take
     the slow path, and the question is how gradients are combined, not which model makes them."""
-    paths = [equiv_recipe(tmp_path, tiny_dataset, opt, lr, "fp64", "resnet8_cifar") for opt, lr in OPTIMIZERS]
-    initial = Trainer(recipe_mod.load(paths[0]), distributed.Dist(0, 1, 0, torch.device("cpu"))).model
-    references = params_after(tmp_path, paths, 1)
+    folder, paths, initial, references = float64_steps
     for (opt, _), reference in zip(OPTIMIZERS, references):
         assert all(p.dtype == torch.float64 for p in reference.values())
-        moved = max((reference[k] - p.double()).abs().max().item() for k, p in initial.named_parameters())
+        moved = max((reference[k] - p.double()).abs().max().item() for k, p in initial.items())
         assert moved > 1e-3, f"{opt}: the steps did nothing"
-    for world in (2, 4):
-        for (opt, _), got, want in zip(OPTIMIZERS, params_after(tmp_path, paths, world), references):
-            for name in want:
-                torch.testing.assert_close(
-                    got[name], want[name], rtol=1e-9, atol=1e-10, msg=f"{opt}: {name} at world {world}"
-                )
+    for (opt, _), got, want in zip(OPTIMIZERS, params_after(folder, paths, world), references):
+        for name in want:
+            torch.testing.assert_close(
+                got[name], want[name], rtol=1e-9, atol=1e-10, msg=f"{opt}: {name} at world {world}"
+            )
 
 
 @pytest.mark.slow

@@ -259,16 +259,14 @@ def digits_folder(tmp_path_factory):
 
 @pytest.mark.parametrize("name", LIBRARY + VRGD_LIBRARY)
 def test_each_record_runs_through_bench_run_and_a_killed_run_resumes_bitwise(name, digits_folder, tmp_path, capsys):
-    """The reference and the resumed run in this process (their bits compared in one process), the killed run a
-    subprocess: BENCH_CRASH_AT kills its own process."""
+    """The reference and the resumed run in this process (their bits compared in one process), the killed run in a
+    fork of it (conftest.killed_at: BENCH_CRASH_AT kills its own process)."""
     import json
-    import os
-    import subprocess
-    import sys
 
     import pandas as pd
 
     from bench.cli import main
+    from tests.conftest import killed_at
 
     train = sum(1 for _ in (digits_folder / "train").rglob("*.png"))
     lr = LR.get(catalog.OPTIMIZERS[name].base, 1e-2)
@@ -286,13 +284,7 @@ def test_each_record_runs_through_bench_run_and_a_killed_run_resumes_bitwise(nam
     metrics, final, meta = outcome(tmp_path / "ref")
     assert meta["status"] == "completed" and len(metrics) == 2 and metrics["step"].iloc[-1] >= 4
     assert metrics["val_top1"].notna().all() and final["progress"]["step"] == metrics["step"].iloc[-1]
-    killed = ["run", str(recipe), "--out", str(tmp_path / "k"), "--no-progress"]  # timm's Kron eager there too
-    crashed = subprocess.run(
-        [sys.executable, "-m", "tests.kron_eager", *killed],
-        env=dict(os.environ, BENCH_CRASH_AT="step:3"),
-        capture_output=True,
-    )
-    assert crashed.returncode != 0
+    assert killed_at("step:3", "run", str(recipe), "--out", str(tmp_path / "k"), "--no-progress") == -9
     capsys.readouterr()
     assert main(["run", str(recipe), "--out", str(tmp_path / "k"), "--no-progress"]) == 0
     assert "resuming" in capsys.readouterr().out

@@ -13,7 +13,7 @@ from bench.engine.train import Progress
 from bench.recipe import Recipe
 from bench.rundir import event_lines
 from bench.schedule import lr_at
-from tests.conftest import cli, write_recipe
+from tests.conftest import cli, killed_at, write_recipe
 
 
 def recipe(**over) -> Recipe:
@@ -226,10 +226,7 @@ def test_an_optimizer_that_needs_two_groups_is_refused_with_one(tmp_path, tiny_d
 def test_a_killed_adaptive_run_resumes_to_the_same_results(tmp_path, tiny_dataset, optimizer, extra):
     """The gain's averages, the batch and the controller's half-window are in the checkpoint. On bench's own
     ResNet-8 at 16 px (the killed process imports no timm): what is checked is the state a resumed run restores."""
-    import os
     import signal
-    import subprocess
-    import sys
 
     text = TINY.format(data=tiny_dataset, optimizer=optimizer, extra=extra)
     text = text.replace("{name: resnet10t}", "{name: resnet8_cifar}").replace("image_size: 32", "image_size: 16")
@@ -238,12 +235,7 @@ def test_a_killed_adaptive_run_resumes_to_the_same_results(tmp_path, tiny_datase
     for name, crash in (("ref", None), ("crashed", "step:5")):
         out = tmp_path / name
         if crash:
-            killed = subprocess.run(
-                [sys.executable, "-m", "bench", "run", str(path), "--out", str(out), "--no-progress"],
-                env=dict(os.environ, BENCH_CRASH_AT=crash),
-                capture_output=True,
-            )
-            assert killed.returncode == -signal.SIGKILL
+            assert killed_at(crash, "run", str(path), "--out", str(out), "--no-progress") == -signal.SIGKILL
         done = cli("run", str(path), "--out", str(out), "--no-progress")
         assert done.returncode == 0, done.stderr
         [run] = list((out / "r").iterdir())

@@ -18,7 +18,7 @@ import torch
 
 from bench.errors import UserError
 from bench.rundir import RunDir, event_lines, read_events
-from tests.conftest import bench_argv, cli, write_recipe
+from tests.conftest import bench_argv, cli, killed_at, write_recipe
 from tests.helpers import RELIABILITY_RECIPE
 
 pytestmark = pytest.mark.slow  # killed, signalled and resumed runs, each against a reference run
@@ -52,9 +52,7 @@ def reference(recipe, tmp_path_factory):
 
 
 def crash_at(point: str, *args: str) -> None:
-    """`bench ARGS` in a process that kills itself (SIGKILL) at `point`: step:N, eval:N or checkpoint:N."""
-    crashed = subprocess.run(bench_argv(*args), env=dict(os.environ, BENCH_CRASH_AT=point), capture_output=True)
-    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
+    assert killed_at(point, *args) == -signal.SIGKILL
 
 
 def assert_same(got, want):

@@ -20,7 +20,7 @@ from bench.cli import main
 from bench.data import build
 from bench.errors import UserError
 from bench.recipe import DataSpec
-from tests.conftest import RECIPES, cli, write_recipe
+from tests.conftest import RECIPES, cli, killed_at, write_recipe
 from tests.helpers import BASE, SWEEP, make_run, sweep_run
 
 
@@ -345,9 +345,7 @@ def test_a_tiny_sweep_killed_once_resumes_and_reports(sweep_file, tmp_path, caps
         str(plots),
         "--allow-dirty",
     ]
-    env = dict(os.environ, BENCH_CRASH_AT="step:3", BENCH_CRASH_ONCE=str(tmp_path / "crashed"), PYTHONWARNINGS="ignore")
-    crashed = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    assert crashed.returncode == -signal.SIGKILL, crashed.stderr
+    assert killed_at("step:3", *cmd[3:], BENCH_CRASH_ONCE=str(tmp_path / "crashed")) == -signal.SIGKILL
     done = cli(*cmd[3:])  # the same command, in this process
     assert done.returncode == 0, done.stderr
     assert "resuming" in done.stdout  # the killed trial went on from its checkpoint (step 2)

@@ -3,16 +3,14 @@ files read back with TensorBoard's own EventAccumulator, the tags and step count
 points, one sentence without the package."""
 
 import json
-import os
 import signal
-import subprocess
 
 import pandas as pd
 import pytest
 
 from bench.analysis import results
 from bench.cli import main
-from tests.conftest import bench_argv, cli, write_recipe
+from tests.conftest import cli, killed_at, write_recipe
 from tests.helpers import TENSORBOARD_RECIPE, only_run
 
 pytest.importorskip("tensorboard")
@@ -92,13 +90,7 @@ def test_a_run_writes_live_curves_with_every_logged_scalar(recipe, tmp_path):
 def test_a_killed_run_resumes_its_curves_without_duplicate_points(recipe, tmp_path):
     """Killed after step 7 (checkpoint 4, evaluation 5 kept): the resumed curves hold each step once, equal
     to the logs the resumed run left."""
-    crashed = subprocess.run(
-        bench_argv("run", str(recipe), "--out", str(tmp_path), "--no-progress", "--tensorboard"),
-        env=dict(os.environ, BENCH_CRASH_AT="step:7"),
-        capture_output=True,
-        text=True,
-    )
-    assert crashed.returncode == -signal.SIGKILL, crashed.stderr
+    assert killed_at("step:7", "run", str(recipe), "--out", str(tmp_path), "--no-progress", "--tensorboard") == -9
     resumed = cli("run", str(recipe), "--out", str(tmp_path), "--no-progress", "--tensorboard")
     assert resumed.returncode == 0, resumed.stderr
     run = only_run(tmp_path)
@@ -107,12 +99,7 @@ def test_a_killed_run_resumes_its_curves_without_duplicate_points(recipe, tmp_pa
 
 
 def test_logging_changes_no_number_seeds_and_resume_ignore_it(recipe, tmp_path):
-    crashed = subprocess.run(
-        bench_argv("run", str(recipe), "--out", str(tmp_path), "--no-progress"),
-        env=dict(os.environ, BENCH_CRASH_AT="step:5"),
-        capture_output=True,
-    )
-    assert crashed.returncode == -signal.SIGKILL
+    assert killed_at("step:5", "run", str(recipe), "--out", str(tmp_path), "--no-progress") == -signal.SIGKILL
     resumed = cli("run", str(recipe), "--out", str(tmp_path), "--no-progress", "--tensorboard")
     assert resumed.returncode == 0 and "resuming" in resumed.stdout  # the same run, now with curves
     other = write_recipe(tmp_path / "tb-s1.yaml", recipe.read_text() + "seed: 1\nname: tb-s1\n")
