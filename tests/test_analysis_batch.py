@@ -229,6 +229,7 @@ def test_smoothed_noise_scale_is_a_ratio_of_sums_per_slice():
     assert list(plots.binned(e, "noise_scale", bins=2)["noise_scale"]) == [20.0, 8.0]  # other keys: the mean
 
 
+@pytest.mark.slow
 def test_batch_scaling_figure_only_when_logged(tmp_path):
     adaptive(tmp_path / "a", 0)
     events = [step(s, gain=1 + s / 10) for s in range(10)]
@@ -257,6 +258,7 @@ def width_depth(root):
     make_run(root, "other-problem", "lars", 100, 0, [62, 70], model="resnet18", model_kwargs=WIDE, target=50)
 
 
+@pytest.mark.slow
 def test_steps_to_target_by_model_data(tmp_path):
     width_depth(tmp_path)
     study = results.load_study([tmp_path])

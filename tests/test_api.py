@@ -42,6 +42,7 @@ def test_a_recipe_from_a_dict_and_bad_input_is_a_user_error(tmp_path):
         api.run(api.recipe({**spec, "data": {"dataset": "folder", "path": str(tmp_path / "none")}}), out=tmp_path)
 
 
+@pytest.mark.slow
 def test_the_library_checks_data_without_the_command_line(tmp_path):
     import subprocess
     import sys

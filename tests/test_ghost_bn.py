@@ -147,6 +147,7 @@ def test_batched_groups_in_bf16_equal_groups_one_by_one_to_bf16_rounding():
                 assert (g[d].float() - p.grad).norm() < 0.05 * p.grad.norm(), f"group {d}: {name}"
 
 
+@pytest.mark.slow
 def test_batched_groups_on_two_ranks_equal_micro_batches_of_bn_batch(tmp_path, tiny_dataset):
     """On 2 ranks (gloo), micro-batches of 8 with bn_batch 4 (groups in one vmap pass) = micro-batches of 4, for
     the optimizers that keep the groups apart (all-reduced statistics) and plain LARS (DDP's all-reduce); the

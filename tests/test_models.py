@@ -60,6 +60,7 @@ def test_the_budget_sized_cifar_resnets_have_their_depth(name, blocks):
     assert model(torch.randn(2, 1, 28, 28)).shape == (2, 10)
 
 
+@pytest.mark.slow
 def test_a_cifar_resnet_is_built_and_checked_without_importing_timm():
     """bench's own models need neither timm nor torchvision (1.5 s of every run's start on 2 cores: the ladder
     studies' runs); timm's own names still go through timm, with bench's registered in it."""

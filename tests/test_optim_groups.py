@@ -310,6 +310,7 @@ def two_ranks(tmp_path_factory):
     return folder, steps
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", TWO_RANKS)
 def test_two_ranks_of_two_groups_equal_one_process_of_four(two_ranks, name):
     folder, steps = two_ranks

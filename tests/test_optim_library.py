@@ -257,6 +257,7 @@ def digits_folder(tmp_path_factory):
     return root
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", LIBRARY + VRGD_LIBRARY)
 def test_each_record_runs_through_bench_run_and_a_killed_run_resumes_bitwise(name, digits_folder, tmp_path, capsys):
     """The reference and the resumed run in this process (their bits compared in one process), the killed run in a
@@ -338,6 +339,7 @@ def test_two_gloo_ranks_equal_one_process_accumulating_for_every_library_record(
     assert not differ, f"beyond rtol 1e-7, atol 1e-9 (the excess over rtol): {differ}"
 
 
+@pytest.mark.slow
 def test_the_example_sweep_nadamw_against_muon_runs_end_to_end(tmp_path):
     """recipes/sweeps/optimizers.yaml as it is, made tiny (1 trial per cell, 2 steps, one rerun seed): both arms at
     both batches train from their default spaces (Muon's lr overridden), and the verdict names both."""

@@ -184,6 +184,7 @@ def _two_ranks(rank: int, folder: str, steps):
         dist.destroy_process_group()
 
 
+@pytest.mark.slow
 def test_two_ranks_of_two_groups_equal_one_process_of_four(tmp_path):
     steps = gradients(3, k=4)
     mp.spawn(_two_ranks, args=(str(tmp_path), steps), nprocs=2)

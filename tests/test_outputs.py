@@ -211,6 +211,7 @@ target_top1: 40
 """  # 160 training images: 8 steps, evaluations after steps 4 and 8
 
 
+@pytest.mark.slow
 def test_a_run_whose_reader_left_still_completes(tiny_dataset, tmp_path):
     """`bench run ... 2>&1 | head -1`: the reader goes away after the first line; the run goes on, ends completed
     (not 'failed BrokenPipeError') and exits 0."""

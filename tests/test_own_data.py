@@ -3,6 +3,8 @@ their disk back (keep_final, bench clean), and the analysis works without checkp
 
 import json
 
+import pytest
+
 from bench.cli import main
 from tests.conftest import write_recipe
 
@@ -20,6 +22,7 @@ target_top1: 30
 """
 
 
+@pytest.mark.slow
 def test_finished_runs_keep_their_final_checkpoint_or_none_and_clean_frees_the_rest(tiny_dataset, tmp_path, capsys):
     out = tmp_path / "results"
     path = write_recipe(tmp_path / "tiny.yaml", RECIPE.format(data=tiny_dataset, keep="true"))

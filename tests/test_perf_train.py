@@ -196,6 +196,7 @@ def test_the_documented_gpu_command_runs_on_the_cpu(capsys):
     assert "runner overhead" in out
 
 
+@pytest.mark.slow
 def test_the_built_in_benchmark_fits_a_small_cpu_machine(capsys):
     """With no recipe and no --batch, the CPU benchmark takes batch 32, not 256 (which a 24 GB machine's kernel
     killed), and says so; here resnet10t at 32 px so it runs in seconds."""

@@ -142,6 +142,7 @@ def reduced_bytes(tmp_path_factory) -> list:
     return [torch.load(path) for path in saved]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", range(len(BYTES_CASES)), ids=[f"{n}-{o}" for n, o in BYTES_CASES])
 def test_model_bytes_equal_a_real_two_process_all_reduce(reduced_bytes, case):
     name, options = BYTES_CASES[case]

@@ -87,6 +87,7 @@ def test_validate_and_run_name_the_recipe_and_key_of_a_missing_dataset(tmp_path,
     assert main(["validate", str(path)]) == 0
 
 
+@pytest.mark.slow
 def test_every_shipped_sweep_expands(capsys, tmp_path, monkeypatch):
     from tests.helpers import family
 

@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from tests.conftest import cli, write_recipe
 
 RECIPE = """
@@ -16,6 +18,7 @@ target_top1: 40
 """
 
 
+@pytest.mark.slow
 def test_suite_runs_records_divergence_skips_completed_and_regenerates(tmp_path, tiny_dataset):
     folder = tmp_path / "study"
     folder.mkdir()

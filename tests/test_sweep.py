@@ -435,6 +435,7 @@ def test_claims_are_atomic_files_and_a_dead_holders_claim_is_taken_over(tmp_path
     assert not list((tmp_path / "fresh").iterdir()) and sweep.Claim(tmp_path, "fresh").take()
 
 
+@pytest.mark.slow
 def test_two_workers_at_once_never_train_a_trial_twice(sweep_file, tmp_path):
     """Two `bench sweep` processes on one sweep, started together (two array tasks on one node): between them
     every trial and rerun trains once, the reruns start once their cells are complete, and the process that
@@ -1040,6 +1041,7 @@ def test_the_tuning_table_shows_neighbours_edges_and_what_the_search_left_fixed(
     assert "No .sweep.yaml beside the runs of s" in " ".join(table.notes)
 
 
+@pytest.mark.slow
 def test_a_tiny_sweep_with_a_local_stage_reruns_the_best_of_all_and_resumes_with_nothing_to_train(
     sweep_file, tmp_path, capsys
 ):

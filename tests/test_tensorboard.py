@@ -87,6 +87,7 @@ def test_a_run_writes_live_curves_with_every_logged_scalar(recipe, tmp_path):
     assert "recipe/text_summary" in acc.Tags()["tensors"]
 
 
+@pytest.mark.slow
 def test_a_killed_run_resumes_its_curves_without_duplicate_points(recipe, tmp_path):
     """Killed after step 7 (checkpoint 4, evaluation 5 kept): the resumed curves hold each step once, equal
     to the logs the resumed run left."""
@@ -98,6 +99,7 @@ def test_a_killed_run_resumes_its_curves_without_duplicate_points(recipe, tmp_pa
     assert_curves_match_the_logs(run)
 
 
+@pytest.mark.slow
 def test_logging_changes_no_number_seeds_and_resume_ignore_it(recipe, tmp_path):
     assert killed_at("step:5", "run", str(recipe), "--out", str(tmp_path), "--no-progress") == -signal.SIGKILL
     resumed = cli("run", str(recipe), "--out", str(tmp_path), "--no-progress", "--tensorboard")

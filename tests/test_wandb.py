@@ -101,6 +101,7 @@ def test_a_run_writes_offline_wandb_curves_config_and_tags(recipe, tmp_path):
     assert config["optimizer"]["name"] == "lars" and config["global_batch"] == 32
 
 
+@pytest.mark.slow
 def test_a_preempted_run_resumes_the_same_wandb_run_without_a_point_twice(recipe, tmp_path):
     """SIGTERM after step 7 (events 0..7): the run checkpoints at step 8 and ends preempted; the first W&B segment holds steps
     1..8 done and the evaluation after step 5, the resumed one the rest; together each point once."""
@@ -124,6 +125,7 @@ def test_a_preempted_run_resumes_the_same_wandb_run_without_a_point_twice(recipe
     assert runs[0].run_group == runs[1].run_group
 
 
+@pytest.mark.slow
 def test_a_killed_run_never_sends_a_point_twice(recipe, tmp_path):
     """SIGKILL after step 7 (checkpoint 4 kept): W&B's service may not have written what it got before the
     kill (a gap, never a duplicate); the resumed run sends from the checkpoint on, each point once."""
