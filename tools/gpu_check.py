@@ -327,6 +327,13 @@ def perf_train(compile_: bool):
     return step_fn
 
 
+def without_cpu_kernels(c: Checker) -> dict:
+    """On the CPU, VRGD's fused kernels are C++ compiled on first use (minutes, in a cache other runs share and
+    lock); the rehearsal keeps them out (an unwritable cache: bench falls back to the eager code and says so).
+    On the GPU they are Triton's, and run."""
+    return {} if c.cuda else {"TORCH_EXTENSIONS_DIR": "/proc/bench-gpu-check-no-cpu-kernels"}
+
+
 def perf_ghost_bn(c: Checker, step: Step) -> str | None:
     """Issue 50 on a GPU: VRGD-LARS's k gradient groups of one micro-batch in one torch.func pass, against the
     groups one by one and against k sequential micro-batches (the same mathematics), side by side."""
@@ -338,17 +345,15 @@ def perf_ghost_bn(c: Checker, step: Step) -> str | None:
         timing = ["--warmup", "2", "--steps", "2", "--repeats", "3"]
     sizes += ["--micro-batch", sizes[sizes.index("--batch") + 1], "--precision", "bf16", "--channels-last"]
     sizes += ["--set", "optimizer.name=vrgd_lars", "--set", "data.loader=random"]  # the paths, not the decoding
-    checked(c.bench(step, "perf", "train", "--device", c.args.device, *sizes, *timing))
+    checked(
+        c.bench(step, "perf", "train", "--device", c.args.device, *sizes, *timing, extra_env=without_cpu_kernels(c))
+    )
     return None
 
 
 def perf_optim(c: Checker, step: Step) -> str | None:
     sizes = ["--small", "--repeats", "2"] if c.args.tiny else ["--repeats", "20"]
-    # On the CPU, VRGD's fused kernels are C++ compiled on first use (minutes, in a cache other runs share and
-    # lock); the rehearsal keeps them out (an unwritable cache: bench falls back to the eager code and says so).
-    # On the GPU they are Triton's, and run.
-    no_build = {} if c.cuda else {"TORCH_EXTENSIONS_DIR": "/proc/bench-gpu-check-no-cpu-kernels"}
-    checked(c.bench(step, "perf", "optim", "--device", c.args.device, *sizes, extra_env=no_build))
+    checked(c.bench(step, "perf", "optim", "--device", c.args.device, *sizes, extra_env=without_cpu_kernels(c)))
     return None
 
 
