@@ -35,5 +35,12 @@ echo "setup.sh: CUDA flavour $cuda (torch ${torch_index[*]:-default wheels}, ben
 .venv/bin/python -m pip install -q --no-compile "${torch_index[@]}" torch==2.14.1 torchvision==0.29.1
 .venv/bin/python -m pip install -q --no-compile torch==2.14.1 torchvision==0.29.1 \
     -e ".[test,tensorboard,wandb,optimizers,$dali]"
-# A file no Python 3 compiles (a package's test data) fails only itself, as it does under pip.
-.venv/bin/python -m compileall -q -j 0 .venv/lib/python*/site-packages >/dev/null || true
+# VRGD's fused CPU kernels (bench/optim/fused.py) built here, once, not in the first VRGD run or test (half a
+# minute idle, two under load); beside compileall, as each leaves a core idle at times (50 s against 58 s on 2
+# cores). Without a compiler bench keeps the eager code, and the line printed says why.
+.venv/bin/python -c "from bench.optim import fused; fused.prebuild()" &
+kernels=$!
+# A file no Python 3 compiles (a package's test data) fails only itself, as it does under pip. Packages' own tests
+# are never imported: left out.
+.venv/bin/python -m compileall -q -j 0 -x '/tests?/' .venv/lib/python*/site-packages >/dev/null || true
+wait "$kernels"

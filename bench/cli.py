@@ -310,7 +310,6 @@ def _run(args) -> int:
         except launch.Stopped as e:
             return _after_stop(str(e), r.name, args, started)
 
-    from bench.analysis import report, results
     from bench.engine.train import train
 
     run = train(
@@ -320,7 +319,9 @@ def _run(args) -> int:
         restart=args.restart,
         run_dir=Path(args.run_dir) if args.run_dir else None,
     )
-    if run:  # rank 0
+    if run:  # rank 0; the others never import pandas (half a second of every worker's start)
+        from bench.analysis import report, results
+
         print()
         print(report.summary(results.load([run.path])))
         if run.meta.get("status") == "preempted" and "LOCAL_RANK" not in os.environ:  # torchrun's launcher answers
@@ -460,6 +461,7 @@ def _submit_sweep(args) -> tuple[str, str]:
 
     spec = sweep.load(args.recipe)
     trials = sweep.expand(args.recipe, spec)  # bad input stops here, before anything is written
+    sweep.refuse_dirty(spec, args.allow_dirty, (Path(args.recipe), spec.base))  # here, not in every array task
     if (
         args.nodes != 1
         or args.gpus_per_node > 1
@@ -487,7 +489,7 @@ def _submit_sweep(args) -> tuple[str, str]:
         for note, arms in by.items()
     ]
     return spec.name, launch.sbatch_array_script(
-        ["sweep", args.recipe, "--out", out],
+        ["sweep", args.recipe, "--out", out, *(["--allow-dirty"] if args.allow_dirty else [])],
         tasks,
         _slurm(args),
         f"bench-sweep-{spec.name}",
@@ -523,6 +525,11 @@ def cmd_submit(args) -> int:
     if sweep.is_sweep_file(args.recipe):
         name, script = _submit_sweep(args)
     else:
+        if args.allow_dirty:
+            raise UserError(
+                f"{args.recipe}: --allow-dirty is a sweep file's option; a run starts from any tree and records "
+                "its commit, and whether it was clean, in meta.json"
+            )
         r = _recipe(args, notes)
         workers = args.workers_per_node or args.gpus_per_node or 1
         plan = recipe_plan(r, args.nodes * workers)  # an impossible plan is refused before the queue
@@ -717,6 +724,11 @@ def parser() -> argparse.ArgumentParser:
         default=[],
         metavar="OPTION",
         help="any other #SBATCH option, as sbatch takes it, e.g. --sbatch=--mail-type=END (repeatable)",
+    )
+    s.add_argument(
+        "--allow-dirty",
+        action="store_true",
+        help="sweep files: the array runs from a tree with uncommitted changes to bench (bench sweep --allow-dirty)",
     )
     s.add_argument("--dry-run", action="store_true", help="print the batch script instead of submitting it")
     s.set_defaults(func=cmd_submit, no_progress=True)

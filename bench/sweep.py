@@ -707,13 +707,10 @@ def this_platform() -> str:
     )
 
 
-def check_provenance(
-    spec: SweepSpec, results: Path, allow_dirty: bool, allow_mixed_kernels: bool, sweep_files: tuple[Path, ...] = ()
-) -> None:
-    """A study's runs come from one clean commit and one kernel platform: refuse to start or resume from an
-    uncommitted tree (unless allow_dirty; `sweep_files`, the sweep file and its base recipe, count too), or on a platform other than that of the study's finished runs
-    (unless allow_mixed_kernels); warn when the finished runs came from another commit."""
-    from bench.rundir import git_commit, kernels
+def refuse_dirty(spec: SweepSpec, allow_dirty: bool, sweep_files: tuple[Path, ...]) -> None:
+    """Refuse a study from an uncommitted tree: bench's code, or `sweep_files` (the sweep file and its base
+    recipe), unless allow_dirty. `bench submit` asks too, before the job array queues."""
+    from bench.rundir import git_commit
 
     commit = git_commit(*sweep_files)
     if commit and commit.endswith("+dirty") and not allow_dirty:
@@ -722,6 +719,17 @@ def check_provenance(
             f"in {Path(__file__).parent} and of {', '.join(map(str, sweep_files))}); a study's runs come from one "
             "clean commit: commit them, or pass --allow-dirty (the verdict then warns)"
         )
+
+
+def check_provenance(
+    spec: SweepSpec, results: Path, allow_dirty: bool, allow_mixed_kernels: bool, sweep_files: tuple[Path, ...] = ()
+) -> None:
+    """A study's runs come from one clean commit and one kernel platform: refuse to start or resume from an
+    uncommitted tree (refuse_dirty), or on a platform other than that of the study's finished runs (unless
+    allow_mixed_kernels); warn when the finished runs came from another commit."""
+    from bench.rundir import git_commit, kernels
+
+    refuse_dirty(spec, allow_dirty, sweep_files)
     commit = git_commit()  # what each run records: the package's code
     done = [json.loads(m.read_text()) for m in sorted(Path(results).glob(f"*/*/{META}"))]
     done = [m for m in done if m.get("status") in FINISHED]

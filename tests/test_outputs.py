@@ -201,6 +201,17 @@ def test_the_fused_kernel_message_says_it_compiles_once_and_is_cached(tmp_path, 
     assert "about" not in err and " s;" not in err
 
 
+def test_setup_s_prebuild_says_in_one_line_whether_the_kernels_are_ready(monkeypatch, capsys):
+    from bench.optim import fused
+
+    monkeypatch.setattr(fused, "_build", lambda: (None, "CalledProcessError: no compiler"))
+    fused.prebuild()
+    out = capsys.readouterr().out
+    assert (
+        out == "setup.sh: VRGD's fused CPU kernels not built (CalledProcessError: no compiler): the eager code runs\n"
+    )
+
+
 TINY_RUN = """
 model: {name: resnet20_cifar}
 data: {dataset: folder, path: DATA, image_size: 16, augment: pad_crop, workers: 0, eval_batch: 64}

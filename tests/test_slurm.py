@@ -188,7 +188,7 @@ def test_a_sweep_as_a_job_array_shares_its_trials_between_the_array_tasks(cluste
     base = BASE.replace("DATA", str(tiny_dataset)).replace("{name: resnet10t}", "{name: resnet8_cifar}")
     write_recipe(tmp_path / "base.yaml", base)  # bench's own model: the array tasks import no timm
     sweep_file = write_recipe(tmp_path / "tiny.yaml", SWEEP.replace("seeds: [1, 2]", "seeds: [1]"))
-    job_id = submit(cluster, tmp_path, sweep_file, "--array", "2")
+    job_id = submit(cluster, tmp_path, sweep_file, "--array", "2", "--allow-dirty")  # a contributor's tree too
     tasks = [wait(cluster, f"{job_id}_{task}", ended) for task in (0, 1)]
     logs = "".join(p.read_text() for p in tmp_path.glob("slurm-*.out"))
     assert all(info["JobState"] == "COMPLETED" for info in tasks), logs[-3000:]

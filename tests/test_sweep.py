@@ -506,7 +506,10 @@ def test_list_prints_the_search_warnings_the_runs_and_their_gpu_hours(sweep_file
 
 
 def test_submit_a_sweep_file_as_a_job_array_of_workers(sweep_file, tmp_path, monkeypatch):
+    from bench import rundir
+
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(rundir, "git_commit", lambda *files: "c0ffee")  # a clean tree, whatever this checkout's is
     cmd = ["submit", str(sweep_file), "--nodes", "1", "--gpus-per-node", "1", "--dry-run"]
     done = cli(*cmd)
     assert done.returncode == 0, done.stderr
@@ -521,6 +524,15 @@ def test_submit_a_sweep_file_as_a_job_array_of_workers(sweep_file, tmp_path, mon
     assert "#SBATCH --account=proj42" in done.stdout and "#SBATCH --exclusive" in done.stdout  # the same header
     bad = cli(*cmd[:3], "2", "--gpus-per-node", "1", "--dry-run")
     assert bad.returncode == 2 and "job array of one-GPU workers" in bad.stderr
+    # an uncommitted tree is refused at submit, not in each array task once the queue starts them
+    monkeypatch.setattr(rundir, "git_commit", lambda *files: "c0ffee+dirty")
+    dirty = cli(*cmd)
+    assert dirty.returncode == 2 and dirty.stdout == "" and "uncommitted changes" in dirty.stderr
+    assert "pass --allow-dirty" in dirty.stderr and not (tmp_path / "slurm").exists()
+    allowed = cli(*cmd, "--allow-dirty")
+    assert allowed.returncode == 0 and f"-m bench sweep {sweep_file} --out results/tiny --allow-dirty" in allowed.stdout
+    one = cli("submit", str(RECIPES / "demo-sgd.yaml"), *cmd[2:], "--allow-dirty")
+    assert one.returncode == 2 and "--allow-dirty is a sweep file's option" in one.stderr
 
 
 def test_a_near_tie_selection_is_flagged_and_a_better_that_rests_on_it_says_so(tmp_path):

@@ -302,7 +302,8 @@ def imports(c: Checker, step: Step) -> str | None:
 
 
 def gpu_tests(c: Checker, step: Step) -> str | None:
-    done = c.python(step, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "tests/test_gpu.py")
+    # -n 0: one process, as the tests share one GPU (xdist's workers would each start CUDA for a few tests)
+    done = c.python(step, "-m", "pytest", "-q", "-rs", "-n", "0", "-p", "no:cacheprovider", "tests/test_gpu.py")
     summary = [line for line in done.stdout.splitlines() if re.search(r"\d+ (passed|failed|skipped|error)", line)]
     if done.returncode not in (0, 5):
         raise StepFailed(

@@ -8,7 +8,8 @@ squares, and the other variants' GSNR factors two. `bench perf optim` measures t
 
 The CPU kernels take dense fp32 parameters. They are built once per machine and torch version into
 torch's extension cache (~/.cache/torch_extensions, TORCH_EXTENSIONS_DIR moves it) with a C++ compiler and
-ninja: half a minute on an idle machine, minutes on a busy one, then never again (COMPILING says so). Without them the optimizers keep their eager code (`fused=None` warns once;
+ninja: half a minute on an idle machine, minutes on a busy one, then never again (COMPILING says so; setup.sh
+builds them). Without them the optimizers keep their eager code (`fused=None` warns once;
 `fused=True` is an error). The GPU kernels have been run only in Triton's interpreter so far, so on
 GPU they run with `fused=True` alone; `fused=None` keeps the eager code there.
 """
@@ -120,3 +121,9 @@ def _warn_once(failure: str) -> None:
         "which is slower and gives the same results",
         BenchWarning,
     )
+
+
+def prebuild() -> None:
+    """setup.sh: the CPU kernels built at setup, not in a user's first VRGD run or test; one line says how it went."""
+    built, failure = _build()
+    print(f"setup.sh: VRGD's fused CPU kernels {'ready' if built else f'not built ({failure}): the eager code runs'}")
