@@ -171,6 +171,17 @@ def killed_at(point: str, *args: str, **env: str) -> int:
     return os.waitstatus_to_exitcode(ended[1])
 
 
+def start_ranks(fn, args: tuple, nprocs: int) -> None:
+    """torch.multiprocessing.spawn(fn, args, nprocs): fn(rank, *args) in `nprocs` processes, joined, an error in
+    any raised here. Forked where torch runs on one thread here (each xdist worker), so the ranks start with what
+    this process imported, not with the 5-10 s each new Python spends on imports; else spawned (`-n 0` on several
+    threads, whose OpenMP pool a fork does not carry), as killed_at decides."""
+    import torch
+    import torch.multiprocessing as mp
+
+    mp.start_processes(fn, args=args, nprocs=nprocs, start_method="fork" if torch.get_num_threads() == 1 else "spawn")
+
+
 def cli(*args: str, show_warnings: bool = False) -> subprocess.CompletedProcess:
     """`bench ARGS` in this process, with run_cli's exit code, stdout and stderr, without the 5-10 s a new Python
     spends importing torch on 2 cores (most of a small run's time). Python's warnings are ignored, as in run_cli;

@@ -1,7 +1,7 @@
 """What more than one test module uses, in one plain module (fixtures live in conftest.py): hand-made run
 directories (recipe.yaml, meta.json, metrics.csv, events.jsonl) for the analysis tests, the float64 optimizer
 references, the multi-rank parameter runs of the equivalence tests (top-level functions, for
-torch.multiprocessing.spawn), recipe and sweep texts. No test module imports another."""
+conftest.start_ranks), recipe and sweep texts. No test module imports another."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-import torch.multiprocessing as mp
 import yaml
 from torch import nn
 
@@ -23,7 +22,7 @@ from bench import recipe as recipe_mod
 from bench.engine import distributed
 from bench.engine.train import Trainer
 from bench.rundir import METRIC_COLUMNS, OPTIONAL_METRIC_COLUMNS
-from tests.conftest import free_port, write_recipe
+from tests.conftest import free_port, start_ranks, write_recipe
 
 TOY = {
     "dataset": "synthetic",
@@ -432,7 +431,7 @@ def params_after(tmp_path, recipe_paths: list, world: int, steps: int = STEPS) -
         for k in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
             os.environ.pop(k)  # leave no torchrun variables behind for other tests
     else:
-        mp.spawn(train_steps, args=(world, free_port(), paths, outs, steps), nprocs=world)
+        start_ranks(train_steps, (world, free_port(), paths, outs, steps), world)
     return [torch.load(out) for out in outs]
 
 

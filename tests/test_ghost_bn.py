@@ -5,7 +5,6 @@ import os
 
 import pytest
 import torch
-import torch.multiprocessing as mp
 import torch.nn.functional as F
 from torch import nn
 
@@ -16,7 +15,7 @@ from bench.engine.plan import make_plan
 from bench.engine.train import Trainer
 from bench.errors import UserError
 from bench.models import resnet8_cifar
-from tests.conftest import free_port, write_recipe
+from tests.conftest import free_port, start_ranks, write_recipe
 from tests.helpers import process_group
 
 RECIPE = """
@@ -82,7 +81,7 @@ def _states(tmp_path, paths, world=1) -> list[dict]:
         for k in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
             os.environ.pop(k)
     else:
-        mp.spawn(_run, args=(world, free_port(), paths, outs), nprocs=world)
+        start_ranks(_run, (world, free_port(), paths, outs), world)
     return [torch.load(out) for out in outs]
 
 

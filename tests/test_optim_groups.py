@@ -5,10 +5,10 @@ steps, the limiting cases (identical groups, pure noise, identical halves), 2 ra
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 from torch import nn
 
 from bench import optim
+from tests.conftest import start_ranks
 from tests.helpers import (
     LRS,
     RefLARS,
@@ -306,7 +306,7 @@ def _two_ranks(rank: int, folder: str, steps):
 def two_ranks(tmp_path_factory):
     """The gradients of 3 steps of 4 groups, and the folder where each rank saved what each optimizer reached."""
     folder, steps = tmp_path_factory.mktemp("two-ranks"), gradients(3, k=4)
-    mp.spawn(_two_ranks, args=(str(folder), steps), nprocs=2)
+    start_ranks(_two_ranks, (str(folder), steps), 2)
     return folder, steps
 
 

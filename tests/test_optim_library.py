@@ -314,9 +314,7 @@ def test_two_gloo_ranks_equal_one_process_accumulating_for_every_library_record(
     64 x 64 second-moment statistic of the 10 x 64 head has rank at most 20 after two steps of 32 images: the
     eigenbasis of its null space is not unique, and the order of the gradient sums picks one; the update in that
     basis then differs. A property of SOAP's eigendecomposition, not of the ranks: it is left out of the check."""
-    import torch.multiprocessing as mp
-
-    from tests.conftest import free_port
+    from tests.conftest import free_port, start_ranks
     from tests.helpers import equiv_recipe, params_after
 
     names = LIBRARY + VRGD_LIBRARY
@@ -328,7 +326,7 @@ def test_two_gloo_ranks_equal_one_process_accumulating_for_every_library_record(
         paths.append(path.rename(path.with_name(f"{n}.yaml")))
     one = params_after(tmp_path, paths, 1)
     outs = [str(tmp_path / f"{n}-2.pt") for n in names]
-    mp.spawn(_two_ranks, args=(2, free_port(), [str(p) for p in paths], outs, 3), nprocs=2)
+    start_ranks(_two_ranks, (2, free_port(), [str(p) for p in paths], outs, 3), 2)
     differ = {}
     for name, want, out in zip(names, one, outs):
         got = torch.load(out)

@@ -6,11 +6,11 @@ import math
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 from torch import nn
 
 from bench import optim
 from bench.errors import UserError
+from tests.conftest import start_ranks
 from tests.helpers import (
     LRS,
     SHAPES,
@@ -187,7 +187,7 @@ def _two_ranks(rank: int, folder: str, steps):
 @pytest.mark.slow
 def test_two_ranks_of_two_groups_equal_one_process_of_four(tmp_path):
     steps = gradients(3, k=4)
-    mp.spawn(_two_ranks, args=(str(tmp_path), steps), nprocs=2)
+    start_ranks(_two_ranks, (str(tmp_path), steps), 2)
     single, opt = run("vrgd_lars", weights(), steps, LRS[:3], weight_decay=0.1, eta=0.05, beta3=0.9)
     for rank in (0, 1):
         final, diag = torch.load(tmp_path / f"rank{rank}.pt")

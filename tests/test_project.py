@@ -16,6 +16,7 @@ from bench import optim
 from bench.analysis import project
 from bench.cli import main
 from bench.optim.factory import REGISTRY
+from tests.conftest import start_ranks
 from tests.helpers import TOY, make_run
 
 CLUSTER = project.Cluster(
@@ -135,7 +136,7 @@ def reduced_bytes(tmp_path_factory) -> list:
     folder = tmp_path_factory.mktemp("bytes")
     saved = [folder / f"case{case}-rank0.pt" for case in range(len(BYTES_CASES))]
     try:
-        mp.spawn(_count_bytes, args=(str(folder),), nprocs=2)
+        start_ranks(_count_bytes, (str(folder),), 2)
     except mp.ProcessExitedException as e:  # gloo's teardown can abort after both ranks saved (a known CI flake)
         if not all(path.exists() for path in saved):
             raise e
