@@ -134,41 +134,81 @@ def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(bench_argv(*args), capture_output=True, text=True, cwd=cwd, env=env)
 
 
-def killed_at(point: str, *args: str, **env: str) -> int:
-    """`bench ARGS` that kills itself (SIGKILL) at `point` (BENCH_CRASH_AT: step:N, eval:N, checkpoint:N), with
-    `env` set for it; its exit status, -9 when it got there. In a fork of this process where torch runs on one
-    thread (each xdist worker): a killed process without the 5-10 s a new Python spends on imports. Else (`-n 0`
-    on several threads, whose OpenMP pool a fork does not carry) in a new process, through tests/kron_eager.py
-    (timm's Kron eager there too, as tests/conftest.py's _kron_eager makes it here)."""
+def bench_processes(*commands: list[str], **env: str) -> list[tuple[int, str, str]]:
+    """Each `bench ARGS` of `commands` in a process of its own, all started at once, with `env` set for them and
+    Python's warnings ignored (as run_cli's); each one's exit status (-9: SIGKILLed), stdout and stderr once all
+    ended. Forked from this process where torch runs on one thread here (each xdist worker): a process without the
+    5-10 s a new Python spends on imports. Else (`-n 0` on several threads, whose OpenMP pool a fork does not
+    carry) new Pythons through tests/kron_eager.py (timm's Kron eager there too, as _kron_eager makes it here)."""
     import signal
+    import tempfile
     import time
 
     import torch
 
-    env = {"BENCH_CRASH_AT": point, **env}
+    files = [(tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")) for _ in commands]
     if torch.get_num_threads() > 1:
-        command = [sys.executable, "-m", "tests.kron_eager", *args]
-        return subprocess.run(command, env=dict(os.environ, **env), capture_output=True, cwd=ROOT).returncode
+        env = {**os.environ, **env, "PYTHONWARNINGS": "ignore", "PYTHONPATH": str(ROOT)}
+        started = [
+            subprocess.Popen([sys.executable, "-m", "tests.kron_eager", *args], env=env, stdout=out, stderr=err)
+            for args, (out, err) in zip(commands, files)
+        ]
+        codes = [process.wait(timeout=600) for process in started]
+    else:
+        pids = [_fork_bench(args, env, out, err) for args, (out, err) in zip(commands, files)]
+        deadline, ended = time.monotonic() + 600, {}
+        while len(ended) < len(pids):
+            for pid in set(pids) - set(ended):
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    ended[pid] = os.waitstatus_to_exitcode(status)
+                elif time.monotonic() > deadline:
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                    raise AssertionError(f"bench {' '.join(commands[pids.index(pid)])} did not end in 600 s")
+            time.sleep(0.05)
+        codes = [ended[pid] for pid in pids]
+    said = []
+    for out, err in files:
+        out.seek(0), err.seek(0)
+        said.append((out.read(), err.read()))
+        out.close(), err.close()
+    return [(code, out, err) for code, (out, err) in zip(codes, said)]
+
+
+def _fork_bench(args: list[str], env: dict, out, err) -> int:
+    """A child of this process that runs `bench ARGS` into the files `out` and `err` and never returns into pytest."""
     sys.stdout.flush()
     sys.stderr.flush()
     pid = os.fork()
-    if pid == 0:  # the child never returns into pytest
-        try:
-            os.environ.update(env)
-            quiet = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(quiet, 1)
-            os.dup2(quiet, 2)
-            main(list(args))
-        finally:
-            os._exit(70)  # it ran to its end: BENCH_CRASH_AT never came
-    deadline = time.monotonic() + 600
-    while not (ended := os.waitpid(pid, os.WNOHANG))[0]:
-        if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            raise AssertionError(f"bench {' '.join(args)} did not reach {point} in 600 s")
-        time.sleep(0.05)
-    return os.waitstatus_to_exitcode(ended[1])
+    if pid:
+        return pid
+    code = 70
+    try:
+        os.environ.update(env)
+        os.dup2(out.fileno(), 1)
+        os.dup2(err.fileno(), 2)
+        sys.stdout, sys.stderr = open(1, "w", closefd=False), open(2, "w", closefd=False)  # not pytest's capture
+        warnings.simplefilter("ignore")
+        code = main(list(args))
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 1
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def killed_at(point: str, *args: str, **env: str) -> int:
+    """`bench ARGS` that kills itself (SIGKILL) at `point` (BENCH_CRASH_AT: step:N, eval:N, checkpoint:N), with
+    `env` set for it, in a process of its own (bench_processes); its exit status, -9 when it got there."""
+    [(code, _, _)] = bench_processes(list(args), BENCH_CRASH_AT=point, **env)
+    return code
 
 
 def start_ranks(fn, args: tuple, nprocs: int) -> None:

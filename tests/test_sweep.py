@@ -20,7 +20,7 @@ from bench.cli import main
 from bench.data import build
 from bench.errors import UserError
 from bench.recipe import DataSpec
-from tests.conftest import RECIPES, cli, killed_at, write_recipe
+from tests.conftest import RECIPES, bench_processes, cli, killed_at, write_recipe
 from tests.helpers import BASE, SWEEP, make_run, sweep_run
 
 
@@ -333,20 +333,9 @@ def test_a_tiny_sweep_killed_once_resumes_and_reports(sweep_file, tmp_path, caps
     base = sweep_file.with_name("base.yaml")
     base.write_text(base.read_text().replace("{name: resnet10t}", "{name: resnet8_cifar}"))
     out, plots = tmp_path / "results", tmp_path / "plots"
-    cmd = [
-        sys.executable,
-        "-m",
-        "bench",
-        "sweep",
-        str(sweep_file),
-        "--out",
-        str(out),
-        "--plots",
-        str(plots),
-        "--allow-dirty",
-    ]
-    assert killed_at("step:3", *cmd[3:], BENCH_CRASH_ONCE=str(tmp_path / "crashed")) == -signal.SIGKILL
-    done = cli(*cmd[3:])  # the same command, in this process
+    cmd = ["sweep", str(sweep_file), "--out", str(out), "--plots", str(plots), "--allow-dirty"]
+    assert killed_at("step:3", *cmd, BENCH_CRASH_ONCE=str(tmp_path / "crashed")) == -signal.SIGKILL
+    done = cli(*cmd)  # the same command, in this process
     assert done.returncode == 0, done.stderr
     assert "resuming" in done.stdout  # the killed trial went on from its checkpoint (step 2)
     runs = results.load([out])
@@ -368,9 +357,9 @@ def test_a_tiny_sweep_killed_once_resumes_and_reports(sweep_file, tmp_path, caps
         "tuned_top1_vs_batch.png",
     }
     capsys.readouterr()
-    assert main(cmd[3:]) == 0 and "run directory" not in capsys.readouterr().out  # nothing left to train
+    assert main(cmd) == 0 and "run directory" not in capsys.readouterr().out  # nothing left to train
     assert len(results.load([out])) == 8
-    assert main(cmd[3:] + ["--list"]) == 0 and capsys.readouterr().out.count("tiny-") == 4
+    assert main([*cmd, "--list"]) == 0 and capsys.readouterr().out.count("tiny-") == 4
 
 
 def test_only_runs_a_subset_and_an_unknown_subset_is_exit_2(sweep_file, tmp_path, capsys):
@@ -441,16 +430,13 @@ def test_two_workers_at_once_never_train_a_trial_twice(sweep_file, tmp_path):
     every trial and rerun trains once, the reruns start once their cells are complete, and the process that
     finishes last writes the tables."""
     out = tmp_path / "results"
-    cmd = [sys.executable, "-m", "bench", "sweep", str(sweep_file), "--out", str(out), "--allow-dirty"]
-    cmd += ["--plots", str(tmp_path / "plots")]
+    cmd = ["sweep", str(sweep_file), "--out", str(out), "--allow-dirty", "--plots", str(tmp_path / "plots")]
     write_recipe(sweep_file, SWEEP.replace("seeds: [1, 2]", "seeds: [1]").replace("{epochs: 2}", "{epochs: 1}"))
     base = sweep_file.with_name("base.yaml")  # bench's own model: the processes import no timm
     base.write_text(base.read_text().replace("{name: resnet10t}", "{name: resnet8_cifar}"))
-    env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
-    workers = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in "ab"]
-    said = [w.communicate(timeout=600) for w in workers]
-    assert [w.returncode for w in workers] == [0, 0], said
-    trained = [line for stdout, _ in said for line in stdout.splitlines() if "run directory:" in line]
+    said = bench_processes(cmd, cmd, OMP_NUM_THREADS="1")
+    assert [code for code, _, _ in said] == [0, 0], said
+    trained = [line for _, stdout, _ in said for line in stdout.splitlines() if "run directory:" in line]
     runs = sorted(p.parent.parent.name for p in out.glob("*/*/meta.json"))
     assert len(runs) == len(set(runs)) == len(trained) == 6  # 4 trials + 2 arms x 1 seed, each once
     assert not any(json.loads(m.read_text()).get("resumed") for m in out.glob("*/*/meta.json"))
