@@ -49,7 +49,7 @@ def test_the_library_checks_data_without_the_command_line(tmp_path):
 
     code = (
         "import sys\nfrom bench import api\nfrom bench.errors import UserError\n"
-        "r = api.recipe({'name': 'd', 'model': {'name': 'resnet10t'}, 'global_batch': 20, 'optimizer': {'name': "
+        "r = api.recipe({'name': 'd', 'model': {'name': 'resnet8_cifar'}, 'global_batch': 20, 'optimizer': {'name': "
         f"'sgd', 'lr': 0.1}}, 'epochs': 1, 'target_top1': 50, 'data': {{'dataset': 'folder', 'path': "
         f"{str(tmp_path / 'none')!r}}}}})\n"
         "try:\n    api.run(r)\nexcept UserError as e:\n    print(e)\n"
