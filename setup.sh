@@ -32,7 +32,8 @@ echo "setup.sh: CUDA flavour $cuda (torch ${torch_index[*]:-default wheels}, ben
 # 2 cores). Compiled here, not on first import: where PYTHONDONTWRITEBYTECODE is set (CI images set it) nothing
 # imported would ever be cached, and every process (every test's `bench`) would compile torch again.
 .venv/bin/python -m pip install -q --no-compile --upgrade pip
-.venv/bin/python -m pip install -q --no-compile "${torch_index[@]}" torch==2.14.1 torchvision==0.29.1
+# torch from its CUDA 12 index first where that is the flavour; the default wheels come with the rest, in one call
+[ ${#torch_index[@]} -eq 0 ] || .venv/bin/python -m pip install -q --no-compile "${torch_index[@]}" torch==2.14.1 torchvision==0.29.1
 .venv/bin/python -m pip install -q --no-compile torch==2.14.1 torchvision==0.29.1 \
     -e ".[test,tensorboard,wandb,optimizers,$dali]"
 # VRGD's fused CPU kernels (bench/optim/fused.py) built here, once, not in the first VRGD run or test (half a

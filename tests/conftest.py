@@ -8,6 +8,7 @@ addopts: `-n auto`; `-n 0` runs them in this process, for pdb):
   its own) is made once on each worker that runs the module's tests, so a module's tests spread over the workers.
 """
 
+import collections
 import contextlib
 import io
 import itertools
@@ -28,6 +29,17 @@ WORKER = os.environ.get("PYTEST_XDIST_WORKER")  # gw0, gw1, ... under xdist; Non
 WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 if WORKER and "OMP_NUM_THREADS" not in os.environ:  # before torch is imported: its default thread count
     os.environ["OMP_NUM_THREADS"] = str(max(1, usable_cores() // WORKERS))
+
+
+def pytest_collection_modifyitems(items):
+    """The modules with the most slow tests first, each module's tests together (its fixtures are made once):
+    xdist hands tests out in this order, so the suite ends on short tests on every worker, not one long test on one."""
+    module = [item.nodeid.split("::")[0] for item in items]
+    slow = collections.Counter(name for name, item in zip(module, items) if item.get_closest_marker("slow"))
+    first = {name: i for i, name in enumerate(dict.fromkeys(module))}
+    order = sorted(range(len(items)), key=lambda i: (-slow[module[i]], first[module[i]], i))
+    items[:] = [items[i] for i in order]
+
 
 PORTS_PER_WORKER = 300
 _ports = itertools.count()

@@ -77,6 +77,7 @@ PARTS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("part", PARTS, ids=lambda names: "-to-".join(dict.fromkeys([names[0], names[-1]])))
 def test_the_cpu_rehearsal_runs_every_step_and_reports_each_with_its_figures(tmp_path, part):
     wheels = str(probe_wheel(tmp_path / "wheels").parent)
