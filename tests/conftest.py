@@ -146,20 +146,26 @@ def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(bench_argv(*args), capture_output=True, text=True, cwd=cwd, env=env)
 
 
+def forks_are_safe() -> bool:
+    """Whether a fork of this process can run torch: only where torch runs on one thread here (each xdist worker),
+    as a fork does not carry an OpenMP thread pool (`-n 0` on several threads has one)."""
+    import torch
+
+    return torch.get_num_threads() == 1
+
+
 def bench_processes(*commands: list[str], **env: str) -> list[tuple[int, str, str]]:
     """Each `bench ARGS` of `commands` in a process of its own, all started at once, with `env` set for them and
     Python's warnings ignored (as run_cli's); each one's exit status (-9: SIGKILLed), stdout and stderr once all
-    ended. Forked from this process where torch runs on one thread here (each xdist worker): a process without the
-    5-10 s a new Python spends on imports. Else (`-n 0` on several threads, whose OpenMP pool a fork does not
-    carry) new Pythons through tests/kron_eager.py (timm's Kron eager there too, as _kron_eager makes it here)."""
+    ended. Forked from this process where forks_are_safe(): a process without the 5-10 s a new Python spends on
+    imports. Else new Pythons through tests/kron_eager.py (timm's Kron eager there too, as _kron_eager makes it
+    here)."""
     import signal
     import tempfile
     import time
 
-    import torch
-
     files = [(tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")) for _ in commands]
-    if torch.get_num_threads() > 1:
+    if not forks_are_safe():
         env = {**os.environ, **env, "PYTHONWARNINGS": "ignore", "PYTHONPATH": str(ROOT)}
         started = [
             subprocess.Popen([sys.executable, "-m", "tests.kron_eager", *args], env=env, stdout=out, stderr=err)
@@ -225,13 +231,11 @@ def killed_at(point: str, *args: str, **env: str) -> int:
 
 def start_ranks(fn, args: tuple, nprocs: int) -> None:
     """torch.multiprocessing.spawn(fn, args, nprocs): fn(rank, *args) in `nprocs` processes, joined, an error in
-    any raised here. Forked where torch runs on one thread here (each xdist worker), so the ranks start with what
-    this process imported, not with the 5-10 s each new Python spends on imports; else spawned (`-n 0` on several
-    threads, whose OpenMP pool a fork does not carry), as killed_at decides."""
-    import torch
+    any raised here. Forked where forks_are_safe(), so the ranks start with what this process imported, not with
+    the 5-10 s each new Python spends on imports; else spawned."""
     import torch.multiprocessing as mp
 
-    mp.start_processes(fn, args=args, nprocs=nprocs, start_method="fork" if torch.get_num_threads() == 1 else "spawn")
+    mp.start_processes(fn, args=args, nprocs=nprocs, start_method="fork" if forks_are_safe() else "spawn")
 
 
 def cli(*args: str, show_warnings: bool = False) -> subprocess.CompletedProcess:
