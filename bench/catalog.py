@@ -7,7 +7,7 @@ tests/test_catalog.py holds every record to its code: each resolves, each class,
 function has a record, the declared facts equal the code's, and each record has its behaviour tests.
 
 Adding an optimizer: its module in bench/optim/, its record in OPTIMIZERS, its setting in tests/test_optim.py's
-HPARAMS (the float64 reference tests are its own). A loader: its module in bench/data/ (what
+HPARAMS (the float64 reference tests are its own), its name in the README's optimizer list (tests/test_docs.py). A loader: its module in bench/data/ (what
 bench.data.loaders.Loader lists) and its record in LOADERS. A dataset: its record in DATASETS (the function that
 yields its folder), its recipe section (if it has one) in recipe.py, its preparation in bench/data/. A table: its
 function and its record in TABLES; a paper table's setting (model, data sizes, image size, target): its record in
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -74,6 +75,19 @@ class Optimizer:
     def reduces_gradients(self) -> bool:
         return self.groups is not None
 
+    @property
+    def source(self) -> str:
+        """Whose code makes its update: "bench", the library class ("timm.optim:Muon"), or bench's mixin over one
+        ("bench over timm.optim:Muon": VRGD's scaling before the library's step)."""
+        if not self.library:
+            return "bench"
+        return self.library if self.target == "bench.optim.library:Library" else f"bench over {self.library}"
+
+    @property
+    def distribution(self) -> str | None:
+        """`package` without its version floor ("timm" of "timm>=1.0.31"): the name importlib.metadata knows."""
+        return re.match(r"[\w.-]+", self.package)[0] if self.package else None
+
     def load(self) -> type:
         """bench's own class (a library record's adapted class: bench.optim.library.adapt, which the registry of
         bench.optim builds)."""
@@ -100,6 +114,10 @@ class Optimizer:
         return dict(self.space or OPTIMIZERS[self.base].space)
 
 
+# Plumbing: the options that choose how a step is computed, not what it computes (kernel paths, graph capture,
+# autograd through the step, logging) or that turn descent into ascent. A recipe may set them; `bench recipe keys`
+# lists them apart from each optimizer's other options.
+PLUMBING = frozenset({"foreach", "fused", "capturable", "differentiable", "maximize", "verbose"})
 _MOMENTUM = ("momentum", "nesterov")
 _LARS = ("momentum", "eta", "eps", "nesterov")
 _ADAM = ("betas", "eps")
@@ -383,6 +401,8 @@ ARMS = {
     "adam": ("Adam", "#8c564b"),
     "vrgd_momentum": ("VRGD-Momentum", None),
 }
+# The packages the library records name, each once: every run records their versions (bench.rundir.versions).
+LIBRARIES = tuple(dict.fromkeys(r.distribution for r in OPTIMIZERS.values() if r.package))
 BASELINES = ("lars", "sgd")  # the reference optimizers a comparison falls back to, in order of preference
 DISPLAY = {**{name: r.display for name, r in OPTIMIZERS.items()}, **{name: d for name, (d, _) in ARMS.items()}}
 COLORS = {**{name: r.color for name, r in OPTIMIZERS.items()}, **{name: c for name, (_, c) in ARMS.items() if c}}
@@ -770,6 +790,7 @@ class TableRecord:
     sweep: bool = False  # a sweep's table: --baseline is an arm, and `bench sweep` writes it
     help: str = ""  # what it shows, in one line (`bench table NAME --help`)
     baseline: str = ""  # what --baseline means to it ('': it takes none, and refuses one)
+    runs: bool = True  # False: it reads a published table only, so `bench table NAME` loads no runs
 
     def load(self):
         return resolve(self.function)
@@ -801,6 +822,13 @@ TABLES = {
             "bench.analysis.tables:mlperf_epochs",
             needs="imagenet",
             help="epochs to 75.9% Top-1 on ImageNet ResNet-50 against MLPerf's reference range",
+        ),
+        TableRecord(
+            "mlperf-scaling",
+            "bench.analysis.tables:mlperf_scaling",
+            runs=False,
+            help="LARS's ImageNet critical batch from MLPerf's ResNet-50 reference convergence points (the scaling "
+            "table's fit on a published ladder; reads no runs)",
         ),
         TableRecord(
             "compare",

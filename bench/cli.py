@@ -208,15 +208,21 @@ MEANING_MIN = 30  # a meaning column narrower than this goes under its key inste
 
 def cmd_recipe_keys(args) -> int:
     """Every recipe key with its type, default and meaning (from the schema), wrapped to the terminal's width (a
-    narrow one gets each meaning under its key), then each optimizer's own keys."""
+    narrow one gets each meaning under its key), then each optimizer's own keys and source from the catalog
+    (torch-free); `--optimizer NAME`: that one's keys with their defaults (its class imported)."""
     import shutil
     import textwrap
     from itertools import zip_longest
 
-    from bench import optim, recipe
+    from bench import catalog, recipe
 
-    rows = [("key", "type", "default", "meaning"), *recipe.keys()]
     width = shutil.get_terminal_size((100, 24)).columns
+    wrap = functools.partial(
+        textwrap.fill, width=max(width, MEANING_MIN), subsequent_indent="      ", break_on_hyphens=False
+    )
+    if args.optimizer:
+        return _optimizer_keys(catalog.OPTIMIZERS[args.optimizer], wrap)
+    rows = [("key", "type", "default", "meaning"), *recipe.keys()]
     columns = [max(len(r[0]) for r in rows)]
     columns += [min(cap, max(len(r[i + 1]) for r in rows)) for i, cap in enumerate(KEY_COLUMNS)]
     meaning = width - sum(columns) - 2 * len(columns)
@@ -228,24 +234,42 @@ def cmd_recipe_keys(args) -> int:
         for parts in zip_longest(*cells, fillvalue=""):
             print("  ".join(p.ljust(w) for p, w in zip(parts, columns)).rstrip())
         if under and row[3]:
-            print(textwrap.fill(row[3], max(width, MEANING_MIN), initial_indent="    ", subsequent_indent="    "))
+            print(wrap(row[3], initial_indent="    ", subsequent_indent="    "))
     print()
     print(
-        textwrap.fill(
-            "optimizer.name and its own keys (beside name and lr; defaults in parentheses; "
-            "docs/algorithms.md has the equations):",
-            width,
+        wrap(
+            "optimizer.name [whose code makes its update: bench, or a library's class] and its own keys beside "
+            "name and lr, plumbing apart (how a step is computed, not what: bench/catalog.py's PLUMBING); "
+            "`bench recipe keys --optimizer NAME` gives one with its defaults, docs/algorithms.md the equations:",
+            subsequent_indent="",
         )
     )
-    for name in optim.NAMES:
-        try:
-            own = {
-                k: v for k, v in optim.hyperparameters(optim.REGISTRY[name]).items() if k not in ("lr", "weight_decay")
-            }  # weight_decay is a top-level recipe key
-            said = f"  {name}: " + ", ".join(f"{k} ({v})" for k, v in own.items())
-        except UserError as e:  # a library optimizer whose package is not installed
-            said = f"  {name}: {e}"
-        print(textwrap.fill(said, max(width, MEANING_MIN), subsequent_indent="      ", break_on_hyphens=False))
+    for name, record in catalog.OPTIMIZERS.items():
+        own, plumbing = _split_plumbing(record.options)
+        apart = f"; plumbing: {', '.join(plumbing)}" if plumbing else ""
+        print(wrap(f"  {name} [{record.source}]: {', '.join(own)}{apart}"))
+    return 0
+
+
+def _split_plumbing(options) -> tuple[list, list]:
+    """An optimizer's options: its own, then its plumbing (catalog.PLUMBING), each in the record's order."""
+    from bench.catalog import PLUMBING
+
+    return [o for o in options if o not in PLUMBING], [o for o in options if o in PLUMBING]
+
+
+def _optimizer_keys(record, wrap) -> int:
+    """`bench recipe keys --optimizer NAME`: its source, paper, and keys with their defaults (its class's)."""
+    from bench import optim
+
+    defaults = optim.hyperparameters(optim.REGISTRY[record.name])  # one sentence when its package is missing
+    own, plumbing = _split_plumbing(record.options)
+    source = ", ".join(filter(None, [record.source, record.package]))
+    print(wrap(f"{record.name} [{source}]: {'; '.join(filter(None, [record.display, record.paper]))}"))
+    print(wrap("  keys (optimizer.KEY beside name and lr; weight_decay is a top-level key; defaults in parentheses):"))
+    for title, keys in (("", own), ("plumbing (how a step is computed, not what): ", plumbing)):
+        if keys:
+            print(wrap(f"    {title}" + ", ".join(f"{k} ({defaults[k]})" for k in keys)))
     return 0
 
 
@@ -332,11 +356,9 @@ def _run(args) -> int:
 def _run_sweep(args) -> int:
     """`bench run SWEEP.yaml` (the main job, recipes/demo.yaml): the sweep as `bench sweep` runs it (results in
     results/<name> unless --out says where, figures in plots/<name>), from any tree as a one-recipe run is (each
-    run records its commit; `bench sweep` keeps refusing uncommitted changes for a study), then its verdict table
-    and the verdict in words. A one-recipe run's options do not apply."""
+    run records its commit; `bench sweep` keeps refusing uncommitted changes for a study), ending as it does: the
+    verdict in words, its table's and the main figure's paths. A one-recipe run's options do not apply."""
     from bench import sweep
-    from bench.analysis import results, tables
-    from bench.analysis.render import render
 
     options = {"--set": args.set, "--run-dir": args.run_dir, "--restart": args.restart, "--nproc": args.nproc > 1}
     options |= {"--tensorboard": args.tensorboard, "--threads": args.threads, "--wandb": args.wandb}
@@ -348,7 +370,7 @@ def _run_sweep(args) -> int:
     name = sweep.load(args.recipe).name
     out = Path(args.out) if args.out != str(DEFAULT_RESULTS) else Path("results") / name
     plots = Path("plots") / name
-    code = _sweep(
+    return _sweep(
         argparse.Namespace(
             sweep=args.recipe,
             list=False,
@@ -360,13 +382,6 @@ def _run_sweep(args) -> int:
             allow_mixed_kernels=False,
         )
     )
-    if code:
-        return code
-    table = tables.build("verdict", results.load_study([out]))
-    print()
-    print(render(table, "markdown"))  # ends with its claims in words (render.claim): what a reader takes away
-    print(f"comparison figure: {plots / 'tuned_top1_vs_batch.png'}")
-    return 0
 
 
 def _after_stop(signal_name: str, recipe_name: str, args, since: float) -> int:
@@ -428,7 +443,8 @@ def _sweep(args) -> int:
         print(sweep.trial_table(trials), end="")
         for warning in sweep.search_warnings(spec):
             print(f"bench: warning: {args.sweep}: {warning}", file=sys.stderr)
-        print("\n" + project.sweep_cost(spec, trials, args.throughput))
+        measured = sweep.measured_speed(Path(args.out or Path("results") / spec.name))
+        print("\n" + project.sweep_cost(spec, trials, args.throughput, measured))
         return 0
     results = Path(args.out or Path("results") / spec.name)
     plots = Path(args.plots or Path("plots") / spec.name)
@@ -447,9 +463,28 @@ def _sweep(args) -> int:
         return 0
     from bench.analysis import commands as analysis_commands
 
-    for path in analysis_commands.regenerate_sweep(results, plots, args.baseline):
-        print(f"wrote {path}")
+    print("\n".join(_sweep_end(results, plots, analysis_commands.regenerate_sweep(results, plots, args.baseline))))
     return 0
+
+
+MAIN_FIGURES = ("tuned_top1_vs_batch.png", "steps_to_result.png")  # a sweep's main figure, the first it drew (a
+# steps-to-result sweep draws no Top-1 figure)
+
+
+def _sweep_end(results: Path, plots: Path, written: list[Path]) -> list[str]:
+    """What `bench sweep` ends with: what it wrote in one line, the verdict's claims in words (render.claims_of),
+    then the verdict table's path and the main figure's."""
+    from bench.analysis.render import claims_of
+
+    tables, figures = ({p.stem for p in written if p.suffix == suffix} for suffix in (".md", ".png"))
+    verdict = results / "verdict.md"
+    figure = next(p for name in MAIN_FIGURES for p in written if p.name == name)
+    return [
+        f"wrote {len(tables)} tables (markdown and csv) to {results} and {len(figures)} figures (PNG and SVG) to {plots}",
+        *(f"- {c}" for c in claims_of(verdict.read_text())),
+        f"verdict table: {verdict}",
+        f"main figure: {figure}",
+    ]
 
 
 def _submit_sweep(args) -> tuple[str, str]:
@@ -600,6 +635,8 @@ def report_arguments(s, named: str, baseline: str, baseline_metavar: str | None 
 
 
 def parser() -> argparse.ArgumentParser:
+    from bench import catalog
+
     p = ArgumentParser(prog="bench", description="Large-batch ImageNet training benchmarks.")
     p.add_argument("--version", action=_Version, nargs=0, help="print the versions of bench and what it runs on")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -622,9 +659,14 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_validate)
 
     s = sub.add_parser("recipe", help="explain recipes").add_subparsers(dest="what", required=True, metavar="WHAT")
-    s.add_parser("keys", help="every recipe key: type, default, meaning (from the schema)").set_defaults(
-        func=cmd_recipe_keys
+    s = s.add_parser("keys", help="every recipe key: type, default, meaning (from the schema)")
+    s.add_argument(
+        "--optimizer",
+        choices=catalog.OPTIMIZERS,
+        metavar="NAME",
+        help="only this optimizer's keys, with their defaults (imports its code)",
     )
+    s.set_defaults(func=cmd_recipe_keys)
 
     def run_arguments(s):
         s.add_argument("recipe", metavar="RECIPE")
@@ -683,7 +725,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--allow-dirty",
         action="store_true",
-        help="run from a tree with uncommitted changes to bench "
+        help="run from a tree with uncommitted changes to bench's checkout, each run recording its commit as +dirty "
         "(refused by default: a study's runs come from one clean commit)",
     )
     s.add_argument(
@@ -728,7 +770,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--allow-dirty",
         action="store_true",
-        help="sweep files: the array runs from a tree with uncommitted changes to bench (bench sweep --allow-dirty)",
+        help="sweep files: the array runs from a tree with uncommitted changes to bench's checkout "
+        "(bench sweep --allow-dirty)",
     )
     s.add_argument("--dry-run", action="store_true", help="print the batch script instead of submitting it")
     s.set_defaults(func=cmd_submit, no_progress=True)

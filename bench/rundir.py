@@ -36,6 +36,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bench.catalog import LIBRARIES
 from bench.errors import UserError
 from bench.files import atomic_write, writing
 
@@ -87,6 +88,7 @@ PACKAGES = (
     "tensorboard",
     "wandb",
 )
+PACKAGES += tuple(p for p in LIBRARIES if p not in PACKAGES)  # each library optimizer's (schedulefree, ...)
 
 
 def now() -> str:
@@ -98,17 +100,19 @@ PACKAGE = Path(__file__).resolve().parent  # bench/: every subpackage and top-le
 
 @functools.lru_cache(maxsize=8)
 def git_commit(*files: Path) -> str | None:
-    """The commit of the checkout bench runs from, if any, '+dirty' when a tracked file anywhere in the package
-    (bench/optim, bench/data, bench/analysis, bench/engine, bench/*.py, ...) differs from it, or when one of
-    `files` (a sweep's sweep file and base recipe: what it reads besides code) is modified or not committed in
-    the git tree that holds it. A file in no git tree cannot be checked and is not counted (a run's recipe.yaml
-    records what it resolved to anyway). Read once per process, so every run of a suite names the code the
-    process loaded."""
+    """The commit of the checkout bench runs from, if any, '+dirty' when what a run reads may differ from it: a
+    tracked file of the checkout (bench's code, recipes, pyproject.toml, ...) differs from HEAD in the working tree
+    or the index; an untracked file that git does not ignore lies in bench/ (an untracked bench/optim/lars/
+    __init__.py is imported instead of the tracked lars.py) or recipes/; or one of `files` (a sweep's sweep file
+    and base recipe, which may live in another git tree) is modified or not committed in the git tree that holds
+    it. A file in no git tree cannot be checked and is not counted (a run's recipe.yaml records what it resolved
+    to anyway). Read once per process, so every run of a suite names the code the process loaded."""
+    checkout = PACKAGE.parent
     try:
-        sha = _git(PACKAGE, "rev-parse", "HEAD")
-        # tracked files only in the package: untracked ones there are never imported unless a tracked file (which
-        # would then be modified) imports them; results/ is data, not code (a resumed study changes it)
-        dirty = _git(PACKAGE, "status", "--porcelain", "--untracked-files=no", "--", ".")
+        sha = _git(checkout, "rev-parse", "HEAD")
+        # not results/ and plots/: bench writes them (a study in progress changes them), no run reads them
+        dirty = _git(checkout, "status", "--porcelain", "--untracked-files=no", "--", ".", ":!results", ":!plots")
+        dirty += _git(checkout, "status", "--porcelain", "--untracked-files=all", "--", PACKAGE.name, "recipes")
     except (OSError, subprocess.CalledProcessError):
         return None
     for file in files:

@@ -23,6 +23,9 @@ A sweep file names a base recipe and crosses optimizer "arms" with global batche
     select: {split: holdout, metric: top1}  # holdout | validation; top1 | steps_to_target (validation only)
     reruns: {seeds: [1, 2, 3], top: 2, matched: [[vrgd_lars, lars]]}
     local: {key: optimizer.lr, factor: 1.41421, steps: 1, extend: 2}   # a local stage (default: none)
+    primary: {reference: lars}              # the verdict's declared question: every arm against lars, or
+                                            # {pairs: [[vrgd_lars, lars]]} (default: VRGD-LARS against LARS)
+    scaling: {linear_from: smallest}        # the critical batch's linear scaling: smallest batch | zero
 
 Trials are ordinary runs: the base recipe with the overrides, the batch, the budget and the
 trial's point, named `<sweep>-<arm>-b<batch>-t<NN>` (`-s<study>` when studies > 1), tagged
@@ -86,7 +89,7 @@ from pydantic import (
 from bench import catalog
 from bench import recipe as recipe_mod
 from bench.errors import UserError
-from bench.rundir import FINISHED, META, prune_checkpoints, read_meta, read_metrics
+from bench.rundir import FINISHED, META, find_runs, prune_checkpoints, read_meta, read_metrics
 from bench.suite import Preempted, finished_run
 
 
@@ -210,6 +213,30 @@ class Local(_Strict):
     )
 
 
+class Scaling(_Strict):
+    """How `bench table scaling` reads the ladder (bench/analysis/ladder.py)."""
+
+    linear_from: Literal["smallest", "zero"] = Field(
+        "smallest",
+        description="the critical batch is 20% above perfect linear scaling from the ladder's smallest batch "
+        "(Zhang et al. 2024) or from the fit's small-batch limit (zero: 0.2 B_noise)",
+    )
+
+
+class Primary(_Strict):
+    """The verdict's declared question, its own Holm family (bench/analysis/tuning.py): every other arm against
+    `reference`, or the listed `pairs`, each read as X against Y (X / Y, X − Y)."""
+
+    reference: str | None = Field(None, description="every other arm against this one")
+    pairs: list[tuple[str, str]] = Field(default_factory=list, description="pairs [X, Y] of arms, X against Y")
+
+    @model_validator(mode="after")
+    def _one(self):
+        if (self.reference is None) == (not self.pairs):
+            raise ValueError("give one of reference (every other arm against it) or pairs ([[x, y], ...])")
+        return self
+
+
 class SweepSpec(_Strict):
     name: str
     base: Path
@@ -228,6 +255,10 @@ class SweepSpec(_Strict):
     select: Select = Select()
     reruns: Reruns
     local: Local | None = Field(None, description="a local stage after the trials (null: none)")
+    primary: Primary | None = Field(
+        None, description="the verdict's declared comparisons (null: VRGD-LARS against LARS where both are arms)"
+    )
+    scaling: Scaling = Scaling()
     keep_checkpoints: bool = Field(
         False,
         description="trials keep their final checkpoint (reruns always do, as recipe key checkpoint.keep_final says)",
@@ -267,6 +298,15 @@ class SweepSpec(_Strict):
                     f"reruns.matched: arms {x} and {y} search different keys ({', '.join(self.arms[x].space)}"
                     f" against {', '.join(self.arms[y].space)}); a matched point needs the same keys"
                 )
+        if self.primary is not None:
+            reference, pairs = self.primary.reference, self.primary.pairs
+            for arm in [reference] if reference else [a for pair in pairs for a in pair]:
+                if arm not in self.arms:
+                    key = "primary.reference" if reference else "primary.pairs"
+                    raise ValueError(f"{key}: '{arm}' is not an arm; the arms are {', '.join(self.arms)}")
+            for x, y in pairs:
+                if x == y:
+                    raise ValueError(f"primary.pairs: [{x}, {y}] compares an arm with itself")
         if self.local is not None:
             for label, arm in self.arms.items():
                 axis = arm.space.get(self.local.key)
@@ -382,10 +422,41 @@ def _train_size(spec: SweepSpec) -> int:
     return build(recipe.data, 1, 1, 0, 1, 0, device="cpu").train_size
 
 
+def check_arms(path: str | Path, spec: SweepSpec, batch: int, epochs: float) -> None:
+    """Each arm's `set`, and each searched key's declared values (a range's ends, a list's values), on the base
+    recipe at `batch`, before any trial: one the recipe refuses is named by its key in the sweep file, not blamed
+    on the base recipe, nor found only where a draw happens to fall. A base that fails with the sweep's own `set`
+    is left to the trials (their error names the base)."""
+    fixed = {**spec.set, "global_batch": batch, "epochs": epochs, "seed": spec.trial_seed}
+
+    def refusal(sets: dict) -> str:
+        try:
+            recipe_mod.load(spec.base, [f"{k}={json.dumps(v)}" for k, v in sets.items()], models=False)
+        except UserError as e:
+            return str(e).removeprefix(f"{spec.base}: ")
+        return ""
+
+    if refusal(fixed):
+        return
+    for label, arm in spec.arms.items():
+        if why := refusal({**fixed, **arm.set}):
+            raise UserError(f"{path}: key 'arms.{label}.set': {why}")
+        for key, axis in arm.space.items():
+            declared = [("value", v) for v in axis.values] if axis.values is not None else []
+            for what, value in declared or [("low", axis.low), ("high", axis.high)]:
+                if why := refusal({**fixed, **arm.set, key: value}):
+                    raise UserError(
+                        f"{path}: key 'arms.{label}.space.{key}': {what} {_show(value)} is outside what the key "
+                        f"allows: {why.removeprefix(f'key {key!r}: ')}"
+                    )
+
+
 def expand(path: str | Path, spec: SweepSpec) -> list[Trial]:
     """Every trial of the sweep, in running order (round-robin over cells); bad input raises UserError."""
     in_epochs = all(budget_at(spec, batch).epochs is not None for batch in spec.batches)
     train_size = None if in_epochs else _train_size(spec)
+    first = spec.batches[0]
+    check_arms(path, spec, first, budget_at(spec, first).epochs_at(first, train_size or 1))
     cells = []
     for study in range(spec.studies):
         for label, arm in spec.arms.items():
@@ -708,16 +779,17 @@ def this_platform() -> str:
 
 
 def refuse_dirty(spec: SweepSpec, allow_dirty: bool, sweep_files: tuple[Path, ...]) -> None:
-    """Refuse a study from an uncommitted tree: bench's code, or `sweep_files` (the sweep file and its base
-    recipe), unless allow_dirty. `bench submit` asks too, before the job array queues."""
-    from bench.rundir import git_commit
+    """Refuse a study from an uncommitted tree: bench's checkout (rundir.git_commit), or `sweep_files` (the sweep
+    file and its base recipe), unless allow_dirty. `bench submit` asks too, before the job array queues."""
+    from bench.rundir import PACKAGE, git_commit
 
     commit = git_commit(*sweep_files)
     if commit and commit.endswith("+dirty") and not allow_dirty:
         raise UserError(
-            f"sweep {spec.name}: bench's code, the sweep file or its base recipe has uncommitted changes (git status "
-            f"in {Path(__file__).parent} and of {', '.join(map(str, sweep_files))}); a study's runs come from one "
-            "clean commit: commit them, or pass --allow-dirty (the verdict then warns)"
+            f"sweep {spec.name}: bench's checkout, the sweep file or its base recipe has uncommitted changes or "
+            f"untracked files in bench/ or recipes/ (git status in {PACKAGE.parent} and of "
+            f"{', '.join(map(str, sweep_files))}); a study's runs come from one clean commit: commit them, or pass "
+            "--allow-dirty (each run then records its commit as +dirty, and the verdict warns)"
         )
 
 
@@ -730,7 +802,7 @@ def check_provenance(
     from bench.rundir import git_commit, kernels
 
     refuse_dirty(spec, allow_dirty, sweep_files)
-    commit = git_commit()  # what each run records: the package's code
+    commit = git_commit()  # what each run records: the checkout's state
     done = [json.loads(m.read_text()) for m in sorted(Path(results).glob(f"*/*/{META}"))]
     done = [m for m in done if m.get("status") in FINISHED]
     theirs = sorted({kernels(m) for m in done})
@@ -829,19 +901,41 @@ def run_sweep(
     return trials + reruns, waiting, [t.name for t in held + held_reruns if finished_run(results, t.recipe) is None]
 
 
-def run_counts(spec: SweepSpec, trials: list[Trial]) -> dict[str, float]:
-    """The runs the sweep will train and the training images they take: its trials, and at most (every cell
-    trained, no matched pair at the same point) reruns.top x seeds reruns a cell and 2 x seeds matched runs a
-    pair and batch, each at its cell's epochs."""
+def measured_speed(results: Path) -> float | None:
+    """Training images a second with evaluation included, the median over the finished runs under `results` (the
+    sweep's own, on this machine): what `--list` times the rest of the sweep by; None before any finished."""
+    speeds = []
+    for run in find_runs([results]) if results.is_dir() else []:
+        meta = read_meta(run)
+        seconds = (meta.get("train_time_s") or 0) + (meta.get("eval_time_s") or 0)
+        if meta.get("status") in FINISHED and meta.get("train_images_per_s") and seconds > 0:
+            speeds.append(meta["train_images_per_s"] * meta["train_time_s"] / seconds)
+    return float(np.median(speeds)) if speeds else None
+
+
+def run_counts(spec: SweepSpec, trials: list[Trial], images: int | None = None) -> dict[str, float]:
+    """The runs the sweep will train and the training epochs they take (at most: every run to its budget): its
+    trials, the local stage's points (at most 2 x steps + extend a cell), and (every cell trained, no matched pair
+    at the same point) reruns.top x seeds reruns a cell and 2 x seeds matched runs a pair and batch, each at its
+    cell's epochs; with `images` (an epoch's), their optimizer steps too."""
     epochs = {t.batch: t.recipe.epochs for t in trials}  # a cell's trials share its budget
     seeds = len(spec.reruns.seeds)
     per_batch = len(spec.arms) * spec.reruns.top * seeds + len(spec.reruns.matched) * 2 * seeds
-    return {
+    # the local stage: ±1 .. ±steps around each cell's best, then up to `extend` further out on one side
+    local = 2 * spec.local.steps + spec.local.extend if spec.local else 0
+    counts = {
         "trials": len(trials),
+        "local": local * len(spec.arms) * len(spec.batches),
         "reruns": per_batch * len(spec.batches),
         "trial_epochs": sum(t.recipe.epochs for t in trials),
+        "local_epochs": local * len(spec.arms) * sum(epochs.values()),
         "rerun_epochs": per_batch * sum(epochs.values()),
     }
+    if images:  # `images` training images an epoch: the optimizer steps of all of them
+        counts["steps"] = sum(t.recipe.epochs * images / t.batch for t in trials) + sum(
+            (local * len(spec.arms) + per_batch) * e * images / b for b, e in epochs.items()
+        )
+    return counts
 
 
 def local_stage(spec: SweepSpec, trials: list[Trial], ranked: dict, finished: dict, results: Path, progress) -> list:

@@ -128,6 +128,48 @@ def tiny_dataset(tmp_path_factory) -> Path:
     return root
 
 
+def git(where: Path, *args: str) -> str:
+    """git in a test's scratch repository, committing as a throwaway identity."""
+    identity = ["-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+    return subprocess.run(["git", *identity, *args], cwd=where, capture_output=True, text=True, check=True).stdout
+
+
+# A checkout's files at the paths a run reads (code, recipes, configuration) and writes (results, plots)
+CHECKOUT_FILES = (
+    "pyproject.toml",
+    "README.md",
+    "bench/__init__.py",
+    "bench/catalog.py",
+    "bench/optim/lars.py",
+    "bench/data/pipeline.py",
+    "bench/analysis/tuning.py",
+    "bench/engine/train.py",
+    "recipes/base.yaml",
+    "recipes/sweep.yaml",
+    "results/study/run/meta.json",
+    "plots/study/scaling.png",
+)
+
+
+@pytest.fixture
+def checkout(tmp_path, monkeypatch) -> Path:
+    """A committed git checkout of bench's layout in tmp_path (CHECKOUT_FILES and this repository's .gitignore)
+    whose state rundir.git_commit reads instead of this checkout's, which the test never touches."""
+    from bench import rundir
+
+    root = tmp_path / "checkout"
+    for name in CHECKOUT_FILES:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(f"# {name}\n")
+    (root / ".gitignore").write_text((ROOT / ".gitignore").read_text())
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "x"]):
+        git(root, *args)
+    monkeypatch.setattr(rundir, "PACKAGE", root / "bench")
+    rundir.git_commit.cache_clear()  # read once per process: this checkout's, then this repository's again
+    yield root
+    rundir.git_commit.cache_clear()
+
+
 def write_recipe(path: Path, text: str) -> Path:
     path.write_text(text)
     return path
@@ -238,13 +280,19 @@ def start_ranks(fn, args: tuple, nprocs: int) -> None:
     mp.start_processes(fn, args=args, nprocs=nprocs, start_method="fork" if forks_are_safe() else "spawn")
 
 
-def cli(*args: str, show_warnings: bool = False) -> subprocess.CompletedProcess:
+def cli(*args: str, show_warnings: bool = False, strict: bool = False) -> subprocess.CompletedProcess:
     """`bench ARGS` in this process, with run_cli's exit code, stdout and stderr, without the 5-10 s a new Python
     spends importing torch on 2 cores (most of a small run's time). Python's warnings are ignored, as in run_cli;
-    `show_warnings`: each shown once, as a process without PYTHONWARNINGS shows them, at the end of stderr."""
+    `show_warnings`: each shown once, as a process without PYTHONWARNINGS shows them, at the end of stderr;
+    `strict`: every warning but bench's own (a line for the user) raises where it is warned, so a test fails on
+    one that would leak to a user (numpy's RuntimeWarnings)."""
+    from bench.errors import BenchWarning
+
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), warnings.catch_warnings(record=True) as seen:
-        warnings.simplefilter("default" if show_warnings else "ignore")
+        warnings.simplefilter("error" if strict else "default" if show_warnings else "ignore")
+        if strict:
+            warnings.filterwarnings("default", category=BenchWarning)
         try:
             code = main(list(args))
         except SystemExit as e:  # argparse's refusals

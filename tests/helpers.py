@@ -162,6 +162,19 @@ def backward(params, grads):
         p.grad = g.clone() if p.grad is None else p.grad + g
 
 
+def run_steps(opt, params, steps) -> list[list[torch.Tensor]]:
+    """observe() each group's gradients, step(), zero_grad(); the weights after each step."""
+    history = []
+    for groups in steps:
+        for grads in groups:
+            backward(params, grads)
+            opt.observe()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        history.append([p.detach().clone() for p in params])
+    return history
+
+
 def run(name, ws, steps, lrs, names=None, **hparams):
     """Our optimizer from create(): per step, observe each group (none when k = 1), step; params after each step.
     names: the parameters' names (create() then gets named parameters, as from model.named_parameters())."""

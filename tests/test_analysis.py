@@ -295,6 +295,33 @@ def test_no_runs_and_missing_path_are_user_errors(tmp_path, capsys):
     assert "no such run or results directory" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    "command",
+    [["table", "compare", "RUNS"], ["table", "compare", "RUNS", "--batch", "64"], ["plot", "RUNS", "--out", "PLOTS"]],
+)
+def test_compare_and_plot_refuse_a_sweeps_runs_and_name_its_own_tables(tmp_path, capsys, command):
+    """A sweep's folder holds one-seed trials, selected on val, beside the reruns of each cell's selection: compare
+    and plot would take each batch's best by val Top-1 over both (here LARS's lucky trial as the baseline, its reruns
+    "(not best)"), so each refuses in one sentence naming the sweep's tables and figures, and writes nothing.
+    Reruns tagged by hand (role rerun, no sweep) stay theirs."""
+    from tests.helpers import sweep_run
+
+    sweep, plots = tmp_path / "sweep", tmp_path / "plots"
+    for arm in ("lars", "sgd"):
+        sweep_run(sweep, arm, 64, "trial", 0, [50, 75])
+        for seed in (1, 2):
+            sweep_run(sweep, arm, 64, "rerun", seed, [50, 60 + seed])
+            make_run(tmp_path / "tagged", arm, arm, 64, seed, [50, 60 + seed], tags={"role": "rerun"})
+    words = lambda runs: [{"RUNS": str(runs), "PLOTS": str(plots)}.get(w, w) for w in command]  # noqa: E731
+    assert main(words(sweep)) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"bench: error: {sweep}: runs of bench sweep (s), which ")
+    assert f"`bench {' '.join(command[: command.index('RUNS')])}` does not read" in err
+    assert f"`bench table verdict|scaling|tuning {sweep}`" in err and "`bench sweep SWEEP --plots DIR`" in err
+    assert not plots.exists()
+    assert main(words(tmp_path / "tagged")) == 0
+
+
 def test_unknown_table_and_baseline(tmp_path, capsys):
     seeds(tmp_path)
     assert main(["table", "vrgd-imagnet", str(tmp_path)]) == 2

@@ -3,10 +3,12 @@ the documents it points a user to are in the repository."""
 
 import re
 import subprocess
+from importlib import metadata
 from pathlib import Path
 
 import pytest
 
+from bench import catalog
 from bench.cli import main
 from bench.data import resolve_loader
 from bench.rundir import versions
@@ -70,6 +72,8 @@ def test_version_names_bench_and_what_it_runs_on(capsys):
     assert lines[0] == f"bench {found['bench']}"
     for name in ("python", "torch", "torchvision", "timm"):
         assert f"{name} {found[name]}" in lines
+    for name in catalog.LIBRARIES:  # every package a library optimizer's record names (schedulefree, ...)
+        assert f"{name} {metadata.version(name)}" in lines
 
 
 def _flat(d: dict, prefix: str = "") -> set[str]:
@@ -107,7 +111,31 @@ def test_recipe_keys_lists_every_schema_key_with_a_meaning(capsys, monkeypatch):
         meanings[key] = (meanings.get(key, "") + " " + line[header.index("meaning") :].strip()).strip()
     assert set(meanings) == _flat(full)
     assert all(meanings.values()), [key for key, meaning in meanings.items() if not meaning]
-    assert any(line.startswith("  vrgd_lars: ") and "gamma (0.1)" in line for line in lines)
+    listed = re.sub(r"\n {6}", " ", "\n".join(lines[lines.index("") :])).splitlines()  # wrapped lines joined
+    optimizers = {line.split()[0]: line for line in listed if line.startswith("  ")}
+    assert list(optimizers) == list(catalog.OPTIMIZERS)  # each once, with its source and its options by name
+    assert optimizers["vrgd_lars"].startswith("  vrgd_lars [bench]: momentum, eta,")
+    assert optimizers["vrgd_lars"].endswith("trust_grad; plumbing: fused")
+    assert optimizers["nesterov"] == (
+        "  nesterov [torch.optim:SGD]: momentum, dampening, nesterov; plumbing: maximize, foreach, differentiable, fused"
+    )
+    assert optimizers["vrgd_muon"].startswith("  vrgd_muon [bench over timm.optim:Muon]: momentum, nesterov,")
+    assert optimizers["muon"].endswith("; plumbing: capturable, verbose")  # its own keys first, the plumbing apart
+
+
+def test_recipe_keys_of_one_optimizer_give_its_source_and_defaults_with_the_plumbing_apart(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "250")
+    assert main(["recipe", "keys", "--optimizer", "muon"]) == 0
+    head, title, own, plumbing = re.sub(r"\n {6}", " ", capsys.readouterr().out).splitlines()
+    assert head.startswith("muon [timm.optim:Muon, timm>=1.0.31]: Muon; Jordan et al. 2024")
+    assert "weight_decay is a top-level key" in title
+    assert own.startswith("    momentum (0.95), nesterov (False), ns_steps (5),") and "capturable" not in own
+    assert plumbing == "    plumbing (how a step is computed, not what): capturable (False), verbose (False)"
+    assert main(["recipe", "keys", "--optimizer", "vrgd_lars"]) == 0
+    said = capsys.readouterr().out
+    assert said.startswith("vrgd_lars [bench]: VRGD-LARS\n") and "gamma (0.1)" in said and "fused (None)" in said
+    assert main(["recipe", "keys", "--optimizer", "muonn"]) == 2
+    assert "unknown value 'muonn' for --optimizer (did you mean 'muon'?)" in capsys.readouterr().err
 
 
 def test_every_cited_document_is_in_the_repository():
@@ -190,10 +218,11 @@ print("HEAVY", heavy)
 """
 
 
-@pytest.mark.parametrize("args", [["--version"], ["--help"], ["report", "--columns"]])
-def test_help_version_and_column_definitions_import_no_torch(args):
+@pytest.mark.parametrize("args", [["--version"], ["--help"], ["report", "--columns"], ["recipe", "keys"]])
+def test_help_version_column_definitions_and_recipe_keys_import_no_torch(args):
     """They answer in a second or two: torch, timm, DALI and pandas are imported only where a command needs them
-    (`bench validate` needs timm: it checks the model name in timm's registry, as `bench run` does)."""
+    (`bench validate` needs timm: it checks the model name in timm's registry, as `bench run` does; `bench recipe
+    keys --optimizer NAME` imports that optimizer, for its defaults)."""
     import sys
 
     done = subprocess.run([sys.executable, "-c", LIGHT, *args], capture_output=True, text=True)

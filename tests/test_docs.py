@@ -93,11 +93,29 @@ def test_every_relative_link_of_the_readme_and_docs_resolves():
 
 def test_the_readme_is_a_front_door():
     text = (ROOT / "README.md").read_text()
-    assert len(text.encode()) <= 15_500
+    assert len(text.encode()) <= 16_000
     assert "    ./setup.sh && .venv/bin/bench run recipes/demo.yaml\n" in text  # the two commands, as they were
     assert "    ./setup.sh && .venv/bin/python -m pytest\n" in text
     for page in PAGES[1:]:
         assert f"(docs/{page.name})" in text, f"README links no docs/{page.name}"
+
+
+def test_the_readme_lists_each_optimizer_under_the_code_it_runs():
+    """The README's optimizer list is bench/catalog.py's records, one line a source: bench's own, then each library's
+    package (a record of bench's VRGD over a library's step: after that library's own), so the two cannot drift."""
+    from bench import catalog
+
+    sources = {}  # "bench" or a package -> (its records, bench's VRGD over its step)
+    for name, record in catalog.OPTIMIZERS.items():
+        own, over = sources.setdefault(record.distribution or "bench", ([], []))
+        (over if record.source.startswith("bench over") else own).append(name)
+    expected = [
+        f"- {source}: {', '.join(own)}" + (f"; bench's VRGD over their step: {', '.join(over)}" if over else "")
+        for source, (own, over) in sources.items()
+    ]
+    block = (ROOT / "README.md").read_text().split("<!-- optimizers: ")[1].split("<!-- /optimizers -->")[0]
+    listed = re.sub(r"\n  ", " ", block).splitlines()[1:]  # a long line goes on, indented, on the next
+    assert listed == expected
 
 
 class _Parsed(Exception):

@@ -2,23 +2,20 @@
 
 import json
 import math
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import torch
 
-import bench
 from bench import recipe as recipe_mod
 from bench.engine import distributed
 from bench.engine.plan import make_plan
 from bench.engine.train import Trainer
 from bench.errors import UserError
 from bench.rundir import event_lines
-from tests.conftest import RECIPES, cli, write_recipe
+from tests.conftest import CHECKOUT_FILES, RECIPES, cli, git, write_recipe
 from tests.helpers import EQUIV, equiv_recipe, params_after
 
 PLANS = [
@@ -448,59 +445,55 @@ def test_each_progress_field_has_one_writer():
     assert written(train) and written(train) <= set(fields[6:])
 
 
-PROVENANCE_PROBE = """
-import subprocess, sys
-from pathlib import Path
-from bench.rundir import git_commit
-root, files = Path(sys.argv[1]), [Path(f) for f in sys.argv[2:]]
-def state(*extra):
-    git_commit.cache_clear()
-    commit = git_commit(*extra)
-    subprocess.run(["git", "checkout", "-q", "--", "."], cwd=root, check=True)  # undo the edit for the next probe
-    return commit
-print("clean", state(*files))
-for name in ["bench/optim/lars.py", "bench/data/pipeline.py", "bench/analysis/tuning.py", "bench/engine/train.py",
-             "bench/catalog.py", "recipes/base.yaml"]:
-    with open(root / name, "a") as f:
-        f.write("# edited\\n")
-    print(name, state(*files))
-(root / "recipes" / "new.yaml").write_text("arms: {}\\n")
-print("untracked sweep file", state(root / "recipes" / "new.yaml"))
-"""
+def test_the_recorded_commit_sees_everything_a_run_reads(checkout, tmp_path):
+    """git_commit() (what each run records; a sweep refuses '+dirty') says '+dirty' for a tracked file that differs
+    from HEAD anywhere in the checkout, in the working tree or only in the index (the code of each subpackage and a
+    top-level module, a recipe, pyproject.toml, the README), for an untracked file in bench/ (a package that
+    shadows a tracked module: an untracked bench/optim/lars/__init__.py is imported instead of lars.py; LARS then
+    ran as SGD) or in recipes/, and for an edited or uncommitted sweep file it is given from another git tree; not
+    for what bench writes (results/, plots/), an ignored file, or an untracked file elsewhere. On a throwaway
+    checkout."""
+    from bench.rundir import git_commit
 
+    mine = tmp_path / "my-sweeps"  # a user's sweep files in a git tree of their own
+    (mine / "sweeps").mkdir(parents=True)
+    (mine / "sweeps" / "ladder.yaml").write_text("arms: {}\n")
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "x"]):
+        git(mine, *args)
+    sha = git(checkout, "rev-parse", "HEAD").strip()
 
-def test_the_recorded_commit_sees_every_file_of_the_package_and_the_sweeps_files(tmp_path):
-    """git_commit() says '+dirty' for an edit anywhere in the package (each subpackage and a top-level module), not
-    only in bench/engine, and for an edited or uncommitted sweep/recipe file it is given; on a throwaway git copy
-    of the package (this checkout is never touched)."""
-    import shutil
+    def state(*files: Path) -> str | None:
+        git_commit.cache_clear()
+        commit = git_commit(*files)
+        for repo in (checkout, mine):  # undo the change for the next probe
+            git(repo, "reset", "-q", "--hard")
+            git(repo, "clean", "-qfd")
+        return commit
 
-    root = tmp_path / "checkout"
-    shutil.copytree(Path(bench.__file__).parent, root / "bench", ignore=shutil.ignore_patterns("__pycache__"))
-    (root / "recipes").mkdir()
-    (root / "recipes" / "base.yaml").write_text("epochs: 1\n")
-    (root / "recipes" / "sweep.yaml").write_text("base: base.yaml\narms: {}\n")
-    for command in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"]):
-        subprocess.run(["git", *command], cwd=root, check=True)
-    sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()
-    probe = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            PROVENANCE_PROBE,
-            str(root),
-            str(root / "recipes/sweep.yaml"),
-            str(root / "recipes/base.yaml"),
-        ],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(root)},
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    lines = dict(line.rsplit(" ", 1) for line in probe.stdout.splitlines())
-    assert lines.pop("clean") == sha
-    assert lines == {name: f"{sha}+dirty" for name in lines} and len(lines) == 7, lines
+    def write(path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a") as f:
+            f.write("# edited\n")
+
+    assert state(mine / "sweeps" / "ladder.yaml") == sha
+    for name in (n for n in CHECKOUT_FILES if not n.startswith(("results/", "plots/"))):
+        write(checkout / name)
+        assert state() == f"{sha}+dirty", name
+    write(checkout / "bench/optim/lars.py")
+    git(checkout, "add", "bench/optim/lars.py")
+    assert git(checkout, "status", "--porcelain") == "M  bench/optim/lars.py\n" and state() == f"{sha}+dirty"
+    for name in ("bench/optim/lars/__init__.py", "recipes/new.yaml"):
+        write(checkout / name)
+        assert state() == f"{sha}+dirty", name
+    write(mine / "sweeps" / "ladder.yaml")
+    assert state(mine / "sweeps" / "ladder.yaml") == f"{sha}+dirty"
+    write(mine / "sweeps" / "new.yaml")
+    assert state(mine / "sweeps" / "new.yaml") == f"{sha}+dirty"
+    for name in ("results/study/run/meta.json", "results/study/run-2/meta.json", "plots/study/scaling.png"):
+        write(checkout / name)  # what bench writes
+    write(checkout / "notes.txt")  # untracked, outside bench/ and recipes/
+    write(checkout / "bench/optim/__pycache__/lars.cpython-311.pyc")  # ignored (.gitignore)
+    assert state() == sha
 
 
 def test_eval_ema_reads_the_target_on_the_averaged_weights(tmp_path, tiny_dataset, monkeypatch):

@@ -26,6 +26,7 @@ from tests.helpers import (
     fp32,
     gradients,
     run,
+    run_steps,
     weights,
 )
 
@@ -344,15 +345,7 @@ def test_a_mixin_on_a_hook_the_fused_path_skips_gets_the_eager_code_or_a_refusal
     def history(cls, fused):
         params = [nn.Parameter(w.clone()) for w in ws]
         opt = cls(optim.param_groups(params), lr=0.5, weight_decay=0.1, fused=fused)
-        out = []
-        for groups in steps:
-            for grads in groups:
-                backward(params, grads)
-                opt.observe()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            out.append([p.detach().clone() for p in params])
-        return out, opt
+        return run_steps(opt, params, steps), opt
 
     with pytest.raises(
         UserError,

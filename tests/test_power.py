@@ -217,3 +217,14 @@ def test_a_pair_of_misses_widens_both_ends_of_the_ratio_interval():
     assert r.low == 0.0 and r.high == math.inf  # 99.21% at 5 vs 5: the extremes of the 25 ratios
     r = power.ratio_interval([100.0, 110.0, 120.0, 90.0, 130.0], [200.0, 210.0, math.inf, 215.0, 225.0], 0.95)
     assert r.high == pytest.approx(130 / 215) and r.low == 0.0  # 3rd largest ratio; a finite X / a missed Y: 0
+
+
+def test_too_few_values_reach_only_their_widest_interval_and_ratio_seeds_says_how_many_reach_a_level():
+    """n vs m values cover at most 1 − 2 / C(n+m, n), the smallest to the largest ratio (2 vs 2: 66.67%); the
+    fewest a side that reach 95% are 4 (97.14%), 99% 5 (99.21%), as ratio_interval attains them."""
+    assert power.ratio_level(2, 2, 0.99) == (1, pytest.approx(2 / 3))
+    r = power.ratio_interval([300.0, 400.0], [100.0, 150.0], 0.99)
+    assert (r.low, r.high, r.coverage) == (2.0, 4.0, pytest.approx(2 / 3))  # short of 99%: the widest it has
+    assert power.ratio_seeds(0.95) == (4, pytest.approx(1 - 2 / 70))
+    assert power.ratio_seeds(0.99) == (5, pytest.approx(1 - 2 / 252))
+    assert power.ratio_seeds(1 - 0.05 / 2) == (5, pytest.approx(1 - 4 / 252))  # two tests: 97.5%, k = 2

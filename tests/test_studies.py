@@ -18,7 +18,7 @@ COMMITTED = sorted(
     for study in ("ladder-speed", "ladder-quality", "fashion-mnist-superseded")
     for name in HEADLINES
     if (path := ROOT / "results" / study / f"{name}.md").exists()
-)
+) + [ROOT / "results" / "mlperf-scaling" / "mlperf-scaling.md"]  # a published ladder through the fit (no runs)
 
 
 def table_claims(markdown: str) -> list[str]:
@@ -117,7 +117,7 @@ def test_a_committed_table_is_what_its_tree_gives(path, studies):
     from bench.analysis.render import render
 
     if path.parent not in studies:
-        studies[path.parent] = results.load_study([path.parent])
+        studies[path.parent] = results.load_study([path.parent]) if tables.TABLES[path.stem].runs else None
     fresh = rows(render(tables.build(path.stem, studies[path.parent]), "markdown"))
     committed = rows(path.read_text())
     assert fresh and fresh == committed, f"{path} differs from what its results tree gives now"

@@ -14,13 +14,14 @@ import pytest
 
 from bench import recipe as recipe_mod
 from bench import sweep
-from bench.analysis import results, tuning
+from bench.analysis import results, tables, tuning
 from bench.analysis.paper import display
+from bench.analysis.render import claims_of
 from bench.cli import main
 from bench.data import build
 from bench.errors import UserError
 from bench.recipe import DataSpec
-from tests.conftest import RECIPES, bench_processes, cli, killed_at, write_recipe
+from tests.conftest import RECIPES, bench_processes, cli, git, killed_at, write_recipe
 from tests.helpers import BASE, SWEEP, make_run, sweep_run
 
 
@@ -71,8 +72,25 @@ BAD = [
     (
         "bad key in an arm",
         SWEEP.replace("optimizer.name: lars}", "optimizer.name: lars, optimizer.etaa: 1}"),
-        ["trial tiny-lars-b32-t00", "etaa"],
+        ["key 'arms.lars.set'", "unknown hyperparameter 'etaa'"],
     ),
+    (
+        "misspelt optimizer in an arm",  # the arm's set, not the base recipe
+        SWEEP.replace("optimizer.name: lars}", "optimizer.name: lras}"),
+        ["key 'arms.lars.set': unknown optimizer 'lras' (did you mean 'lars'?)"],
+    ),
+    (
+        "range outside the key's domain",  # refused as declared, not where a draw happens to fall
+        SWEEP.replace("optimizer.lr: {low: 0.01, high: 0.5, scale: log}", "optimizer.lr: {low: -0.001, high: 0.01}"),
+        ["key 'arms.sgd.space.optimizer.lr': low -0.001 is outside what the key allows", "greater than 0"],
+    ),
+    (
+        "list value outside the key's domain",
+        SWEEP.replace("{low: 0.0, high: 1.0}", "{values: [0.5, -1]}"),
+        ["key 'arms.lars.space.schedule.warmup_epochs': value -1 is outside"],
+    ),
+    ("primary naming no arm", SWEEP + "primary: {reference: adamw}\n", ["primary.reference: 'adamw' is not an arm"]),
+    ("primary with both", SWEEP + "primary: {reference: lars, pairs: [[sgd, lars]]}\n", ["give one of reference"]),
     ("holdout selection without a holdout", SWEEP + "set: {data.holdout: 0}\n", ["select.split", "holdout"]),
     (
         "steps selected on the holdout",
@@ -100,6 +118,15 @@ def test_a_folder_or_a_missing_file_is_exit_2(tmp_path, capsys):
     assert main(["sweep", str(tmp_path / "none.yaml")]) == 2
     err = capsys.readouterr().err
     assert "a folder, not a sweep file" in err and "no such sweep file" in err
+
+
+def test_validate_refuses_a_range_outside_its_keys_domain_whatever_the_draws(sweep_file, capsys):
+    """{low: -0.001, high: 0.01}: 2 trials draw lrs above 0 (8 would draw one below): the range itself is refused."""
+    sweep_file.write_text(SWEEP.replace("{low: 0.01, high: 0.5, scale: log}", "{low: -0.001, high: 0.01}"))
+    spec = sweep.load(sweep_file)
+    assert all(point["optimizer.lr"] > 0 for point in sweep.points(spec, spec.arms["sgd"], 0))
+    assert main(["validate", str(sweep_file)]) == 2
+    assert "key 'arms.sgd.space.optimizer.lr': low -0.001 is outside" in capsys.readouterr().err
 
 
 def test_the_same_sweep_file_gives_the_same_trials_in_their_ranges(sweep_file):
@@ -178,7 +205,7 @@ def test_a_budget_in_steps_or_images_becomes_epochs_of_the_training_set_left_aft
         pace = Pace(recipe, recipe_plan(recipe, 1), 6000, False)
         assert pace.schedule_steps == steps and abs(steps * batch - 18000) <= batch / 2
     sweep_file.write_text(SWEEP.replace("budget: {epochs: 2}", "budget: {images: 64}"))  # 0.5 epochs: too short
-    with pytest.raises(UserError, match="warmup_epochs 0.802413 is longer than training"):  # for a searched warm-up
+    with pytest.raises(UserError, match="warmup_epochs': high 1 is outside .* 1 is longer than training"):  # its range
         load(sweep_file)
 
 
@@ -335,7 +362,7 @@ def test_a_tiny_sweep_killed_once_resumes_and_reports(sweep_file, tmp_path, caps
     out, plots = tmp_path / "results", tmp_path / "plots"
     cmd = ["sweep", str(sweep_file), "--out", str(out), "--plots", str(plots), "--allow-dirty"]
     assert killed_at("step:3", *cmd, BENCH_CRASH_ONCE=str(tmp_path / "crashed")) == -signal.SIGKILL
-    done = cli(*cmd)  # the same command, in this process
+    done = cli(*cmd, strict=True)  # the same command, in this process; a warning that leaks is an error
     assert done.returncode == 0, done.stderr
     assert "resuming" in done.stdout  # the killed trial went on from its checkpoint (step 2)
     runs = results.load([out])
@@ -350,6 +377,15 @@ def test_a_tiny_sweep_killed_once_resumes_and_reports(sweep_file, tmp_path, caps
     assert kept == {name: 0 if "-t0" in name else 1 for name in kept}  # trials keep none, reruns their final one
     verdict = (out / "verdict.md").read_text()
     assert "| 32 | nesterov" not in verdict and "SGD" in verdict and "LARS" in verdict
+    claims = [f"- {claim}" for claim in claims_of(verdict)]  # what it ends with: the verdict in words, two paths
+    assert claims and done.stdout.splitlines()[-len(claims) - 3 :] == [
+        f"wrote {1 + len(tables.SWEEP_TABLES)} tables (markdown and csv) to {out} and "
+        f"{len(list(plots.glob('*.png')))} figures (PNG and SVG) to {plots}",
+        *claims,
+        f"verdict table: {out / 'verdict.md'}",
+        f"main figure: {plots / 'tuned_top1_vs_batch.png'}",
+    ]
+    assert f"wrote {out}" not in done.stdout  # the files it wrote, one line for all
     assert {p.name for p in plots.iterdir()} >= {
         "steps_to_result.png",
         "lr_sensitivity.png",
@@ -480,15 +516,20 @@ def test_perf_sweep_reports_the_overhead_per_trial(sweep_file, tmp_path):
 
 def test_list_prints_the_search_warnings_the_runs_and_their_gpu_hours(sweep_file, capsys):
     """4 trials of 2 epochs of the 128 training images, at most 2 arms x 2 seeds reruns of the same: 1,024 images
-    each side, at 0.1 img/s 2.8 GPU-hours each. The default throughput is ResNet-50's at 224 px only."""
+    each side (32 steps each at batch 32), at 0.1 img/s 2.8 GPU-hours each. The default throughput is ResNet-50's
+    at 224 px only; without one, the time on this machine comes from the sweep's finished runs."""
     assert main(["sweep", str(sweep_file), "--list", "--throughput", "0.1"]) == 0
     said = capsys.readouterr()
     assert said.out.count("| tiny-") == 4
-    assert "4 trials + at most 4 reruns = at most 8 runs (2 arms x 1 batches; reruns: top 1 x 2 seeds" in said.out
-    assert "GPU-hours of training: 2.8 trials + at most 2.8 reruns = at most 5.7, for 128 training images" in said.out
+    assert "4 trials + at most 0 local points + at most 4 reruns = at most 8 runs (2 arms x 1 batches; reruns: " in (
+        said.out
+    )
+    assert "at most 2,048 training images (trials 1,024, locals 0, reruns 1,024) in 64 steps, 128 training" in said.out
+    assert "GPU-hours of training: 2.8 trials + at most 0 local + at most 2.8 reruns = at most 5.7, at 0.1" in said.out
     assert "arms.lars: 2 trials for 2 searched keys" in said.err and "studies: 1" in said.err
     assert main(["sweep", str(sweep_file), "--list"]) == 0
-    assert "GPU-hours: give --throughput IMG_S for resnet10t at 16 px" in capsys.readouterr().out
+    assert "time: give --throughput IMG_S, or run one trial" in capsys.readouterr().out
+    assert sweep.measured_speed(sweep_file.parent / "nowhere") is None
 
 
 def test_submit_a_sweep_file_as_a_job_array_of_workers(sweep_file, tmp_path, monkeypatch):
@@ -522,8 +563,9 @@ def test_submit_a_sweep_file_as_a_job_array_of_workers(sweep_file, tmp_path, mon
 
 
 def test_a_near_tie_selection_is_flagged_and_a_better_that_rests_on_it_says_so(tmp_path):
-    """Holdout of 1,000 images: 80.6 against 80.4 is 0.2 pp apart with a standard error of about 1.25: a near tie;
-    85 against 80 is not. The verdict's 'better' names the near-tie selection it rests on."""
+    """Reruns whose holdout Top-1 varies 1 pp from seed to seed: the trials' 80.6 against 80.4 is 0.2 pp apart, well
+    inside the sqrt(2) x 1 pp two one-seed trials differ by: a near tie; 85 against 80 is not. The verdict's
+    'better' names the near-tie selection it rests on."""
     meta = {"holdout_size": 1000}
     for arm, scores in (("lars", [80.6, 80.4]), ("vrgd_lars", [85.0, 80.0])):
         for trial, score in enumerate(scores):
@@ -539,8 +581,10 @@ def test_a_near_tie_selection_is_flagged_and_a_better_that_rests_on_it_says_so(t
                 meta_extra=meta,
             )
         for seed in (1, 2, 3):
-            sweep_run(tmp_path, arm, 64, "rerun", seed, [50, (70 if arm == "lars" else 60) + seed * 0.1])
+            val = [50, (70 if arm == "lars" else 60) + seed * 0.1]
+            sweep_run(tmp_path, arm, 64, "rerun", seed, val, holdout=[50, 70 + seed])
     cells = tuning.cells(results.load_study([tmp_path])).set_index("arm")
+    assert cells.loc["lars", "seed_noise"] == pytest.approx(1.0)  # the reruns' holdout Top-1: 71, 72, 73
     assert cells.loc["lars", "near_tie"] and not cells.loc["vrgd_lars", "near_tie"]
     assert cells.loc["lars", "runner_up_top1"] == 80.4
     assert cells.loc["lars", "selection_se"] == pytest.approx(100 * math.sqrt(0.806 * 0.194 / 1000))
@@ -621,7 +665,36 @@ def test_the_verdict_names_its_commits_and_platforms_and_warns_when_they_differ(
     notes = " ".join(table.notes)
     assert "commits abcdef0, abcdef0+dirty on cpu AVX2, torch 2.14.1; cpu AVX512, torch 2.14.1" in notes
     assert "more than one code version" in notes and "cpu AVX2, torch 2.14.1: 5 runs" in notes
+    assert "Warning: 2 of the 6 runs are dirty (commit +dirty)" in notes
     assert rows[(64, "VRGD-LARS", "LARS")][-1].endswith("; pairs across kernel platforms")
+
+
+def test_the_verdict_names_the_optimizer_libraries_and_warns_when_a_package_s_versions_differ(tmp_path):
+    """Each library optimizer's package at the versions its runs recorded (meta.json's versions): bench's own
+    optimizers name none, nor does a run made before bench recorded its package's version. Two versions of one
+    package in a study are warned about, as two commits are."""
+    platform = {"git_commit": "abcdef0123", "device": "cpu", "cpu_capability": "AVX2"}
+    for seed in (1, 2, 3):
+        for arm, optimizer in (("lars", "lars"), ("nadamw", "nadamw"), ("sf", "schedulefree_adamw")):
+            versions = {"torch": "2.14.1", "timm": "1.0.30" if seed == 3 else "1.0.31"}
+            versions |= {"schedulefree": "1.4.1"} if seed < 3 else {}  # seed 3: made before bench recorded it
+            make_run(
+                tmp_path,
+                f"s-{arm}-b64-best-seed{seed}",
+                optimizer,
+                64,
+                seed,
+                [50, 70 + seed],
+                tags={"sweep": "s", "arm": arm, "trial": 0, "study": 0, "role": "rerun"},
+                meta_extra={**platform, "versions": versions},
+            )
+    _, table = verdict_rows(tmp_path)
+    assert [n for n in table.notes if n.startswith(("Provenance", "Warning"))] == [
+        "Provenance: 9 finished runs from commit abcdef0 on cpu AVX2, torch 2.14.1; optimizer libraries "
+        "schedulefree 1.4.1, timm 1.0.30, timm 1.0.31.",
+        "Warning: the runs come from more than one version of timm (1.0.30: 1 runs; 1.0.31: 2 runs); a reviewer "
+        "cannot rerun them with one.",
+    ]
 
 
 def test_the_plan_table_sizes_a_next_study_at_the_corrected_level(tmp_path):
@@ -681,6 +754,30 @@ def test_a_sweep_refuses_an_uncommitted_tree_and_another_kernel_platform(sweep_f
     (finished / "meta.json").write_text(json.dumps(meta))
     sweep.check_provenance(sweep.load(sweep_file), out, allow_dirty=False, allow_mixed_kernels=False)
     assert "came from fedcba987654; this process runs 0123456789abcdef" in capsys.readouterr().err
+
+
+def test_an_allowed_dirty_tree_is_recorded_in_each_run_and_the_verdict_counts_it(sweep_file, checkout, tmp_path):
+    """A recipe edited in bench's checkout (the sweep file and its base recipe lie elsewhere, unchanged) makes the
+    tree dirty: a sweep refuses it; with allow_dirty its run records the commit as '+dirty', and the verdict's
+    provenance counts the dirty run. The run's meta.json holds the installed version of every package a library
+    optimizer's record names."""
+    from importlib import metadata
+
+    from bench import catalog
+
+    out = tmp_path / "results"
+    with open(checkout / "recipes" / "base.yaml", "a") as f:
+        f.write("# edited\n")
+    with pytest.raises(UserError, match="uncommitted changes"):
+        sweep.run_sweep(sweep_file, out, only="sgd-b32-t00")
+    sweep.run_sweep(sweep_file, out, only="sgd-b32-t00", allow_dirty=True)
+    [meta] = [json.loads(path.read_text()) for path in out.glob("*/*/meta.json")]
+    sha = git(checkout, "rev-parse", "HEAD").strip()
+    assert meta["git_commit"] == f"{sha}+dirty"
+    assert {p: meta["versions"][p] for p in catalog.LIBRARIES} == {p: metadata.version(p) for p in catalog.LIBRARIES}
+    notes = tuning.provenance_notes(results.load_study([out]))
+    assert notes[0].startswith(f"Provenance: 1 finished runs from commit {sha[:7]}+dirty on cpu ")
+    assert "Warning: 1 of the 1 runs are dirty (commit +dirty)" in " ".join(notes)
 
 
 def test_a_thin_search_is_named_in_a_warning(sweep_file):
@@ -831,14 +928,14 @@ def test_the_scaling_table_gives_steps_images_over_linear_and_each_arms_fit(tmp_
     assert rows[("VRGD-LARS", 50)]["critical batch [95%]"].startswith("above ")  # linear: open above
     assert math.isfinite(fits["lamb"].b_noise)  # the miss at 200 (a lower bound at 15 steps) bends the curve
     for arm in ("lars", "lamb"):
-        assert rows[(display(arm), 50)]["critical batch [95%]"] == ladder.interval_text(
-            *fits[arm].critical, fits[arm].resolved
-        )
+        assert rows[(display(arm), 50)]["critical batch [95%]"] == ladder.interval_text(*fits[arm].critical)
     ax = tuning_plots.plot_steps_to_result(tuning.cells(study), ["lars", "vrgd_lars", "lamb"]).axes[0]
     arrows = [a for a in ax.texts if a.arrow_patch is not None]
     assert len(arrows) == sum(math.isinf(f.high) for f in fits.values())  # an interval open above: an arrow
     dotted = [line.get_xdata()[0] for line in ax.get_lines() if line.get_linestyle() == ":"]
     assert dotted == [pytest.approx(f.critical[0]) for f in fits.values() if f.resolved]  # a point only if resolved
+    fitted = {line.get_gid() for line in ax.get_lines() if (line.get_gid() or "").startswith(("fit-", "perfect-"))}
+    assert fitted == {f"{kind}-{arm}" for arm in ("lars", "vrgd_lars", "lamb") for kind in ("fit", "perfect-scaling")}
     assert "Zhang et al. 2024" in " ".join(table.notes)
 
 
@@ -1093,8 +1190,8 @@ def test_bench_run_of_a_sweep_file_runs_it_and_ends_with_the_verdict_in_words(
     tmp_path, tiny_dataset, capsys, monkeypatch
 ):
     """The main job's shape (recipes/demo.yaml): `bench run` of a sweep file runs the sweep (one lr per arm, three
-    paired seeds), then prints the verdict table, its claims in words and the comparison figure's path; the options
-    of one recipe's run are refused in one line, before anything runs."""
+    paired seeds) and ends as `bench sweep` does, with the verdict's claims in words and the paths of its table and
+    the comparison figure; the options of one recipe's run are refused in one line, before anything runs."""
     write_recipe(tmp_path / "base.yaml", BASE.replace("DATA", str(tiny_dataset)).replace("holdout: 32", "holdout: 0"))
     path = write_recipe(tmp_path / "paired.yaml", PAIRED)
     assert main(["run", str(path), "--set", "epochs=2"]) == 2
@@ -1113,16 +1210,14 @@ def test_bench_run_of_a_sweep_file_runs_it_and_ends_with_the_verdict_in_words(
     verdict = pd.read_csv(out / "verdict.csv")
     [row] = verdict.to_dict("records")
     assert (row["X"], row["Y"], row["family"]) == ("VRGD-LARS", "LARS", "primary")
-    table = [line for line in said if line.startswith("| 32 ")]
-    assert len(table) == 1 and "VRGD-LARS" in table[0] and (out / "verdict.md").read_text() in "\n".join(said) + "\n"
-    claims, figure = [line for line in said if line.startswith("- VRGD-LARS − LARS val Top-1 at batch 32")], said[-1]
+    claims = [line for line in said if line.startswith("- VRGD-LARS − LARS val Top-1 at batch 32")]
     assert len(claims) == 1 and claims[0].endswith(".")  # the table's claim: its interval, then what it resolved
     if row["verdict"].startswith("within noise"):  # what a reader takes away: nothing resolved, and how little could be
         mde = float(row["MDE 80% at α/m [95%]"])
         assert f"within noise (could detect ≥ {mde:.1f} pp)" in claims[0]
     else:
         assert row["verdict"] in claims[0]
-    assert figure == "comparison figure: plots/paired/tuned_top1_vs_batch.png"
+    assert said[-2:] == [f"verdict table: {out / 'verdict.md'}", "main figure: plots/paired/tuned_top1_vs_batch.png"]
     assert (tmp_path / "plots" / "paired" / "tuned_top1_vs_batch.png").is_file()
 
 

@@ -301,9 +301,15 @@ def imports(c: Checker, step: Step) -> str | None:
     return None
 
 
+# The optimizers' steps under torch.cuda.set_sync_debug_mode("error"): none waits for the GPU (issue 66)
+SYNC_TEST = "tests/test_optim_sync.py::test_steps_run_without_host_sync_on_cuda"
+
+
 def gpu_tests(c: Checker, step: Step) -> str | None:
     # -n 0: one process, as the tests share one GPU (xdist's workers would each start CUDA for a few tests)
-    done = c.python(step, "-m", "pytest", "-q", "-rs", "-n", "0", "-p", "no:cacheprovider", "tests/test_gpu.py")
+    done = c.python(
+        step, "-m", "pytest", "-q", "-rs", "-n", "0", "-p", "no:cacheprovider", "tests/test_gpu.py", SYNC_TEST
+    )
     summary = [line for line in done.stdout.splitlines() if re.search(r"\d+ (passed|failed|skipped|error)", line)]
     if done.returncode not in (0, 5):
         raise StepFailed(
@@ -449,7 +455,7 @@ STEPS = [  # name, title, cap on a GPU (s), CUDA only, function
     ("install", "install the carried wheels (pydantic ...)", 15, False, install),
     ("environment", "versions, device, torch floor", 15, False, environment),
     ("imports", "every bench module imports; bench --version; bench validate", 25, False, imports),
-    ("gpu-tests", "pytest tests/test_gpu.py", 110, False, gpu_tests),
+    ("gpu-tests", "pytest tests/test_gpu.py and the optimizer steps without host sync", 110, False, gpu_tests),
     ("perf-train", "bench perf train: ResNet-50, 224 px, bf16, channels_last, batch 256", 70, False, perf_train(False)),
     ("perf-train-compile", "the same with torch.compile", 90, True, perf_train(True)),
     (
@@ -459,7 +465,13 @@ STEPS = [  # name, title, cap on a GPU (s), CUDA only, function
         False,
         perf_ghost_bn,
     ),
-    ("perf-optim", "bench perf optim: LARS fused vs SGD foreach, VRGD fused vs eager", 25, False, perf_optim),
+    (
+        "perf-optim",
+        "bench perf optim: LARS, VRGD-LARS against torch's fused SGD (issue 66's goals), VRGD fused vs eager",
+        25,
+        False,
+        perf_optim,
+    ),
     (
         "train-resume",
         "bench run (demo recipe, torchvision loader), killed after a checkpoint, resumed",

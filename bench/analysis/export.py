@@ -80,6 +80,8 @@ COLUMNS = {
     "holdout_size": "training images held out for selection (data.holdout; 0 for none)",
     "commit": "the git commit of the code that made the run ('+dirty': an uncommitted working tree)",
     "kernels": "the platform whose kernels made the numbers: device, kernel path (CPU: ATen capability) and torch",
+    "library": "a library optimizer's package and its version in the run ('' for bench's own optimizers, and for "
+    "runs made before bench recorded it)",
     "holdout_top1": "Top-1 (%) on the held-out training images (data.holdout) at the last evaluation",
     "planned_epochs": "the recipe's epochs",
     "train_size": "training images",

@@ -50,6 +50,7 @@ from bench.analysis.results import (  # noqa: E402
     best_groups,
     file_stem,
     numbers,
+    refuse_sweep,
     step_batches,
     variant_names,
 )
@@ -711,7 +712,9 @@ def prefixes(study: Study) -> dict[str, str]:
 
 
 def plot_all(study: Study, out: str | Path) -> list[Path]:
-    """Every figure for every setting in `study` (see prefixes() for the file names)."""
+    """Every figure for every setting in `study` (see prefixes() for the file names); a sweep's runs: one sentence
+    (results.refuse_sweep)."""
+    refuse_sweep(study.runs, "bench plot")
     written = []
     with plt.rc_context(STYLE):
         for setting, prefix in prefixes(study).items():

@@ -25,8 +25,10 @@ effect it could have detected (scipy.stats; no torch).
   Mann-Whitney test inverted on log values (Hodges-Lehmann): the point is the median of the n·m pairwise ratios
   x_i / y_j, the interval their k-th smallest to k-th largest, k the largest with 2 P(U < k) ≤ 1 − confidence
   under the exact null distribution of U; its exact coverage is 1 − 2 P(U < k) (5 vs 5: 99.21% for 99%, 96.83%
-  for 95%). Distribution-free under a shift of log values, no generator, no dependence on the runs' order;
-  ties (an evaluation grid) make the closed interval cover at least as often. A miss is ∞: against a finite
+  for 95%); where no k reaches `confidence`, the smallest to the largest ratio, whose coverage 1 − 2 / C(n+m, n)
+  is the most n vs m values give (2 vs 2: 66.67%; `ratio_seeds`: the fewest a side that reach a level).
+  Distribution-free under a shift of log values, no generator, no dependence on the runs' order; ties (an
+  evaluation grid) make the closed interval cover at least as often. A miss is ∞: against a finite
   value its ratio is ±∞, and two misses could stand either way, so their pair counts as −∞ for the lower end and
   +∞ for the upper (the interval can only widen).
 - `holm(p)`: Holm's step-down adjustment (family-wise error at most alpha, any dependence between tests).
@@ -226,6 +228,24 @@ def mann_whitney_counts(n: int, m: int) -> np.ndarray:
     return counts[n, m]
 
 
+def ratio_level(n: int, m: int, confidence: float) -> tuple[int, float]:
+    """(k, exact coverage) of ratio_interval's interval for n vs m values: k the largest with 2 P(U < k) ≤ 1 −
+    confidence, at least 1 (the smallest to the largest ratio: coverage 1 − 2 / C(n+m, n), the most n vs m can
+    reach, short of `confidence` where they are too few: 2 vs 2, 66.67%)."""
+    tail = np.cumsum(mann_whitney_counts(n, m)) / math.comb(n + m, n)  # P(U <= u)
+    k = max(int(np.sum(2 * tail <= 1 - confidence + 1e-12)), 1)  # P(U < k) = tail[k - 1]
+    return k, float(1 - 2 * tail[k - 1])
+
+
+def ratio_seeds(confidence: float) -> tuple[int, float]:
+    """The fewest values a side (n vs n) whose ratio interval reaches `confidence` (< 1), with the coverage it
+    attains there: 95%: 4 vs 4, 97.14%; 99%: 5 vs 5, 99.21%."""
+    n = 2
+    while (coverage := ratio_level(n, n, confidence)[1]) < confidence - 1e-12:
+        n += 1
+    return n, coverage
+
+
 class Ratio(NamedTuple):
     """X / Y by Hodges-Lehmann with its exact Mann-Whitney interval (ratio_interval): point NaN when the misses
     leave the median pairwise ratio undetermined."""
@@ -245,9 +265,7 @@ def ratio_interval(x, y, confidence: float = 1 - ALPHA) -> Ratio | None:
     with np.errstate(invalid="ignore", divide="ignore"):
         d = np.divide.outer(x, y).ravel()  # x_i / y_j; NaN where both are misses (∞ / ∞)
     low_ends, high_ends = np.sort(np.nan_to_num(d, nan=0.0)), np.sort(np.nan_to_num(d, nan=np.inf, posinf=np.inf))
-    tail = np.cumsum(mann_whitney_counts(n, m)) / math.comb(n + m, n)  # P(U <= u)
-    k = max(int(np.sum(2 * tail <= 1 - confidence + 1e-12)), 1)  # P(U < k) = tail[k - 1]
-    coverage = 1 - 2 * tail[k - 1]
+    k, coverage = ratio_level(n, m, confidence)
     middle = [np.median(low_ends), np.median(high_ends)]
     point = float(middle[0]) if middle[0] == middle[1] else math.nan
     return Ratio(point, float(low_ends[k - 1]), float(high_ends[n * m - k]), float(coverage))

@@ -555,41 +555,59 @@ def plot(frame: pd.DataFrame, out: Path, title: str, note: str) -> list[Path]:
     return save(fig, Path(out), "time-to-train")
 
 
-def sweep_cost(spec, trials, throughput: float | None = None) -> str:
-    """The runs of `bench sweep --list` and their GPU-hours of training at a stated throughput (evaluation and
-    start-up left out)."""
+def sweep_cost(spec, trials, throughput: float | None = None, measured: float | None = None) -> str:
+    """The runs of `bench sweep --list`, their training images and steps (at most: every run to its budget), and
+    their time: GPU-hours at a stated throughput (or ResNet-50's preset), and hours on this machine at `measured`
+    img/s (the sweep's finished runs' median, where some exist). Evaluation and start-up left out."""
     from bench import sweep
 
     n = sweep.run_counts(spec, trials)
     said = (
-        f"{n['trials']:,} trials + at most {n['reruns']:,} reruns = at most {n['trials'] + n['reruns']:,} runs"
-        f" ({len(spec.arms)} arms x {len(spec.batches)} batches; reruns: top {spec.reruns.top} x "
-        f"{len(spec.reruns.seeds)} seeds a cell, {len(spec.reruns.matched)} matched pair(s))"
+        f"{n['trials']:,} trials + at most {n['local']:,} local points + at most {n['reruns']:,} reruns = at most "
+        f"{n['trials'] + n['local'] + n['reruns']:,} runs ({len(spec.arms)} arms x {len(spec.batches)} batches; "
+        f"reruns: top {spec.reruns.top} x {len(spec.reruns.seeds)} seeds a cell, {len(spec.reruns.matched)} "
+        "matched pair(s))"
     )
     base = trials[0].recipe
     resnet50 = base.model.name == "resnet50" and base.data.image_size == 224
-    if throughput:
-        speed, words = throughput, f"{throughput:,.0f} img/s per GPU (given)"
-    elif resnet50:
-        presets = load_presets()
-        name = presets.clusters["dgx-h100"].accelerator
-        speed, words = (
-            presets.accelerators[name].images_per_second,
-            stack_words(name, presets.accelerators[name]),
-        )
-    else:
-        return f"{said}\nGPU-hours: give --throughput IMG_S for {base.model.name} at {base.data.image_size} px"
     try:
         images, whose = sweep._train_size(spec), "training images"
     except UserError:
-        if not resnet50:
-            return f"{said}\nGPU-hours: not known here (the training data is not where the base recipe says)"
-        images, whose = IMAGENET_TRAIN_IMAGES, "training images (ImageNet-1k's: the data is not here)"
-    trial_h, rerun_h = (n[k] * images / speed / 3600 for k in ("trial_epochs", "rerun_epochs"))
-    return (
-        f"{said}\nGPU-hours of training: {_hours(trial_h)} trials + at most {_hours(rerun_h)} reruns = at most "
-        f"{_hours(trial_h + rerun_h)}, for {images:,} {whose} an epoch at {words}"
-    )
+        images, whose = (
+            (IMAGENET_TRAIN_IMAGES, "training images (ImageNet-1k's: the data is not here)") if resnet50 else (None, "")
+        )
+    if images is None:
+        return f"{said}\nimages and time: not known here (the training data is not where the base recipe says)"
+    n = sweep.run_counts(spec, trials, images)
+    epochs = {k: n[f"{k}_epochs"] for k in ("trial", "local", "rerun")}
+    total = sum(epochs.values()) * images
+    parts = ", ".join(f"{k}s {v * images:,.0f}" for k, v in epochs.items())
+    lines = [
+        said,
+        f"at most {total:,.0f} training images ({parts}) in {n['steps']:,.0f} steps, {images:,} {whose} an epoch",
+    ]
+    if throughput or resnet50:
+        if throughput:
+            speed, words = throughput, f"{throughput:,.3g} img/s per GPU (given)"
+        else:
+            presets = load_presets()
+            name = presets.clusters["dgx-h100"].accelerator
+            speed, words = presets.accelerators[name].images_per_second, stack_words(name, presets.accelerators[name])
+        hours = {k: v * images / speed / 3600 for k, v in epochs.items()}
+        lines.append(
+            f"GPU-hours of training: {_hours(hours['trial'])} trials + at most {_hours(hours['local'])} local + at most "
+            f"{_hours(hours['rerun'])} reruns = at most {_hours(sum(hours.values()))}, at {words}"
+        )
+    if measured:
+        lines.append(
+            f"on this machine: at most {_hours(total / measured / 3600)} hours of one process at {measured:,.0f} img/s "
+            "(the median of this sweep's finished runs; evaluation included)"
+        )
+    elif not throughput and not resnet50:
+        lines.append(
+            "time: give --throughput IMG_S, or run one trial (bench sweep --only ...) and list again: its img/s is used"
+        )
+    return "\n".join(lines)
 
 
 def _hours(h: float) -> str:

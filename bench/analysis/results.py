@@ -28,7 +28,8 @@ Per run (`Study.runs`, `load()`):
   first step's training loss, the largest mean training loss of an evaluation interval and its step, the last
   interval's; unstable: the peak was over SPIKE x loss_first (a spike; one that came back keeps its numbers).
 - commit: meta.json's git_commit ('+dirty': made from an uncommitted tree); kernels: the device, its kernel
-  path (CPU: ATen's capability) and the torch build (kernels()); holdout_size: the held-out training images.
+  path (CPU: ATen's capability) and the torch build (kernels()); library: a library optimizer's package and the
+  version the run recorded (library_of); holdout_size: the held-out training images.
 - steps_to_target_grid: the resolution of steps_to_target (the steps between the hit and the evaluation before
   it); stopped_at_target: the run ended at the target (recipe eval.stop_at_target), so its final values are
   those of that evaluation, not of the planned budget.
@@ -74,7 +75,7 @@ import numpy as np
 import pandas as pd
 
 from bench.analysis.paper import data_label, model_label, model_shape, paper_setting, setting_label
-from bench.catalog import DATASETS, reads_files
+from bench.catalog import DATASETS, OPTIMIZERS, reads_files
 from bench.errors import UserError
 from bench.identity import digest, loader_ran, seed_key
 from bench.recipe import Recipe, file_stem  # noqa: F401  (file_stem: plots use it from here)
@@ -249,6 +250,14 @@ def _loader_class(recipe: dict) -> dict:
     return {**recipe, "data": data}
 
 
+def library_of(optimizer: str, meta: dict) -> str:
+    """The package of a library optimizer's record and the version the run recorded ("timm 1.0.31"); '' for
+    bench's own optimizers, and for a run made before bench recorded that package's version."""
+    record = OPTIMIZERS.get(optimizer)
+    version = (meta.get("versions") or {}).get(record.distribution) if record and record.package else None
+    return f"{record.distribution} {version}" if version else ""
+
+
 def plan_batch_of(meta: dict) -> int | None:
     """The plan's batch from meta.json (`plan.batch`; runs before 2026-11-24 wrote it as `plan.global_batch`)."""
     plan = meta.get("plan") or {}
@@ -382,6 +391,7 @@ def summarize(run: Path) -> tuple[dict, pd.DataFrame]:
         "holdout_size": meta.get("holdout_size") or 0,
         "commit": meta.get("git_commit") or "unknown",
         "kernels": kernels(meta),
+        "library": library_of(recipe["optimizer"]["name"], meta),
         "val_size": meta.get("val_size"),
         "val_images": (meta.get("evaluated_images") or {}).get("val", meta.get("val_size")),
         "stopped_at_target": bool(meta.get("stopped_at_target")),
@@ -438,6 +448,22 @@ def sweep_place(recipe: dict) -> dict:
         "point_of": tags.get("point_of"),
         "select_metric": tags.get("select", "top1"),
     }
+
+
+def refuse_sweep(runs: pd.DataFrame, command: str) -> None:
+    """`command` (bench table compare, bench plot) takes each batch's best recipe by val Top-1 over every run it is
+    given: over a sweep's runs (their tags name a sweep) that mixes one-seed trials, selected on that val set, with
+    the reruns. One sentence (UserError) pointing at the sweep's own tables and figures, which read the reruns of
+    each cell's selection; runs tagged by hand (tags.role: rerun, no sweep) stay the command's."""
+    made = runs[runs["sweep"].notna()]
+    if len(made):
+        folders = " ".join(sorted({str(Path(run).parents[1]) for run in made["run"]}))
+        raise UserError(
+            f"{folders}: runs of bench sweep ({', '.join(sorted(set(made['sweep'])))}), which `{command}` does not "
+            "read (it would pick each batch's best by val Top-1 over one-seed trials and reruns together); the "
+            f"sweep's tables compare the reruns of each cell's selection (`bench table verdict|scaling|tuning "
+            f"{folders}`) and `bench sweep SWEEP --plots DIR` draws its figures"
+        )
 
 
 def mean_std(values) -> tuple[float, float]:

@@ -20,7 +20,7 @@ from bench import catalog
 from bench.analysis import paper
 from bench.analysis.paper import MLPERF_TARGET, display
 from bench.analysis.render import NO_NUMBER, Cell, Table, cell
-from bench.analysis.results import Study, best_groups, variant_names
+from bench.analysis.results import Study, best_groups, refuse_sweep, variant_names
 from bench.errors import UserError
 
 MEASURED_TOP1 = "measured = val Top-1 (%) at the last evaluation, mean ± sample std over seeds (n = runs)"
@@ -446,6 +446,8 @@ def build(name: str, study: Study, baseline: str | None = None, batch: int | Non
         raise UserError(f"--baseline is not an option of `bench table {name}`; the tables that take it: {takers}")
     if TABLES[name].sweep and study.runs["role"].isna().all():  # every run made by hand (bench run)
         raise UserError(HAND_RUN.format(name=name))
+    if name == "compare":
+        refuse_sweep(study.runs, "bench table compare")
     if baseline is not None and name not in SWEEP_TABLES and baseline not in set(study.groups["optimizer"]):
         raise UserError(
             f"--baseline '{baseline}': no run uses that optimizer; the runs use "
@@ -459,3 +461,80 @@ def build(name: str, study: Study, baseline: str | None = None, batch: int | Non
     if batch not in batches:
         raise UserError(f"--batch {batch}: no run has that global batch; the runs have {', '.join(map(str, batches))}")
     return compare(study, baseline, batch)
+
+
+MLPERF_EVAL_EPOCHS = 4  # MLPerf's ResNet-50 evaluates every 4 epochs: an RCP's epochs are read on that grid
+
+
+def mlperf_scaling(study: Study | None = None, baseline: str | None = None) -> Table:
+    """MLPerf's ResNet-50 reference convergence points (LARS, ImageNet, epochs to 75.9% at batches 1,632-67,840)
+    through the scaling table's fit (bench/analysis/ladder.py): LARS's ImageNet critical batch with its interval
+    and checks. Reads the published table only."""
+    from bench.analysis import ladder
+
+    pub, source = paper.reference("mlperf_resnet50_rcp")
+    rows = []
+    for _, r in pub.sort_values("batch").iterrows():
+        per_epoch = paper.IMAGENET_TRAIN / r["batch"]
+        steps = (r["epochs_min"] * per_epoch, r["epochs_max"] * per_epoch)
+        rows.append(
+            {
+                "global_batch": int(r["batch"]),
+                "near_tie": False,
+                "runner_up_rerun_steps": (),
+                "rerun_steps": steps,
+                "rerun_ran": steps,
+                "rerun_grid": (MLPERF_EVAL_EPOCHS * per_epoch,) * 2,
+                "rerun_budget": math.inf,
+            }
+        )
+    cells_of = pd.DataFrame(rows)
+    f = ladder.fit_ladder(cells_of)
+    check = ladder.checks(cells_of, f)
+    table = Table(
+        f"LARS's ImageNet critical batch from MLPerf's ResNet-50 reference convergence points ({MLPERF_TARGET}% Top-1)",
+        [
+            "batch",
+            "MLPerf epochs (min–max)",
+            "steps (mid-range)",
+            "fitted steps",
+            "images / linear",
+            "critical batch [95%]",
+            "critical batch without this batch",
+            "batch-0 reference, 0.2 B_noise [95%]",
+        ],
+    )
+    first = cells_of.iloc[0]
+    for i, (_, c) in enumerate(cells_of.iterrows()):
+        mid = sum(c["rerun_steps"]) / 2
+        table.rows.append(
+            [
+                c["global_batch"],
+                "{:g}–{:g}".format(*(s / (paper.IMAGENET_TRAIN / c["global_batch"]) for s in c["rerun_steps"])),
+                Cell(mid, kind="steps"),
+                Cell(check.fitted[i], kind="steps"),
+                Cell(mid * c["global_batch"] / (sum(first["rerun_steps"]) / 2 * first["global_batch"]), kind="ratio"),
+                ladder.interval_text(*f.critical) if i == 0 else NO_NUMBER,
+                ladder.batch_text(check.left_out[c["global_batch"]]),
+                ladder.interval_text(*f.critical_at_zero) if i == 0 else NO_NUMBER,
+            ]
+        )
+    outside = check.outside(f)
+    robust = (
+        f"not robust (outside the interval: {', '.join(outside)})"
+        if outside
+        else "every batch left out in turn keeps it inside"
+    )
+    table.notes = [
+        f"published: {source}",
+        "Each batch's two ends of MLPerf's range (over reference runs) enter the fit as two points, in steps of the "
+        f"batch on ImageNet's {paper.IMAGENET_TRAIN:,} training images, read on MLPerf's {MLPERF_EVAL_EPOCHS}-epoch "
+        "evaluation grid (the crossing at the middle of the interval before it); the fit, interval and critical batch "
+        "(20% above perfect linear scaling from the smallest batch) are `bench table scaling`'s. Every batch had its "
+        "own tuned hyperparameters and epoch budget (the reference runs'), so this is a tuned ladder under a "
+        "poly(2) decay over each run's budget, and its spread is MLPerf's range, not seeds of one recipe.",
+        f"Claim: LARS on ImageNet (MLPerf ResNet-50 references): critical batch {ladder.interval_text(*f.critical)} "
+        f"(95%; 20% above linear scaling from batch {f.base:,.0f}); {robust}; batch-0 reference (0.2 B_noise): "
+        f"{ladder.interval_text(*f.critical_at_zero)}.",
+    ]
+    return table

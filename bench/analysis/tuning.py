@@ -15,15 +15,17 @@ Runs are placed by their recipe's tags (results.sweep_place): role "trial" (one 
   so no selection luck is in them.
 - Verdict on val Top-1 (bench/analysis/power.py): the difference of the reruns' means, X - Y, with its 95%
   interval, paired by seed when both sides reran the same seeds (same initialisation and data order), else
-  Welch's; its p-value, and that p Holm-adjusted within its family: the primary question (PRIMARY: VRGD-LARS
-  against LARS, one test per batch) or the secondary comparisons (every other pair at every batch). "X better"
-  / "Y better" when the adjusted p is under 0.05, else "within noise (could detect ≥ MDE pp)": the minimum
+  Welch's; its p-value, and that p Holm-adjusted within its family: the primary question, one test per batch
+  (primary_pairs: each arm against --baseline, else the sweep file's `primary`, else PRIMARY: VRGD-LARS against
+  LARS) or the secondary comparisons (every other pair at every batch). "X better" / "Y better" when the
+  adjusted p is under 0.05, else "within noise (could detect ≥ MDE pp)": the minimum
   detectable effect at 80% power at the observed noise and seeds; "seeds for 1 pp" says how many seeds per
   side would detect a 1-point difference at that noise. A diverged rerun has no final accuracy and is left out
   of its side's mean (the row says so); a side whose reruns all diverged loses to one that trained. The gap
   difference gets the same interval; the steps ratio X / Y is the median of the pairwise ratios of the reruns'
   steps to target (Hodges-Lehmann; a miss = ∞) with the exact Mann-Whitney interval and its attained coverage
-  (power.ratio_interval: distribution-free, no resampling), given when the misses leave that median finite.
+  (power.ratio_interval: distribution-free, no resampling), given when the misses leave that median finite; a
+  speed verdict needs that interval at the family's level, which 2 vs 2 reruns cannot reach ("too few seeds").
   Where a selection was a near tie, a verdict word stands only if the runner-up's reruns agree
   (near_tie_word); each row's conclusion ends the table as a sentence (render.claim).
 """
@@ -100,9 +102,10 @@ def cells(study: Study) -> pd.DataFrame:
         ranked = rank_trials(scored, column, by_steps)
         best = ranked.iloc[0] if len(ranked) else None
         runner_up = ranked.iloc[1][column] if len(ranked) > 1 else math.nan
-        steps_tie = (
+        steps_tie = (  # a best that missed has no steps to tie on (its misses are ranked on Top-1)
             by_steps
             and len(ranked) > 1
+            and math.isfinite(best["steps_to_target"])
             and ranked.iloc[1]["steps_to_target"] - best["steps_to_target"] < best["steps_to_target_grid"]
         )
         split = (
@@ -138,6 +141,7 @@ def cells(study: Study) -> pd.DataFrame:
                 "best_steps": best["steps_to_target"] if best is not None else math.nan,
                 "runner_up_steps": ranked.iloc[1]["steps_to_target"] if len(ranked) > 1 else math.nan,
                 "near_tie": bool(steps_tie if by_steps else best is not None and best[column] - runner_up < 2 * se),
+                "rerun_selection": tuple(done[column]) if column in done else (),  # the reruns' seed noise
                 "noise_scale": float(trained["noise_scale_window"].median()) if len(trained) else math.nan,
                 "best_lr": best["lr"] if best is not None else math.nan,
                 "best_warmup_epochs": best["warmup_epochs"] if best is not None else math.nan,
@@ -162,6 +166,12 @@ def cells(study: Study) -> pd.DataFrame:
                 "rerun_steps": tuple(done["steps_to_target"]),
                 "rerun_grid": tuple(done["steps_to_target_grid"]),
                 "rerun_ran": tuple(done["steps"]),  # the steps each ran: a miss's lower bound (ladder.fit)
+                "rerun_seeds": tuple(done["seed"]),
+                "rerun_budget": float(np.round(done["planned_epochs"] * done["train_size"] / batch).max())
+                if len(done)
+                else math.nan,  # the steps a rerun may run: a miss's chance under the fit (ladder.checks)
+                "rerun_stopped": tuple(done["stopped_at_target"]),
+                "linear_from": linear_from(study, members),
                 "images": float(members.loc[members["finished"], "images"].max())
                 if members["finished"].any()
                 else math.nan,
@@ -172,7 +182,50 @@ def cells(study: Study) -> pd.DataFrame:
                 "model_shape": members["model_shape"].iloc[0],
             }
         )
-    return pd.DataFrame(rows).sort_values(["global_batch", "arm"], key=_arm_order(runs), ignore_index=True)
+    table_cells = pd.DataFrame(rows).sort_values(["global_batch", "arm"], key=_arm_order(runs), ignore_index=True)
+    return near_ties_from_seeds(table_cells)
+
+
+NEAR_TIE_Z = 1.0  # a runner-up within one standard deviation of the difference seed noise gives two trials
+
+
+def seed_noise(cells_of: pd.DataFrame) -> float:
+    """An arm's seed-to-seed standard deviation of what its selection ranks: log steps to the target (speed; the
+    reruns that reached it) or the selection split's Top-1 (quality), pooled over its cells' reruns (each cell
+    about its own mean, n - 1 degrees of freedom each); nan before two reruns of one cell finished."""
+    squares, df = 0.0, 0
+    for _, c in cells_of.iterrows():
+        values = np.asarray(
+            c["rerun_steps"] if c["select_metric"] == "steps_to_target" else c["rerun_selection"], float
+        )
+        values = values[np.isfinite(values)]
+        if c["select_metric"] == "steps_to_target":
+            values = np.log(values)
+        if len(values) > 1:
+            squares += float(((values - values.mean()) ** 2).sum())
+            df += len(values) - 1
+    return math.sqrt(squares / df) if df else math.nan
+
+
+def near_ties_from_seeds(table_cells: pd.DataFrame) -> pd.DataFrame:
+    """Each cell's near tie judged from its arm's seed noise (seed_noise) once reruns exist: the runner-up trial is
+    within NEAR_TIE_Z x sqrt(2) x the noise of the best (log steps, or selection Top-1 points): one seed of each
+    cannot tell them apart. Before any rerun the grid's (steps) or the split's binomial (Top-1) rule stands."""
+    if not len(table_cells):
+        return table_cells.assign(seed_noise=[])
+    noise = {arm: seed_noise(c) for arm, c in table_cells.groupby("arm", sort=False)}
+    table_cells = table_cells.assign(seed_noise=table_cells["arm"].map(noise))
+    for i, c in table_cells.iterrows():
+        sigma = c["seed_noise"]
+        if sigma != sigma:
+            continue
+        margin = NEAR_TIE_Z * math.sqrt(2) * sigma
+        if c["select_metric"] == "steps_to_target":
+            tie = math.isfinite(c["best_steps"]) and math.log(c["runner_up_steps"] / c["best_steps"]) < margin
+        else:
+            tie = c["best_selection_top1"] - c["runner_up_top1"] < margin
+        table_cells.at[i, "near_tie"] = bool(tie)
+    return table_cells
 
 
 def rank_trials(scored: pd.DataFrame, column: str, by_steps: bool) -> pd.DataFrame:
@@ -220,23 +273,23 @@ def verdict_word(
     """'X better' / 'Y better' when the family's Holm-adjusted p is under ALPHA; else 'within noise', with the
     smallest effect the comparison could have detected."""
     tx, ty = len(cell_x["val_top1"]), len(cell_y["val_top1"])
-    if not cell_x["n_reruns"] or not cell_y["n_reruns"]:
-        return "no reruns yet"
     if not tx or not ty:
         return "both diverged" if not tx and not ty else f"{display(x if tx else y)} better (the other diverged)"
-    if c is None:
-        return "too few seeds"
+    if c is None:  # fewer than 2 trained a side, or no spread at all: no test
+        return f"too few seeds: {tx} vs {ty} trained, a test needs 2 a side" if min(tx, ty) < 2 else "no spread to test"
     if p_holm < power.ALPHA:
         return f"{display(x) if c.diff > 0 else display(y)} better"
     return f"within noise (could detect ≥ {detectable:.1f} pp)" if detectable == detectable else "within noise"
 
 
 class StepsRatio(NamedTuple):
-    """X's reruns' steps to target over Y's (power.ratio_interval; None: fewer than 2 reruns a side) and what the
-    table says beside it (misses, an unresolved difference)."""
+    """X's reruns' steps to target over Y's (power.ratio_interval at `confidence`; None: fewer than 2 reruns a
+    side), what the table says beside it (misses, an unresolved difference) and the reruns a side."""
 
     ratio: power.Ratio | None
     notes: list[str]
+    seeds: tuple[int, int] = (0, 0)
+    confidence: float = CONFIDENCE
 
     @property
     def unresolved(self) -> bool:
@@ -245,6 +298,19 @@ class StepsRatio(NamedTuple):
     @property
     def number(self) -> bool:
         return self.ratio is not None and 0 < self.ratio.point < math.inf
+
+    def too_few(self) -> str:
+        """'' where the reruns reach `confidence`; else how far they reach and how many a side would reach it (an
+        interval short of the family's level declares nothing)."""
+        if self.ratio is not None and self.ratio.coverage >= self.confidence - 1e-12:
+            return ""
+        n, m = self.seeds
+        reach = f"reach at most {power.coverage_text(self.ratio.coverage)}" if self.ratio else "give no interval"
+        k, coverage = power.ratio_seeds(self.confidence)
+        return (
+            f"too few seeds for {power.coverage_text(self.confidence)}: {n} vs {m} {reach}; {k} vs {k} reach "
+            f"{power.coverage_text(coverage)}"
+        )
 
 
 def steps_ratio_of(cell_x: pd.Series, cell_y: pd.Series, confidence: float = CONFIDENCE) -> StepsRatio:
@@ -262,7 +328,7 @@ def steps_ratio_of(cell_x: pd.Series, cell_y: pd.Series, confidence: float = CON
     mx, my = (np.median(s) if len(s) else math.nan for s in (sx, sy))
     if math.isfinite(mx) and math.isfinite(my) and abs(mx - my) <= grid:  # crossed within one evaluation interval
         notes.append(f"unresolved: the medians differ by no more than the grid of {grid:,.0f} steps")
-    return StepsRatio(power.ratio_interval(sx, sy, confidence), notes)
+    return StepsRatio(power.ratio_interval(sx, sy, confidence), notes, (len(sx), len(sy)), confidence)
 
 
 def steps_ratio(cell_x: pd.Series, cell_y: pd.Series, confidence: float = CONFIDENCE) -> Cell:
@@ -292,15 +358,18 @@ def _level(r: power.Ratio) -> str:
 def speed_word(x: str, y: str, r: StepsRatio) -> str:
     """The verdict of a steps-to-result sweep on its steps ratio X / Y (at the family's level): 'X faster' / 'Y
     faster' when the interval excludes 1, else 'within noise' with that interval (the ratios it cannot tell from
-    1) and its attained coverage; 'unresolved' within one evaluation grid."""
+    1) and its attained coverage; 'unresolved' within one evaluation grid; 'too few seeds' where the reruns
+    cannot reach the family's level (StepsRatio.too_few)."""
     if r.ratio is None:
-        return "unresolved (within one evaluation grid)" if r.unresolved else "too few seeds"
+        return "unresolved (within one evaluation grid)" if r.unresolved else r.too_few()
     if not r.number:
         return f"no ratio ({'; '.join(r.notes)})"
     low, high = r.ratio.low, r.ratio.high
     level = f"{power.coverage_text(r.ratio.coverage)} interval [{low:.2f}, {high:.2f}]".replace("inf", "∞")
     if r.unresolved:
         return f"unresolved (within one evaluation grid; {level})"
+    if short := r.too_few():
+        return short
     if high < 1:
         return f"{display(x)} faster ({level})"
     if low > 1:
@@ -339,22 +408,62 @@ def check_arm(baseline: str | None, names: list[str]) -> None:
         raise UserError(f"--baseline '{baseline}': not an arm of these sweeps; the arms are {', '.join(names)}")
 
 
+def _declared(study: Study) -> list[dict]:
+    """The `primary` of each of the study's sweep files that declares one (read from the sweep as run,
+    <results>/<sweep>.sweep.yaml; trees made before the key declare none)."""
+    return [spec["primary"] for spec in search.spaces(sweep_runs(study)).values() if spec.get("primary")]
+
+
+def declared_reference(study: Study) -> str | None:
+    """The arm the study's sweep files compare every other arm against (`primary: {reference: ARM}`), for a table
+    that takes a reference arm; None where they declare pairs, nothing, or more than one reference."""
+    references = {p.get("reference") for p in _declared(study)}
+    return references.pop() if len(references) == 1 else None
+
+
+def primary_pairs(study: Study, names: list[str], baseline: str | None = None) -> tuple[list[tuple[str, str]], str]:
+    """The primary family's pairs (X, Y) among the arms `names`, and what declared them: each arm against
+    `baseline` (--baseline); else the sweep files' `primary` (each arm against its reference, or its pairs); else
+    PRIMARY where both are arms."""
+    if baseline:
+        return [(x, baseline) for x in names if x != baseline], "set by --baseline"
+    declared = _declared(study)
+    if not declared:
+        default = [PRIMARY] if set(PRIMARY) <= set(names) else []
+        return default, "the default question; a sweep file's `primary` declares another"
+    pairs = []
+    for p in declared:
+        reference = p.get("reference")
+        pairs += [(x, reference) for x in names if x != reference] if reference else map(tuple, p["pairs"])
+    return [p for p in dict.fromkeys(pairs) if set(p) <= set(names)], "declared by the sweep file's `primary`"
+
+
+def primary_text(pairs: list[tuple[str, str]], names: list[str]) -> str:
+    """The primary pairs in words: 'each arm against LARS', 'VRGD-LARS against LARS', or 'none'."""
+    ys = {y for _, y in pairs}
+    if len(pairs) > 1 and len(ys) == 1 and {x for x, _ in pairs} == set(names) - ys:
+        return f"each arm against {display(ys.pop())}"
+    return ", ".join(f"{display(x)} against {display(y)}" for x, y in pairs) or "none"
+
+
 def pairs_of(study: Study, table_cells: pd.DataFrame, baseline: str | None = None) -> list[Pair]:
     """Every comparison at every batch of `table_cells` (the study's cells) (each arm against `baseline`, or every
-    pair of arms), Holm-adjusted within its family (primary: PRIMARY at each batch; secondary: the others)."""
+    pair of arms), Holm-adjusted within its family (primary: primary_pairs at each batch; secondary: the others)."""
     names = arms(sweep_runs(study))
     check_arm(baseline, names)
+    primary, _ = primary_pairs(study, names, baseline)
+    asked = {frozenset(p): p for p in primary}  # a declared pair reads as it was asked (X against Y)
     if baseline:
-        wanted = [(x, baseline) for x in names if x != baseline]
-    else:  # the declared question reads as it was asked (X = VRGD-LARS), the others in the arms' order
-        wanted = [PRIMARY if {x, y} == set(PRIMARY) else (x, y) for x, y in itertools.combinations(names, 2)]
+        wanted = primary
+    else:  # every pair, in the arms' order
+        wanted = [asked.get(frozenset(p), p) for p in itertools.combinations(names, 2)]
     out = []
     for batch, at in table_cells.groupby("global_batch", sort=True):
         by_arm = {c["arm"]: c for _, c in at.iterrows()}
         for x, y in wanted:
             if x in by_arm and y in by_arm:
                 cx, cy = by_arm[x], by_arm[y]
-                family = "primary" if {x, y} == set(PRIMARY) else "secondary"
+                family = "primary" if frozenset((x, y)) in asked else "secondary"
                 pair = Pair(int(batch), x, y, cx, cy, family, None)
                 if not pair.speed:
                     pair.c = power.compare(cx["val_top1"], cy["val_top1"], cx["seeds"], cy["seeds"])
@@ -384,9 +493,24 @@ def runner_up_cell(c: pd.Series) -> pd.Series:
     )
 
 
+def missing_reruns(x: str, y: str, cx: pd.Series, cy: pd.Series) -> str:
+    """Why a side of a comparison has no reruns: every trial of its cell diverged (no point to rerun), or they have
+    not run yet; '' where both sides have reruns."""
+    why = [
+        f"every trial of {display(arm)} diverged"
+        if c["n_trials"] and c["n_finished"] == c["n_trials"] and not isinstance(c["best_trial"], str)
+        else f"{display(arm)} not yet rerun"
+        for arm, c in ((x, cx), (y, cy))
+        if not c["n_reruns"]
+    ]
+    return f"no reruns: {'; '.join(why)}" if why else ""
+
+
 def selection_word(r: Pair, cx: pd.Series, cy: pd.Series, family: list[Pair]) -> str:
     """Pair r's verdict word had its cells been cx and cy: the same test at the family's level, Holm's adjustment
     redone with this p in place of r's."""
+    if missing := missing_reruns(r.x, r.y, cx, cy):
+        return missing
     if r.speed:
         return speed_word(r.x, r.y, steps_ratio_of(cx, cy, 1 - r.alpha))
     c = power.compare(cx["val_top1"], cy["val_top1"], cx["seeds"], cy["seeds"])
@@ -457,8 +581,11 @@ def comparisons_table(study: Study, baseline: str | None, title: str, columns: l
     """The verdict's comparisons (pairs_of), the study's cells, and an empty table for them, a row a comparison
     (batch, X, Y, family first): the verdict's and the plan's common start."""
     table_cells = cells(study)
-    table = Table(_title(title, table_cells), ["batch", "X", "Y", "family", *columns])
-    return pairs_of(study, table_cells, baseline), table_cells, table
+    pairs = pairs_of(study, table_cells, baseline)
+    names = arms(sweep_runs(study))
+    primary = primary_text(primary_pairs(study, names, baseline)[0], names)
+    table = Table(_title(f"{title}; primary: {primary}", table_cells), ["batch", "X", "Y", "family", *columns])
+    return pairs, table_cells, table
 
 
 def verdict(study: Study, baseline: str | None = None) -> Table:
@@ -515,17 +642,20 @@ def verdict(study: Study, baseline: str | None = None) -> Table:
                 + ("; pairs across kernel platforms" if len(set(r.cx["kernels"]) | set(r.cy["kernels"])) > 1 else ""),
             ]
         )
-    primary = [r for r in rows if r.family == "primary"]
-    pooled = power.pooled([r.c for r in primary]) if len(primary) > 1 else None
-    if pooled is not None:
-        x, y = primary[0].x, primary[0].y
+    names = arms(sweep_runs(study))
+    primary, source = primary_pairs(study, names, baseline)
+    for x, y in primary:  # each primary pair's average over the batches
+        tests = [r for r in rows if (r.x, r.y) == (x, y)]
+        pooled = power.pooled([r.c for r in tests]) if len(tests) > 1 else None
+        if pooled is None:
+            continue
         detectable = power.comparison_mde(pooled)
         word = (
             f"{display(x) if pooled.diff > 0 else display(y)} better on average"
             if pooled.p < power.ALPHA
             else f"within noise (could detect ≥ {detectable:.1f} pp on average)"
         )
-        batches = f"{primary[0].batch}-{primary[-1].batch}"
+        batches = f"{tests[0].batch}-{tests[-1].batch}"
         table.claims.append(
             claim(
                 f"{display(x)} − {display(y)} val Top-1 averaged over batches {batches} (exploratory)",
@@ -563,12 +693,12 @@ def verdict(study: Study, baseline: str | None = None) -> Table:
         "'paired' (the per-seed differences' t interval, when both sides reran the same seeds) or 'Welch' (unequal "
         "variances); gap = train-eval Top-1 − val Top-1 (pp).",
         f"p: the test's two-sided p-value; p Holm: adjusted by Holm's step-down method within the family, 'primary' "
-        f"= {display(PRIMARY[0])} against {display(PRIMARY[1])} at each batch (the declared question), 'secondary' = "
-        "every other comparison in this table; 'exploratory' = the primary pair's average difference over the "
-        "batches with the pooled sd of its per-seed differences (power.pooled: assumes equal noise at every batch; "
-        "another question than the declared one, so not in its family and not Holm-adjusted; MDE at α = 0.05).",
+        f"= {primary_text(primary, names)} at each batch ({source}), 'secondary' = every other comparison in this "
+        "table; 'exploratory' = a primary pair's average difference over the batches with the pooled sd of its "
+        "per-seed differences (power.pooled: assumes equal noise at every batch; another question than the declared "
+        "one, so not in its family and not Holm-adjusted; MDE at α = 0.05).",
         "verdict (on val Top-1): 'X better' / 'Y better' when p Holm < 0.05; else 'within noise (could detect ≥ MDE "
-        "pp)'. MDE 80% at α/m: the smallest true difference this test detects with 80% power at the observed noise "
+        "pp)'; 'too few seeds' where a side has fewer than 2 reruns that trained. MDE 80% at α/m: the smallest true difference this test detects with 80% power at the observed noise "
         "and seeds (noncentral t) at the level Holm's first step applies in the family (α/m over its m tests), so "
         "a difference of that size would be declared after the correction; [95%]: its interval from the uncertainty "
         f"of the observed noise (chi-square on the test's df; with 5 seeds the MDE is itself known only to a factor "
@@ -593,8 +723,10 @@ def verdict(study: Study, baseline: str | None = None) -> Table:
         "faster' / 'Y faster' when the steps ratio's interval at the family's corrected level (1 − α/m, "
         "Bonferroni, Holm's first step, m = the batches with reruns on both sides; its attained coverage printed, "
         "5 vs 5 at 99%: 99.21%) excludes 1, 'within noise' with that interval otherwise, 'unresolved' when the "
-        "medians differ by no more than one evaluation grid. Quality at a fixed "
-        "budget is a sweep of its own (select.metric top1).",
+        "medians differ by no more than one evaluation grid, 'too few seeds' where the reruns cannot reach that "
+        "level (n vs m reach at most 1 − 2 / C(n+m, n), the smallest to the largest ratio: 2 vs 2, 66.67%), with "
+        "the seeds a side that would. Quality at a fixed budget is a sweep of its own (select.metric top1).",
+        "no reruns: why a side has none: every trial of its cell diverged (no point to rerun), or not rerun yet.",
         *_selection_notes(table_cells),
         *provenance_notes(study),
     ]
@@ -740,21 +872,37 @@ def plan(study: Study, baseline: str | None = None) -> Table:
 
 
 def provenance_notes(study: Study) -> list[str]:
-    """The commits and kernel platforms the sweep's runs came from; a warning line when they differ (a study's
-    pairs must come from one code version and one platform: AVX2 and AVX-512 kernels moved one run by 0.6 pp)."""
+    """The commits, kernel platforms and optimizer libraries the sweep's runs came from; a warning line when they
+    differ, one counting the dirty runs (a study's pairs must come from one code version and one platform: AVX2
+    and AVX-512 kernels moved one run by 0.6 pp)."""
     runs = sweep_runs(study)
     runs = runs[runs["finished"]]
     commits = sorted({c[:7] + "+dirty" * c.endswith("+dirty") for c in runs["commit"]})
     platforms = sorted(set(runs["kernels"]))
+    libraries = runs["library"][runs["library"] != ""]  # runs made before bench recorded them name none
     notes = [
         f"Provenance: {len(runs)} finished runs from commit{'s' * (len(commits) > 1)} {', '.join(commits)} on "
-        f"{'; '.join(platforms)}."
+        f"{'; '.join(platforms)}"
+        + (f"; optimizer libraries {', '.join(sorted(set(libraries)))}." if len(libraries) else ".")
     ]
-    if len(commits) > 1 or any(c.endswith("+dirty") for c in commits):
+    dirty = int(runs["commit"].str.endswith("+dirty").sum())
+    if len(commits) > 1 or dirty:
         notes.append(
             "Warning: the runs come from more than one code version or from an uncommitted tree; a reviewer "
             "cannot rerun them from one commit."
         )
+    if dirty:
+        notes.append(
+            f"Warning: {dirty} of the {len(runs)} runs are dirty (commit +dirty): made from a checkout with "
+            "uncommitted changes, so no commit holds what they ran."
+        )
+    for package, versions in libraries.groupby(libraries.str.split(" ").str[0]):
+        if versions.nunique() > 1:
+            notes.append(
+                f"Warning: the runs come from more than one version of {package} ("
+                + "; ".join(f"{v.split(' ')[1]}: {n} runs" for v, n in sorted(versions.value_counts().items()))
+                + "); a reviewer cannot rerun them with one."
+            )
     if len(platforms) > 1:
         notes.append(
             "Warning: the runs come from more than one kernel platform ("
@@ -877,17 +1025,22 @@ def _best_trial_notes(table_cells: pd.DataFrame) -> list[str]:
     if "top1" in metrics:
         notes.append(
             "best trial (select.metric top1): highest final Top-1 on the selection split; best selection Top-1 ± its "
-            "binomial standard error on the split's images; runner-up: the second-best trial's; near tie: the two "
-            "are less than two standard errors apart (another split could have chosen the runner-up: rerun the top "
-            "trials, or hold out more images)."
+            "binomial standard error on the split's images; runner-up: the second-best trial's."
         )
     if "steps_to_target" in metrics:
         notes.append(
             "best trial (select.metric steps_to_target): the fewest steps to the target on the selection split, its "
             "Top-1 breaking ties and ranking the misses; best selection Top-1: that trial's final Top-1 on the split "
             "(a trial stopped at the target ends just above it) ± its binomial standard error; runner-up: the "
-            "second-best trial's steps to the target; near tie: they are within one evaluation grid of the best's."
+            "second-best trial's steps to the target."
         )
+    notes.append(
+        f"near tie: once reruns exist, the runner-up is within {NEAR_TIE_Z:g} x sqrt(2) x its arm's seed noise of the "
+        "best (the standard deviation of two one-seed trials' difference; seed noise: the reruns' standard deviation "
+        "of log steps to the target, or of selection-split Top-1, pooled over the arm's cells), so one seed of each "
+        "cannot tell them apart; before any rerun, within one evaluation grid (steps) or two binomial standard errors "
+        "(Top-1)."
+    )
     return notes
 
 
@@ -960,11 +1113,67 @@ def median_steps_ci(steps) -> tuple[float, float, float] | None:
     return power.median_interval(steps)
 
 
+def linear_from(study: Study, members: pd.DataFrame) -> str:
+    """Where the sweep's critical batch measures linear scaling from (its file's scaling.linear_from, default the
+    ladder's smallest batch; ladder.LINEAR_FROM)."""
+    spec = search.spaces(members).get(members["sweep"].iloc[0]) or {}
+    return (spec.get("scaling") or {}).get("linear_from", ladder.LINEAR_FROM[0])
+
+
 def ladder_fits(table_cells: pd.DataFrame) -> dict[str, ladder.Fit | None]:
     """arm -> its whole-ladder fit (ladder.fit_ladder); None while some batch of it waits for reruns."""
     return {
-        arm: ladder.fit_ladder(cells_of) if cells_of["rerun_steps"].map(len).all() else None
+        arm: ladder.fit_ladder(cells_of, cells_of["linear_from"].iloc[0])
+        if cells_of["rerun_steps"].map(len).all()
+        else None
         for arm, cells_of in table_cells.groupby("arm", sort=False)
+    }
+
+
+def cells_at_target(study: Study, cells_of: pd.DataFrame, target: float) -> pd.DataFrame | None:
+    """An arm's cells with their reruns' steps read at another target (ladder.steps_at), near ties off (only the
+    selected point's reruns); None when some rerun cannot say (it stopped at a lower target before this one)."""
+    rows = []
+    for _, c in cells_of.iterrows():
+        found = [
+            ladder.steps_at(study.curves_of([run]), target, True, c["target_top1"] if stopped else None)
+            for run, stopped in zip(c["reruns"], c["rerun_stopped"])
+        ]
+        if any(f is None for f in found):
+            return None
+        steps, ran, grid = zip(*found) if found else ((), (), ())
+        rows.append({**c, "rerun_steps": steps, "rerun_ran": ran, "rerun_grid": grid, "near_tie": False})
+    return pd.DataFrame(rows)
+
+
+def fit_checks(study: Study, table_cells: pd.DataFrame, fits: dict) -> dict[str, ladder.Checks]:
+    """arm -> the checks of its fit (ladder.checks): misses, each batch left out, the targets ladder.TARGET_SHIFT
+    below and above the declared one where the reruns allow."""
+    out = {}
+    for arm, f in fits.items():
+        if f is None or not f.found:
+            continue
+        cells_of = table_cells[table_cells["arm"] == arm]
+        target = float(cells_of["target_top1"].iloc[0])
+        shifted = {
+            t: cells_at_target(study, cells_of, t) for t in (target - ladder.TARGET_SHIFT, target + ladder.TARGET_SHIFT)
+        }
+        out[arm] = ladder.checks(cells_of, f, shifted, cells_of["linear_from"].iloc[0])
+    return out
+
+
+def ratios(table_cells: pd.DataFrame, names: list[str], reference: str | None) -> dict[str, ladder.Ratio | None]:
+    """arm -> its critical batch over the reference arm's (ladder.ratio), every arm against the reference at the
+    level Bonferroni's correction over those comparisons gives."""
+    others = [a for a in names if a != reference and reference is not None]
+    level = 1 - power.family_alpha(max(len(others), 1))
+    of = lambda arm: table_cells[table_cells["arm"] == arm]  # noqa: E731
+    waiting = lambda arm: not of(arm)["rerun_steps"].map(len).all()  # noqa: E731
+    return {
+        arm: None
+        if waiting(arm) or waiting(reference)
+        else ladder.ratio(of(arm), of(reference), level, of(arm)["linear_from"].iloc[0])
+        for arm in others
     }
 
 
@@ -972,37 +1181,61 @@ def _crossing_text(fraction: float, lr: float) -> str:
     return f"{fraction:.0%} (lr {lr:.2f} of peak)" if fraction == fraction else NO_NUMBER
 
 
-def _ratio_text(x: ladder.Fit | None, y: ladder.Fit | None) -> str:
-    found = ladder.ratio_interval(x, y) if x and y else None
-    if found is None:
-        return "no ratio (an arm's critical batch is not resolved, or waits for reruns)"
-    return "{:.2f} [{:.2f}, {:.2f}] (≥ 90%)".format(*found)
+def _ratio_text(r: ladder.Ratio | None) -> str:
+    if r is None:
+        return "no ratio (an arm has no fit, or waits for reruns)"
+    return f"{r.text}); resolves ≥ {ladder.ratio_text(r.resolvable)}x"
 
 
-def scaling_claims(fits: dict, names: list[str], reference: str | None, crossings: dict) -> list[str]:
-    """The scaling table's claims in words, made from its numbers: each arm's critical batch, their ratio, and
-    where the crossings fell in the schedule from the smallest batch to the largest."""
+def _base_text(f: ladder.Fit) -> str:
+    return f"from batch {f.base:,.0f}" if f.base else "from the fit's batch-0 limit"
+
+
+def scaling_claims(fits: dict, names: list[str], reference: str | None, crossings: dict, checks=None, ratio_of=None):
+    """The scaling table's claims in words, made from its numbers: each arm's critical batch with its checks, the
+    ratios to the reference arm, and where the crossings fell in the schedule from the smallest batch to the
+    largest."""
+    checks, ratio_of = checks or {}, ratio_of or {}
     claims = []
     for arm in names:
         f = fits[arm]
         if f is None or not f.found:
             claims.append(f"{display(arm)}: no critical batch (reruns missing, or fewer than two batches reached it).")
             continue
-        critical = ladder.interval_text(*f.critical, f.resolved)
-        where = "" if f.resolved else "; the ladder does not locate it"
-        ties = "; its interval holds every near-tied selection's estimate" if f.alternatives else ""
-        claims.append(f"{display(arm)}: critical batch {critical} (95%){where}{ties}.")
+        critical = ladder.interval_text(*f.critical)
+        words = [f"{display(arm)}: critical batch {critical} (95%; {EXCESS_TEXT} above linear scaling {_base_text(f)})"]
+        if not f.resolved:
+            words.append("the ladder does not locate it")
+        check = checks.get(arm)
+        outside = check.outside(f) if check else []
+        if outside:
+            words.append("not robust (outside the interval: " + ", ".join(outside) + ")")
+        elif check and check.left_out:
+            words.append("every batch left out in turn keeps it inside")
+        if check:
+            words.append(check.targets_text())
+        if check and check.unexplained():
+            words.append("the fit does not explain " + "; ".join(check.unexplained()))
+        if f.alternatives:
+            words.append("its interval holds every near-tied selection's estimate")
+        if f.base:
+            words.append("batch-0 reference (0.2 B_noise): " + ladder.interval_text(*f.critical_at_zero))
+        claims.append("; ".join(words) + ".")
     for arm in names:
-        if arm == reference or fits.get(arm) is None or fits.get(reference) is None:
+        if arm == reference or arm not in ratio_of:
             continue
-        found = ladder.ratio_interval(fits[arm], fits[reference])
+        r = ratio_of[arm]
         pair = f"{display(arm)} / {display(reference)} critical batch"
-        if found is None:
-            claims.append(f"{pair}: no ratio (not resolved).")
+        if r is None:
+            claims.append(f"{pair}: no ratio (an arm has no fit, or waits for reruns).")
         else:
-            point, low, high = found
-            word = "no difference resolved" if low <= 1 <= high else ("larger" if low > 1 else "smaller")
-            claims.append(f"{pair}: {point:.2f} [{low:.2f}, {high:.2f}] (≥ 90%): {word}.")
+            unlocated = [display(a) for a in (arm, reference) if not fits[a].resolved]
+            if unlocated:  # a ratio of critical batches the ladder does not locate is not read
+                word = f"not judged ({' and '.join(unlocated)}: critical batch not resolved)"
+            else:
+                could = f"; could resolve ≥ {ladder.ratio_text(r.resolvable)}x at 80% power" * r.word.startswith("no ")
+                word = r.word + could
+            claims.append(f"{pair}: {r.text}, seed-paired bootstrap): {word}.")
     for arm in names:
         ends = [crossings[arm][b] for b in sorted(crossings[arm]) if crossings[arm][b][0] == crossings[arm][b][0]]
         if len(ends) > 1:
@@ -1019,12 +1252,16 @@ def scaling_claims(fits: dict, names: list[str], reference: str | None, crossing
     return claims
 
 
+EXCESS_TEXT = f"{ladder.EXCESS - 1:.0%}"
+
+
 def scaling(study: Study, baseline: str | None = None) -> Table:
     """Steps to result along the batch ladder for each arm (the reruns at each cell's selected point), how far
     each batch is from perfect linear scaling, where each cell crossed the target in its schedule, the fitted
-    B_noise and the critical batch (Zhang et al. 2024's 20% rule) from the whole ladder (bench/analysis/ladder.py),
-    the gradient noise scale the reruns logged, each arm's critical batch against the reference arm's, and the
-    claims in words. `baseline`: the reference arm (default: the declared question's second)."""
+    B_noise and the critical batch (Zhang et al. 2024's 20% rule) from the whole ladder (bench/analysis/ladder.py)
+    with the fit's checks, the gradient noise scale the reruns logged, each arm's critical batch against the
+    reference arm's, and the claims in words. `baseline`: the reference arm (default: the sweep's `primary:
+    {reference: ARM}`, else LARS, else the first arm)."""
     table_cells = cells(study)
     table = Table(
         _title("Scaling: steps to result and the critical batch", table_cells),
@@ -1033,23 +1270,33 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
             "batch",
             "fewest over trials",
             "steps to result (reruns' median [≥ 95% or min-max])",
+            "fitted steps",
             "reached",
+            "misses' chance under the fit",
             "grid",
             "images / linear",
             "crossing: schedule (lr)",
             f"B_simple, epochs {NOISE_WINDOW[0]:g}-{NOISE_WINDOW[1]:g} (reruns' median)",
             "B_noise (fit) [95%]",
             "critical batch [95%]",
+            "critical batch without this batch",
+            "batch-0 reference, 0.2 B_noise [95%]",
         ],
     )
     names = [a for a in arms(sweep_runs(study)) if a in set(table_cells["arm"])]
     check_arm(baseline, names)
     fits = ladder_fits(table_cells)
+    checks = fit_checks(study, table_cells, fits)
+    declared = declared_reference(study)
+    reference = baseline or (
+        declared if declared in fits else PRIMARY[1] if PRIMARY[1] in fits else names[0] if names else None
+    )
+    ratio_of = ratios(table_cells, names, reference)
     crossings = {arm: {} for arm in names}
     for arm in names:
         cells_of = table_cells[table_cells["arm"] == arm].sort_values("global_batch")
         medians = cells_of["rerun_steps"].map(_median_steps).to_numpy()
-        f = fits[arm]
+        f, check = fits[arm], checks.get(arm)
         for i, (_, c) in enumerate(cells_of.iterrows()):
             steps = np.asarray(c["rerun_steps"], float)
             ci = median_steps_ci(steps)
@@ -1057,43 +1304,50 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
             grid = float(np.nanmax(grids)) if np.isfinite(grids).any() else math.nan
             linear = medians[i] * c["global_batch"] / (medians[0] * cells_of["global_batch"].iloc[0])
             crossings[arm][c["global_batch"]] = ladder.crossings(c)
-            fitted = critical = NO_NUMBER
+            fitted = critical = at_zero = NO_NUMBER
             if i == 0:
-                fitted = critical = "waiting for reruns"
+                fitted = critical = at_zero = "waiting for reruns"
                 if f is not None:
-                    fitted = ladder.interval_text(f.b_noise, f.low, f.high, f.resolved)
-                    critical = ladder.interval_text(*f.critical, f.resolved)
+                    fitted = ladder.interval_text(f.b_noise, f.low, f.high)
+                    critical = ladder.interval_text(*f.critical)
+                    at_zero = ladder.interval_text(*f.critical_at_zero)
+            chance = check.misses_chance[i] if check else math.nan
+            left_out = check.left_out.get(c["global_batch"], math.nan) if check else math.nan
             table.rows.append(
                 [
                     display(arm),
                     c["global_batch"],
                     steps_cell(c["steps_to_result"], c["steps_to_result_grid"]),
                     Cell(medians[i], kind="steps", ci=ci[:2] if ci else None, note=_median_level(ci) if ci else ""),
+                    Cell(check.fitted[i] if check else None, kind="steps"),
                     f"{int(np.isfinite(steps).sum())}/{len(steps)}" if len(steps) else "no reruns",
+                    NO_NUMBER if chance != chance or not check.misses[i] else f"{chance:.3f}",
                     Cell(grid, kind="steps"),
                     Cell(linear, kind="ratio"),
                     _crossing_text(*crossings[arm][c["global_batch"]]),
                     Cell(c["noise_scale"], kind="images"),
                     fitted,
                     critical,
+                    NO_NUMBER if left_out != left_out else ladder.batch_text(left_out),
+                    at_zero,
                 ]
             )
-    reference = baseline or (PRIMARY[1] if PRIMARY[1] in fits else names[0] if names else None)
-    for arm in names:
-        if arm != reference:
-            blank = [Cell(None, kind=k) for k in ("steps", "steps")] + ["", Cell(None, kind="steps")]
-            table.rows.append(
-                [
-                    f"{display(arm)} / {display(reference)}",
-                    "—",
-                    *blank,
-                    Cell(None, kind="ratio"),
-                    "",
-                    Cell(None, kind="images"),
-                    "",
-                    _ratio_text(fits[arm], fits[reference]),
-                ]
-            )
+    for arm, r in ratio_of.items():
+        blank = [Cell(None, kind=k) for k in ("steps", "steps", "steps")] + ["", "", Cell(None, kind="steps")]
+        table.rows.append(
+            [
+                f"{display(arm)} / {display(reference)}",
+                "—",
+                *blank,
+                Cell(None, kind="ratio"),
+                "",
+                Cell(None, kind="images"),
+                "",
+                _ratio_text(r),
+                "",
+                "",
+            ]
+        )
     table.notes = [
         "fewest over trials: the fewest steps to the target over the cell's trials (Shallue et al. 2018's steps to "
         "result, chosen after the fact, so it carries the winner's luck; ∞: no trial reached it), with its grid.",
@@ -1110,28 +1364,43 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
         "peak (from each run's recipe.yaml and metrics.csv). Under a schedule that decays over the budget, small "
         "batches cross on a high learning rate and large ones on an annealed one, which biases steps to result "
         "and with them the critical batch.",
+        "fitted steps: the fit's S(B) at the batch, beside the reruns' median; misses' chance under the fit: where "
+        "reruns missed, the chance of that many misses or more when each rerun's log steps scatter about the fit "
+        f"with its residual spread and a miss needs more steps than the budget (below {ladder.MISSES_ALPHA:g}: "
+        "the fit does not explain them, and the claim says so).",
         "B_noise (fit): every rerun of every batch in one least-squares fit of S(B) = S_min (1 + B_noise / B) "
         "(McCandlish et al. 2018) in log steps, each rerun's steps at the middle of its last evaluation interval, a "
         "miss a lower bound at the steps it ran; [95%]: the profile-likelihood interval (the residual variance at "
         "least the evaluation grid's rounding), widened to hold the fit of every near-tied selection (a cell whose "
-        "runner-up trial is within one grid and was rerun: both points' reruns). Its coverage in simulated ladders "
-        "of 64-1,024 with 5 reruns and lognormal noise of 5-10%: 93-96% for B_noise of 500-3,000, 89-91% for "
-        "150-300, 84-86% for 100 (docs/algorithms.md). An interval wider than a factor of 2 prints no point: 'between L and H "
-        "(not resolved)'.",
-        f"critical batch: where images to result are {ladder.EXCESS - 1:.0%} above perfect linear scaling (Zhang et "
-        "al. 2024, 'How Does Critical Batch Size Scale in Pre-training?'), linear scaling taken from the fit's "
-        f"small-batch limit E_min = S_min B_noise, so B_crit = {ladder.EXCESS - 1:g} B_noise, with B_noise's "
-        "interval (from the smallest batch B0 instead it would be 0.2 B_noise + 1.2 B0). The last rows divide each "
-        "arm's critical batch by the reference arm's, with the interval both arms' 95% intervals allow at once "
-        "(coverage at least 0.95² ≈ 90% for independent arms), only where both are resolved.",
+        "runner-up trial is near-tied and was rerun: both points' reruns). Its coverage in simulated ladders of "
+        "64-1,024 with 5 reruns is in docs/algorithms.md (under the model, and with misses at the top batch the "
+        "model does not predict). An interval wider than a factor of 2 prints no point: 'between L and H (not "
+        "resolved)'.",
+        f"critical batch: where images to result are {EXCESS_TEXT} above perfect linear scaling (Zhang et al. 2024, "
+        "'How Does Critical Batch Size Scale in Pre-training?'), linear scaling from the ladder's smallest batch B0 "
+        "(the fit's steps there): B_crit = 0.2 B_noise + 1.2 B0, its interval B_noise's mapped (a sweep's "
+        "scaling.linear_from: zero takes the fit's small-batch limit instead, B_crit = 0.2 B_noise); the "
+        "batch-0 reference column is that 0.2 B_noise either way. Robustness (the claims): the estimate with each "
+        f"batch left out (column 'without this batch') and at the targets {ladder.TARGET_SHIFT:g} point below and "
+        "above the declared one (read from the reruns' evaluations, a 1,000-image subset before the last where "
+        "eval.curve_images says so; above only where the reruns went on past the target); 'not robust' when one "
+        "falls outside the interval.",
+        "The last rows divide each arm's critical batch by the reference arm's: the point from the two fits, the "
+        f"interval from {ladder.BOOTSTRAP_DRAWS:,} seed-paired bootstrap draws (the same seeds, drawn with "
+        "replacement, in every cell of both arms; both refitted at the selected points): the point times exp(± t "
+        "se), se the draws' standard deviation of log ratios scaled by sqrt(n / (n - 1)), t Student's on n - 1 "
+        "degrees of freedom for n seeds, at 95% Bonferroni-corrected over the arms compared with the reference; "
+        "'resolves ≥ R x': the smallest ratio (either way) it would resolve with 80% power, exp((t_level + t_80%) "
+        "se). Its coverage in simulated ladders: docs/algorithms.md.",
         f"B_simple: the simple gradient noise scale tr(Σ)/|G|² (McCandlish et al. 2018) over the steps each rerun "
         f"started within epochs {NOISE_WINDOW[0]:g} to {NOISE_WINDOW[1]:g} of the training set (the same images at "
         "every batch; a run that stopped before the window's end has none), median over the reruns; '—': no rerun "
-        "logged it (one gradient group a step, or a plain optimizer's run made before those logged it). It "
-        "approximates McCandlish's B_noise (equal where the Hessian is a multiple of the identity), the batch at "
-        "which the images to a result are twice their small-batch minimum (E = E_min (1 + B / B_noise)): compare it "
-        "with the B_noise (fit) column, not with the critical batch, which is the 20% point (0.2 B_noise).",
+        "logged it (one gradient group a step, or a plain optimizer's run made before those logged it). It equals "
+        "McCandlish's B_noise (the batch at which images to a result are twice their small-batch minimum) only "
+        "where the Hessian is a multiple of the identity (McCandlish et al.'s B_simple assumes a well-conditioned, "
+        "preconditioner-free problem); on a curved, ill-conditioned loss it falls below B_noise, so read its trend "
+        "along the ladder beside the B_noise (fit) column, not its value.",
         *provenance_notes(study),
-        *(f"Claim: {claim}" for claim in scaling_claims(fits, names, reference, crossings)),
+        *(f"Claim: {claim}" for claim in scaling_claims(fits, names, reference, crossings, checks, ratio_of)),
     ]
     return table

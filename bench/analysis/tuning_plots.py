@@ -1,9 +1,10 @@
 """The figures of a tuned comparison (`bench sweep`), PNG and SVG; definitions in tuning.py.
 
 - steps_to_result:     the reruns' median steps to the target against global batch (log-log) with the scaling
-                       table's 95% interval, the best trials as faint markers (their winner's luck visible), the
-                       perfect-scaling line through the reruns (Shallue et al. 2018, their Figure 1) and each
-                       arm's critical batch from the whole-ladder fit; misses in a band above
+                       table's 95% interval, the best trials as faint markers (their winner's luck visible), each
+                       arm's fitted curve, the perfect-scaling line its critical batch is measured from (the fit's
+                       steps at the ladder's smallest batch, ∝ 1/batch), and its critical batch with its band
+                       (where the fitted curve is 20% above that line); misses in a band above
 - tuned_top1_vs_batch: the reruns' final val Top-1 (mean ± std) against global batch
 - tuned_gap_vs_batch:  the reruns' generalization gap against global batch, on a range symmetric about 0 and no
                        narrower than the gap difference's MDE (gap_axis)
@@ -11,7 +12,7 @@
                        peak lr, a panel per arm, a colour per batch, lines joining only trials of one warm-up;
                        diverged trials marked in a band, trials whose loss spiked and came back circled in red
 - performance_profile: fraction of batches at which an arm's reruns' median steps is within tau x the best arm's
-The data each draws comes from a function of its own (steps_lines, scaling_anchor, gap_axis, warmup_segments,
+The data each draws comes from a function of its own (steps_lines, fit_lines, gap_axis, warmup_segments,
 tuning.performance_profile, tuning.ladder_fits), which the tests check.
 Each title says the dataset, the model, the budget and the numbers of trials and seeds.
 """
@@ -72,14 +73,12 @@ def steps_lines(table_cells: pd.DataFrame, order: list[str]) -> dict[str, pd.Dat
     return out
 
 
-def scaling_anchor(lines: dict[str, pd.DataFrame]) -> tuple[float, float] | None:
-    """The point the perfect-scaling line goes through: the smallest batch where some arm's reruns' median is
-    finite, at the lowest such median (the reruns, as the critical batch; not the best trial)."""
-    finite = pd.concat([d[np.isfinite(d["median"])] for d in lines.values()]) if lines else pd.DataFrame()
-    if not len(finite):
-        return None
-    b0 = finite["global_batch"].min()
-    return float(b0), float(finite.loc[finite["global_batch"] == b0, "median"].min())
+def fit_lines(f, batches) -> dict[str, np.ndarray]:
+    """What the steps figure draws of one arm's fit over the ladder's span: the fitted steps S(B) and the
+    perfect-scaling line the critical batch is measured from (S(B0) B0 / B; E_min / B from the batch-0 limit)."""
+    b = np.geomspace(min(batches), max(batches), 64)
+    anchor = float(f.steps(f.base)) * f.base if f.base else f.e_min
+    return {"batch": b, "fitted": f.steps(b), "linear": anchor / b}
 
 
 def plot_steps_to_result(table_cells: pd.DataFrame, order: list[str]) -> plt.Figure:
@@ -104,13 +103,7 @@ def plot_steps_to_result(table_cells: pd.DataFrame, order: list[str]) -> plt.Fig
         missed |= bool(len(unreached))
         handles.append(Line2D([], [], label=display(arm), **look))
     handles.append(Line2D([], [], color="k", marker="o", alpha=0.3, linestyle="", label="best trial (winner's luck)"))
-    anchor = scaling_anchor(lines)
     batches = sorted(set(table_cells["global_batch"]))
-    if anchor:
-        b0, s0 = anchor
-        xs = np.array([b0, max(batches)], dtype=float)
-        ax.plot(xs, s0 * b0 / xs, "--", color="0.5", linewidth=1, gid="perfect-scaling")
-        handles.append(Line2D([], [], color="0.5", linestyle="--", label="perfect scaling (∝ 1/batch; reruns)"))
     handles += _critical_batches(ax, table_cells, order)
     if missed:
         handles.append(Line2D([], [], color="k", marker="x", linestyle="", label=f"{MISSED} (reruns' median)"))
@@ -124,17 +117,22 @@ def plot_steps_to_result(table_cells: pd.DataFrame, order: list[str]) -> plt.Fig
 
 
 def _critical_batches(ax, table_cells: pd.DataFrame, order: list[str]) -> list[Line2D]:
-    """Each arm's critical batch from the whole-ladder fit (tuning.ladder_fits) as its 95% band in its colour, with
-    a dotted line at the point only where the interval locates it (within a factor of 2); an interval open above
-    is an arrow from its lower end. Legend handles."""
+    """Each arm's whole-ladder fit (tuning.ladder_fits): its fitted curve, the perfect-scaling line its critical
+    batch is measured from (fit_lines), and the critical batch as its 95% band in its colour with a dotted line at
+    the point only where the interval locates it (within a factor of 2); an interval open above is an arrow from
+    its lower end. Legend handles."""
     fits = tuning.ladder_fits(table_cells)
+    batches = sorted(set(table_cells["global_batch"]))
     drawn = False
     for arm in order:
         f = fits.get(arm)
         if f is None or not f.found:
             continue
+        look = {"color": color(arm, order), "linewidth": 0.8}
+        line = fit_lines(f, batches)
+        ax.plot(line["batch"], line["fitted"], alpha=0.7, gid=f"fit-{arm}", **look)
+        ax.plot(line["batch"], line["linear"], "--", alpha=0.7, gid=f"perfect-scaling-{arm}", **look)
         point, low, high = f.critical
-        look = {"color": color(arm, order), "linestyle": ":", "linewidth": 1.2}
         if math.isinf(high):
             ax.annotate(
                 "",
@@ -146,18 +144,27 @@ def _critical_batches(ax, table_cells: pd.DataFrame, order: list[str]) -> list[L
         else:
             ax.axvspan(max(low, 1.0), high, color=look["color"], alpha=0.1, linewidth=0)
         if f.resolved:
-            ax.axvline(point, **look)
+            ax.axvline(point, color=look["color"], linestyle=":", linewidth=1.2)
         drawn = True
     if not drawn:
         return []
     return [
+        Line2D([], [], color="k", linewidth=0.8, label="fit S(B) = S_min (1 + B_noise / B)"),
+        Line2D(
+            [],
+            [],
+            color="k",
+            linewidth=0.8,
+            linestyle="--",
+            label="perfect scaling the critical batch is measured from",
+        ),
         Line2D(
             [],
             [],
             color="k",
             linestyle=":",
-            label=f"critical batch ({tuning.ladder.EXCESS - 1:.0%} above linear; fit) and 95% band",
-        )
+            label=f"critical batch (fit {tuning.EXCESS_TEXT} above the dashed line) and 95% band",
+        ),
     ]
 
 

@@ -49,7 +49,8 @@ class AdamW(GroupOptimizer):
         """torch's fused AdamW kernel (that of torch.optim.AdamW(fused=True)): one pass per tensor."""
         (beta1, beta2), lr, wd = group["betas"], group["lr"], group["weight_decay"]
         group["step"] = group.get("step", 0) + 1
-        step = torch.tensor(float(group["step"]), device=params[0].device)  # the kernel reads t, never advances it
+        # the kernel reads t, never advances it; filled on the device (torch.tensor would copy it there and wait)
+        step = torch.full((), float(group["step"]), device=params[0].device)
         grads = [laid_out_like(w, g) for w, g in zip(params, grads)]
         torch._fused_adamw_(
             params,

@@ -20,6 +20,13 @@ mean loss of that group, `opt.observe()`; then `opt.step()`; then
 `step()` uses the gradient tensors it is given as scratch space (plain
 optimizers: `p.grad`), as the runner zeroes them right after.
 
+`observe()` and `step()` read nothing back to the host (no `.item()`, `float(t)`, `.tolist()`, no Python `if` on a
+tensor's value): on a GPU each such read waits for every queued kernel. Per-tensor numbers (norms, trust ratios,
+GSNR statistics) stay tensors on the device, zero-norm cases are `torch.where`s, and `diagnostics()` reads the
+last step's afterwards. The exceptions are declared: AdaScale reads its gain (the step's lr and the schedule's
+progress are host numbers), and under torch.distributed GroupGradients reads k, the groups over all ranks, after
+its all-reduce. tests/test_optim_sync.py holds every bench optimizer to it on the CPU and on a GPU.
+
 One step, and the hooks a subclass overrides (typed stubs on GroupOptimizer, in call order):
 
     observe(index)                  per group, after its backward: count it; GroupGradients adds it
@@ -58,8 +65,27 @@ validate = catalog.validate_options  # raises UserError for the first option who
 
 
 def norms(tensors: list[Tensor]) -> Tensor:
-    """L2 norm of each tensor, as one vector (one multi-tensor kernel)."""
+    """L2 norm of each tensor, as one vector on their device (one multi-tensor kernel)."""
     return torch.stack(torch._foreach_norm(tensors))
+
+
+CPU_RUN_BYTES = 2**21  # by_kind's runs on the CPU: the tensors of a run stay in cache from one foreach op to the next
+
+
+def by_kind(*lists: list[Tensor]) -> list[tuple[list[Tensor], ...]]:
+    """The lists cut into runs of one device and dtype (the first list's tensors'), each in its order: a foreach op is
+    one multi-tensor kernel over tensors of one kind, as torch.optim groups them. On the CPU, where a foreach op is
+    a loop over its tensors, a run also ends after CPU_RUN_BYTES of the first list, so the next op of an update finds
+    the run's tensors still in cache (LARS' step on ResNet-50's tensors: about 1.2 x faster than in one run)."""
+    runs, open_runs = [], {}  # (device, dtype) -> [positions, bytes] of its run being filled
+    for i, t in enumerate(lists[0]):
+        kind = (t.device, t.dtype)
+        if kind not in open_runs or (t.device.type == "cpu" and open_runs[kind][1] >= CPU_RUN_BYTES):
+            open_runs[kind] = [[], 0]
+            runs.append(open_runs[kind][0])
+        open_runs[kind][0].append(i)
+        open_runs[kind][1] += t.numel() * t.element_size()
+    return [tuple([items[i] for i in run] for items in lists) for run in runs]
 
 
 def laid_out_like(w: Tensor, g: Tensor) -> Tensor:

@@ -6,7 +6,8 @@ index, start), so a VRGD-LARS step is three launches whatever the number of tens
     B: per chunk, ||g_vr||^2 (only for trust_grad "vr")
     C: the LARS update on g_vr with each tensor's lr x trust, s1 = mean, the clipped and dead counts
 and the factors of the other variants two (A without w, then the factors into s2).
-The trust ratios stay on the device: no host synchronisation in the step.
+The trust ratios stay on the device, and the host's tables reach it by copies that do not wait (to_device):
+no host synchronisation in a step or an observe().
 
 NOT YET RUN ON A GPU: the tests run these kernels in Triton's interpreter (TRITON_INTERPRET=1, on
 CPU tensors) against the eager optimizer; their speed and their compiled code are unverified, so
@@ -170,20 +171,23 @@ def _pass_c(
     _store_counts(partial, c, r_k, r, mask, gamma)
 
 
+def to_device(values, device, dtype=torch.int64):
+    """A host table (a list or a CPU tensor) on the device, copied without waiting for the device: CUDA stages a
+    pageable copy before the call returns (torch.tensor(..., device=...) and a blocking .to() synchronise)."""
+    table = values if isinstance(values, torch.Tensor) else torch.tensor(values, dtype=dtype)
+    return table.to(device, non_blocking=True)
+
+
 @functools.lru_cache(maxsize=8)
 def _chunks(numels: tuple, device: torch.device):
     """(chunk -> tensor index, chunk -> first element, numel per tensor) on the device."""
     tensor = [t for t, numel in enumerate(numels) for _ in range(0, numel, BLOCK)]
     start = [s for numel in numels for s in range(0, numel, BLOCK)]
-    return (
-        torch.tensor(tensor, dtype=torch.int64, device=device),
-        torch.tensor(start, dtype=torch.int64, device=device),
-        torch.tensor(numels, dtype=torch.int64, device=device),
-    )
+    return to_device(tensor, device), to_device(start, device), to_device(list(numels), device)
 
 
 def _pointers(tensors, device):
-    return torch.tensor([x.data_ptr() for x in tensors], dtype=torch.int64).to(device, non_blocking=True)
+    return to_device([x.data_ptr() for x in tensors], device)
 
 
 def observe(stats, grads, offsets, first: bool) -> None:
@@ -197,7 +201,7 @@ def observe(stats, grads, offsets, first: bool) -> None:
         tensor,
         start,
         numels,
-        offsets.to(stats.device),
+        to_device(offsets, stats.device),
         FIRST=first,
         BLOCK=BLOCK,
     )
@@ -209,7 +213,7 @@ class _Layout:
     def __init__(self, stats, numel_list: tuple, k: int, eps: float):
         self.device, self.n, self.count = stats.device, (stats.numel() - 2) // 2, len(numel_list)
         self.tensor, start, self.numels = _chunks(numel_list, self.device)
-        offsets = torch.tensor([0, *numel_list[:-1]], dtype=torch.int64).cumsum(0).to(self.device)
+        offsets = to_device(torch.tensor([0, *numel_list[:-1]], dtype=torch.int64).cumsum(0), self.device)
         self.grid, self.chunks = (len(self.tensor),), (self.tensor, start, self.numels, offsets)
         self.gsnr = dict(inv_k=1.0 / k, k=float(k), k_eps=k * eps)
 
@@ -241,8 +245,8 @@ def vrgd_lars_step(stats, params, bufs, hyper, k: int, eps: float, gamma: float,
         partial = at.partial(1)
         _pass_b[at.grid](stats, at.n, *at.chunks, scales, partial, **at.gsnr, gamma=gamma, BLOCK=BLOCK)
         vr_sq = at.per_tensor(partial)[:, 0]
-    clip = bool(hyper[0, 5])  # LARC or LARS: one optimizer, one rule
-    lr, wd, eta, trust_eps, adapt, _, momentum = hyper.to(at.device).unbind(1)
+    clip = bool(hyper[0, 5])  # LARC or LARS: one optimizer, one rule (hyper is the host's table: no device read)
+    lr, wd, eta, trust_eps, adapt, _, momentum = to_device(hyper, at.device).unbind(1)
     trust = torch.where(adapt > 0, trust_ratio(sums[:, 3].sqrt(), vr_sq.sqrt(), lr, wd, eta, trust_eps, clip), 1.0)
     counts = at.partial(2)
     _pass_c[at.grid](

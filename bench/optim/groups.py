@@ -99,7 +99,8 @@ class GroupGradients(GroupOptimizer):
         self._stats.count.fill_(self._groups)
         if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
             dist.all_reduce(self._stats.flat)
-        return int(self._stats.count)
+            return int(self._stats.count)  # k over all ranks: a multi-rank step's one read to the host
+        return self._groups
 
     def _count(self) -> int:
         """k, the number of groups over all ranks (at least 2), after the all-reduce."""

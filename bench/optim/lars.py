@@ -6,28 +6,7 @@ Reference: MLPerf Training ResNet (TensorFlow) `lars_optimizer.py`; timm `timm/o
 
 import torch
 
-from .base import GroupOptimizer, laid_out_like, norms
-
-
-def _fused_sgd(w, g, v, *, lr, weight_decay, momentum, dampening=0.0, nesterov=False):
-    """One tensor through torch's fused SGD kernel (that of torch.optim.SGD(fused=True)), one pass:
-
-    v = m * v + (1 - dampening) * (g + wd * w)
-    w = w - lr * v                          nesterov: w = w - lr * (g + wd * w + m * v)
-                                            momentum 0 (v is None): w = w - lr * (g + wd * w)
-    """
-    torch._fused_sgd_(
-        [w],
-        [laid_out_like(w, g)],
-        [v] if momentum else [],
-        weight_decay=weight_decay,
-        momentum=momentum,
-        lr=lr,
-        dampening=dampening,
-        nesterov=nesterov,
-        maximize=False,
-        is_first_step=False,
-    )
+from .base import GroupOptimizer, by_kind, norms
 
 
 def trust_ratio(w_norm, g_norm, lr, weight_decay, eta, eps, clip: bool):
@@ -36,6 +15,30 @@ def trust_ratio(w_norm, g_norm, lr, weight_decay, eta, eps, clip: bool):
     trust = eta * w_norm / (g_norm + weight_decay * w_norm + eps)
     trust = torch.where((w_norm > 0) & (g_norm > 0), trust, 1.0)
     return torch.clamp(trust / lr, max=1.0) if clip else trust
+
+
+def momentum_step(params, grads, bufs, scales, weight_decay: float, momentum: float, nesterov: bool) -> None:
+    """LARS' update with one step size s per tensor, a 0-d tensor on the parameters' device (`scales`):
+
+        v = m * v + s * (g + wd * w)
+        w = w - v                           nesterov: w = w - (m * v + s * (g + wd * w))
+                                            momentum 0 (bufs None): w = w - s * (g + wd * w)
+
+    Foreach ops, nothing read to the host: over tensors of one device and dtype (the caller's base.by_kind), each is
+    one multi-tensor kernel on a GPU (torch's addcmul reads a list of 0-d tensors in its fast path since early 2026,
+    2.14 has it; older torch loops over the tensors, same result). `grads` is scratch: it ends as g + wd * w."""
+    if weight_decay:
+        torch._foreach_add_(grads, params, alpha=weight_decay)  # d = g + wd * w
+    if not momentum:
+        torch._foreach_addcmul_(params, grads, scales, value=-1.0)
+        return
+    torch._foreach_mul_(bufs, momentum)
+    torch._foreach_addcmul_(bufs, grads, scales)  # v = m * v + s * d
+    if nesterov:
+        torch._foreach_addcmul_(params, grads, scales, value=-1.0)
+        torch._foreach_add_(params, bufs, alpha=-momentum)
+    else:
+        torch._foreach_sub_(params, bufs)
 
 
 class LARS(GroupOptimizer):
@@ -56,9 +59,9 @@ class LARS(GroupOptimizer):
     decay); inside, a step's lr scales only that step's gradient. The buffer starts at zero, so
     step 1 is v = lr * trust * (g + wd * w), as in the reference.
 
-    The update is torch's fused SGD kernel, one pass per tensor, with 1 - dampening = lr * trust;
-    the kernel takes scalars, so the trust ratios are read to the host once per step (on a GPU,
-    one synchronisation per step).
+    The step stays on the device: the norms in one multi-tensor kernel each (torch._foreach_norm), the
+    trust ratios as a tensor, and the update in foreach ops that take them as 0-d tensors (momentum_step),
+    per device and dtype; nothing is read to the host, so on a GPU a step never waits for the device.
 
     Args:
         params: tensors or param-group dicts.
@@ -78,20 +81,11 @@ class LARS(GroupOptimizer):
 
     def _update(self, group, params, grads, trust_grads=None):
         """trust_grads: the tensors whose norms enter the trust ratio (default: grads)."""
-        lr, wd, m = group["lr"], group["weight_decay"], group["momentum"]
-        if group["adapt"]:
-            trust = self._trust_ratio(group, params, grads if trust_grads is None else trust_grads)
-            scales = (lr * trust).tolist()  # one read of all ratios: the fused kernel takes scalars
-        else:
-            scales = [lr] * len(params)
-        # v = m * v + lr * trust * (g + wd * w);  w = w - v   in one fused pass per tensor:
-        bufs = self._state(params, "momentum_buffer") if m else [None] * len(params)
-        for w, g, v, s in zip(params, grads, bufs, scales):
-            if group["nesterov"]:  # w = w - (m * v + s * (g + wd * w)); the kernel adds g unscaled: scale it
-                g.mul_(s)
-                _fused_sgd(w, g, v, lr=1.0, weight_decay=s * wd, momentum=m, nesterov=True)
-            else:  # (1 - dampening) = s scales the gradient inside the buffer; without momentum, lr does
-                _fused_sgd(w, g, v, lr=1.0 if m else s, weight_decay=wd, momentum=m, dampening=1.0 - s)
+        m = group["momentum"]
+        for w, g, t in by_kind(params, grads, grads if trust_grads is None else trust_grads):
+            trust = self._trust_ratio(group, w, t) if group["adapt"] else w[0].new_ones(len(w))
+            bufs = self._state(w, "momentum_buffer") if m else None
+            momentum_step(w, g, bufs, (group["lr"] * trust).unbind(0), group["weight_decay"], m, group["nesterov"])
 
     def _trust_ratio(self, group, params, grads):
         trust = trust_ratio(

@@ -1,0 +1,161 @@
+"""The verdict's words (bench/analysis/tuning.py) on hand-made sweep trees: no winner past what the seeds allow,
+why a side has no reruns, the primary family a sweep file declares (or --baseline sets), and no Python warning on
+the way."""
+
+import pytest
+
+from bench import sweep
+from bench.analysis import power, results, tuning
+from tests.conftest import cli, write_recipe
+from tests.helpers import BASE, make_run
+
+
+def run(root, arm, batch, role, seed, val, trial=0, status="completed", select="top1"):
+    """A trial or rerun of sweep 's' (one evaluation an epoch of 1,000 images, target 60%)."""
+    tags = {"sweep": "s", "arm": arm, "trial": trial, "study": 0, "role": role, "select": select}
+    name = f"s-{arm}-b{batch}-" + (f"t{trial:02d}" if role == "trial" else f"best-seed{seed}")
+    return make_run(root, name, arm, batch, seed, val, status=status, tags=tags)
+
+
+def hit(evaluation: int, final: float = 61.0) -> list[float]:
+    """A curve that first reaches the target at `evaluation` (1-based) and stops there."""
+    return [50.0] * (evaluation - 1) + [final]
+
+
+def speed_tree(root):
+    """A steps-to-target sweep of Lion and NAdamW. Batch 100: 2 vs 2 reruns, every Lion rerun slower than every
+    NAdamW one; batch 200: 5 vs 5, the same; batch 400: Lion's two trials both missed the target and are not rerun
+    yet, NAdamW's both diverged (no point to rerun)."""
+    steps = "steps_to_target"
+    for batch, lion, nadamw in ((100, [4, 5], [1, 2]), (200, [4, 4, 5, 4, 5], [1, 1, 2, 1, 1])):
+        for arm, hits in (("lion", lion), ("nadamw", nadamw)):
+            run(root, arm, batch, "trial", 0, hit(hits[0]), select=steps)
+            for seed, evaluation in enumerate(hits, 1):
+                run(root, arm, batch, "rerun", seed, hit(evaluation), select=steps)
+    for trial in (0, 1):
+        run(root, "lion", 400, "trial", 0, [50, 55 - trial], trial=trial, select=steps)
+        run(root, "nadamw", 400, "trial", 0, [30, 10], trial=trial, status="diverged", select=steps)
+
+
+def verdict_rows(root, baseline=None):
+    table = tuning.verdict(results.load_study([root]), baseline)
+    return {(r[0], r[1], r[2]): dict(zip(table.columns, r)) for r in table.rows}, table
+
+
+def test_a_speed_verdict_past_what_the_seeds_allow_is_too_few_seeds_with_the_numbers(tmp_path):
+    """2 vs 2 reruns reach at most 66.67% (the smallest to the largest ratio), short of the family's 97.5% (two
+    batches tested): no winner, but how far they reach and how many would; 5 vs 5 reach it and name one."""
+    speed_tree(tmp_path)
+    rows, table = verdict_rows(tmp_path)
+    short, enough = rows[(100, "Lion", "NAdamW")], rows[(200, "Lion", "NAdamW")]
+    assert short["verdict"] == "speed: too few seeds for 97.5%: 2 vs 2 reach at most 66.67%; 5 vs 5 reach 98.41%"
+    assert enough["verdict"].startswith("speed: NAdamW faster (98.41% interval [")
+    assert table.claims[0] == (
+        "Lion / NAdamW steps to target at batch 100: between 2.00x and 5.00x (66.67%); too few seeds for 97.5%: "
+        "2 vs 2 reach at most 66.67%; 5 vs 5 reach 98.41%."
+    )
+    assert rows[(400, "Lion", "NAdamW")]["verdict"] == (
+        "speed: no reruns: Lion not yet rerun; every trial of NAdamW diverged"
+    )
+
+
+@pytest.fixture
+def top1_tree(tmp_path):
+    """LARS and VRGD-LARS selected on Top-1. Batch 100: VRGD-LARS's reruns trained 1 of 3; batch 200: every
+    VRGD-LARS trial diverged, so none was rerun."""
+    for batch in (100, 200):
+        run(tmp_path, "lars", batch, "trial", 0, [50, 70])
+        for seed in (1, 2, 3):
+            run(tmp_path, "lars", batch, "rerun", seed, [50, 70 + seed])
+    run(tmp_path, "vrgd_lars", 100, "trial", 0, [50, 70])
+    run(tmp_path, "vrgd_lars", 100, "rerun", 1, [50, 72])
+    for seed in (2, 3):
+        run(tmp_path, "vrgd_lars", 100, "rerun", seed, [30, 10], status="diverged")
+    for trial in (0, 1):
+        run(tmp_path, "vrgd_lars", 200, "trial", 0, [30, 10], trial=trial, status="diverged")
+    return tmp_path
+
+
+def test_a_top1_verdict_names_too_few_trained_reruns_and_a_cell_whose_trials_all_diverged(top1_tree):
+    rows, _ = verdict_rows(top1_tree)
+    assert rows[(100, "VRGD-LARS", "LARS")]["verdict"] == "too few seeds: 1 vs 3 trained, a test needs 2 a side"
+    assert rows[(200, "VRGD-LARS", "LARS")]["verdict"] == "no reruns: every trial of VRGD-LARS diverged"
+
+
+SWEEP = """
+name: s
+base: base.yaml
+batches: [100, 200]
+arms:
+  lars: {set: {optimizer.name: lars}, space: {optimizer.lr: {low: 0.1, high: 1.0, scale: log}}}
+  vrgd_lars: {set: {optimizer.name: vrgd_lars}, space: {optimizer.lr: {low: 0.1, high: 1.0, scale: log}}}
+  nesterov: {set: {optimizer.name: nesterov}, space: {optimizer.lr: {low: 0.01, high: 0.1, scale: log}}}
+trials: 2
+budget: {epochs: 2}
+reruns: {seeds: [1, 2, 3]}
+"""
+
+
+def three_arms(root, primary: str | None):
+    """Reruns of three arms at batches 100 and 200, and the sweep as run (bench sweep's <results>/s.sweep.yaml)
+    declaring `primary` (None: no key, as a tree made before it)."""
+    root.mkdir(exist_ok=True)
+    write_recipe(root / "base.yaml", BASE.replace("DATA", str(root)))
+    path = write_recipe(root / "s.yaml", SWEEP + (f"primary: {primary}\n" if primary else ""))
+    sweep.write_space(sweep.load(path), root)
+    for batch in (100, 200):
+        for arm, finals in (("lars", [70, 71, 72.5]), ("vrgd_lars", [69, 71.5, 71]), ("nesterov", [66, 68, 67.5])):
+            for seed, final in enumerate(finals, 1):
+                run(root, arm, batch, "rerun", seed, [50, final + batch / 100])
+
+
+def families(root, baseline=None) -> dict:
+    rows, table = verdict_rows(root, baseline)
+    return {key: row["family"] for key, row in rows.items() if key[0] == 100}, table
+
+
+def test_the_primary_family_is_the_sweep_files_or_the_baselines_and_its_mde_follows(tmp_path):
+    three_arms(tmp_path, "{reference: nesterov}")
+    study = results.load_study([tmp_path])
+    assert tuning.declared_reference(study) == "nesterov"
+    found, table = families(tmp_path)
+    assert found == {
+        (100, "LARS", "VRGD-LARS"): "secondary",
+        (100, "LARS", "Nesterov SGD"): "primary",
+        (100, "VRGD-LARS", "Nesterov SGD"): "primary",
+    }
+    assert "; primary: each arm against Nesterov SGD (" in table.title
+    assert "'primary' = each arm against Nesterov SGD at each batch (declared by the sweep file's `primary`)" in (
+        " ".join(table.notes)
+    )
+    pairs = tuning.pairs_of(study, tuning.cells(study))
+    primary = [p for p in pairs if p.family == "primary"]
+    assert {p.alpha for p in primary} == {0.05 / 4} and {p.alpha for p in pairs if p.family == "secondary"} == {0.025}
+    rows, _ = verdict_rows(tmp_path)
+    mde = rows[(100, "LARS", "Nesterov SGD")]["MDE 80% at α/m [95%]"].value
+    assert mde == pytest.approx(power.comparison_mde(primary[0].c, 0.05 / 4))
+    # --baseline overrides the declaration: every arm against it, one family
+    found, table = families(tmp_path, baseline="lars")
+    assert found == {(100, "VRGD-LARS", "LARS"): "primary", (100, "Nesterov SGD", "LARS"): "primary"}
+    assert "(set by --baseline)" in " ".join(table.notes)
+
+
+def test_declared_pairs_read_as_asked_and_a_tree_without_the_key_keeps_the_default(tmp_path):
+    three_arms(tmp_path / "pairs", "{pairs: [[lars, vrgd_lars]]}")
+    assert tuning.declared_reference(results.load_study([tmp_path / "pairs"])) is None
+    found, _ = families(tmp_path / "pairs")
+    assert found[(100, "LARS", "VRGD-LARS")] == "primary" and list(found.values()).count("primary") == 1
+    three_arms(tmp_path / "none", None)
+    assert tuning.declared_reference(results.load_study([tmp_path / "none"])) is None
+    found, table = families(tmp_path / "none")
+    assert found[(100, "VRGD-LARS", "LARS")] == "primary" and list(found.values()).count("primary") == 1
+    assert "(the default question; a sweep file's `primary` declares another)" in " ".join(table.notes)
+
+
+def test_the_sweep_tables_warn_nothing(tmp_path):
+    """A cell whose trials all missed the target once warned from numpy (∞ − ∞) in every table; a warning that
+    leaks is an error here (cli's strict)."""
+    speed_tree(tmp_path)
+    for table in ("verdict", "scaling", "tuning", "plan"):
+        done = cli("table", table, str(tmp_path), strict=True)
+        assert done.returncode == 0 and not done.stderr, (table, done.stderr)
