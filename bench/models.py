@@ -184,6 +184,17 @@ def autocast(precision: str, device: torch.device):
     return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
 
 
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")  # torch.compile's
+
+
+def compiled(net: torch.nn.Module, setting: bool | str) -> torch.nn.Module:
+    """The module a recipe's engine.compile runs: eager (false), torch.compile's default mode (true), or the named
+    mode (reduce-overhead: CUDA graphs where torch finds them safe; max-autotune: searched kernels, slow to start)."""
+    if not setting:
+        return net
+    return torch.compile(net, mode="default" if setting is True else setting)
+
+
 def param_dtype(precision: str) -> torch.dtype:
     """The dtype of the weights and the images fed to them (bf16 autocasts inside fp32 weights)."""
     return torch.float64 if precision == "fp64" else torch.float32

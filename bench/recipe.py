@@ -241,7 +241,11 @@ class EngineSpec(_Strict):
         "for checking that two batch plans compute the same steps (rounding differences near 1e-16), not for speed",
     )
     channels_last: bool = Field(False, description="NHWC memory format (faster convolutions on GPUs)")
-    compile: bool = Field(False, description="torch.compile the model")
+    compile: Union[bool, Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]] = Field(
+        False,
+        description="torch.compile the model: false, true (torch's default mode) or a mode: reduce-overhead (CUDA "
+        "graphs where torch finds them safe), max-autotune, max-autotune-no-cudagraphs (docs/performance.md)",
+    )
     sync_bn: bool = Field(False, description="BatchNorm statistics over all ranks' micro-batches (SyncBatchNorm)")
     threads: Union[PositiveInt, Literal["auto"]] = Field(
         "auto",

@@ -2,6 +2,7 @@
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -75,3 +76,25 @@ def test_a_cifar_resnet_is_built_and_checked_without_importing_timm():
     assert done.stdout.strip() == "[]"
     timm = timm_models()
     assert timm.is_model("resnet8_cifar") and timm.is_model("resnet10t")
+
+
+def test_engine_compile_takes_torchs_modes_and_refuses_others(monkeypatch):
+    """engine.compile: false runs eager, true torch.compile's default mode, a string that mode; anything else is a
+    recipe error naming the key."""
+    import torch
+
+    from bench import recipe as recipes
+    from bench.errors import UserError
+    from bench.models import compiled
+
+    seen = []
+    monkeypatch.setattr(torch, "compile", lambda net, mode: seen.append(mode) or net)
+    net = torch.nn.Linear(2, 2)
+    assert compiled(net, False) is net and seen == []
+    compiled(net, True)
+    compiled(net, "reduce-overhead")
+    assert seen == ["default", "reduce-overhead"]
+    demo = Path(__file__).parents[1] / "recipes" / "demo-sgd.yaml"
+    assert recipes.load(demo, ["engine.compile=max-autotune"]).engine.compile == "max-autotune"
+    with pytest.raises(UserError, match="engine.compile"):
+        recipes.load(demo, ["engine.compile=fastest"])

@@ -54,7 +54,7 @@ from bench.engine.faults import crash_point
 from bench.engine.pace import Pace
 from bench.engine.plan import recipe_plan
 from bench.errors import BenchWarning, OutOfSpace, UserError
-from bench.models import autocast, create_model, param_dtype
+from bench.models import autocast, compiled, create_model, param_dtype
 from bench.recipe import Recipe
 from bench.rundir import FINISHED, RunDir, git_commit, host_info, now, open_run, prune_checkpoints, versions
 
@@ -205,7 +205,7 @@ class Trainer:
             ids = [self.device.index] if self.device.type == "cuda" else None
             self.ddp = DistributedDataParallel(self.model, device_ids=ids)
         net = self.ddp or self.model
-        self.net = torch.compile(net) if recipe.engine.compile else net
+        self.net = compiled(net, recipe.engine.compile)
         self.pace = Pace(recipe, self.plan, self.data.train_size, self.opt.pace == "scale_invariant")
         batched = self.opt.reduces_gradients and self.plan.groups_per_micro > 1
         batched = batched and recipe.engine.group_pass == "batched"

@@ -181,7 +181,7 @@ class BareCase:
 
     def __init__(self, recipe, device: torch.device, batch, num_classes: int, accum_steps: int):
         from bench.engine import ghost_bn
-        from bench.models import autocast, create_model, param_dtype
+        from bench.models import autocast, compiled, create_model, param_dtype
 
         torch.manual_seed(recipe.seed)
         fmt = torch.channels_last if recipe.engine.channels_last else torch.contiguous_format
@@ -190,7 +190,7 @@ class BareCase:
         )
         if recipe.model.bn_batch:  # the same mathematics as the runner's model
             ghost_bn.convert(self.model, recipe.model.bn_batch, recipe.model.name)
-        self.net = torch.compile(self.model) if recipe.engine.compile else self.model
+        self.net = compiled(self.model, recipe.engine.compile)
         self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1, momentum=0.9, weight_decay=recipe.weight_decay)
         self.images, self.labels = batch
         self.accum, self.smoothing = accum_steps, recipe.label_smoothing
@@ -445,7 +445,13 @@ def report(recipe, device, rates, splits, peaks, labels, flops) -> float:
     return middle
 
 
+def compile_words(setting) -> str:
+    return "" if not setting else ", compiled" + (f" ({setting})" if isinstance(setting, str) else "")
+
+
 def main(argv: list[str] | None = None) -> int:
+    from bench.models import COMPILE_MODES
+
     parser = ArgumentParser(prog="bench perf train", description=__doc__.split("\n")[0])
     parser.add_argument("recipe", nargs="?", help="a recipe file (default: --model and friends, resnet50 at 224 px)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="override a recipe key")
@@ -458,7 +464,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--bn-batch", type=count(1), help="ghost BatchNorm's batch (model.bn_batch), compared with micro-batches of it"
     )
-    parser.add_argument("--compile", action="store_const", const=True, help="torch.compile the model")
+    parser.add_argument(
+        "--compile",
+        nargs="?",
+        const=True,
+        choices=COMPILE_MODES,
+        metavar="MODE",
+        help=f"torch.compile the model, in torch's default mode or MODE ({', '.join(COMPILE_MODES)})",
+    )
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument(
         "--threads", type=count(1), help="CPU threads (torch.set_num_threads); default: bench's auto (engine.threads)"
@@ -522,7 +535,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"bench perf train: {recipe.model.name} at {recipe.data.image_size} px, global batch "
             f"{plan.batch} = {plan.accum_steps} x {plan.micro_batch}{small}, {recipe.engine.precision}"
-            f"{', channels_last' if recipe.engine.channels_last else ''}{', compiled' if recipe.engine.compile else ''}"
+            f"{', channels_last' if recipe.engine.channels_last else ''}{compile_words(recipe.engine.compile)}"
             f", optimizer {recipe.optimizer.name}; {device.type} ({where}); {args.warmup} warm-up + {args.repeats} x "
             f"{args.steps} timed steps per case{', img/s per CPU second (--clock cpu)' if args.clock == 'cpu' else ''}\n"
         )
