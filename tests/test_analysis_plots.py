@@ -300,3 +300,23 @@ def test_a_performance_profile_with_no_result_says_so():
         fig = tuning_plots.plot_performance_profile(cells, ["lars", "vrgd_lars"])
     assert [t for t in fig.axes[0].texts if t.get_gid() == "no-result-note"]
     plots.plt.close(fig)
+
+
+def test_arms_of_one_figure_never_share_a_hue():
+    """The catalog gives LARS and Lion two blues and LAMB and Nesterov one green: in one figure the later arm gets a
+    palette colour of another hue (up to six arms a figure; past the palette's hues the markers tell them apart);
+    arms of distinct hues keep their catalog colours."""
+    import itertools
+
+    import numpy as np
+
+    from bench import catalog
+    from bench.analysis import plots
+
+    for order in (["lars", "lion"], ["lamb", "nesterov", "lars", "vrgd_lars"], list(catalog.COLORS)[:6]):
+        drawn = plots.colors(tuple(order))
+        for a, b in itertools.combinations(order, 2):
+            assert np.linalg.norm(plots._ab(drawn[a]) - plots._ab(drawn[b])) >= plots.DISTINCT_HUE, (a, b)
+    assert plots.color("lars", ["lars", "lion"]) == catalog.COLORS["lars"]
+    assert plots.color("lion", ["lars", "lion"]) != catalog.COLORS["lion"]
+    assert plots.color("vrgd_lars", ["lars", "vrgd_lars"]) == catalog.COLORS["vrgd_lars"]

@@ -25,6 +25,7 @@ batch, one line per model (and optimizer, when there are several).
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import math
@@ -103,11 +104,35 @@ EPOCH_AXIS = "epoch (images seen / train size; AdaScale: epochs of its schedule,
 RATIO_STEPS = 20
 
 
+# Two arms of one figure whose colours lie closer than this in CIELAB's (a*, b*) plane read as one hue (the
+# catalog's LARS and Lion blues: 31); lightness alone does not tell thin lines apart.
+DISTINCT_HUE = 32.0
+PALETTE = [*(matplotlib.colors.to_hex(c) for c in matplotlib.colormaps["tab10"].colors), *SPARE]
+
+
+def _ab(colour: str) -> np.ndarray:
+    """CIELAB (a*, b*) of an sRGB colour (D65)."""
+    rgb = np.array(matplotlib.colors.to_rgb(colour))
+    linear = np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
+    xyz = np.array([[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722], [0.0193, 0.1192, 0.9505]]) @ linear
+    f = np.cbrt(np.maximum(xyz / np.array([0.95047, 1.0, 1.08883]), (6 / 29) ** 3))
+    return np.array([500 * (f[0] - f[1]), 200 * (f[1] - f[2])])
+
+
+@functools.lru_cache(maxsize=64)
+def colors(order: tuple[str, ...]) -> dict[str, str]:
+    """Each arm's colour in one figure: its catalog colour, unless an arm before it already has one of the same hue
+    (DISTINCT_HUE); then the first palette colour clear of every colour taken."""
+    taken: dict[str, str] = {}
+    for arm in order:
+        options = ([COLORS[arm]] if arm in COLORS else []) + PALETTE
+        clear = [c for c in options if all(np.linalg.norm(_ab(c) - _ab(t)) >= DISTINCT_HUE for t in taken.values())]
+        taken[arm] = (clear or options)[0]
+    return taken
+
+
 def color(optimizer: str, order: list[str]) -> str:
-    if optimizer in COLORS:
-        return COLORS[optimizer]
-    unknown = [o for o in order if o not in COLORS]
-    return SPARE[unknown.index(optimizer) % len(SPARE)] if optimizer in unknown else SPARE[0]
+    return colors(tuple(order) if optimizer in order else (*order, optimizer))[optimizer]
 
 
 def batch_label(b: float) -> str:
