@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from bench.analysis import report, results, tables
-from bench.analysis.render import render
+from bench.analysis.render import latex_escape, render
 from bench.cli import main
 from bench.errors import UserError
 from tests.conftest import cli
@@ -191,7 +191,16 @@ def test_vrgd_imagenet_measured_and_missing_cells_in_every_format(tmp_path):
     assert csv.loc[4096, "LARS measured"] == pytest.approx(76.6) and csv.loc[4096, "LARS measured n"] == 2
     assert math.isnan(csv.loc[4096, "VRGD-LARS measured"]) and csv.loc[98304, "LARS published"] == 74.3
     tex = render(table, "latex")
-    assert r"\toprule" in tex and r"76.60 $\pm$ 0.28 (n=2; 2/2 $\geq$ 74.9)" in tex and "---" in tex and r"\%" in tex
+    assert r"\hline" in tex and r"76.60 $\pm$ 0.28 (n=2; 2/2 $\geq$ 74.9)" in tex and "---" in tex and r"\%" in tex
+
+
+def test_latex_spells_every_character_in_ascii():
+    """pdflatex takes ASCII: a table's symbols become LaTeX's, an accented letter its accent command, and what
+    LaTeX cannot spell a '?'; <, > and | (other glyphs in LaTeX's default text font) go to math mode."""
+    assert latex_escape("Δ ≥ 2·σ² − α ÷ ½ ∞") == (
+        r"$\Delta$ $\geq$ 2$\cdot$?\textsuperscript{2} $-$ $\alpha$ $\div$ $\frac{1}{2}$ $\infty$"
+    )
+    assert latex_escape("Müller café ☃ p < 0.05 | a_b 50%") == r"M\"{u}ller caf\'{e} ? p $<$ 0.05 $|$ a\_b 50\%"
 
 
 def test_each_paper_table_judges_with_its_papers_target(tmp_path):

@@ -123,6 +123,26 @@ def test_a_committed_table_is_what_its_tree_gives(path, studies):
     assert fresh and fresh == committed, f"{path} differs from what its results tree gives now"
 
 
+TABLE_TREES = sorted({path.parent for path in (ROOT / "results").glob("*/*.md") if path.stem in tables.TABLES})
+
+
+@pytest.mark.parametrize("tree", TABLE_TREES, ids=lambda p: p.name)
+def test_a_committed_trees_tables_are_ascii_in_latex(tree, studies):
+    """pdflatex takes no raw Unicode: the LaTeX of each table a committed tree holds (and of its report) spells
+    every ±, Δ, α, ≥, −, ×, ², ∞ and — in ASCII."""
+    from bench.analysis import report
+    from bench.analysis.render import render
+
+    names = [path.stem for path in sorted(tree.glob("*.md")) if path.stem in tables.TABLES]
+    if tree not in studies:
+        studies[tree] = results.load_study([tree]) if any(tables.TABLES[n].runs for n in names) else None
+    built = [tables.build(name, studies[tree]) for name in names]
+    built += [report.table(studies[tree].runs)] if (tree / "report.md").exists() else []
+    for table in built:
+        tex = render(table, "latex")
+        assert tex.isascii(), (table.title, sorted({c for c in tex if not c.isascii()}))
+
+
 def test_every_committed_run_directory_reads_through_the_run_directory_reader():
     """The committed results trees (some written by older versions of bench) are what the reader reads: each run
     has a recipe and a meta.json with a known status, and a finished run a metrics.csv with its evaluations."""

@@ -2,10 +2,14 @@
 why a side has no reruns, the primary family a sweep file declares (or --baseline sets), and no Python warning on
 the way."""
 
+import shutil
+import subprocess
+
 import pytest
 
 from bench import sweep
 from bench.analysis import power, results, tuning
+from bench.analysis.render import render
 from tests.conftest import cli, write_recipe
 from tests.helpers import BASE, make_run
 
@@ -59,6 +63,20 @@ def test_a_speed_verdict_past_what_the_seeds_allow_is_too_few_seeds_with_the_num
     )
 
 
+def test_the_headers_say_what_each_cell_ran_and_wait_only_for_reruns_a_sweep_can_still_run(tmp_path):
+    """Every table's title states the trials and seeds most cells ran, then each other cell's: a cell whose sweep
+    can still rerun it is waiting, one whose trials all diverged never will be (and the scaling table says which)."""
+    speed_tree(tmp_path)
+    study = results.load_study([tmp_path])
+    assert tuning.describe(tuning.cells(study)).endswith(
+        "1 trial per cell (batch 400: 2 trials), 2 seeds per rerun (batch 200: 5 seeds; Lion at 400: no reruns "
+        "yet; NAdamW at 400: no reruns, every trial diverged)"
+    )
+    scaling = tuning.scaling(study)
+    fits = {row[0]: row[11] for row in scaling.rows if row[1] == 100}
+    assert fits == {"Lion": "waiting for reruns at 400", "NAdamW": "no reruns at 400 (every trial diverged)"}
+
+
 @pytest.fixture
 def top1_tree(tmp_path):
     """LARS and VRGD-LARS selected on Top-1. Batch 100: VRGD-LARS's reruns trained 1 of 3; batch 200: every
@@ -80,6 +98,58 @@ def test_a_top1_verdict_names_too_few_trained_reruns_and_a_cell_whose_trials_all
     rows, _ = verdict_rows(top1_tree)
     assert rows[(100, "VRGD-LARS", "LARS")]["verdict"] == "too few seeds: 1 vs 3 trained, a test needs 2 a side"
     assert rows[(200, "VRGD-LARS", "LARS")]["verdict"] == "no reruns: every trial of VRGD-LARS diverged"
+
+
+def test_a_finished_sweeps_tables_wait_for_nothing(tmp_path):
+    """Once Lion's cell at 400 is rerun (its reruns missed the target, as its trials did), every cell that could be
+    rerun was: no title or row waits, and NAdamW's ladder says why it has no fit."""
+    speed_tree(tmp_path)
+    for seed in (1, 2):
+        run(tmp_path, "lion", 400, "rerun", seed, [50, 55], select="steps_to_target")
+    study = results.load_study([tmp_path])
+    assert tuning.describe(tuning.cells(study)).endswith(
+        "1 trial per cell (batch 400: 2 trials), 2 seeds per rerun (batch 200: 5 seeds; NAdamW at 400: no reruns, "
+        "every trial diverged)"
+    )
+    for table in (tuning.verdict(study), tuning.scaling(study), tuning.tuning(study)):
+        shown = " ".join([table.title, *(" ".join(row) for row in table.text_rows())])
+        assert "waiting" not in shown and "yet" not in shown, table.title
+    fits = {row[0]: row[11] for row in tuning.scaling(study).rows if row[1] == 100}
+    assert fits["NAdamW"] == "no reruns at 400 (every trial diverged)"
+
+
+@pytest.mark.skipif(shutil.which("pdflatex") is None, reason="no pdflatex here (apt-get install texlive-latex-base)")
+def test_a_latex_verdict_compiles_with_plain_pdflatex(top1_tree):
+    """The verdict's LaTeX (its ±, Δ, α, ≥ and − as LaTeX commands) in a bare article: pdflatex, no package, no
+    error and no missing glyph."""
+    tex = render(tuning.verdict(results.load_study([top1_tree])), "latex")
+    assert r"$\pm$" in tex and r"$\Delta$" in tex and r"$\alpha$" in tex and r"$\geq$" in tex
+    out = top1_tree / "tex"
+    out.mkdir()
+    (out / "verdict.tex").write_text(f"\\documentclass{{article}}\n\\begin{{document}}\n{tex}\\end{{document}}\n")
+    done = subprocess.run(
+        ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "verdict.tex"],
+        cwd=out,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0 and (out / "verdict.pdf").exists(), done.stdout[-2000:]
+    assert "Missing character" not in (out / "verdict.log").read_text(errors="replace")
+
+
+def test_a_latex_speed_verdict_leaves_out_the_columns_it_does_not_fill(tmp_path):
+    """A speed verdict fills no Top-1 column: LaTeX leaves each out (the same placeholder in every row) and names
+    it in the notes, after the table float, whose caption is the title alone."""
+    speed_tree(tmp_path)
+    table = tuning.verdict(results.load_study([tmp_path]))
+    tex = render(table, "latex")
+    head = next(line for line in tex.splitlines() if line.startswith("batch & "))
+    assert head == r"batch & X & Y & family & steps to target X / Y & verdict \\"
+    assert "not compared (speed) &" not in tex and tex.isascii()
+    assert r"\item Columns left out, 'not compared (speed)' in every row: val Top-1 X, val Top-1 Y." in tex
+    caption = next(line for line in tex.splitlines() if line.startswith(r"\caption{"))
+    assert tex.index(r"\end{table}") < tex.index(r"\item ") and "Holm" not in caption
 
 
 SWEEP = """

@@ -12,6 +12,12 @@ which the markdown of the same table, written beside a csv by `bench suite` and
 A table's claims are its conclusions in words, each made by `claim()` from the
 table's own numbers; the markdown ends with them under "**Claims**", one a line,
 and `claims_of()` reads them back (a write-up quotes them verbatim).
+
+LaTeX is for a paper and compiles with plain pdflatex (no package): ASCII only
+(every other character as LaTeX spells it: ± and Δ in math mode, ² a superscript),
+the title as the caption, the columns with no number in any row and the same
+text in every one left out (named in the notes), and the notes and claims as
+lists after the table float, outside its caption.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import unicodedata
 from dataclasses import dataclass, field
 
 from bench.errors import UserError
@@ -201,7 +208,7 @@ def csv_text(table: Table) -> str:
     return buf.getvalue()
 
 
-LATEX_SPECIAL = {
+LATEX_SPECIAL = {  # every character a table may hold that pdflatex takes otherwise or not at all
     "&": r"\&",
     "%": r"\%",
     "#": r"\#",
@@ -212,36 +219,97 @@ LATEX_SPECIAL = {
     "~": r"\textasciitilde{}",
     "^": r"\textasciicircum{}",
     "\\": r"\textbackslash{}",
+    "<": "$<$",
+    ">": "$>$",
+    "|": "$|$",
     "±": r"$\pm$",
     "∞": r"$\infty$",
     "—": "---",
     "–": "--",
-    "≥": r"$\geq$",
-    "×": r"$\times$",
     "−": "$-$",
+    "≥": r"$\geq$",
+    "≤": r"$\leq$",
+    "≠": r"$\neq$",
+    "≈": r"$\approx$",
+    "∝": r"$\propto$",
+    "×": r"$\times$",
+    "÷": r"$\div$",
+    "·": r"$\cdot$",
+    "∂": r"$\partial$",
+    "α": r"$\alpha$",
+    "γ": r"$\gamma$",
+    "δ": r"$\delta$",
+    "τ": r"$\tau$",
+    "Δ": r"$\Delta$",
+    "Σ": r"$\Sigma$",
+    "²": r"\textsuperscript{2}",
+    "½": r"$\frac{1}{2}$",
+    "…": r"\ldots{}",
+    "‘": "`",
+    "’": "'",
+    "“": "``",
+    "”": "''",
 }
+LATEX_ACCENTS = {"\u0300": "`", "\u0301": "'", "\u0302": "^", "\u0303": "~", "\u0308": '"', "\u0327": "c"}
+
+
+def _latex_char(ch: str) -> str:
+    """One character as pdflatex takes it: LATEX_SPECIAL's, ASCII as it is, anything else (a folder's name) as its
+    compatibility decomposition with LaTeX's accents (é: \\'{e}), '?' for what none of these spells."""
+    if ch in LATEX_SPECIAL or ch.isascii():
+        return LATEX_SPECIAL.get(ch, ch)
+    out = ""
+    for part in unicodedata.normalize("NFKD", ch):
+        if part in LATEX_ACCENTS and out:
+            out = rf"\{LATEX_ACCENTS[part]}{{{out}}}"
+        else:
+            out += LATEX_SPECIAL.get(part, part) if part.isascii() else "?"
+    return out
 
 
 def latex_escape(text: str) -> str:
-    return "".join(LATEX_SPECIAL.get(ch, ch) for ch in text)
+    return "".join(map(_latex_char, text))
+
+
+def blank_columns(table: Table) -> list[int]:
+    """The columns with no number in any row and the same text in every one ('—' throughout, 'not compared
+    (speed)'): LaTeX leaves them out."""
+    texts = table.text_rows()
+    return [
+        j
+        for j in range(len(table.columns))
+        if table.rows
+        and all(c.empty if isinstance(c, Cell) else str(c) in ("", NO_NUMBER) for c in (row[j] for row in table.rows))
+        and len({row[j] for row in texts}) == 1
+    ]
 
 
 def latex(table: Table) -> str:
-    align = "".join("r" if table.numeric(j) else "l" for j in range(len(table.columns)))
+    """The table float (the title as its caption, no column that blank_columns finds), then its notes and claims as
+    lists; ASCII, for plain pdflatex."""
+    blank, texts = blank_columns(table), table.text_rows()
+    shown = [j for j in range(len(table.columns)) if j not in blank]
     lines = [
         r"\begin{table}[t]",
         r"\centering\small",
         rf"\caption{{{latex_escape(table.title)}}}",
-        rf"\begin{{tabular}}{{{align}}}",
-        r"\toprule",
-        " & ".join(latex_escape(c) for c in table.columns) + r" \\",
-        r"\midrule",
+        rf"\begin{{tabular}}{{{''.join('r' if table.numeric(j) else 'l' for j in shown)}}}",
+        r"\hline",
+        " & ".join(latex_escape(table.columns[j]) for j in shown) + r" \\",
+        r"\hline",
+        *(" & ".join(latex_escape(row[j]) for j in shown) + r" \\" for row in texts),
+        r"\hline",
+        r"\end{tabular}",
+        r"\end{table}",
     ]
-    lines += [" & ".join(latex_escape(c) for c in row) + r" \\" for row in table.text_rows()]
-    lines += [r"\bottomrule", r"\end{tabular}"]
-    if table.notes or table.claims:
-        lines += [r"\par\smallskip\footnotesize", r" \\ ".join(latex_escape(n) for n in table.notes + table.claims)]
-    lines.append(r"\end{table}")
+    left_out = {}
+    for j in blank:
+        left_out.setdefault(texts[0][j], []).append(table.columns[j])
+    notes = [f"Columns left out, '{text}' in every row: {', '.join(names)}." for text, names in left_out.items()]
+    for head, items in (("Notes", notes + table.notes), ("Claims", table.claims)):
+        if items:
+            lines += ["", rf"\noindent\textbf{{{head}}}", r"\begin{itemize}"]
+            lines += [rf"\item {latex_escape(item)}" for item in items] + [r"\end{itemize}"]
     return "\n".join(lines) + "\n"
 
 

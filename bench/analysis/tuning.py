@@ -493,13 +493,17 @@ def runner_up_cell(c: pd.Series) -> pd.Series:
     )
 
 
+def never_rerun(c: pd.Series) -> bool:
+    """Whether cell c gets no reruns however long its sweep runs: its trials all finished and every one diverged
+    (no point to rerun); a cell without reruns otherwise waits for them."""
+    return bool(c["n_trials"]) and c["n_finished"] == c["n_trials"] and not isinstance(c["best_trial"], str)
+
+
 def missing_reruns(x: str, y: str, cx: pd.Series, cy: pd.Series) -> str:
     """Why a side of a comparison has no reruns: every trial of its cell diverged (no point to rerun), or they have
     not run yet; '' where both sides have reruns."""
     why = [
-        f"every trial of {display(arm)} diverged"
-        if c["n_trials"] and c["n_finished"] == c["n_trials"] and not isinstance(c["best_trial"], str)
-        else f"{display(arm)} not yet rerun"
+        f"every trial of {display(arm)} diverged" if never_rerun(c) else f"{display(arm)} not yet rerun"
         for arm, c in ((x, cx), (y, cy))
         if not c["n_reruns"]
     ]
@@ -1072,18 +1076,45 @@ def _title(head: str, table_cells: pd.DataFrame) -> str:
 
 
 def describe(table_cells: pd.DataFrame) -> str:
-    """Dataset, model, budget, trials and seeds: what every figure and table of a sweep says it is."""
+    """Dataset, model, budget, trials and seeds: what every figure and table of a sweep says it is. Trials and
+    seeds as most cells ran them, then each other cell's ('2 seeds per rerun (Lion at 64: no reruns, every trial
+    diverged)')."""
     first = table_cells.iloc[0]
-    trials = sorted(set(table_cells["n_trials"]))
-    seeds = sorted(set(table_cells["n_reruns"]))
-    show = lambda xs: "/".join(map(str, xs))  # noqa: E731
     epochs = sorted(set(table_cells["planned_epochs"]))
     budget = (
         f"{epochs[0]:.3g} epochs" if len(epochs) == 1 else f"{epochs[0]:.3g}-{epochs[-1]:.3g} epochs (one image budget)"
     )
-    tried = f"{show(trials)} trials per cell" if max(trials) else "no trials in this tree"
-    rerun = f"{show(seeds)} seeds per rerun" if max(seeds) else "no reruns"
+    trials = [f"{n} trial{'s' * (n != 1)}" if n else "no trials in this tree" for n in table_cells["n_trials"]]
+    seeds = [_reruns_text(c) for _, c in table_cells.iterrows()]
+    tried, rerun = _per_cell(table_cells, trials, "per cell"), _per_cell(table_cells, seeds, "per rerun")
     return f"{first['problem_label']}, {first['model_shape']}, {budget} per run, {tried}, {rerun}"
+
+
+def _reruns_text(c: pd.Series) -> str:
+    """Cell c's reruns in words: '5 seeds', 'no reruns yet' (its sweep can still run them), or why it has none."""
+    if c["n_reruns"]:
+        return f"{c['n_reruns']} seed{'s' * (c['n_reruns'] != 1)}"
+    return "no reruns, every trial diverged" if never_rerun(c) else "no reruns yet"
+
+
+def _per_cell(table_cells: pd.DataFrame, texts: list[str], unit: str) -> str:
+    """The text most cells have (a count with its `unit`: '8 trials per cell'), then in brackets each other one
+    with its cells: '(batch 64: 4 trials; Lion at 128: 6 trials)', a batch where every arm has it."""
+    arms_at = table_cells["global_batch"].value_counts()
+    cells_of: dict[str, dict[int, list[str]]] = {}
+    for (_, c), text in zip(table_cells.iterrows(), texts):
+        cells_of.setdefault(text, {}).setdefault(c["global_batch"], []).append(display(c["arm"]))
+    usual = max(cells_of, key=lambda text: sum(map(len, cells_of[text].values())))
+    others = [
+        ", ".join(
+            f"batch {batch:,}" if len(names) == arms_at[batch] else ", ".join(f"{n} at {batch:,}" for n in names)
+            for batch, names in batches.items()
+        )
+        + f": {text}"
+        for text, batches in cells_of.items()
+        if text != usual
+    ]
+    return (f"{usual} {unit}" if usual[0].isdigit() else usual) + (f" ({'; '.join(others)})" if others else "")
 
 
 def performance_profile(table_cells: pd.DataFrame, taus: np.ndarray) -> dict[str, np.ndarray]:
@@ -1183,7 +1214,7 @@ def _crossing_text(fraction: float, lr: float) -> str:
 
 def _ratio_text(r: ladder.Ratio | None) -> str:
     if r is None:
-        return "no ratio (an arm has no fit, or waits for reruns)"
+        return "no ratio (an arm has no fit, or lacks reruns at some batch)"
     return f"{r.text}); resolves ≥ {ladder.ratio_text(r.resolvable)}x"
 
 
@@ -1227,7 +1258,7 @@ def scaling_claims(fits: dict, names: list[str], reference: str | None, crossing
         r = ratio_of[arm]
         pair = f"{display(arm)} / {display(reference)} critical batch"
         if r is None:
-            claims.append(f"{pair}: no ratio (an arm has no fit, or waits for reruns).")
+            claims.append(f"{pair}: no ratio (an arm has no fit, or lacks reruns at some batch).")
         else:
             unlocated = [display(a) for a in (arm, reference) if not fits[a].resolved]
             if unlocated:  # a ratio of critical batches the ladder does not locate is not read
@@ -1253,6 +1284,18 @@ def scaling_claims(fits: dict, names: list[str], reference: str | None, crossing
 
 
 EXCESS_TEXT = f"{ladder.EXCESS - 1:.0%}"
+
+
+def _no_fit_text(cells_of: pd.DataFrame) -> str:
+    """Why an arm's ladder has no fit (ladder_fits): the batches whose reruns its sweep can still run, and those
+    whose trials all diverged."""
+    waiting, diverged = [], []
+    for _, c in cells_of[cells_of["n_reruns"] == 0].iterrows():
+        (diverged if never_rerun(c) else waiting).append(f"{c['global_batch']:,}")
+    return "; ".join(
+        [f"waiting for reruns at {', '.join(waiting)}"] * bool(waiting)
+        + [f"no reruns at {', '.join(diverged)} (every trial diverged)"] * bool(diverged)
+    )
 
 
 def scaling(study: Study, baseline: str | None = None) -> Table:
@@ -1302,15 +1345,16 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
             ci = median_steps_ci(steps)
             grids = np.asarray(c["rerun_grid"], float)
             grid = float(np.nanmax(grids)) if np.isfinite(grids).any() else math.nan
-            linear = medians[i] * c["global_batch"] / (medians[0] * cells_of["global_batch"].iloc[0])
+            base = medians[0] * cells_of["global_batch"].iloc[0]  # a miss at the smallest batch: no base
+            linear = medians[i] * c["global_batch"] / base if math.isfinite(base) else math.nan
             crossings[arm][c["global_batch"]] = ladder.crossings(c)
             fitted = critical = at_zero = NO_NUMBER
-            if i == 0:
-                fitted = critical = at_zero = "waiting for reruns"
-                if f is not None:
-                    fitted = ladder.interval_text(f.b_noise, f.low, f.high)
-                    critical = ladder.interval_text(*f.critical)
-                    at_zero = ladder.interval_text(*f.critical_at_zero)
+            if i == 0 and f is None:
+                fitted = critical = at_zero = _no_fit_text(cells_of)
+            elif i == 0:
+                fitted = ladder.interval_text(f.b_noise, f.low, f.high)
+                critical = ladder.interval_text(*f.critical)
+                at_zero = ladder.interval_text(*f.critical_at_zero)
             chance = check.misses_chance[i] if check else math.nan
             left_out = check.left_out.get(c["global_batch"], math.nan) if check else math.nan
             table.rows.append(
