@@ -89,6 +89,7 @@ def steps_cell(steps: float, grid: float, **kw) -> Cell:
 def cells(study: Study) -> pd.DataFrame:
     """One row per (arm, batch): the trials' search and the reruns' figures (see the module docstring)."""
     runs = sweep_runs(study)
+    specs = search.spaces(runs)  # each sweep's .sweep.yaml, read once
     rows = []
     for (arm, batch), members in runs.groupby(["arm", "global_batch"], sort=False):
         # each trial and rerun once (results.once_per_seed's rule), killed runs never
@@ -171,7 +172,7 @@ def cells(study: Study) -> pd.DataFrame:
                 if len(done)
                 else math.nan,  # the steps a rerun may run: a miss's chance under the fit (ladder.checks)
                 "rerun_stopped": tuple(done["stopped_at_target"]),
-                "linear_from": linear_from(study, members),
+                "linear_from": linear_from(specs.get(members["sweep"].iloc[0])),
                 "images": float(members.loc[members["finished"], "images"].max())
                 if members["finished"].any()
                 else math.nan,
@@ -1144,11 +1145,10 @@ def median_steps_ci(steps) -> tuple[float, float, float] | None:
     return power.median_interval(steps)
 
 
-def linear_from(study: Study, members: pd.DataFrame) -> str:
-    """Where the sweep's critical batch measures linear scaling from (its file's scaling.linear_from, default the
-    ladder's smallest batch; ladder.LINEAR_FROM)."""
-    spec = search.spaces(members).get(members["sweep"].iloc[0]) or {}
-    return (spec.get("scaling") or {}).get("linear_from", ladder.LINEAR_FROM[0])
+def linear_from(spec: dict | None) -> str:
+    """Where a sweep's critical batch measures linear scaling from (its `.sweep.yaml`'s scaling.linear_from, default
+    the ladder's smallest batch; ladder.LINEAR_FROM)."""
+    return ((spec or {}).get("scaling") or {}).get("linear_from", ladder.LINEAR_FROM[0])
 
 
 def ladder_fits(table_cells: pd.DataFrame) -> dict[str, ladder.Fit | None]:
