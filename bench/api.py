@@ -60,7 +60,7 @@ CURVE_KEYS = ("run", "recipe", "optimizer", "global_batch", "seed")  # who made 
 
 
 def curves(*paths: str | Path, strict: bool = False) -> pd.DataFrame:
-    """Every evaluation of every run: metrics.csv rows after CURVE_KEYS (the run directory, its recipe's name,
+    """Every evaluation of every run: its metrics rows after CURVE_KEYS (the run directory, its recipe's name,
     optimizer, global batch and seed), so `curves.groupby("optimizer")` plots by optimizer as it is."""
     from bench.analysis import results as analysis
 

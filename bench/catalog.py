@@ -58,7 +58,9 @@ class Optimizer:
     target: str  # "module:Class"
     display: str
     color: str
-    options: tuple[str, ...]  # its keyword arguments beyond lr and weight_decay (the class's signature)
+    marker: str  # its marker in a figure (style.MARKERS); records of one hue have different ones
+    signature: tuple[tuple[str, object], ...]  # its keyword arguments beyond lr and weight_decay with their
+    # defaults, in the order of the class's signature (a library record's: the library class's)
     base: str  # the update it applies: its own name, or the base optimizer's a mixin wraps
     pace: Pace = "fixed"  # how the runner advances the schedule (bench/engine/pace.py)
     groups: Literal["sums", "squares", "halves"] | None = None  # what it keeps of the gradient groups and
@@ -74,6 +76,17 @@ class Optimizer:
     @property
     def reduces_gradients(self) -> bool:
         return self.groups is not None
+
+    @property
+    def options(self) -> tuple[str, ...]:
+        """Its keyword arguments beyond lr and weight_decay: what a recipe's optimizer section may set."""
+        return tuple(name for name, _ in self.signature)
+
+    @property
+    def defaults(self) -> dict:
+        """Each option's default as bench runs it: the signature's, with a library record's `presets` over it
+        (bench.optim.hyperparameters of its class; tests/test_catalog.py holds the two equal)."""
+        return {**dict(self.signature), **dict(self.presets)}
 
     @property
     def source(self) -> str:
@@ -118,40 +131,62 @@ class Optimizer:
 # autograd through the step, logging) or that turn descent into ascent. A recipe may set them; `bench recipe keys`
 # lists them apart from each optimizer's other options.
 PLUMBING = frozenset({"foreach", "fused", "capturable", "differentiable", "maximize", "verbose"})
-_MOMENTUM = ("momentum", "nesterov")
-_LARS = ("momentum", "eta", "eps", "nesterov")
-_ADAM = ("betas", "eps")
-_VRGD = ("gamma", "gsnr_eps", "beta3", "gsnr_bias_correction", "gsnr_norm", "fused")
-_ADASCALE = ("smoothing", "gain_scope")
-# The library classes' keyword arguments beyond params, lr and weight_decay (tests/test_catalog.py holds each to its
-# signature): a recipe may set any of them.
-_TORCH_SGD = ("momentum", "dampening", "nesterov", "maximize", "foreach", "differentiable", "fused")
-_NADAMW = (
-    "betas",
-    "eps",
-    "caution",
-    "corrected_weight_decay",
-    "maximize",
-    "foreach",
-    "capturable",
-    "clipping_threshold",
+
+
+def _options(**defaults) -> tuple[tuple[str, object], ...]:
+    """A record's `signature`: keyword arguments with their defaults, in their order."""
+    return tuple(defaults.items())
+
+
+def _with(options: tuple, **changed) -> tuple[tuple[str, object], ...]:
+    """`options` with some defaults changed (a subclass's), in the same order."""
+    return tuple((name, changed.get(name, default)) for name, default in options)
+
+
+# bench's classes' keyword arguments beyond params, lr and weight_decay, with their defaults (tests/test_catalog.py
+# holds each record's to its class's signature)
+_MOMENTUM = _options(momentum=0.9, nesterov=False)
+_LARS = _options(momentum=0.9, eta=0.001, eps=0.0, nesterov=False)
+_ADAM = _options(betas=(0.9, 0.999), eps=1e-8)
+_LAMB = _with(_ADAM, eps=1e-6)  # LAMB's and MERIT's eps
+_MERIT = _LAMB + _options(bias_correction=False)
+_VRGD = _options(gamma=0.1, gsnr_eps=1e-12, beta3=0.0, gsnr_bias_correction=True, gsnr_norm="tensor", fused=None)
+_VRGD_ADAM = _with(_VRGD, beta3=0.9)  # VRGDAdam, VRGDLAMB, VRGDMERIT: GSNR momentum on (the paper's)
+_ADASCALE = _options(smoothing=None, gain_scope="global")
+# The library classes' keyword arguments beyond params, lr and weight_decay, with the library's defaults (bench's
+# where they differ are the record's `presets`; tests/test_catalog.py holds each to its signature): a recipe may set
+# any of them.
+_TORCH_SGD = _options(
+    momentum=0, dampening=0, nesterov=False, maximize=False, foreach=None, differentiable=False, fused=None
 )
-_MUON = (
-    "momentum", "nesterov", "ns_steps", "ns_coefficients", "eps", "safety_factor", "adjust_lr_fn", "conv_mode",
-    "normalize_spatial", "adamw_lr", "fallback_lr_scale", "betas", "algo", "scale_eps", "capturable", "verbose",
+_NADAMW = _options(
+    betas=(0.9, 0.999),
+    eps=1e-8,
+    caution=False,
+    corrected_weight_decay=False,
+    maximize=False,
+    foreach=None,
+    capturable=False,
+    clipping_threshold=None,
+)
+_MUON = _options(
+    momentum=0.95, nesterov=False, ns_steps=5, ns_coefficients="quintic", eps=1e-7, safety_factor=1.0,
+    adjust_lr_fn="match_rms_adamw", conv_mode="flatten", normalize_spatial=True, adamw_lr=None, fallback_lr_scale=1.0,
+    betas=(0.9, 0.95), algo="muon", scale_eps=False, capturable=False, verbose=False,
 )  # fmt: skip
-_KRON = (
-    "momentum", "preconditioner_update_probability", "max_size_triangular", "min_ndim_triangular", "memory_save_mode",
-    "momentum_into_precond_update", "precond_lr", "precond_init_scale", "mu_dtype", "precond_dtype", "decoupled_decay",
-    "corrected_weight_decay", "flatten", "flatten_start_dim", "flatten_end_dim", "stochastic_weight_decay",
-    "deterministic",
+_KRON = _options(
+    momentum=0.9, preconditioner_update_probability=None, max_size_triangular=2048, min_ndim_triangular=2,
+    memory_save_mode=None, momentum_into_precond_update=True, precond_lr=0.1, precond_init_scale=1.0, mu_dtype=None,
+    precond_dtype=None, decoupled_decay=False, corrected_weight_decay=False, flatten=False, flatten_start_dim=2,
+    flatten_end_dim=-1, stochastic_weight_decay=False, deterministic=False,
 )  # fmt: skip
-_LION = ("betas", "caution", "corrected_weight_decay", "maximize", "foreach")
-_SF_ADAMW = ("betas", "eps", "warmup_steps", "r", "weight_lr_power", "foreach")
-_SF_SGD = ("momentum", "warmup_steps", "r", "weight_lr_power", "foreach")
-_SOAP = (
-    "betas", "shampoo_beta", "precondition_frequency", "max_precondition_dim", "merge_dims", "precondition_1d",
-    "correct_bias", "normalize_gradient", "data_format", "eps", "maximize",
+_LION = _options(betas=(0.9, 0.99), caution=False, corrected_weight_decay=False, maximize=False, foreach=None)
+_SF_ADAMW = _options(betas=(0.9, 0.999), eps=1e-8, warmup_steps=0, r=0.0, weight_lr_power=2.0, foreach=True)
+_SF_SGD = _options(momentum=0.9, warmup_steps=0, r=0.0, weight_lr_power=2, foreach=True)
+_SOAP = _options(
+    betas=(0.95, 0.95), shampoo_beta=None, precondition_frequency=10, max_precondition_dim=10000, merge_dims=False,
+    precondition_1d=False, correct_bias=True, normalize_gradient=False, data_format="channels_first", eps=1e-8,
+    maximize=False,
 )  # fmt: skip
 _TIMM = "timm>=1.0.31"  # 1.0.31: the release whose Muon, Kron and Lion the identity tests ran against
 
@@ -184,34 +219,57 @@ _SHAMPOO_SPACE = (  # AlgoPerf's Shampoo baseline (SOAP is Adam in Shampoo's eig
 OPTIMIZERS = {
     r.name: r
     for r in (
-        Optimizer("sgd", "bench.optim.sgd:SGD", "SGD", "#555555", _MOMENTUM, "sgd"),
-        Optimizer("lars", "bench.optim.lars:LARS", "LARS", "#1f77b4", _LARS, "lars"),
-        Optimizer("larc", "bench.optim.lars:LARC", "LARC", "#17becf", _LARS, "larc"),
-        Optimizer("lamb", "bench.optim.lamb:LAMB", "LAMB", "#2ca02c", _ADAM, "lamb"),
-        Optimizer("adamw", "bench.optim.adamw:AdamW", "AdamW", "#8c564b", _ADAM, "adamw"),
+        Optimizer("sgd", "bench.optim.sgd:SGD", "SGD", "#555555", "o", _MOMENTUM, "sgd"),
+        Optimizer("lars", "bench.optim.lars:LARS", "LARS", "#1f77b4", "s", _LARS, "lars"),
+        Optimizer("larc", "bench.optim.lars:LARC", "LARC", "#17becf", "p", _LARS, "larc"),
+        Optimizer("lamb", "bench.optim.lamb:LAMB", "LAMB", "#2ca02c", "^", _LAMB, "lamb"),
+        Optimizer("adamw", "bench.optim.adamw:AdamW", "AdamW", "#8c564b", "D", _ADAM, "adamw"),
         Optimizer(
-            "vrgd_sgd", "bench.optim.vrgd:VRGDSGD", "VRGD-SGD", "#ff7f0e", _MOMENTUM + _VRGD, "sgd", groups="squares"
+            "vrgd_sgd",
+            "bench.optim.vrgd:VRGDSGD",
+            "VRGD-SGD",
+            "#ff7f0e",
+            "o",
+            _MOMENTUM + _VRGD,
+            "sgd",
+            groups="squares",
         ),
         Optimizer(
             "vrgd_lars",
             "bench.optim.vrgd:VRGDLARS",
             "VRGD-LARS",
             "#d62728",
-            _LARS + _VRGD + ("trust_grad",),
+            "D",
+            _LARS + _VRGD + _options(trust_grad="vr"),
             "lars",
             groups="squares",
         ),
         Optimizer(
-            "vrgd_adam", "bench.optim.vrgd:VRGDAdam", "VRGD-Adam", "#e377c2", _ADAM + _VRGD, "adamw", groups="squares"
+            "vrgd_adam",
+            "bench.optim.vrgd:VRGDAdam",
+            "VRGD-Adam",
+            "#e377c2",
+            "P",
+            _ADAM + _VRGD_ADAM,
+            "adamw",
+            groups="squares",
         ),
         Optimizer(
-            "vrgd_lamb", "bench.optim.vrgd:VRGDLAMB", "VRGD-LAMB", "#9467bd", _ADAM + _VRGD, "lamb", groups="squares"
+            "vrgd_lamb",
+            "bench.optim.vrgd:VRGDLAMB",
+            "VRGD-LAMB",
+            "#9467bd",
+            "v",
+            _LAMB + _VRGD_ADAM,
+            "lamb",
+            groups="squares",
         ),
         Optimizer(
             "adascale_sgd",
             "bench.optim.groups:AdaScaleSGD",
             "AdaScale-SGD",
             "#bcbd22",
+            "X",
             _MOMENTUM + _ADASCALE,
             "sgd",
             pace="scale_invariant",
@@ -222,6 +280,7 @@ OPTIMIZERS = {
             "bench.optim.groups:AdaScaleLARS",
             "AdaScale-LARS",
             "#393b79",
+            "<",
             _LARS + _ADASCALE,
             "lars",
             pace="scale_invariant",
@@ -232,6 +291,7 @@ OPTIMIZERS = {
             "bench.optim.groups:SimiGradSGD",
             "SimiGrad-SGD",
             "#ad494a",
+            "h",
             _MOMENTUM,
             "sgd",
             pace="adaptive",
@@ -242,6 +302,7 @@ OPTIMIZERS = {
             "bench.optim.groups:SimiGradLARS",
             "SimiGrad-LARS",
             "#637939",
+            ">",
             _LARS,
             "lars",
             pace="adaptive",
@@ -252,18 +313,20 @@ OPTIMIZERS = {
             "bench.optim.groups:SimiGradLAMB",
             "SimiGrad-LAMB",
             "#7b4173",
-            _ADAM,
+            "d",
+            _LAMB,
             "lamb",
             pace="adaptive",
             groups="halves",
         ),
-        Optimizer("merit", "bench.optim.merit:MERIT", "MERIT", "#e7969c", _ADAM + ("bias_correction",), "merit"),
+        Optimizer("merit", "bench.optim.merit:MERIT", "MERIT", "#e7969c", "*", _MERIT, "merit"),
         Optimizer(
             "vrgd_merit",
             "bench.optim.vrgd:VRGDMERIT",
             "VRGD-MERIT",
             "#843c39",
-            _ADAM + ("bias_correction",) + _VRGD,
+            "p",
+            _MERIT + _VRGD_ADAM,
             "merit",
             groups="squares",
         ),
@@ -273,6 +336,7 @@ OPTIMIZERS = {
             "bench.optim.library:Library",
             "Nesterov SGD",
             "#2ca02c",
+            "v",
             _TORCH_SGD,
             "nesterov",
             library="torch.optim:SGD",
@@ -286,6 +350,7 @@ OPTIMIZERS = {
             "bench.optim.library:Library",
             "NAdamW",
             "#c49c94",
+            "d",
             _NADAMW,
             "nadamw",
             library="timm.optim:NAdamW",
@@ -298,6 +363,7 @@ OPTIMIZERS = {
             "bench.optim.library:Library",
             "Muon",
             "#e6550d",
+            "s",
             _MUON,
             "muon",
             library="timm.optim:Muon",
@@ -310,6 +376,7 @@ OPTIMIZERS = {
             "bench.optim.library:Library",
             "Kron (PSGD)",
             "#dbdb8d",
+            "d",
             _KRON,
             "kron",
             library="timm.optim.kron:Kron",
@@ -323,6 +390,7 @@ OPTIMIZERS = {
             "bench.optim.library:Library",
             "Lion",
             "#9edae5",
+            "^",
             _LION,
             "lion",
             library="timm.optim:Lion",
@@ -335,6 +403,7 @@ OPTIMIZERS = {
             "bench.optim.library:Library",
             "Schedule-Free AdamW",
             "#6baed6",
+            "v",
             _SF_ADAMW,
             "schedulefree_adamw",
             library="schedulefree:AdamWScheduleFree",
@@ -348,6 +417,7 @@ OPTIMIZERS = {
             "bench.optim.library:Library",
             "Schedule-Free SGD",
             "#fd8d3c",
+            "v",
             _SF_SGD,
             "schedulefree_sgd",
             library="schedulefree:SGDScheduleFree",
@@ -361,6 +431,7 @@ OPTIMIZERS = {
             "bench.optim.library:Library",
             "SOAP",
             "#74c476",
+            "P",
             _SOAP,
             "soap",
             library="pytorch_optimizer:SOAP",
@@ -373,6 +444,7 @@ OPTIMIZERS = {
             "bench.optim.library:VRGDLibrary",
             "VRGD-NAdamW",
             "#ff9896",
+            "<",
             _NADAMW + _VRGD,
             "nadamw",
             groups="squares",
@@ -385,6 +457,7 @@ OPTIMIZERS = {
             "bench.optim.library:VRGDLibrary",
             "VRGD-Muon",
             "#c5b0d5",
+            "X",
             _MUON + _VRGD,
             "muon",
             groups="squares",
@@ -426,7 +499,9 @@ _FRACTION = _interval(0, 1)  # [0, 1): momentum-like coefficients
 
 # option -> (accepts(value), what is allowed); one table for the recipe, create() and every constructor.
 RULES = {
-    "lr": _NON_NEGATIVE,
+    # the peak lr, also the recipe's optimizer.lr (bench.recipe.OptimizerSpec reads this rule): a peak of 0 trains
+    # nothing, and the analysis reads a step's lr as a fraction of it; the schedule may end at 0 (end_lr >= 0)
+    "lr": _interval(0, math.inf, lo_closed=False),
     "weight_decay": _NON_NEGATIVE,
     "momentum": _FRACTION,
     "nesterov": _BOOL,
@@ -724,7 +799,7 @@ CONVERTERS = {
 @dataclass(frozen=True)
 class PaperSetting:
     """A published experiment's setting: a measured run sits next to the paper's numbers only when its resolved
-    recipe and the dataset sizes its meta.json records are this (bench/analysis/paper.py checks a run against each
+    recipe and the dataset sizes its meta records are this (bench/analysis/paper.py checks a run against each
     record; every setting also needs real images read as images: a user_path dataset and a loader that reads files).
     A table's `needs` (TABLES) names one."""
 

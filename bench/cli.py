@@ -7,6 +7,7 @@
     bench sweep SWEEP [--list] [--only TEXT] [--out RESULTS]
     bench submit RECIPE --nodes N --gpus-per-node G [--partition P] [--dry-run]
     bench report | table | plot PATH...   (bench/analysis/commands.py)
+    bench project | export | clean PATH...   (bench/results_commands.py)
     bench data synth --out DIR [--classes N ...]   (bench/data/commands.py)
     bench perf optim [...]
 
@@ -387,15 +388,10 @@ def _run_sweep(args) -> int:
 def _after_stop(signal_name: str, recipe_name: str, args, since: float) -> int:
     """The launcher was stopped: when its workers ended the run "preempted" (they checkpointed), exit 0 for a
     scheduler's SIGTERM and 130 for a Ctrl-C (stop_code)."""
-    from bench.rundir import META, RunDir
+    from bench.rundir import RunDir, status_since
 
     for path in [Path(args.run_dir)] if args.run_dir else RunDir.runs_of(Path(args.out), recipe_name)[::-1]:
-        meta = path / META
-        if (
-            meta.is_file()
-            and meta.stat().st_mtime >= since
-            and json.loads(meta.read_text()).get("status") == "preempted"
-        ):
+        if status_since(path, since) == "preempted":
             print(f"preempted by {signal_name}: checkpoint in {path}; run the same command to resume")
             return stop_code(signal_name)
     return fail(
@@ -435,7 +431,7 @@ def cmd_sweep(args) -> int:
 
 def _sweep(args) -> int:
     from bench import sweep
-    from bench.analysis import project
+    from bench.results_commands import sweep_cost
 
     spec = sweep.load(args.sweep)
     if args.list:
@@ -444,7 +440,7 @@ def _sweep(args) -> int:
         for warning in sweep.search_warnings(spec):
             print(f"bench: warning: {args.sweep}: {warning}", file=sys.stderr)
         measured = sweep.measured_speed(Path(args.out or Path("results") / spec.name))
-        print("\n" + project.sweep_cost(spec, trials, args.throughput, measured))
+        print("\n" + sweep_cost(spec, trials, args.throughput, measured))
         return 0
     results = Path(args.out or Path("results") / spec.name)
     plots = Path(args.plots or Path("plots") / spec.name)
@@ -463,7 +459,8 @@ def _sweep(args) -> int:
         return 0
     from bench.analysis import commands as analysis_commands
 
-    print("\n".join(_sweep_end(results, plots, analysis_commands.regenerate_sweep(results, plots, args.baseline))))
+    written = analysis_commands.regenerate_sweep(results, plots, args.baseline, getattr(args, "paper", False))
+    print("\n".join(_sweep_end(results, plots, written)))
     return 0
 
 
@@ -561,9 +558,11 @@ def cmd_submit(args) -> int:
         name, script = _submit_sweep(args)
     else:
         if args.allow_dirty:
+            from bench.rundir import META
+
             raise UserError(
                 f"{args.recipe}: --allow-dirty is a sweep file's option; a run starts from any tree and records "
-                "its commit, and whether it was clean, in meta.json"
+                f"its commit, and whether it was clean, in {META}"
             )
         r = _recipe(args, notes)
         workers = args.workers_per_node or args.gpus_per_node or 1
@@ -723,6 +722,11 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--only", metavar="TEXT", help="run only the trials whose names contain TEXT (no reruns, no report)")
     report_arguments(s, "sweep name", "the arm the verdict compares the others with", "ARM")
     s.add_argument(
+        "--paper",
+        action="store_true",
+        help="also write each figure one column wide (3.5 in) for a paper: <figure>-paper.pdf and <figure>-paper.svg",
+    )
+    s.add_argument(
         "--allow-dirty",
         action="store_true",
         help="run from a tree with uncommitted changes to bench's checkout, each run recording its commit as +dirty "
@@ -779,6 +783,10 @@ def parser() -> argparse.ArgumentParser:
     from bench.analysis import commands as analysis_commands
 
     analysis_commands.add_parsers(sub, DEFAULT_RESULTS)
+
+    from bench import results_commands
+
+    results_commands.add_parsers(sub, DEFAULT_RESULTS)
 
     from bench.data import commands as data_commands
 

@@ -18,7 +18,7 @@ from bench.catalog import LOADER_ALIASES
 # data.loader is reduced to whether
 # it reads the images (auto, dali and torchvision give the same crops) or
 # feeds random tensors. micro_batch and gsnr_groups are replaced by the batch
-# plan that ran (meta.json), since `auto` resolves per machine and both change
+# plan that ran (the run's meta), since `auto` resolves per machine and both change
 # the maths (BatchNorm statistics, the VRGD group count k).
 SEED_NEUTRAL = (
     ("name",),
@@ -56,7 +56,7 @@ def digest(obj) -> str:
 
 
 def loader_ran(recipe: dict, meta: dict) -> str:
-    """The loader a run used: meta.json's (auto resolved where it ran), else the recipe's (old aliases mapped)."""
+    """The loader a run used: its meta's (auto resolved where it ran), else the recipe's (old aliases mapped)."""
     loader = meta.get("loader") or (recipe.get("data") or {}).get("loader") or "auto"
     return LOADER_ALIASES.get(loader, loader)
 

@@ -53,13 +53,16 @@ def file_stem(name: str) -> str:
     return re.sub(r"[^\w.,=+-]+", "_", name).strip("_")
 
 
-class _Strict(BaseModel):
-    # every number finite; strict types: `epochs: "2"` (a quoted number) or `random_flip: "no"` is a mistake in a
-    # YAML file, refused rather than converted (an integer is still a float); a path is given as text (strict=False)
+class Strict(BaseModel):
+    """The base of every schema of a file bench reads (recipes; sweep files, bench.sweep; cluster presets,
+    bench.analysis.project): unknown keys refused, values frozen, every number finite; strict types: `epochs: "2"`
+    (a quoted number) or `random_flip: "no"` is a mistake in a YAML file, refused rather than converted (an integer
+    is still a float); a path is given as text and a pair as a YAML list (such fields: strict=False)."""
+
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, strict=True)
 
 
-class ModelSpec(_Strict):
+class ModelSpec(Strict):
     name: str = Field(description="a timm model name, e.g. resnet50")
     kwargs: dict[str, Any] = Field(default_factory=dict, description="passed to timm.create_model")
     bn_batch: PositiveInt | None = Field(
@@ -72,7 +75,7 @@ class ModelSpec(_Strict):
     )
 
 
-class SynthData(_Strict):
+class SynthData(Strict):
     """Parameters of the generated dataset (`bench data synth`)."""
 
     classes: int = Field(10, ge=2, description="number of classes")
@@ -85,13 +88,13 @@ class SynthData(_Strict):
     seed: int = Field(0, ge=0, description="seed of the generated images (not the run's seed)")
 
 
-class DigitsData(_Strict):
+class DigitsData(Strict):
     """scikit-learn's handwritten digits, upscaled (`bench data digits`)."""
 
     size: int = Field(32, ge=8, description="image side in pixels (the originals are 8x8)")
 
 
-class DataSpec(_Strict):
+class DataSpec(Strict):
     dataset: Literal[DATASET_CHOICES] = Field(
         "synthetic",
         description="synthetic/digits: generated into the cache; folder: <path>/{train,val}/<class>/<image>; "
@@ -156,18 +159,28 @@ class DataSpec(_Strict):
 
 
 class OptimizerSpec(BaseModel):
-    """`name` and `lr` plus the optimizer's own hyperparameters (checked by bench.optim)."""
+    """`name` and `lr` plus the optimizer's own hyperparameters (checked by the catalog: catalog.check_optimizer)."""
 
     model_config = ConfigDict(extra="allow", frozen=True, allow_inf_nan=False, strict=True)
     name: str = Field(
-        description="a registered optimizer (bench.optim.NAMES); its own hyperparameters are keys "
-        "beside name and lr, e.g. momentum, eta, trust_clip"
+        description="a catalog optimizer (bench/catalog.py); its own hyperparameters are keys "
+        "beside name and lr, e.g. momentum, eta, gain_scope"
     )
-    lr: PositiveFloat = Field(description="peak learning rate, reached at the end of warm-up")
+    lr: float = Field(description=f"peak learning rate, reached at the end of warm-up: {catalog.RULES['lr'][1]}")
+
+    @field_validator("lr")
+    @classmethod
+    def _lr_rule(cls, value: float) -> float:
+        accepts, allowed = catalog.RULES["lr"]  # the one rule of lr: the recipe's, create()'s, every constructor's
+        if not accepts(value):
+            raise ValueError(f"must be {allowed} (got {value!r})")
+        return value
 
     @model_validator(mode="before")
     @classmethod
     def _old_option_names(cls, data):
+        """Deprecated option names renamed once, here, at load: the resolved recipe (recipe.yaml, the run's
+        identity, a sweep's cells) holds today's; bench.optim.create renames too, for code that calls it."""
         return catalog.current_options(data) if isinstance(data, dict) else data
 
     @property
@@ -175,7 +188,7 @@ class OptimizerSpec(BaseModel):
         return dict(self.model_extra or {})
 
 
-class ScheduleSpec(_Strict):
+class ScheduleSpec(Strict):
     warmup_epochs: float = Field(0.0, ge=0, description="linear warm-up from 0 to optimizer.lr, in epochs")
     decay: Literal["cosine", "poly", "step", "constant"] = Field("cosine", description="decay after warm-up, to end_lr")
     power: PositiveFloat = Field(2.0, description="poly decay exponent")
@@ -184,7 +197,7 @@ class ScheduleSpec(_Strict):
     step_factor: float = Field(0.1, gt=0, le=1, description="step decay: the factor at each milestone")
 
 
-class EvalSpec(_Strict):
+class EvalSpec(Strict):
     every_epochs: PositiveFloat = Field(1.0, description="epochs between evaluations (and one at the end)")
     stop_at_chance: int = Field(
         3,
@@ -207,8 +220,8 @@ class EvalSpec(_Strict):
     stop_at_target: bool = Field(
         False,
         description="end the run (completed) at the first evaluation whose val_top1 on every validation "
-        "image reaches target_top1: a steps-to-result trial pays only for the steps it measures (meta.json: "
-        "stopped_at_target)",
+        "image reaches target_top1: a steps-to-result trial pays only for the steps it measures (the run's "
+        "meta: stopped_at_target)",
     )
     ema_epochs: PositiveFloat | None = Field(
         None,
@@ -219,7 +232,7 @@ class EvalSpec(_Strict):
     )
 
 
-class CheckpointSpec(_Strict):
+class CheckpointSpec(Strict):
     """When to checkpoint (always also at the end); null cadences = at every evaluation."""
 
     every_steps: PositiveInt | None = Field(None, description="optimizer steps between checkpoints")
@@ -232,7 +245,7 @@ class CheckpointSpec(_Strict):
     )
 
 
-class EngineSpec(_Strict):
+class EngineSpec(Strict):
     """How the step is computed; none of these change the mathematics except sync_bn."""
 
     precision: Literal["fp32", "bf16", "fp64"] = Field(
@@ -273,7 +286,7 @@ class EngineSpec(_Strict):
     )
 
 
-class WandbSpec(_Strict):
+class WandbSpec(Strict):
     """A Weights & Biases run per bench run (the wandb package: pip install -e '.[wandb]')."""
 
     project: str = Field(min_length=1, description="W&B project")
@@ -283,8 +296,8 @@ class WandbSpec(_Strict):
     )
 
 
-class LoggingSpec(_Strict):
-    """Where a run's curves go besides metrics.csv and events.jsonl; none of it changes a number."""
+class LoggingSpec(Strict):
+    """Where a run's curves go besides its run directory's metrics and events; none of it changes a number."""
 
     tensorboard: bool = Field(
         False,
@@ -294,7 +307,7 @@ class LoggingSpec(_Strict):
     wandb: WandbSpec | None = Field(None, description="Weights & Biases curves, sent as checkpoints keep them")
 
 
-class AdaptiveBatchSpec(_Strict):
+class AdaptiveBatchSpec(Strict):
     """SimiGrad-style adaptive batch: after every `every_steps` steps the batch grows by `adjust`
     when the mean similarity of the two halves' gradients is below `target_similarity` (noisy
     gradients) and shrinks by it when above; always a whole number of `min_batch` chunks within
@@ -316,7 +329,7 @@ class AdaptiveBatchSpec(_Strict):
     )
 
 
-class Recipe(_Strict):
+class Recipe(Strict):
     name: str = Field(description="the run directory's folder name")
     model: ModelSpec = Field(description="the network")
     data: DataSpec = Field(DataSpec(), description="the dataset, its transforms and its loader")

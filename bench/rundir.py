@@ -6,13 +6,16 @@
         metrics.csv    one row per evaluation (METRIC_COLUMNS)
         events.jsonl   per-step scalars (lr, batch, loss, optimizer diagnostics, noise scale), appended
         events.jsonl.gz  the same once the run has finished (completed or diverged), gzipped: 3-4 x smaller
-        ckpt-<step>.pt checkpoints (bench.engine.checkpoint writes their contents)
+        ckpt-<step>.pt checkpoints (bench/engine/checkpoint.py: their contents, names, writing and pruning)
 
 Every file but the append-only events log is replaced atomically (write a
 temporary file, then rename), so a crash never leaves a half-written file.
-The writer (RunDir), the choice of the run to resume (open_run) and the readers
-the analysis, suite, sweep and perf use all live here, below both engine and
-analysis: no other module spells a run file's name.
+The writer (RunDir) and the readers the analysis, suite, sweep and perf use all
+live here, below both engine and analysis: no other module spells a run file's
+name or reads one, the checkpoints aside (bench/engine/checkpoint.py). The analysis
+reads a run as one typed record (Run, from read_run): its recipe, its meta in
+today's layout (older layouts are upgraded here, in upgraded_meta, and nowhere
+else), the one global batch it planned, its metrics, and its events at first use.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import shutil
 import socket
 import subprocess
 import sys
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -43,16 +47,12 @@ from bench.files import atomic_write, writing
 if TYPE_CHECKING:
     import pandas as pd
 
-    from bench.recipe import Recipe
-
 RECIPE = "recipe.yaml"
 META = "meta.json"
 METRICS = "metrics.csv"
 EVENTS = "events.jsonl"
 EVENTS_PACKED = "events.jsonl.gz"  # a finished run's events (RunDir.pack_events); event_lines reads both
 LOCK = ".lock"
-CHECKPOINTS = "ckpt-*.pt"
-CHECKPOINT_TMP = ".ckpt-*.tmp"  # what a crash during a checkpoint's write leaves (bench.files.atomic_write)
 
 METRIC_COLUMNS = (
     "epoch",
@@ -319,31 +319,6 @@ def _cpu_model() -> str:
     return platform.processor()
 
 
-def checkpoint_path(run_dir: Path, step: int) -> Path:
-    return Path(run_dir) / f"ckpt-{step:09d}.pt"
-
-
-def checkpoint_step(path: Path) -> int:
-    """The step a checkpoint file holds, from its name."""
-    return int(Path(path).stem.split("-")[1])
-
-
-def checkpoints(run_dir: Path) -> list[Path]:
-    """A run's checkpoints, oldest first."""
-    return sorted(Path(run_dir).glob(CHECKPOINTS))
-
-
-def prune_checkpoints(run_dir: Path, keep: int) -> int:
-    """Remove all but the newest `keep` checkpoints of a run, and temporary ones a crash during a write left;
-    returns the bytes freed."""
-    saved = checkpoints(run_dir)
-    freed = 0
-    for old in saved[: len(saved) - keep] + list(Path(run_dir).glob(CHECKPOINT_TMP)):
-        freed += old.stat().st_size
-        old.unlink(missing_ok=True)
-    return freed
-
-
 def host_info(device) -> dict:
     import torch
 
@@ -360,46 +335,42 @@ def host_info(device) -> dict:
     return info
 
 
-def open_run(results: Path, recipe: Recipe, restart: bool, run_dir: Path | None) -> tuple[RunDir, Path | None]:
-    """The run directory to write and the checkpoint to resume from (None: start at step 0).
-
-    Without --restart, the newest unfinished run of this exact recipe is resumed
-    when it has a checkpoint; --run-dir names the run to continue."""
-    recipe_yaml = recipe.to_yaml()
-    candidates = [Path(run_dir)] if run_dir else ([] if restart else RunDir.runs_of(results, recipe.name)[::-1])
-    completed = None
-    for path in candidates:
-        meta_path, recipe_path = path / META, path / RECIPE
-        if run_dir and not meta_path.is_file():
-            raise UserError(f"{path}: not a run directory (no meta.json)")
-        try:
-            status = read_meta(path).get("status")
-            same = recipe.same_as(recipe_path.read_text())
-        except (OSError, ValueError):
-            continue
-        if run_dir and not same:
-            raise UserError(f"{path}: this run was made by a different recipe; pass that recipe, or drop --run-dir")
-        if run_dir and status not in RESUMABLE:
-            raise UserError(f"{path}: the run is {status}; nothing to resume")
-        saved = checkpoints(path)
-        if same and status in RESUMABLE and saved:
-            state_step = checkpoint_step(saved[-1])
-            return RunDir.reopen(path, state_step), saved[-1]
-        if same and status in RESUMABLE and (run_dir or not held_by_a_process(path)):  # stopped before a checkpoint
-            print(f"starting {path} again from step 0 (its process stopped before the first checkpoint)")
-            return RunDir.reopen(path, 0), None
-        completed = completed or (path if same and status == "completed" else None)
-    if completed:  # as timm's train.py, a command starts a run; but never a second one of a seed unsaid
-        print(
-            f"{recipe.name} with seed {recipe.seed} completed in {completed}; this starts another run of the same "
-            "seed (the analysis keeps the one that ends last; --set seed=N for another seed)"
-        )
-    return RunDir.create(results, recipe.name, recipe_yaml), None
-
-
 def read_meta(run: Path) -> dict:
-    """A run's meta.json (OSError or ValueError when it is missing or unreadable: callers decide)."""
-    return json.loads((Path(run) / META).read_text())
+    """A run's meta.json in today's layout (upgraded_meta); OSError or ValueError when it is missing or
+    unreadable: callers decide."""
+    return upgraded_meta(json.loads((Path(run) / META).read_text()))
+
+
+def upgraded_meta(meta: dict) -> dict:
+    """A run's meta in today's layout, the one place where an older layout is mended: runs made before 2026-11-24
+    named the plan's batch `plan.global_batch` (now `plan.batch`). Anything but a mapping is returned as it is."""
+    plan = meta.get("plan") if isinstance(meta, dict) else None
+    if isinstance(plan, dict) and "global_batch" in plan:
+        renamed = {("batch" if k == "global_batch" else k): v for k, v in plan.items() if k != "batch"}
+        meta = {**meta, "plan": {**renamed, **({"batch": plan["batch"]} if "batch" in plan else {})}}
+    return meta
+
+
+def status_since(run: Path, since: float) -> str | None:
+    """A run's status when its meta was written at or after `since` (a time.time()); None when it was not, or
+    cannot be read."""
+    try:
+        if (Path(run) / META).stat().st_mtime < since:
+            return None
+        meta = read_meta(run)
+    except (OSError, ValueError):
+        return None
+    return meta.get("status") if isinstance(meta, dict) else None
+
+
+def is_run(path: Path) -> bool:
+    """Whether `path` is a run directory (it holds a meta)."""
+    return (Path(path) / META).is_file()
+
+
+def runs_in(results: Path) -> list[Path]:
+    """The run directories of one results folder (<results>/<recipe name>/<run id>), in the order of their paths."""
+    return sorted(p.parent for p in Path(results).glob(f"*/*/{META}"))
 
 
 def damaged(message: str) -> None:
@@ -413,7 +384,7 @@ def find_runs(paths: list[str | Path]) -> list[Path]:
     for p in map(Path, paths):
         if not p.exists():
             raise UserError(f"{p}: no such run or results directory")
-        found = [p] if (p / META).is_file() else sorted(m.parent for m in p.rglob(META))
+        found = [p] if is_run(p) else sorted(m.parent for m in p.rglob(META))
         if not found:
             raise UserError(f"{p}: no run directories (folders with meta.json) found")
         runs += found
@@ -429,13 +400,14 @@ def read_yaml(path: Path):
 
 
 def read_recipe_and_meta(run: Path) -> tuple[dict, dict]:
-    """A finished or running run's recipe (read with today's schema) and meta.json, or one UserError."""
+    """A finished or running run's recipe (read with today's schema) and meta.json (in today's layout:
+    upgraded_meta), or one UserError."""
     import yaml
 
     from bench.recipe import Recipe
 
     try:
-        meta = json.loads((run / META).read_text())
+        meta = read_meta(run)
         recipe = read_yaml(run / RECIPE)
     except (OSError, ValueError, yaml.YAMLError) as e:
         raise UserError(f"{run}: not a readable run directory ({type(e).__name__}: {e})") from None
@@ -490,3 +462,38 @@ def read_events(run: str | Path) -> pd.DataFrame:
 
     rows = [row for row in map(json.loads, event_lines(Path(run))) if isinstance(row, dict)]
     return pd.DataFrame(rows)
+
+
+@dataclass(frozen=True, eq=False)
+class Run:
+    """One run directory, read once (read_run): all the analysis reads of a run, which then opens none of its files.
+
+    path: the run directory; recipe: its resolved recipe read with today's schema (Recipe.as_today: a key added
+    since the run was made, at its default, does not split its seeds); meta: its meta in today's layout
+    (upgraded_meta); batch: the global batch it planned (the recipe's global_batch: an adaptive run's first batch,
+    under which it is grouped and compared), the one batch the analysis names, as `global_batch`; plan_batch: the
+    batch plan's unit (meta's plan.batch), kept apart from `batch` because under adaptive batching it is the chunk
+    a step takes a whole number of (adaptive_batch.min_batch, bench/engine/plan.py), equal to it otherwise;
+    metrics: one row per evaluation (read_metrics); events: the per-step scalars (read_events), read at first use
+    and kept."""
+
+    path: Path
+    recipe: dict
+    meta: dict
+    batch: int
+    plan_batch: float
+    metrics: pd.DataFrame = field(repr=False)
+
+    @functools.cached_property
+    def events(self) -> pd.DataFrame:
+        return read_events(self.path)  # cached_property writes the instance's __dict__: a frozen record allows it
+
+
+def read_run(run: str | Path) -> Run:
+    """A run directory as its record (Run), or one UserError naming the damaged file."""
+    run = Path(run)
+    recipe, meta = read_recipe_and_meta(run)
+    batch = int(recipe["global_batch"])
+    plan = meta.get("plan") or {}
+    plan_batch = float(plan.get("batch") or batch)
+    return Run(run, recipe, meta, batch, plan_batch, read_metrics(run, plan_batch))

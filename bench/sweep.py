@@ -71,13 +71,11 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 import yaml
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     NonNegativeInt,
     PositiveFloat,
@@ -88,16 +86,16 @@ from pydantic import (
 
 from bench import catalog
 from bench import recipe as recipe_mod
+from bench.engine import checkpoint
 from bench.errors import UserError
-from bench.rundir import FINISHED, META, find_runs, prune_checkpoints, read_meta, read_metrics
+from bench.recipe import Strict
+from bench.rundir import FINISHED, find_runs, read_meta, read_metrics, runs_in
 from bench.suite import Preempted, finished_run
 
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+Pair = Annotated[tuple[str, str], Field(strict=False)]  # two arms' names, a YAML list
 
 
-class Axis(_Strict):
+class Axis(Strict):
     """One searched key: a range {low, high, scale: linear | log} or a list {values: [...]}."""
 
     low: float | None = Field(None, allow_inf_nan=False)
@@ -128,7 +126,7 @@ class Axis(_Strict):
         return self.low + u * (self.high - self.low)
 
 
-class Arm(_Strict):
+class Arm(Strict):
     set: dict[str, Any] = Field(default_factory=dict, description="recipe keys fixed for this arm (dotted)")
     space: dict[str, Axis] = Field(
         default_factory=dict,
@@ -158,7 +156,7 @@ class Arm(_Strict):
         return {**data, "space": {**default, **overrides}}
 
 
-class Budget(_Strict):
+class Budget(Strict):
     epochs: PositiveFloat | None = None
     steps: PositiveInt | None = None
     images: PositiveInt | None = None
@@ -179,27 +177,27 @@ class Budget(_Strict):
         return steps * batch / train_size
 
 
-class Select(_Strict):
+class Select(Strict):
     split: Literal["holdout", "validation"] = Field(
         "holdout", description="holdout: a part of the training set (recipe data.holdout) kept out of training"
     )
     metric: Literal["top1", "steps_to_target"] = "top1"
 
 
-class Reruns(_Strict):
+class Reruns(Strict):
     seeds: list[NonNegativeInt] = Field(min_length=1)
     top: PositiveInt = Field(
         1,
         description="rerun the best `top` trials of each cell (the runner-up's reruns show "
         "whether a near-tie selection mattered)",
     )
-    matched: list[tuple[str, str]] = Field(
+    matched: list[Pair] = Field(
         default_factory=list,
         description="pairs of arms each rerun at the other's selected point too (a 2 x 2 of arm x point per batch)",
     )
 
 
-class Local(_Strict):
+class Local(Strict):
     """The local stage: after the quasi-random trials, points around each cell's best trial along one searched key
     (the others as at the best), stepping outward while the best is the outermost point."""
 
@@ -213,7 +211,7 @@ class Local(_Strict):
     )
 
 
-class Scaling(_Strict):
+class Scaling(Strict):
     """How `bench table scaling` reads the ladder (bench/analysis/ladder.py)."""
 
     linear_from: Literal["smallest", "zero"] = Field(
@@ -223,12 +221,12 @@ class Scaling(_Strict):
     )
 
 
-class Primary(_Strict):
+class Primary(Strict):
     """The verdict's declared question, its own Holm family (bench/analysis/tuning.py): every other arm against
     `reference`, or the listed `pairs`, each read as X against Y (X / Y, X − Y)."""
 
     reference: str | None = Field(None, description="every other arm against this one")
-    pairs: list[tuple[str, str]] = Field(default_factory=list, description="pairs [X, Y] of arms, X against Y")
+    pairs: list[Pair] = Field(default_factory=list, description="pairs [X, Y] of arms, X against Y")
 
     @model_validator(mode="after")
     def _one(self):
@@ -237,9 +235,9 @@ class Primary(_Strict):
         return self
 
 
-class SweepSpec(_Strict):
+class SweepSpec(Strict):
     name: str
-    base: Path
+    base: Path = Field(strict=False)
     set: dict[str, Any] = Field(default_factory=dict)
     batches: list[PositiveInt] = Field(min_length=1)
     arms: dict[str, Arm] = Field(min_length=1)
@@ -414,7 +412,7 @@ def _recipe(
     return recipe.model_copy(update={"tags": {**recipe.tags, **tags}})
 
 
-def _train_size(spec: SweepSpec) -> int:
+def training_images(spec: SweepSpec) -> int:
     """Training images after the holdout, read from the data (only budgets in steps or images need it)."""
     from bench.data import build
 
@@ -454,7 +452,7 @@ def check_arms(path: str | Path, spec: SweepSpec, batch: int, epochs: float) -> 
 def expand(path: str | Path, spec: SweepSpec) -> list[Trial]:
     """Every trial of the sweep, in running order (round-robin over cells); bad input raises UserError."""
     in_epochs = all(budget_at(spec, batch).epochs is not None for batch in spec.batches)
-    train_size = None if in_epochs else _train_size(spec)
+    train_size = None if in_epochs else training_images(spec)
     first = spec.batches[0]
     check_arms(path, spec, first, budget_at(spec, first).epochs_at(first, train_size or 1))
     cells = []
@@ -728,7 +726,7 @@ def _finished(trial: Trial, run: Path | None, finished: dict, spec: SweepSpec, b
             if cell not in progress.best or score > progress.best[cell][0]:
                 progress.best[cell] = (score, trial.name)
             if not spec.keep_checkpoints:  # a trial is read for its curve only: its disk goes back
-                prune_checkpoints(run, 0)
+                checkpoint.prune(run, 0)
     bar.update(1)
     bar.set_postfix_str(_best_so_far(progress) if trial.role in ("trial", "local") else f"{trial.name} done")
 
@@ -803,7 +801,7 @@ def check_provenance(
 
     refuse_dirty(spec, allow_dirty, sweep_files)
     commit = git_commit()  # what each run records: the checkout's state
-    done = [json.loads(m.read_text()) for m in sorted(Path(results).glob(f"*/*/{META}"))]
+    done = [read_meta(run) for run in runs_in(results)]
     done = [m for m in done if m.get("status") in FINISHED]
     theirs = sorted({kernels(m) for m in done})
     here = this_platform()

@@ -589,13 +589,70 @@ def test_a_random_tensor_run_in_imagenets_shape_is_never_a_paper_measurement(tmp
     assert runs.loc["r50", "paper"] == "imagenet" and runs.loc["r50-random", "paper"] == ""
 
 
-def test_the_plan_batch_is_read_under_its_name_and_its_old_one(tmp_path):
-    """meta.json's plan.batch (runs before 2026-11-24 wrote plan.global_batch): the batch of steps without a logged
-    batch, under either key."""
-    make_run(tmp_path, "old", "lars", 100, 0, [50, 60], meta_extra={"plan": {"global_batch": 64, "gsnr_groups": 1}})
-    make_run(tmp_path, "new", "lars", 100, 0, [50, 60], meta_extra={"plan": {"batch": 64, "gsnr_groups": 1}})
+def test_the_run_record_upgrades_an_old_meta_and_names_the_batch_once(tmp_path):
+    """meta.json's plan.batch (runs before 2026-11-24 wrote plan.global_batch) is upgraded by the run record, the one
+    place that mends a layout: its meta holds plan.batch under either key (read_meta's too), its batch is the recipe's
+    global_batch (the rows' global_batch) and its plan_batch the plan's, the batch of metrics rows made before they
+    logged one."""
+    from bench import rundir
+
+    for name, plan in (("old", {"global_batch": 64, "gsnr_groups": 1}), ("new", {"batch": 64, "gsnr_groups": 1})):
+        run = make_run(tmp_path, name, "lars", 100, 0, [50, 60], legacy=True, meta_extra={"plan": plan})
+        record = rundir.read_run(run)
+        assert record.meta["plan"] == rundir.read_meta(run)["plan"] == {"batch": 64, "gsnr_groups": 1}
+        assert (record.batch, record.plan_batch, list(record.metrics["batch"])) == (100, 64.0, [64.0, 64.0])
     runs = results.load([tmp_path]).set_index("recipe")
-    assert runs.loc["old", "plan_batch"] == runs.loc["new", "plan_batch"] == 64
+    assert list(runs["plan_batch"]) == [64, 64] and list(runs["global_batch"]) == [100, 100]
+
+
+@pytest.mark.slow  # the scaling table's bootstrap and the figures' import: about 10 s on 2 cores
+def test_a_studys_tables_and_figures_open_no_run_file_after_loading(tmp_path, monkeypatch):
+    """load_study reads each run once into its record (bench.rundir.Run), which the Study keeps: what the sweep's
+    tables read of a run beyond its row (the clip fraction from its events, the tuning table's recipe keys, the
+    scaling table's crossings from its recipe and metrics) and the figures' per-step events come from the records,
+    and no run file is opened after loading."""
+    import builtins
+    import io
+    import os
+    from pathlib import Path
+
+    from bench import rundir
+    from bench.analysis import plots, tuning
+    from tests.helpers import sweep_run
+
+    root = tmp_path / "sweep"
+    for arm in ("lars", "sgd"):
+        for batch in (50, 100):
+            for trial, lr in enumerate((0.1, 0.4)):
+                sweep_run(root, arm, batch, "trial", 0, [50, 61 + trial, 63], trial=trial, lr=lr)
+            for seed in (1, 2):
+                run = sweep_run(root, arm, batch, "rerun", seed, [50, 61, 62 + seed / 10], lr=0.4)
+                steps = [{"step": s, "lr": 0.4, "loss": 1.0, "batch": batch, "gsnr_clip_frac": 0.25} for s in range(20)]
+                (run / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in steps))
+    study = results.load_study([root])
+    assert set(study.records) == set(study.runs["run"])
+
+    reruns = study.groups[study.groups["recipe"].str.contains("-best-")].iloc[0]  # 2 seeds with events
+    before = plots.run_events(study, reruns)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"a run read again after load_study: {args}")
+
+    for reader in ("read_run", "read_meta", "read_recipe_and_meta", "read_metrics", "read_events", "event_lines"):
+        monkeypatch.setattr(rundir, reader, refuse)
+    opened = io.open
+
+    def guarded(file, *args, **kwargs):
+        if isinstance(file, (str, os.PathLike)) and Path(file).resolve().is_relative_to(root.resolve()):
+            raise AssertionError(f"{file}: a run file opened after load_study")
+        return opened(file, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", guarded)
+    monkeypatch.setattr(io, "open", guarded)
+    for name in ("tuning", "scaling"):  # the verdict's and the plan's cells are the tuning table's
+        assert render(tables.build(name, study, tables.baseline_for(name, "sgd")))
+    pd.testing.assert_frame_equal(plots.run_events(study, reruns), before)
+    assert len(before) == 2 * 20 and list(tuning.cells(study)["clip_frac"]) == [0.25] * 4  # the reruns logged 0.25
 
 
 def test_exports_name_runs_relative_to_the_reported_root_and_define_every_column(tmp_path, capsys):

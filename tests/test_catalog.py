@@ -35,14 +35,44 @@ def test_every_optimizer_record_declares_what_its_class_does(name):
     assert record.pace == cls.pace and record.reduces_gradients == cls.reduces_gradients
     if record.reduces_gradients:
         assert {"sums": None, "squares": "squares", "halves": "halves"}[record.groups] == cls.second
-    assert record.options == tuple(k for k in hyperparameters(cls) if k not in ("lr", "weight_decay"))
+    # its options and their defaults, in order, are the class's (the analysis reads the defaults from the record)
+    assert list(record.defaults.items()) == [
+        (k, v) for k, v in hyperparameters(cls).items() if k not in ("lr", "weight_decay")
+    ]
+    assert all(type(record.defaults[k]) is type(v) for k, v in hyperparameters(cls).items() if k in record.defaults)
     if record.library:  # the library class's signature is the list (the library checks its own values)
+        library = tuple(  # the library's own defaults (bench's differ only in `presets`), then VRGD's if a mixin
+            (p.name, p.default)
+            for p in inspect.signature(record.load_library().__init__).parameters.values()
+            if p.name not in ("self", "params", "lr", "weight_decay")
+            and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        )
+        assert record.signature[: len(library)] == library
         assert cls.library is record.load_library() and cls.swaps_weights == record.schedule_free
         assert record.package and record.paper and set(dict(record.presets)) <= set(record.options)
     else:
         assert all(option in catalog.RULES for option in record.options), "every option has a rule"
     assert record.base in catalog.OPTIMIZERS and catalog.OPTIMIZERS[record.base].base == record.base
     assert record.display and record.color.startswith("#")
+
+
+def test_every_optimizer_record_has_a_marker_and_no_two_of_one_hue_share_it():
+    """A figure tells arms apart by colour and marker (bench.analysis.style.looks): every record's marker is one of
+    style.MARKERS, no two records share a (colour, marker) pair, and two records whose colours read as one hue
+    (LARS's and Lion's blues, LAMB's and Nesterov's green) have different markers."""
+    from bench.analysis import style
+
+    records = catalog.OPTIMIZERS.values()
+    assert all(r.marker in style.MARKERS for r in records)
+    assert len({(r.color, r.marker) for r in records}) == len(records)
+    alike = [
+        (a.name, b.name)
+        for a, b in itertools.combinations(records, 2)
+        if style.same_hue(a.color, b.color) and a.marker == b.marker
+    ]
+    assert alike == []
+    assert catalog.OPTIMIZERS["lamb"].color == catalog.OPTIMIZERS["nesterov"].color  # one green: the markers differ
+    assert catalog.OPTIMIZERS["lamb"].marker != catalog.OPTIMIZERS["nesterov"].marker
 
 
 def test_each_library_record_names_the_package_its_class_comes_from():

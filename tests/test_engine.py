@@ -501,8 +501,8 @@ def test_eval_ema_reads_the_target_on_the_averaged_weights(tmp_path, tiny_datase
     after every step (e_1 = w_1, e_t = d e_(t-1) + (1 - d) w_t, d = exp(-batch / (ema_epochs x train images)),
     computed here by hand from the weights each step left), and the evaluation reads that average, not the
     trained weights: the metrics' val loss is the average's, not the trained model's."""
+    from bench.engine import checkpoint
     from bench.engine import train as train_mod
-    from bench.rundir import checkpoints
 
     text = EQUIV.replace("DATA", str(tiny_dataset)).replace("OPT", "sgd").replace("LR", "0.2")
     text = text.replace("PRECISION", "fp64").replace("epochs: 1\n", "epochs: 0.8\neval: {ema_epochs: 0.25}\n")
@@ -521,7 +521,7 @@ def test_eval_ema_reads_the_target_on_the_averaged_weights(tmp_path, tiny_datase
     ema = dict(states[0])
     for state in states[1:]:
         ema = {k: decay * ema[k] + (1 - decay) * v if v.is_floating_point() else ema[k] for k, v in state.items()}
-    saved = torch.load(checkpoints(done.path)[-1], weights_only=False)["ema"]
+    saved = torch.load(checkpoint.saved(done.path)[-1], weights_only=False)["ema"]
     for k, v in ema.items():
         if v.is_floating_point():
             torch.testing.assert_close(saved[f"module.{k}"], v, rtol=1e-12, atol=1e-12, msg=k)

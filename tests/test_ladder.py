@@ -251,15 +251,16 @@ def test_an_arms_fit_does_not_depend_on_the_other_arms(tree):
     assert tuning.ladder_fits(pd.concat([lars.iloc[::-1], others]))["lars"] == alone  # its rows in any order
 
 
-def test_the_crossing_is_placed_in_the_schedule_from_the_run_directory(tmp_path):
+def test_the_crossing_is_placed_in_the_schedule_from_the_run_record(tmp_path):
     run = ladder_run(tmp_path, "lars", 100, "rerun", 1, 3, lr=2.0)  # 10 steps an epoch, 200 planned, hit at 30
     metrics = pd.read_csv(run / "metrics.csv")
     metrics["lr"] = [2.0, 1.5, 0.5]  # a decaying schedule as the run logged it
     metrics.to_csv(run / "metrics.csv", index=False)
-    assert ladder.crossing(str(run), 30.0) == (0.15, 0.25)
-    assert all(math.isnan(v) for v in ladder.crossing(str(run), math.inf))  # a miss crossed nowhere
-    [c] = tuning.cells(results.load_study([tmp_path])).to_dict("records")
-    assert ladder.crossings(pd.Series(c)) == (0.15, 0.25)
+    study = results.load_study([tmp_path])
+    assert ladder.crossing(study.record(run), 30.0) == (0.15, 0.25)
+    assert all(math.isnan(v) for v in ladder.crossing(study.record(run), math.inf))  # a miss crossed nowhere
+    [c] = tuning.cells(study).to_dict("records")
+    assert ladder.crossings(study, pd.Series(c)) == (0.15, 0.25)
     row = tuning.scaling(results.load_study([tmp_path])).rows[0]
     assert "15% (lr 0.25 of peak)" in row
 

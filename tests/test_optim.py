@@ -251,6 +251,7 @@ def test_check_and_create_reject_bad_input_with_one_clear_sentence():
         optim.check("vrgd_lars", {"clip": True})
     bad = [
         ("sgd", {"lr": -1}),
+        ("sgd", {"lr": 0.0}),  # the recipe's rule (bench.recipe.OptimizerSpec reads it): a peak of 0 trains nothing
         ("lars", {"momentum": 1.0}),
         ("lars", {"eta": 0}),
         ("lamb", {"betas": [0.9]}),

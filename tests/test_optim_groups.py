@@ -176,6 +176,29 @@ def test_adascale_per_group_state_resumes_and_old_checkpoints_load():
     assert old.averages == {"var": [1.0], "sqr": [2.0], "weight": 0.5} and old.gain == 1.5
 
 
+def test_adascale_multiplies_the_lr_it_is_handed_by_each_groups_gain_of_the_same_step(monkeypatch):
+    """AdaScale's gain enters the lr in one place, AdaScale._lr: each param group's base update (LARS: its step and
+    its trust ratio's LARC bound) applies the lr it was handed (group["lr"], which the step never rewrites) times
+    that group's gain measured in the same step."""
+    from bench.optim.lars import LARS
+
+    seen = []  # per base update: (group index, group["lr"] during the update, the lr it applies, the step's gains)
+    update = LARS._update
+
+    def spied(self, group, params, grads, trust_grads=None):
+        index = next(i for i, g in enumerate(self.param_groups) if g is group)
+        seen.append((index, group["lr"], self._lr(group), list(self.gains)))
+        update(self, group, params, grads, trust_grads)
+
+    monkeypatch.setattr(LARS, "_update", spied)
+    ws, steps = weights(), gradients(3, k=4)
+    _, opt = run("adascale_lars", ws, steps, LRS[:3], gain_scope="per_group", smoothing=0.5)
+    assert [(i, lr) for i, lr, _, _ in seen] == [(i, lr) for lr in LRS[:3] for i in range(2)]
+    assert all(applied == lr * gains[i] for i, lr, applied, gains in seen)
+    assert seen[-1][3][0] != seen[-1][3][1] and seen[0][3] != seen[-1][3]  # the groups' gains differ, and change
+    assert [g["lr"] for g in opt.param_groups] == [LRS[2]] * 2
+
+
 def test_adascale_default_smoothing_is_fairscales():
     """theta = max(1 - k/1000, 0): with k = 4 groups, 0.996."""
     ws, steps = weights(), gradients(3, k=4)
@@ -413,7 +436,7 @@ def test_noise_from_the_first_group_is_unbiased():
     n, k, sigma = 50, 8, 0.5
     true = torch.randn(n, generator=gen, dtype=torch.float64)
     p = nn.Parameter(torch.zeros(n, dtype=torch.float64))
-    opt = optim.create([p], "sgd", lr=0.0)
+    opt = optim.create([p], "sgd", lr=0.1)  # the gradients are given: where p moves changes none of them
     out = []
     for _ in range(2000):
         for _ in range(k):

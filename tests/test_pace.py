@@ -10,7 +10,7 @@ import pytest
 from bench.engine.pace import Pace
 from bench.engine.plan import make_plan
 from bench.engine.train import Progress
-from bench.recipe import Recipe
+from bench.recipe import Recipe, load
 from bench.rundir import event_lines
 from bench.schedule import lr_at
 from tests.conftest import cli, killed_at, write_recipe
@@ -243,3 +243,71 @@ def test_a_killed_adaptive_run_resumes_to_the_same_results(tmp_path, tiny_datase
         outcomes.append((pd.read_csv(run / "metrics.csv").drop(columns=["train_time_s"]), events))
     pd.testing.assert_frame_equal(outcomes[0][0], outcomes[1][0], check_exact=True)
     assert outcomes[0][1] == outcomes[1][1]
+
+
+def spy_on_lr(monkeypatch) -> list[list[float]]:
+    """The lr of each update (GroupOptimizer._lr, or AdaScale's, returns it), listed per optimizer step."""
+    from bench.optim.base import GroupOptimizer
+    from bench.optim.groups import AdaScale
+
+    applied = []
+
+    def spied(lr_of):
+        def _lr(self, group):
+            applied[-1].append(lr_of(self, group))
+            return applied[-1][-1]
+
+        return _lr
+
+    for cls in (GroupOptimizer, AdaScale):
+        monkeypatch.setattr(cls, "_lr", spied(cls._lr))
+    apply = GroupOptimizer._apply  # step()'s updates (torch wraps a class's step() once, for its profiler: not it)
+
+    def counted(self):
+        applied.append([])
+        return apply(self)
+
+    monkeypatch.setattr(GroupOptimizer, "_apply", counted)
+    return applied
+
+
+@pytest.mark.parametrize("optimizer,extra,reference", [
+    ("{name: adascale_sgd, lr: 0.05, smoothing: 0.5}", "", 8),  # one group of the 4: AdaScale's base batch
+    ("{name: simigrad_sgd, lr: 0.1}", "adaptive_batch: {target_similarity: 0.99, min_batch: 16, max_batch: 64}", 32),
+    ("{name: lars, lr: 2.0}", "", 32),
+])  # fmt: skip
+def test_the_lr_of_every_step_is_the_schedule_functions_times_adascales_gain(
+    tmp_path, tiny_dataset, monkeypatch, optimizer, extra, reference
+):
+    """One function decides the lr at a step, bench.schedule.lr_at, from the schedule position, the peak and the
+    pace's factor (SimiGrad's sqrt(batch / B0), B0 the first batch); the events log records it, and the lr every
+    update applies (GroupOptimizer._lr) is that lr times the gain the same step logged (AdaScale; 1 for the others),
+    warm-up steps included. Equal as floats, not approximately."""
+    applied = spy_on_lr(monkeypatch)
+    text = TINY.format(data=tiny_dataset, optimizer=optimizer, extra=extra).replace("epochs: 4", "epochs: 2")
+    text = text.replace("{name: resnet10t}", "{name: resnet8_cifar}").replace("image_size: 32", "image_size: 16")
+    path, results = write_recipe(tmp_path / "r.yaml", text), tmp_path / "results"
+    done = cli("run", str(path), "--out", str(results), "--no-progress")
+    assert done.returncode == 0, done.stderr
+    [run] = list((results / "r").iterdir())
+    events = [json.loads(line) for line in event_lines(run)]
+    r, train_size = load(path, models=False), json.loads((run / "meta.json").read_text())["train_size"]
+
+    assert len(applied) == len(events) > 5
+    position, in_warmup = 0.0, 0
+    for event, lrs in zip(events, applied):
+        lr = lr_at(
+            math.floor(position),
+            r.optimizer.lr,
+            math.ceil(r.epochs * train_size / reference - 1e-9),
+            train_size / reference,
+            r.schedule,
+            factor=math.sqrt(event["batch"] / reference) if r.adaptive_batch else 1.0,
+        )
+        assert event["lr"] == lr
+        assert lrs == [lr * event.get("gain", 1.0)] * 2  # each param group's update (decayed, excluded)
+        in_warmup += math.floor(position) < r.schedule.warmup_epochs * train_size / reference
+        position += event.get("gain", event["batch"] / reference)  # the schedule position pace.py advances
+    assert in_warmup >= 2 and len(events) - in_warmup >= 2
+    if "gain" in events[0]:
+        assert len({e["gain"] for e in events}) > 1 and max(e["gain"] for e in events) > 1

@@ -131,7 +131,8 @@ BAD = [
     ),
     ("wrong type", BASE.replace("global_batch: 64", "global_batch: lots"), [], ["global_batch", "integer"]),
     ("zero batch", BASE.replace("global_batch: 64", "global_batch: 0"), [], ["global_batch", "greater than 0"]),
-    ("negative lr", BASE.replace("lr: 0.1", "lr: -0.1"), [], ["optimizer.lr", "greater than 0"]),
+    ("negative lr", BASE.replace("lr: 0.1", "lr: -0.1"), [], ["optimizer.lr", "must be a number in (0, inf)"]),
+    ("zero lr", BASE.replace("lr: 0.1", "lr: 0"), [], ["key 'optimizer.lr': must be a number in (0, inf) (got 0.0)"]),
     (
         "indivisible batch",
         BASE.replace("micro_batch: 16", "micro_batch: 24"),

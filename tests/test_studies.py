@@ -145,17 +145,19 @@ def test_a_committed_trees_tables_are_ascii_in_latex(tree, studies):
 
 def test_every_committed_run_directory_reads_through_the_run_directory_reader():
     """The committed results trees (some written by older versions of bench) are what the reader reads: each run
-    has a recipe and a meta.json with a known status, and a finished run a metrics.csv with its evaluations."""
+    reads into its record (rundir.read_run), with a recipe and a meta.json in today's layout with a known status and
+    its planned batch, and a finished run a metrics.csv with its evaluations."""
     from bench import rundir
 
     runs = rundir.find_runs([ROOT / "results"])
     assert len(runs) > 100
     for run in runs:
-        recipe, meta = rundir.read_recipe_and_meta(run)
+        record = rundir.read_run(run)
+        meta, metrics = record.meta, record.metrics
         assert meta == rundir.read_meta(run) and meta.get("status") in rundir.STATUSES, run
+        assert "global_batch" not in meta.get("plan", {}) and record.batch == record.recipe["global_batch"], run
         if meta["status"] in rundir.FINISHED:
             assert (run / rundir.METRICS).is_file(), run
-            metrics = rundir.read_metrics(run, recipe["global_batch"])
             assert len(metrics) and list(metrics.columns)[: len(rundir.METRIC_COLUMNS)] == list(
                 rundir.METRIC_COLUMNS
             ), run

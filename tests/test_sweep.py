@@ -82,7 +82,7 @@ BAD = [
     (
         "range outside the key's domain",  # refused as declared, not where a draw happens to fall
         SWEEP.replace("optimizer.lr: {low: 0.01, high: 0.5, scale: log}", "optimizer.lr: {low: -0.001, high: 0.01}"),
-        ["key 'arms.sgd.space.optimizer.lr': low -0.001 is outside what the key allows", "greater than 0"],
+        ["key 'arms.sgd.space.optimizer.lr': low -0.001 is outside what the key allows", "a number in (0, inf)"],
     ),
     (
         "list value outside the key's domain",

@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # pandas is imported by the callers that hold frames; `bench 
 
 from bench.errors import UserError
 from bench.files import atomic_write
-from bench.rundir import META, versions
+from bench.rundir import EVENTS, META, METRICS, is_run, versions
 
 FORMATS = ("parquet", "json")
 
@@ -30,8 +30,9 @@ FORMATS = ("parquet", "json")
 COLUMNS = {
     "recipe": "the recipe's name (per recipe: the names of the seeds' recipes with the seed part in common)",
     "optimizer": "the registered optimizer name (bench.optim)",
-    "global_batch": "the recipe's global batch in images (an adaptive run's starting batch)",
-    "plan_batch": "the global batch of the batch plan that ran (meta.json)",
+    "global_batch": "the global batch the run planned, in images: the recipe's (an adaptive run's starting batch)",
+    "plan_batch": f"the batch plan's unit ({META}: plan.batch): global_batch, except under adaptive batching, where "
+    "it is the chunk a step takes a whole number of (adaptive_batch.min_batch)",
     "plan_groups": "the gradient groups k per step of the plan that ran (VRGD's GSNR groups)",
     "seed": "the run's seed",
     "status": "per run: completed, diverged, running, preempted, failed or stopped (killed while running); "
@@ -39,16 +40,16 @@ COLUMNS = {
     "reason": "why a run diverged, failed or was preempted (null otherwise)",
     "diverged": "the run ended diverged (a non-finite loss; validation Top-1 at chance after warm-up; or a "
     "training-loss spike that never came back below the first step's loss)",
-    "loss_first": "the training loss of the run's first step (events.jsonl)",
-    "loss_peak": "the largest mean training loss of an evaluation interval (metrics.csv train_loss)",
+    "loss_first": f"the training loss of the run's first step ({EVENTS})",
+    "loss_peak": f"the largest mean training loss of an evaluation interval ({METRICS} train_loss)",
     "loss_peak_step": "the step that closed the interval of loss_peak",
     "loss_last": "the mean training loss of the last evaluation interval",
     "unstable": "the run's loss spiked: loss_peak over 2 x loss_first (it diverged only if it did not come back)",
     "finished": "the run ended completed or diverged",
     "run": "the run directory, relative to the reported root (the common folder of the paths given)",
-    "loader": "the loader that ran (meta.json: data.loader auto resolved), part of the group",
-    "start_time": "when the run started (meta.json, ISO 8601 UTC)",
-    "end_time": "when the run ended (meta.json, ISO 8601 UTC; '' while running)",
+    "loader": f"the loader that ran ({META}: data.loader auto resolved), part of the group",
+    "start_time": f"when the run started ({META}, ISO 8601 UTC)",
+    "end_time": f"when the run ended ({META}, ISO 8601 UTC; '' while running)",
     "runs": "the run directories aggregated in this row, relative to the reported root",
     "group": "hash of the resolved recipe without name, seed and fields that do not change the mathematics: "
     "runs with one group are seeds of one recipe",
@@ -90,7 +91,7 @@ COLUMNS = {
     "target_top1": "the recipe's target validation Top-1 (%)",
     "train_time_s": "training seconds (training steps only, slowest rank); a wall time on a possibly shared "
     "machine, not a speed claim",
-    "evaluations": "evaluations in metrics.csv",
+    "evaluations": f"evaluations in {METRICS}",
     "epochs": "epochs trained (images seen / training-set size)",
     "steps": "optimizer steps taken",
     "images": "training images seen",
@@ -152,7 +153,7 @@ def relative_runs(frame: pd.DataFrame, paths) -> pd.DataFrame:
 
     folders = [Path(p).resolve() for p in paths]
     root = Path(os.path.commonpath(folders))
-    if (root / META).is_file():  # one run directory: name it from its parent
+    if is_run(root):  # one run directory: name it from its parent
         root = root.parent
     rel = lambda run: os.path.relpath(Path(run).resolve(), root)  # noqa: E731
     out = frame.copy()

@@ -48,9 +48,14 @@ import dataclasses
 import itertools
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
+
+if TYPE_CHECKING:
+    from bench.analysis.results import Study
+    from bench.rundir import Run
 
 EXCESS = 1.2  # Zhang et al. 2024: the critical batch is where images to result are 20% above linear scaling
 LEVEL = 0.95
@@ -378,18 +383,14 @@ def interval_text(point: float, low: float, high: float) -> str:
     return f"between {batch_text(low)} and {batch_text(high)} (not resolved)"
 
 
-def crossing(run: str, steps: float) -> tuple[float, float]:
-    """Where in its schedule a run crossed the target at `steps`: the fraction of its planned steps and the lr of
-    the crossing evaluation over the recipe's peak lr (from its recipe.yaml and metrics.csv); nan when it missed."""
-    from pathlib import Path
-
-    from bench.rundir import read_metrics, read_recipe_and_meta
-
+def crossing(record: Run, steps: float) -> tuple[float, float]:
+    """Where in its schedule a run (its record) crossed the target at `steps`: the fraction of its planned steps
+    and the lr of the crossing evaluation over the recipe's peak lr (from its recipe and metrics); nan when it
+    missed."""
     if not math.isfinite(steps):
         return math.nan, math.nan
-    recipe, meta = read_recipe_and_meta(Path(run))
-    planned = recipe["epochs"] * meta["train_size"] / recipe["global_batch"]
-    metrics = read_metrics(Path(run))
+    recipe, metrics = record.recipe, record.metrics
+    planned = recipe["epochs"] * record.meta["train_size"] / record.batch
     lr = metrics.loc[metrics["step"] == steps, "lr"]
     return steps / planned, float(lr.iloc[0]) / recipe["optimizer"]["lr"] if len(lr) else math.nan
 
@@ -405,8 +406,8 @@ def steps_at(curve: pd.DataFrame, target: float, finished: bool, stopped_at: flo
     return found["steps_to_target"], float(curve["step"].max()), found["steps_to_target_grid"]
 
 
-def crossings(cell: pd.Series) -> tuple[float, float]:
+def crossings(study: Study, cell: pd.Series) -> tuple[float, float]:
     """A cell's reruns' median crossing position (crossing): fraction of the schedule and lr over its peak."""
-    found = np.array([crossing(run, s) for run, s in zip(cell["reruns"], cell["rerun_steps"])], float)
+    found = np.array([crossing(study.record(run), s) for run, s in zip(cell["reruns"], cell["rerun_steps"])], float)
     found = found[np.isfinite(found[:, 0])] if len(found) else found
     return tuple(float(np.median(found[:, j])) for j in (0, 1)) if len(found) else (math.nan, math.nan)

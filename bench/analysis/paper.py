@@ -2,7 +2,7 @@
 
 A measured run sits next to a published number only when its recipe is the
 paper's setting, decided from the resolved recipe and the dataset sizes the
-runner recorded in meta.json: one record per setting (catalog.PAPER_SETTINGS),
+runner recorded in the run's meta: one record per setting (catalog.PAPER_SETTINGS),
 which `matches` checks and `criteria` states. A scaled-down study on generated
 or toy data is never labelled ImageNet or CIFAR-10.
 """
@@ -26,7 +26,7 @@ IMAGE_DATASETS = tuple(name for name, d in catalog.DATASETS.items() if d.user_pa
 
 
 def matches(setting: PaperSetting, recipe: dict, meta: dict) -> bool:
-    """Whether a run (its resolved recipe and meta.json) is `setting` (its criteria)."""
+    """Whether a run (its resolved recipe and meta) is `setting` (its criteria)."""
     model, data = recipe.get("model") or {}, recipe.get("data") or {}
     train, val = meta.get("train_size") or 0, meta.get("val_size") or 0
     if data.get("dataset") not in IMAGE_DATASETS or not reads_files(meta.get("loader") or data.get("loader")):

@@ -1,4 +1,6 @@
-"""`bench plot`: the figures of a large-batch study, PNG and SVG, matplotlib's Agg backend.
+"""`bench plot`: the figures of a large-batch study, PNG and SVG, matplotlib's Agg backend, in the suite's one style
+(style.py: an arm's colour and marker, a one-line title with the details in <figure>.caption.txt beside it, misses in
+a band inside the axes; `bench plot --paper` also writes each at one column's width, <figure>-paper.pdf and .svg).
 
 Per setting (model, data, image size, target; see results.SETTING_KEYS), one
 line per optimizer; where several recipes exist for one optimizer at one batch
@@ -6,7 +8,8 @@ the one with the highest mean final val Top-1 is drawn (results.best_groups).
 Means over seeds with ± 1 sample std bands or error bars.
 
 - curves:          val (solid) and train-eval (dashed) Top-1 against epochs, a panel per global batch
-- top1_vs_batch:   final val Top-1 against global batch (published points where the runs are a paper's setting)
+- top1_vs_batch:   final val Top-1 against global batch (published points where the runs are a paper's setting);
+                   with one batch, the optimizers side by side (so do gap_vs_batch and steps_to_target)
 - gap_vs_batch:    train-eval − val Top-1 against global batch
 - steps_to_target: steps to the target against global batch, log-log, with the perfect-scaling line
 - gsnr, diagnostics: per-step optimizer statistics from events.jsonl, when runs logged them
@@ -25,8 +28,6 @@ batch, one line per model (and optimizer, when there are several).
 
 from __future__ import annotations
 
-import functools
-import io
 import json
 import math
 import re
@@ -40,7 +41,6 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: E402
 
 from bench import catalog  # noqa: E402
 from bench.analysis import paper  # noqa: E402
@@ -55,127 +55,54 @@ from bench.analysis.results import (  # noqa: E402
     step_batches,
     variant_names,
 )
-from bench.files import atomic_write  # noqa: E402
-from bench.rundir import read_events  # noqa: E402
+from bench.analysis.style import (  # noqa: E402
+    MARKERS,
+    WIDTH,
+    arm_axis,
+    batch_label,
+    caption,
+    color,
+    columns,
+    draw,
+    in_paper,
+    legend_below,
+    log2_batch_axis,
+    look,
+    miss_band,
+    plain_log_y,
+    save,
+    shift,
+    size,
+)
 
-STYLE = {
-    "font.size": 9,
-    "axes.titlesize": 9,
-    "axes.labelsize": 9,
-    "legend.fontsize": 8,
-    "xtick.labelsize": 8,
-    "ytick.labelsize": 8,
-    "axes.grid": True,
-    "grid.alpha": 0.3,
-    "grid.linewidth": 0.5,
-    "axes.spines.top": False,
-    "axes.spines.right": False,
-    "lines.linewidth": 1.4,
-    "lines.markersize": 4,
-    "savefig.dpi": 200,
-    "savefig.bbox": "tight",
-    "svg.fonttype": "none",
-    "legend.frameon": False,
-}
-WIDTH = 7.0  # inches: a two-column paper's text width
 COLORS = catalog.COLORS
-SPARE = ["#bcbd22", "#17becf", "#7f7f7f", "#aec7e8", "#ffbb78", "#98df8a"]
-# key -> (panel title, y-axis label with the unit)
+# key -> (panel title, y-axis label with the unit, what the caption says of it)
 DIAGNOSTICS = {
-    "gsnr_clip_frac": ("GSNR factors clipped at γ", "fraction of live coordinates"),
-    "gsnr_dead_frac": ("dead coordinates (0 in every group)", "fraction of coordinates"),
-    "gsnr_r_mean": ("mean GSNR r (raw)", "r = mean² / var (ratio)"),
-    "trust": ("trust ratio (LARS, LAMB)", "lr multiplier"),
-    "gain": ("AdaScale gain", "lr multiplier (1 to S)"),
-    "noise_scale": ("noise scale B_simple", "images"),
-    "similarity": ("half-batch cosine similarity", "cosine"),
-    "batch": ("global batch size", "images"),
-    "grad_sqnorm": ("|G|², true gradient\n(an unbiased estimate: can be < 0)", "(∂loss/∂w)²"),
-    "grad_var": ("E|g_d − G|², one group's noise", "(∂loss/∂w)²"),
-    "noise_trace": ("tr(Σ), per-image noise", "(∂loss/∂w)² × images"),
+    "gsnr_clip_frac": ("GSNR factors clipped at γ", "fraction of live coordinates", ""),
+    "gsnr_dead_frac": ("dead coordinates", "fraction of coordinates", "dead coordinates: 0 in every group"),
+    "gsnr_r_mean": ("mean GSNR r (raw)", "r = mean² / var (ratio)", ""),
+    "trust": ("trust ratio", "lr multiplier", "trust ratio: LARS's and LAMB's per-layer lr multiplier"),
+    "gain": ("AdaScale gain", "lr multiplier (1 to S)", ""),
+    "noise_scale": ("noise scale B_simple", "images", ""),
+    "similarity": ("half-batch cosine similarity", "cosine", ""),
+    "batch": ("global batch size", "images", ""),
+    "grad_sqnorm": (
+        "|G|² (estimate, can be < 0)",
+        "(∂loss/∂w)²",
+        "|G|²: an unbiased estimate of the true gradient's squared norm, which can be below 0 (the line at 0)",
+    ),
+    "grad_var": ("E|g_d − G|², group noise", "(∂loss/∂w)²", "E|g_d − G|²: one gradient group's noise"),
+    "noise_trace": ("tr(Σ), per-image noise", "(∂loss/∂w)² × images", ""),
 }
-NOT_DIAGNOSTICS = ("step", "lr", "loss", "epoch", "run")
+NOT_DIAGNOSTICS = ("step", "lr", "loss", "epoch", "run", "after_warmup")
 # The statistics adaptive-batch methods act on, drawn in their own figure (batch_scaling).
 BATCH_SCALING = ("gain", "similarity", "batch", "noise_scale")
 BINS = 200
-EPOCH_AXIS = "epoch (images seen / train size; AdaScale: epochs of its schedule, images × gain / S)"
+EPOCH_AXIS = "x: epochs, the images seen / the training-set size"
+ADASCALE_EPOCHS = "; AdaScale's x is the epochs of its schedule (images × gain / S), so runs of one budget end together"
 # The noise scale's slices hold at least this many steps (fewer slices for short runs, but at least 5): a ratio
 # of sums over a handful of steps spikes wherever their summed |G|^2 happens to be near 0.
 RATIO_STEPS = 20
-
-
-# Two arms of one figure whose colours lie closer than this in CIELAB's (a*, b*) plane read as one hue (the
-# catalog's LARS and Lion blues: 31); lightness alone does not tell thin lines apart.
-DISTINCT_HUE = 32.0
-PALETTE = [*(matplotlib.colors.to_hex(c) for c in matplotlib.colormaps["tab10"].colors), *SPARE]
-
-
-def _ab(colour: str) -> np.ndarray:
-    """CIELAB (a*, b*) of an sRGB colour (D65)."""
-    rgb = np.array(matplotlib.colors.to_rgb(colour))
-    linear = np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
-    xyz = np.array([[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722], [0.0193, 0.1192, 0.9505]]) @ linear
-    f = np.cbrt(np.maximum(xyz / np.array([0.95047, 1.0, 1.08883]), (6 / 29) ** 3))
-    return np.array([500 * (f[0] - f[1]), 200 * (f[1] - f[2])])
-
-
-@functools.lru_cache(maxsize=64)
-def colors(order: tuple[str, ...]) -> dict[str, str]:
-    """Each arm's colour in one figure: its catalog colour, unless an arm before it already has one of the same hue
-    (DISTINCT_HUE); then the first palette colour clear of every colour taken."""
-    taken: dict[str, str] = {}
-    for arm in order:
-        options = ([COLORS[arm]] if arm in COLORS else []) + PALETTE
-        clear = [c for c in options if all(np.linalg.norm(_ab(c) - _ab(t)) >= DISTINCT_HUE for t in taken.values())]
-        taken[arm] = (clear or options)[0]
-    return taken
-
-
-def color(optimizer: str, order: list[str]) -> str:
-    return colors(tuple(order) if optimizer in order else (*order, optimizer))[optimizer]
-
-
-def batch_label(b: float) -> str:
-    b = int(b)
-    return f"{b // 1024}k" if b >= 1024 and b % 1024 == 0 else str(b)
-
-
-def log2_batch_axis(ax, batches) -> None:
-    ax.set_xscale("log", base=2)
-    ax.xaxis.set_major_locator(FixedLocator(sorted(set(batches))))
-    ax.xaxis.set_minor_locator(NullLocator())
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda b, _: batch_label(b)))
-    ax.set_xlabel("global batch size")
-
-
-def plain_log_y(ax) -> None:
-    """Log y axis labelled with plain numbers (20, 50, 100) rather than powers of ten."""
-    ax.set_yscale("log")
-
-    def plain(v, _):
-        return f"{v:,.0f}" if v >= 1 else f"{v:g}"
-
-    def some(v, _):  # minor ticks: 2, 3 and 5 times a power of ten only
-        return plain(v, _) if f"{v:e}"[0] in "235" else ""
-
-    ax.yaxis.set_major_formatter(FuncFormatter(plain))
-    ax.yaxis.set_minor_formatter(FuncFormatter(some))
-
-
-def save(fig, out: Path, stem: str) -> list[Path]:
-    """PNG and SVG, each written whole (atomic_write: processes drawing the same figure, as a job array's
-    tasks do, never see or rename each other's half-written file), with no date in them: the same runs give the
-    same files, so a re-rendered figure shows in a diff only where it changed."""
-    out.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for ext in ("png", "svg"):
-        image = io.BytesIO()
-        with plt.rc_context({"svg.hashsalt": "bench"}):  # fixed element ids, not random ones
-            fig.savefig(image, format=ext, metadata={"Date": None} if ext == "svg" else None)
-        atomic_write(out / f"{stem}.{ext}", image.getvalue())
-        paths.append(out / f"{stem}.{ext}")
-    plt.close(fig)
-    return paths
 
 
 def series(study: Study, setting: str) -> tuple[pd.DataFrame, list[str]]:
@@ -186,32 +113,32 @@ def series(study: Study, setting: str) -> tuple[pd.DataFrame, list[str]]:
     return groups, order
 
 
-def legend_below(fig, handles, ncol=None) -> None:
-    fig.legend(handles=handles, loc="outside lower center", ncol=ncol or min(len(handles), 5))
-
-
 def plot_curves(study: Study, groups: pd.DataFrame, order: list[str], title: str) -> plt.Figure:
+    """Val (solid) and train-eval (dashed) Top-1 against epochs, a panel per global batch; `title`: the setting,
+    for the caption."""
     batches = sorted(set(groups["global_batch"]))
-    ncols = min(4, len(batches))
+    ncols = columns(len(batches), 4)
     nrows = math.ceil(len(batches) / ncols)
     fig, axes = plt.subplots(
-        nrows, ncols, figsize=(WIDTH, 1.9 * nrows + 0.9), sharey=True, squeeze=False, layout="constrained"
+        nrows, ncols, figsize=size(True, 1.9 * nrows + 0.9), sharey=True, squeeze=False, layout="constrained"
     )
     target = groups["target_top1"].iloc[0]
+    any_diverged = False
     for ax, b in zip(axes.flat, batches):
         for _, g in groups[groups["global_batch"] == b].iterrows():
             c = color(g["optimizer"], order)
             m = study.mean_curve(g["runs"])
-            for column, style in (("val_top1", "-"), ("train_eval_top1", "--")):
+            for column, linestyle in (("val_top1", "-"), ("train_eval_top1", "--")):
                 std = m[f"{column}_std"].fillna(0)
-                ax.plot(m["epoch"], m[column], style, color=c)
+                ax.plot(m["epoch"], m[column], linestyle, color=c)
                 ax.fill_between(m["epoch"], m[column] - std, m[column] + std, color=c, alpha=0.15, linewidth=0)
             diverged = study.runs[study.runs["run"].isin(g["runs"]) & study.runs["diverged"]]
             for run in diverged["run"]:
                 last = study.curves_of([run]).tail(1)
                 ax.plot(last["epoch"], last["val_top1"], "x", color=c, markersize=6, markeredgewidth=1.5)
+                any_diverged |= bool(len(last))
         ax.axhline(target, color="0.4", linestyle=":", linewidth=1)
-        ax.set_title(f"global batch {batch_label(b)}")
+        ax.set_title(f"global batch {batch_label(b)}", fontsize="medium")
     for ax in axes.flat[len(batches) :]:
         ax.set_visible(False)
     for ax in axes[:, 0]:
@@ -219,16 +146,24 @@ def plot_curves(study: Study, groups: pd.DataFrame, order: list[str], title: str
     for ax in axes.flat[: len(batches)]:
         ax.set_xlabel("epoch")
         ax.tick_params(labelbottom=True)
-    handles = [Line2D([], [], color=color(o, order), label=display(o)) for o in order]
+    present = [o for o in order if o in set(groups["optimizer"])]
+    handles = [Line2D([], [], color=color(o, order), label=display(o)) for o in present]
     handles += [
         Line2D([], [], color="k", label="val"),
         Line2D([], [], color="k", linestyle="--", label="train-eval"),
         Line2D([], [], color="0.4", linestyle=":", label=f"target {target:g}%"),
     ]
-    if study.runs["diverged"].any():
+    if any_diverged:
         handles.append(Line2D([], [], color="k", marker="x", linestyle="", label="diverged (run's last eval)"))
-    fig.suptitle(title)
-    legend_below(fig, handles, ncol=min(len(handles), 6))
+    fig.suptitle("Top-1 during training")
+    caption(
+        fig,
+        f"Top-1 during training: {title}. Val Top-1 (solid) and train-eval Top-1 (dashed) against epochs, a panel per "
+        "global batch, the mean over seeds with a ± 1 sample std band, of the recipe with the highest mean final val "
+        "Top-1 for each optimizer at that batch; dotted: the target."
+        + (" x: a diverged run's last evaluation." if any_diverged else ""),
+    )
+    legend_below(fig, handles, ncol=6)
     return fig
 
 
@@ -256,78 +191,89 @@ def published_points(metric: str, setting: str, optimizer: str) -> list[tuple[in
     return [(int(b), float(v)) for b, v in row.items() if v == v]
 
 
-MARKERS = "os^Dv<>p"
 MISSED = "did not reach the target"
-BAND_PAD = 14  # points between an axis and its title: room for the band of misses above the axis
 
 
-def shift(i: int, n: int) -> float:
-    """A small multiplicative x offset for the i-th of n lines on a log2 batch axis, so equal values at one
-    batch do not hide each other."""
-    return 2 ** ((i - (n - 1) / 2) * 0.05)
+TITLES = {"val_top1": "Final val Top-1", "gap_top1": "Generalization gap"}
 
 
-def miss_band(ax, xs, color_: str, top: bool) -> None:
-    """Marks for points with no value (target never reached, or every seed diverged) drawn in a band outside
-    the axis, above (top) or below it, in axes coordinates: they cannot read as measurements."""
-    if len(xs):
-        ax.plot(
-            xs,
-            [1.05 if top else -0.07] * len(xs),
-            linestyle="",
-            marker="x",
-            color=color_,
-            markersize=6,
-            markeredgewidth=1.5,
-            clip_on=False,
-            transform=ax.get_xaxis_transform(),
-            gid="miss-band",
-            zorder=5,
-        )
+def x_positions(rows: pd.DataFrame, i: int, n: int, single: bool) -> np.ndarray:
+    """Where the i-th of n optimizers' rows are drawn: at their batch (shifted, so equal values do not hide each
+    other), or, in a figure of one batch, side by side at i."""
+    if single:
+        return np.full(len(rows), float(i))
+    return rows["global_batch"].to_numpy(float) * shift(i, n)
 
 
 def plot_vs_batch(
     groups: pd.DataFrame, order: list[str], metric: str, ylabel: str, title: str, paper_setting: str = ""
 ) -> plt.Figure:
-    """A final metric against global batch: measured means ± std, published points in the paper's setting."""
-    fig, ax = plt.subplots(figsize=(WIDTH / 2, 2.8), layout="constrained")
-    handles, batches, any_diverged = [], list(groups["global_batch"]), False
-    published = {o: published_points(metric, paper_setting, o) for o in order}
+    """A final metric against global batch (one batch: the optimizers side by side): measured means ± std,
+    published points in the paper's setting; diverged in a band below. `title`: the setting, for the caption."""
+    fig, ax = plt.subplots(figsize=size(False, 2.8), layout="constrained")
+    present = [o for o in order if o in set(groups["optimizer"])]
+    batches = sorted(set(groups["global_batch"]))
+    single = len(batches) == 1
+    handles, axis_batches, diverged_rows = [], list(batches), []
+    published = {
+        o: [(b, v) for b, v in published_points(metric, paper_setting, o) if not single or b == batches[0]]
+        for o in present
+    }
     measured = " (measured)" if any(published.values()) else ""  # only where something is not measured
-    for i, o in enumerate(order):
+    for i, o in enumerate(present):
         g = groups[groups["optimizer"] == o].sort_values("global_batch")
-        c, marker, dx = color(o, order), MARKERS[i % len(MARKERS)], shift(i, len(order))
+        arm = look(o, order)
         ok = g[g[metric].notna()]
+        xs = x_positions(ok, i, len(present), single)
         ax.errorbar(
-            ok["global_batch"] * dx,
-            ok[metric],
-            yerr=ok[f"{metric}_std"].where(ok["n"] > 1),
-            color=c,
-            marker=marker,
-            capsize=2,
+            xs, ok[metric], yerr=ok[f"{metric}_std"].where(ok["n"] > 1), capsize=2, label=display(o) + measured, **arm
         )
         if groups["n"].nunique() > 1:  # a lone seed must not read as a mean: each point says its n
-            for x, y, n in zip(ok["global_batch"] * dx, ok[metric], ok["n"]):
+            for x, y, n in zip(xs, ok[metric], ok["n"]):
                 ax.annotate(
-                    f"n={n:g}", (x, y), xytext=(3, 3), textcoords="offset points", fontsize=5.5, color=c, gid="n-label"
+                    f"n={n:g}",
+                    (x, y),
+                    xytext=(3, 3),
+                    textcoords="offset points",
+                    fontsize=5.5,
+                    color=arm["color"],
+                    gid="n-label",
                 )
-        diverged = g.loc[(g["n_diverged"] == g["n"]) & (g["n"] > 0), "global_batch"]
-        miss_band(ax, diverged * dx, c, top=False)
-        any_diverged |= bool(len(diverged))
-        handles.append(Line2D([], [], color=c, marker=marker, label=f"{display(o)}{measured}"))
+        diverged = g[(g["n_diverged"] == g["n"]) & (g["n"] > 0)]
+        diverged_rows.append((x_positions(diverged, i, len(present), single), arm["color"]))
+        handles.append(Line2D([], [], label=f"{display(o)}{measured}", **arm))
         if published[o]:
-            ax.plot(*zip(*published[o]), linestyle="", marker="D", markerfacecolor="none", color=c, markersize=5)
+            ax.plot(
+                *zip(*[(i if single else b, v) for b, v in published[o]]),
+                linestyle="",
+                marker="D",
+                markerfacecolor="none",
+                color=arm["color"],
+                markersize=5,
+                label=f"{display(o)} (published)",
+            )
             handles.append(
                 Line2D(
-                    [], [], linestyle="", marker="D", markerfacecolor="none", color=c, label=f"{display(o)} (published)"
+                    [],
+                    [],
+                    linestyle="",
+                    marker="D",
+                    markerfacecolor="none",
+                    color=arm["color"],
+                    label=f"{display(o)} (published)",
                 )
             )
-            batches += [b for b, _ in published[o]]
+            axis_batches += [b for b, _ in published[o]]
+    any_diverged = any(len(xs) for xs, _ in diverged_rows)
     if any_diverged:
-        handles.append(Line2D([], [], color="k", marker="x", linestyle="", label="all seeds diverged (band below)"))
-    log2_batch_axis(ax, batches)
+        handles.append(Line2D([], [], color="k", marker="x", linestyle="", label="all seeds diverged"))
+    if single:
+        arm_axis(ax, present, {o: display(o) for o in present}, batches[0])
+    else:
+        log2_batch_axis(ax, axis_batches)
     ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=8)
+    what = TITLES.get(metric, ylabel)
+    ax.set_title(f"{what} at batch {batch_label(batches[0])}" if single else f"{what} against batch size")
     if groups["n"].nunique() == 1:  # the same n everywhere: said once
         n = groups["n"].iloc[0]
         ax.text(
@@ -341,20 +287,34 @@ def plot_vs_batch(
             fontsize=6,
             gid="n-label",
         )
-    ax.legend(handles=handles, loc="best", fontsize=7)
+    miss_band(ax, diverged_rows, top=False)
+    caption(
+        fig,
+        f"{what} ({ylabel}): {title}. The mean over seeds ± 1 sample std of the recipe with the highest mean final "
+        "val Top-1 for each optimizer at each batch"
+        + (", the optimizers side by side" if single else ", optimizers slightly apart along x so equal points show")
+        + "."
+        + (" Open diamonds: the values the paper reports." if any(published.values()) else "")
+        + (" x in the band below: every seed diverged (no final value)." if any_diverged else ""),
+    )
+    legend_below(fig, handles, ncol=2)
     return fig
 
 
 def perfect_scaling(ax, finite: pd.DataFrame, metric: str, last_batch: float) -> list[Line2D]:
     """The perfect-scaling line (steps ∝ 1/batch) through the fewest `metric` steps at the smallest batch of
-    `finite` (rows that reached the target), drawn up to `last_batch`; its legend handle (none without data)."""
-    if not len(finite):
+    `finite` (rows that reached the target), drawn up to `last_batch`, its legend handle naming the point it starts
+    from (none without data, or with one batch: nothing to scale to)."""
+    if not len(finite) or finite["global_batch"].min() >= last_batch:
         return []
     b0 = finite["global_batch"].min()
-    s0 = finite.loc[finite["global_batch"] == b0, metric].min()
+    first = finite[finite["global_batch"] == b0].sort_values(metric).iloc[0]
+    s0 = first[metric]
+    whose = display(first["optimizer"]) if "optimizer" in first else first.get("line", "")
+    label = f"perfect scaling (∝ 1/batch) from {whose} at {batch_label(b0)}"
     xs = np.array([b0, last_batch], dtype=float)
-    ax.plot(xs, s0 * b0 / xs, "--", color="0.5", linewidth=1)
-    return [Line2D([], [], color="0.5", linestyle="--", label="perfect scaling (∝ 1/batch)")]
+    ax.plot(xs, s0 * b0 / xs, "--", color="0.5", linewidth=1, label=label, gid="perfect-scaling")
+    return [Line2D([], [], color="0.5", linestyle="--", label=label)]
 
 
 def no_run_reached(ax, target: float) -> None:
@@ -373,57 +333,82 @@ def no_run_reached(ax, target: float) -> None:
     )
 
 
-def steps_line(ax, rows: pd.DataFrame, c, marker: str, dx: float, label: str) -> Line2D:
-    """One line of steps to the target against the batch, its error bars, and a band where runs missed it (inf; NaN:
-    not there yet); returns its legend handle."""
-    rows = rows.sort_values("global_batch")
-    ok = rows[np.isfinite(rows["steps_to_target"])]
+def steps_line(ax, rows: pd.DataFrame, arm: dict, xs: np.ndarray, label: str) -> tuple[Line2D, np.ndarray]:
+    """One line of steps to the target against the batch (at xs) and its error bars; returns its legend handle and
+    the xs where runs missed the target (inf; NaN: not there yet), for the band of misses."""
+    order = np.argsort(rows["global_batch"].to_numpy())
+    rows, xs = rows.iloc[order], np.asarray(xs)[order]
+    finite = np.isfinite(rows["steps_to_target"]).to_numpy()
+    ok = rows[finite]
     yerr = ok["steps_to_target_std"].fillna(0)
-    ax.errorbar(ok["global_batch"] * dx, ok["steps_to_target"], yerr=yerr, color=c, marker=marker, capsize=2)
-    miss_band(ax, rows.loc[np.isinf(rows["steps_to_target"]), "global_batch"] * dx, c, top=True)
-    return Line2D([], [], color=c, marker=marker, label=label)
+    ax.errorbar(xs[finite], ok["steps_to_target"], yerr=yerr, capsize=2, label=label, **arm)
+    return Line2D([], [], label=label, **arm), xs[np.isinf(rows["steps_to_target"]).to_numpy()]
 
 
 def plot_steps_to_target(groups: pd.DataFrame, order: list[str], title: str, paper_setting: str) -> plt.Figure:
-    fig, ax = plt.subplots(figsize=(WIDTH / 2, 2.8), layout="constrained")
-    handles, missed = [], False
-    finite = groups[np.isfinite(groups["steps_to_target"])]
-    for i, o in enumerate(order):
-        g = groups[groups["optimizer"] == o].sort_values("global_batch")
-        c, marker, dx = color(o, order), MARKERS[i % len(MARKERS)], shift(i, len(order))
-        handles.append(steps_line(ax, g, c, marker, dx, display(o)))
-        missed |= bool(np.isinf(g["steps_to_target"]).any())
+    """Steps to the target against global batch, log-log (one batch: the optimizers side by side), the perfect-scaling
+    line, misses in a band above; `title`: the setting, for the caption."""
+    fig, ax = plt.subplots(figsize=size(False, 2.8), layout="constrained")
+    handles, missed = [], []
+    present = [o for o in order if o in set(groups["optimizer"])]
     batches = sorted(set(groups["global_batch"]))
-    handles += perfect_scaling(ax, finite, "steps_to_target", max(batches))
+    single = len(batches) == 1
+    finite = groups[np.isfinite(groups["steps_to_target"])]
+    for i, o in enumerate(present):
+        g = groups[groups["optimizer"] == o]
+        arm = look(o, order)
+        handle, misses = steps_line(ax, g, arm, x_positions(g, i, len(present), single), display(o))
+        handles.append(handle)
+        missed.append((misses, arm["color"]))
+    if not single:
+        handles += perfect_scaling(ax, finite, "steps_to_target", max(batches))
     target = groups["target_top1"].iloc[0]
-    if paper_setting == "imagenet" and target == MLPERF_TARGET:
+    mlperf = paper_setting == "imagenet" and target == MLPERF_TARGET and not single
+    if mlperf:
         ref, _ = paper.reference("mlperf_resnet50_rcp")
         mid = (ref["epochs_min"] + ref["epochs_max"]) / 2 * paper.IMAGENET_TRAIN / ref["batch"]
         half = (ref["epochs_max"] - ref["epochs_min"]) / 2 * paper.IMAGENET_TRAIN / ref["batch"]
+        label = "MLPerf LARS reference (range)"
         ax.errorbar(
-            ref["batch"], mid, yerr=half, linestyle="", marker="D", markerfacecolor="none", color="0.3", capsize=2
+            ref["batch"],
+            mid,
+            yerr=half,
+            linestyle="",
+            marker="D",
+            markerfacecolor="none",
+            color="0.3",
+            capsize=2,
+            label=label,
         )
-        handles.append(
-            Line2D(
-                [],
-                [],
-                linestyle="",
-                marker="D",
-                markerfacecolor="none",
-                color="0.3",
-                label="MLPerf LARS reference (range)",
-            )
-        )
+        handles.append(Line2D([], [], linestyle="", marker="D", markerfacecolor="none", color="0.3", label=label))
+        batches = sorted({*batches, ref["batch"]})
     if len(finite):
-        ax.set_yscale("log")
+        plain_log_y(ax)
     else:
         no_run_reached(ax, target)
-    log2_batch_axis(ax, batches)  # ticks at the measured batches only
-    if missed:
+    if single:
+        arm_axis(ax, present, {o: display(o) for o in present}, batches[0])
+    else:
+        log2_batch_axis(ax, batches)  # ticks at the measured batches only
+    any_missed = any(len(xs) for xs, _ in missed)
+    if any_missed:
         handles.append(Line2D([], [], color="k", marker="x", linestyle="", label=MISSED))
     ax.set_ylabel(f"steps to {target:g}% val Top-1")
-    ax.set_title(title, fontsize=8, pad=BAND_PAD)
-    ax.legend(handles=handles, loc="best", fontsize=7)
+    ax.set_title(f"Steps to target at batch {batch_label(batches[0])}" if single else "Steps to target against batch")
+    miss_band(ax, missed, top=True)
+    caption(
+        fig,
+        f"Steps to {target:g}% val Top-1: {title}. The mean over seeds ± 1 sample std of the recipe with the highest "
+        "mean final val Top-1 for each optimizer at each batch"
+        + (
+            "."
+            if single
+            else ", log-log; dashed: perfect scaling (steps ∝ 1/batch) from the fewest steps at the smallest batch."
+        )
+        + (" Open diamond: MLPerf's LARS reference range." if mlperf else "")
+        + (f" x in the band above: {MISSED} (some seed never reached it)." if any_missed else ""),
+    )
+    legend_below(fig, handles, ncol=2)
     return fig
 
 
@@ -490,7 +475,7 @@ def run_events(study: Study, group: pd.Series) -> pd.DataFrame:
     train_size = group["train_size"] or math.nan
     plan = study.runs.set_index("run")
     for run in group["runs"]:
-        e = read_events(run)
+        e = study.record(run).events
         if e.empty or "step" not in e:
             continue
         e = e.drop_duplicates("step", keep="last").sort_values("step", ignore_index=True)
@@ -528,23 +513,26 @@ def panels(keys: list[str]) -> list[tuple[str, list[str]]]:
     return out
 
 
-def plot_diagnostics(events: dict, keys: list[str], groups: pd.DataFrame, order: list[str], title: str) -> plt.Figure:
+def plot_diagnostics(
+    events: dict, keys: list[str], groups: pd.DataFrame, order: list[str], title: str, setting: str = ""
+) -> plt.Figure:
     """One panel per statistic some group logged (none drawn empty), binned along epochs, its y axis labelled
     with its unit and logarithmic where the values span 10x or more: lines coloured by batch and styled by
     optimizer, or coloured by optimizer when only one batch logged these statistics."""
     shown = [
         (name, family) for name, family in panels(keys) if any(all(logs(e, k) for k in family) for e in events.values())
     ]
-    ncols = min(3, len(shown))
+    ncols = columns(len(shown), 3)
     nrows = math.ceil(len(shown) / ncols)
-    width = WIDTH if ncols == 3 else WIDTH * ncols / 3 + 1
-    fig, axes = plt.subplots(nrows, ncols, figsize=(width, 2.2 * nrows + 0.8), squeeze=False, layout="constrained")
+    width, height = size(True, 2.2 * nrows + 0.8)
+    width = width if ncols == 3 or in_paper() else WIDTH * ncols / 3 + 1
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width, height), squeeze=False, layout="constrained")
     logged = groups[[any(logs(events.get(g, pd.DataFrame()), k) for k in keys) for g in groups["group"]]]
     batches = sorted(set(logged["global_batch"]))
     present = [o for o in order if o in set(logged["optimizer"])]
     if len(batches) == 1:
 
-        def look(g):
+        def style_of(g):
             return color(g["optimizer"], order), "-"
 
         handles = [Line2D([], [], color=color(o, order), label=display(o)) for o in present]
@@ -554,7 +542,7 @@ def plot_diagnostics(events: dict, keys: list[str], groups: pd.DataFrame, order:
         shade = {b: cmap(i / max(1, len(batches) - 1) * 0.9) for i, b in enumerate(batches)}
         styles = dict(zip(present, ["-", "--", ":", "-."] * 4))
 
-        def look(g):
+        def style_of(g):
             return shade[g["global_batch"]], styles[g["optimizer"]]
 
         handles = [Line2D([], [], color=shade[b], label=f"batch {batch_label(b)}") for b in batches]
@@ -563,15 +551,16 @@ def plot_diagnostics(events: dict, keys: list[str], groups: pd.DataFrame, order:
         else:
             title += f" ({', '.join(map(display, present))})"
     band = len(logged) <= 3  # more min-max bands than that only blur each other
+    details = []
     for ax, (name, family) in zip(axes.flat, shown):
         values = []
         for _, g in logged.iterrows():
             e = events[g["group"]]
             if not all(logs(e, k) for k in family):
                 continue
-            c, style = look(g)
+            c, linestyle = style_of(g)
             curve = line(e, family[0])
-            ax.plot(curve["epoch"], curve[family[0]], style, color=c, linewidth=1.1)
+            ax.plot(curve["epoch"], curve[family[0]], linestyle, color=c, linewidth=1.1)
             values.append(curve[family[0]].dropna())
             if len(family) == 3 and band:
                 lo, hi = binned(e, family[1]), binned(e, family[2])
@@ -579,18 +568,37 @@ def plot_diagnostics(events: dict, keys: list[str], groups: pd.DataFrame, order:
                 values += [lo[family[1]], hi[family[2]]]
         v = pd.concat(values) if values else pd.Series(dtype=float)
         if len(v) and (v > 0).all() and v.max() / v.min() >= 10:
-            ax.set_yscale("log")
+            plain_log_y(ax)
         if len(v) and (v < 0).any():  # an unbiased estimate of a non-negative quantity dips below 0: show where 0 is
             ax.axhline(0, color="0.3", linewidth=0.8, gid="zero-line")
-        what, unit = DIAGNOSTICS.get(name, (name, "as logged"))
-        ax.set_title(what + ("" if len(family) == 1 else " (median, min-max band)" if band else " (median)"))
+        what, unit, detail = DIAGNOSTICS.get(name, (name, "as logged", ""))
+        ax.set_title(what, fontsize="medium")
         ax.set_ylabel(unit)
+        details.append(
+            f"{what}: " + ("median over the layers, min-max band" if band else "median over the layers")
+            if len(family) == 3
+            else ""
+        )
+        details.append(detail)
     for ax in axes.flat[len(shown) :]:
         ax.set_visible(False)
     for ax in axes.flat[: len(shown)]:
-        ax.set_xlabel("epoch", fontsize=8)  # on the axes, so the legend below cannot cover it
-    fig.suptitle(f"{title}\nx: {EPOCH_AXIS}", fontsize=9)
-    legend_below(fig, handles, ncol=min(len(handles), 2 * ncols + 1))
+        ax.set_xlabel("epoch")  # on the axes, so the legend below cannot cover it
+    fig.suptitle(title, fontsize="medium")
+    adascale = any(logs(e, "gain") for e in events.values())
+    caption(
+        fig,
+        f"{title}: {setting}. Per-step statistics from events.jsonl, averaged in at most {BINS} equal slices of the "
+        f"x axis over each drawn group's seeds; {EPOCH_AXIS}{ADASCALE_EPOCHS if adascale else ''}. "
+        + (
+            "Lines coloured by optimizer."
+            if len(batches) == 1
+            else "Lines coloured by batch" + (", styled by optimizer." if len(present) > 1 else ".")
+        )
+        + " A y axis is logarithmic where its values span 10x or more."
+        + "".join(f" {d}." for d in dict.fromkeys(details) if d),
+    )
+    legend_below(fig, handles, ncol=2 * ncols + 1)
     return fig
 
 
@@ -624,17 +632,17 @@ def plot_setting(study: Study, setting: str, out: Path, prefix: str = "") -> lis
     other = [k for k in keys if k not in gsnr and k not in BATCH_SCALING]
     if gsnr:
         written += save(
-            plot_diagnostics(events, gsnr, groups, order, "GSNR statistics over training"), out, f"{prefix}gsnr"
+            plot_diagnostics(events, gsnr, groups, order, "GSNR statistics over training", label), out, f"{prefix}gsnr"
         )
     if other:
         written += save(
-            plot_diagnostics(events, other, groups, order, "Optimizer statistics over training"),
+            plot_diagnostics(events, other, groups, order, "Optimizer statistics over training", label),
             out,
             f"{prefix}diagnostics",
         )
     if scaling:
         written += save(
-            plot_diagnostics(events, scaling, groups, order, "Batch-scaling statistics over training"),
+            plot_diagnostics(events, scaling, groups, order, "Batch-scaling statistics over training", label),
             out,
             f"{prefix}batch_scaling",
         )
@@ -699,25 +707,35 @@ def by_model(study: Study) -> dict[str, pd.DataFrame]:
 
 def plot_by_model(data: pd.DataFrame) -> plt.Figure:
     """Steps to target (log) against global batch (log2), a line per model; 'x' in the band above: target missed."""
-    fig, ax = plt.subplots(figsize=(WIDTH / 2 + 0.6, 3.0), layout="constrained")
+    fig, ax = plt.subplots(figsize=size(False, 3.0), layout="constrained")
     lines = list(dict.fromkeys(data["line"]))
     palette = plt.get_cmap("tab10")
-    handles, missed = [], False
+    handles, missed = [], []
     for i, name in enumerate(lines):
-        d, c = data[data["line"] == name], palette(i % 10)
-        marker, dx = MARKERS[i % len(MARKERS)], shift(i, len(lines))
-        handles.append(steps_line(ax, d, c, marker, dx, name))
-        missed |= bool(np.isinf(d["steps_to_target"]).any())
+        d = data[data["line"] == name]
+        arm = {"color": palette(i % 10), "marker": MARKERS[i % len(MARKERS)]}
+        handle, misses = steps_line(ax, d, arm, d["global_batch"].to_numpy(float) * shift(i, len(lines)), name)
+        handles.append(handle)
+        missed.append((misses, arm["color"]))
     if np.isfinite(data["steps_to_target"]).any():
         plain_log_y(ax)
     else:
         no_run_reached(ax, data["target_top1"].iloc[0])
     log2_batch_axis(ax, data["global_batch"])
-    if missed:
+    any_missed = any(len(xs) for xs, _ in missed)
+    if any_missed:
         handles.append(Line2D([], [], color="k", marker="x", linestyle="", label=MISSED))
-    ax.set_ylabel(f"steps to {data['target_top1'].iloc[0]:g}% val Top-1")
-    ax.set_title("Steps to target by model: " + data["problem_label"].iloc[0], fontsize=8, pad=BAND_PAD)
-    ax.legend(handles=handles, loc="best", fontsize=7)
+    target = data["target_top1"].iloc[0]
+    ax.set_ylabel(f"steps to {target:g}% val Top-1")
+    ax.set_title("Steps to target by model")
+    miss_band(ax, missed, top=True)
+    caption(
+        fig,
+        f"Steps to {target:g}% val Top-1 by model: {data['problem_label'].iloc[0]}. A line per model shape (and "
+        "optimizer, where several), the mean over seeds ± 1 sample std of its best recipe at each batch, log-log"
+        + (f"; x in the band above: {MISSED}." if any_missed else "."),
+    )
+    legend_below(fig, handles, ncol=2)
     return fig
 
 
@@ -736,18 +754,22 @@ def prefixes(study: Study) -> dict[str, str]:
     return {s: file_stem(n if counts[n] == 1 else f"{n}-{s}") + "-" for s, n in names.items()}
 
 
-def plot_all(study: Study, out: str | Path) -> list[Path]:
-    """Every figure for every setting in `study` (see prefixes() for the file names); a sweep's runs: one sentence
+def plot_all(study: Study, out: str | Path, paper: bool = False) -> list[Path]:
+    """Every figure for every setting in `study` (see prefixes() for the file names), each with its caption; with
+    `paper`, each also at one column's width as PDF and SVG (style.for_paper). A sweep's runs: one sentence
     (results.refuse_sweep)."""
     refuse_sweep(study.runs, "bench plot")
+    return draw(_figures, study, out, paper)
+
+
+def _figures(study: Study, out: Path) -> list[Path]:
     written = []
-    with plt.rc_context(STYLE):
-        for setting, prefix in prefixes(study).items():
-            written += plot_setting(study, setting, Path(out), prefix)
-        models = by_model(study)
-        problems = study.groups.drop_duplicates("problem").set_index("problem")["problem_keys"]
-        names = variant_names({p: json.loads(problems[p]) for p in models})
-        for problem, data in models.items():
-            prefix = "" if len(models) == 1 else f"models-{file_stem(names[problem])}-"
-            written += save(plot_by_model(data), Path(out), f"{prefix}steps_to_target_by_model")
+    for setting, prefix in prefixes(study).items():
+        written += plot_setting(study, setting, out, prefix)
+    models = by_model(study)
+    problems = study.groups.drop_duplicates("problem").set_index("problem")["problem_keys"]
+    names = variant_names({p: json.loads(problems[p]) for p in models})
+    for problem, data in models.items():
+        prefix = "" if len(models) == 1 else f"models-{file_stem(names[problem])}-"
+        written += save(plot_by_model(data), out, f"{prefix}steps_to_target_by_model")
     return written

@@ -26,14 +26,20 @@ import math
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, NonNegativeFloat, PositiveFloat, PositiveInt, ValidationError
+from pydantic import NonNegativeFloat, PositiveFloat, PositiveInt, ValidationError
 
 from bench import catalog
 from bench.analysis import paper
 from bench.analysis.render import NO_NUMBER, Table, cell
 from bench.errors import UserError, did_you_mean
+from bench.recipe import Strict
+
+if TYPE_CHECKING:
+    from bench.recipe import Recipe
+    from bench.rundir import Run
 
 PRESETS = Path(__file__).with_name("clusters.yaml")
 VALIDATION = "time_to_train_resnet50"  # results/reference/<stem>.csv
@@ -93,18 +99,14 @@ def overlapped(optimizer: str) -> bool:
     return kind(optimizer) is None
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Accelerator(_Strict):
+class Accelerator(Strict):
     images_per_second: PositiveFloat
     step_overhead_ms: NonNegativeFloat
     memory_GBps: PositiveFloat
     source: str
 
 
-class Cluster(_Strict):
+class Cluster(Strict):
     accelerator: str
     per_node: PositiveInt
     intra_GBps: PositiveFloat
@@ -114,7 +116,7 @@ class Cluster(_Strict):
     source: str
 
 
-class Presets(_Strict):
+class Presets(Strict):
     accelerators: dict[str, Accelerator]
     clusters: dict[str, Cluster]
 
@@ -319,9 +321,9 @@ def measured_inputs(paths: list[str]) -> tuple[pd.DataFrame, dict]:
     or more misses make the median a miss), from a results tree; a sweep's reruns when it has them. Also the
     recipe facts the model needs."""
     from bench.analysis import results
-    from bench.rundir import read_recipe_and_meta
 
-    runs = results.load(paths)
+    study = results.load_study(paths)
+    runs = study.runs
     if "role" in runs and (runs.role == "rerun").any():
         runs = runs[runs.role == "rerun"]
     runs = runs[runs.finished]
@@ -347,32 +349,26 @@ def measured_inputs(paths: list[str]) -> tuple[pd.DataFrame, dict]:
             "nothing to project (lower target_top1 or train longer)"
         )
     resnet50_224 = bool((runs.model == "resnet50").all() and (runs.image_size == 224).all())
-    recipe, _ = read_recipe_and_meta(Path(runs.run.iloc[0]))
-    fp64 = (recipe.get("engine") or {}).get("precision") == "fp64"  # else fp32 parameters (bf16 autocast too)
-    return frame, {"run": runs.run.iloc[0], "resnet50_224": resnet50_224, "element_bytes": 8 if fp64 else FLOAT_BYTES}
+    record = study.record(runs.run.iloc[0])
+    fp64 = (record.recipe.get("engine") or {}).get("precision") == "fp64"  # else fp32 parameters (bf16 autocast too)
+    return frame, {"run": record, "resnet50_224": resnet50_224, "element_bytes": 8 if fp64 else FLOAT_BYTES}
 
 
-def recipe_inputs(path: str) -> tuple[pd.DataFrame, dict]:
-    """A recipe's steps and images (its epochs of its training set; ImageNet-1k's where the data is not here and
-    the model is ResNet-50 at 224 px), its gradient groups on one rank, and the facts the model needs."""
-    from bench import recipe as recipe_mod
-    from bench.data import build
-    from bench.engine.plan import recipe_plan
+def resnet50_224(recipe: Recipe) -> bool:
+    """Whether a recipe trains ResNet-50 at 224 px: the model of the presets' throughput, RESNET50_PARAMETERS and
+    (where its data is not here) ImageNet-1k's training images."""
+    return recipe.model.name == "resnet50" and recipe.data.image_size == 224
 
-    r = recipe_mod.load(path)
-    resnet50_224 = r.model.name == "resnet50" and r.data.image_size == 224
-    try:
-        train = build(r.data, 1, 1, 0, 1, 0, device="cpu").train_size
-    except UserError:
-        if not resnet50_224:
-            raise
-        train = IMAGENET_TRAIN_IMAGES
+
+def recipe_inputs(r: Recipe, train: int, groups: int) -> tuple[pd.DataFrame, dict]:
+    """A recipe's steps and images (its epochs of `train` images: its training set's, which the caller reads from
+    its data), its `groups` (its batch plan's gradient groups on one rank), and the facts the model needs."""
     steps = math.ceil(r.epochs * train / r.global_batch)
     row = {"optimizer": r.optimizer.name, "global_batch": r.global_batch, "seeds": math.nan, "reached": math.nan}
-    row |= {"steps": steps, "images": steps * r.global_batch, "groups": recipe_plan(r, 1).gsnr_groups}
-    with_parameters = RESNET50_PARAMETERS if resnet50_224 else None
+    row |= {"steps": steps, "images": steps * r.global_batch, "groups": groups}
+    with_parameters = RESNET50_PARAMETERS if resnet50_224(r) else None
     return pd.DataFrame([row]), {
-        "resnet50_224": resnet50_224,
+        "resnet50_224": resnet50_224(r),
         "element_bytes": 8 if r.engine.precision == "fp64" else FLOAT_BYTES,
         "epochs": r.epochs,
         "images": train,
@@ -398,27 +394,10 @@ def reference_inputs() -> pd.DataFrame:
     )
 
 
-def count_parameters(run: str) -> int:
-    """A measured run's model parameters, by building its recipe's model (on the meta device: no memory)."""
-    from bench.rundir import read_recipe_and_meta
-
-    recipe, meta = read_recipe_and_meta(Path(run))
-    train = Path(meta.get("data_root") or "") / "train"
-    classes = (recipe.get("model") or {}).get("kwargs", {}).get("num_classes") or (
-        sum(1 for p in train.iterdir() if p.is_dir()) if train.is_dir() else None
-    )
-    if not classes:
-        raise UserError(
-            f"{run}: cannot count the model's parameters (its dataset folder {train} is not here): give --parameters N"
-        )
-    import torch
-
-    from bench.models import timm_models
-
-    kwargs = {**(recipe["model"].get("kwargs") or {}), "num_classes": classes}
-    with torch.device("meta"):
-        model = timm_models().create_model(recipe["model"]["name"], **kwargs)
-    return sum(p.numel() for p in model.parameters())
+def recorded_parameters(record: Run) -> int | None:
+    """A measured run's model parameters as its meta records them (every trained coordinate, counted by the
+    dead-parameter probe: `dead_params.total`); None for a run from before that record."""
+    return (record.meta.get("dead_params") or {}).get("total") or None
 
 
 def project(
@@ -526,7 +505,7 @@ def plot(frame: pd.DataFrame, out: Path, title: str, note: str) -> list[Path]:
 
     import matplotlib.pyplot as plt
 
-    from bench.analysis.plots import log2_batch_axis, plain_log_y, save
+    from bench.analysis.style import log2_batch_axis, plain_log_y, save
 
     counts = sorted(frame.accelerators.unique())
     colors = plt.get_cmap("viridis")([i / max(1, len(counts) - 1) * 0.9 for i in range(len(counts))])
@@ -553,62 +532,3 @@ def plot(frame: pd.DataFrame, out: Path, title: str, note: str) -> list[Path]:
     fig.subplots_adjust(bottom=0.24)
     fig.text(0.02, 0.02, textwrap.fill(note, 150), fontsize=5.5, va="bottom")
     return save(fig, Path(out), "time-to-train")
-
-
-def sweep_cost(spec, trials, throughput: float | None = None, measured: float | None = None) -> str:
-    """The runs of `bench sweep --list`, their training images and steps (at most: every run to its budget), and
-    their time: GPU-hours at a stated throughput (or ResNet-50's preset), and hours on this machine at `measured`
-    img/s (the sweep's finished runs' median, where some exist). Evaluation and start-up left out."""
-    from bench import sweep
-
-    n = sweep.run_counts(spec, trials)
-    said = (
-        f"{n['trials']:,} trials + at most {n['local']:,} local points + at most {n['reruns']:,} reruns = at most "
-        f"{n['trials'] + n['local'] + n['reruns']:,} runs ({len(spec.arms)} arms x {len(spec.batches)} batches; "
-        f"reruns: top {spec.reruns.top} x {len(spec.reruns.seeds)} seeds a cell, {len(spec.reruns.matched)} "
-        "matched pair(s))"
-    )
-    base = trials[0].recipe
-    resnet50 = base.model.name == "resnet50" and base.data.image_size == 224
-    try:
-        images, whose = sweep._train_size(spec), "training images"
-    except UserError:
-        images, whose = (
-            (IMAGENET_TRAIN_IMAGES, "training images (ImageNet-1k's: the data is not here)") if resnet50 else (None, "")
-        )
-    if images is None:
-        return f"{said}\nimages and time: not known here (the training data is not where the base recipe says)"
-    n = sweep.run_counts(spec, trials, images)
-    epochs = {k: n[f"{k}_epochs"] for k in ("trial", "local", "rerun")}
-    total = sum(epochs.values()) * images
-    parts = ", ".join(f"{k}s {v * images:,.0f}" for k, v in epochs.items())
-    lines = [
-        said,
-        f"at most {total:,.0f} training images ({parts}) in {n['steps']:,.0f} steps, {images:,} {whose} an epoch",
-    ]
-    if throughput or resnet50:
-        if throughput:
-            speed, words = throughput, f"{throughput:,.3g} img/s per GPU (given)"
-        else:
-            presets = load_presets()
-            name = presets.clusters["dgx-h100"].accelerator
-            speed, words = presets.accelerators[name].images_per_second, stack_words(name, presets.accelerators[name])
-        hours = {k: v * images / speed / 3600 for k, v in epochs.items()}
-        lines.append(
-            f"GPU-hours of training: {_hours(hours['trial'])} trials + at most {_hours(hours['local'])} local + at most "
-            f"{_hours(hours['rerun'])} reruns = at most {_hours(sum(hours.values()))}, at {words}"
-        )
-    if measured:
-        lines.append(
-            f"on this machine: at most {_hours(total / measured / 3600)} hours of one process at {measured:,.0f} img/s "
-            "(the median of this sweep's finished runs; evaluation included)"
-        )
-    elif not throughput and not resnet50:
-        lines.append(
-            "time: give --throughput IMG_S, or run one trial (bench sweep --only ...) and list again: its img/s is used"
-        )
-    return "\n".join(lines)
-
-
-def _hours(h: float) -> str:
-    return f"{h:,.0f}" if h >= 10 else f"{h:.2g}"

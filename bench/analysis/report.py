@@ -10,6 +10,7 @@ from bench.analysis.render import Cell, Table
 from bench.analysis.render import render as render_table
 from bench.analysis.results import aggregate, instability_text
 from bench.analysis.tables import fixed_batch_notes, measured_cell
+from bench.rundir import META
 
 DEFINITIONS = [
     "val_top1 / val_top5 / train_eval_top1: Top-1/Top-5 (%) at the last evaluation (train_eval: the fixed "
@@ -162,7 +163,7 @@ def build(runs: pd.DataFrame, per_run: bool = False) -> Table:
     short = runs[pd.to_numeric(runs["val_images"]) < pd.to_numeric(runs["val_size"])] if len(runs) else runs
     t.notes += [
         f"{r['run']}: val Top-1 over {r['val_images']:.0f} of the {r['val_size']:.0f} validation images "
-        "(the others unreadable; meta.json names them)."
+        f"(the others unreadable; {META} names them)."
         for _, r in short.iterrows()
     ]
     return t
@@ -188,6 +189,6 @@ def summary(runs: pd.DataFrame) -> str:
     t.notes = [
         *RUN_DEFINITIONS,
         "val_images: the validation images the last evaluation counted (unreadable ones "
-        "are skipped and named in meta.json).",
+        f"are skipped and named in {META}).",
     ]
     return render_table(t, "markdown")

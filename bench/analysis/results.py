@@ -12,7 +12,7 @@ Per run (`Study.runs`, `load()`):
   never reached it; NaN while an unfinished run has not reached it yet.
 - noise_scale: the run's simple gradient noise scale B_simple = tr(Sigma) / |G|^2
   (McCandlish et al. 2018, "An Empirical Model of Large-Batch Training") as
-  sum(noise_trace) / sum(grad_sqnorm) over the steps of events.jsonl after the warm-up (after_warmup) that
+  sum(noise_trace) / sum(grad_sqnorm) over the steps of the run's events after the warm-up (after_warmup) that
   logged both: a ratio of sums, numerator and denominator averaged separately as the
   paper advises for its unbiased estimators, since the per-step |G|^2 estimate is
   noisy and may be negative (a mean of per-step ratios would be dominated by the
@@ -23,11 +23,11 @@ Per run (`Study.runs`, `load()`):
   NOISE_WINDOW = [1, 1.5) of the training set (the images seen before them): after the ladder's warm-ups (at
   most 1 epoch) and before its shortest runs end (the quality sweep's 1.93 epochs), the same images at every
   batch; NaN unless the run logged the noise and trained through the whole window.
-- status: meta.json's, except that a completed run whose training loss spiked and did not come back is
+- status: the run's meta's, except that a completed run whose training loss spiked and did not come back is
   "diverged" (loss_course, bench's divergence rule); loss_first, loss_peak, loss_peak_step, loss_last: the
   first step's training loss, the largest mean training loss of an evaluation interval and its step, the last
   interval's; unstable: the peak was over SPIKE x loss_first (a spike; one that came back keeps its numbers).
-- commit: meta.json's git_commit ('+dirty': made from an uncommitted tree); kernels: the device, its kernel
+- commit: the meta's git_commit ('+dirty': made from an uncommitted tree); kernels: the device, its kernel
   path (CPU: ATen's capability) and the torch build (kernels()); library: a library optimizer's package and the
   version the run recorded (library_of); holdout_size: the held-out training images.
 - steps_to_target_grid: the resolution of steps_to_target (the steps between the hit and the evaluation before
@@ -40,23 +40,26 @@ Per run (`Study.runs`, `load()`):
 - mean_batch / final_batch: mean over steps of the global batch (images seen /
   steps) and the batch of the last step; batch_varies: whether the batch
   changed during the run (adaptive batching). Runs that logged no `batch` (made
-  before it existed) ran meta.json's plan.global_batch at every step.
-- global_batch is the recipe's global_batch: the starting batch of an adaptive
-  run (recipe key adaptive_batch), which is grouped and compared under it.
+  before it existed) ran the plan's batch at every step.
+- global_batch is the batch the run planned (its record's `batch`, bench.rundir.Run: the recipe's global_batch),
+  the starting batch of an adaptive run (recipe key adaptive_batch), which is grouped and compared under it;
+  plan_batch: the batch plan's unit, which differs from it only under adaptive batching (the chunk a step takes
+  a whole number of).
 - setting: a hash of SETTING_KEYS (model, data, image size, target); problem: the
   same without the model, so that runs of several model shapes on one problem
   (model_key, model_shape: timm name + kwargs) can be set side by side;
   setting_keys, problem_keys: what they hash, as JSON (variant_names() names a
   setting by the keys in which it differs from the others).
 
-Damaged results never change a number silently: a run whose meta.json or recipe.yaml cannot be read, or
-whose metrics.csv cannot be parsed, is left out and named in a warning (strict: an error); a metrics.csv
-whose last line is cut off loses that line, with a warning. A run left "running" by a killed process (no
-process holds its lock) has status "stopped" and is never aggregated.
+Damaged results never change a number silently: a run whose meta or recipe cannot be read, or whose metrics
+cannot be parsed, is left out and named in a warning (strict: an error); a metrics file whose last line is cut
+off loses that line, with a warning. A run left "running" by a killed process (no process holds its lock) has
+status "stopped" and is never aggregated. Each run is read once, into its record (bench.rundir.Run), which the
+Study keeps (`Study.records`, `Study.record(run)`): the tables and figures take records, never paths.
 
 Seeds (`Study.groups`): runs whose resolved recipes are equal once the fields in SEED_NEUTRAL (bench/identity.py)
 are removed form one group (`group`, a hash of what is left). A seed counts once per group
-(once_per_seed: the finished run that ended last, by meta.json's end_time, the others named in a warning;
+(once_per_seed: the finished run that ended last, by its meta's end_time, the others named in a warning;
 the loader that ran is part of the recipe here: DALI's and torchvision's runs are not seeds of one recipe). They are aggregated as mean,
 `<metric>_std` (sample std, NaN for one run) and `n`, over
 the group's finished runs (completed or diverged); only a group with no finished
@@ -79,16 +82,7 @@ from bench.catalog import DATASETS, OPTIMIZERS, reads_files
 from bench.errors import UserError
 from bench.identity import digest, loader_ran, seed_key
 from bench.recipe import Recipe, file_stem  # noqa: F401  (file_stem: plots use it from here)
-from bench.rundir import (
-    FINISHED,
-    damaged,
-    find_runs,
-    held_by_a_process,
-    kernels,
-    read_events,
-    read_metrics,
-    read_recipe_and_meta,
-)
+from bench.rundir import FINISHED, Run, damaged, find_runs, held_by_a_process, kernels, read_run
 
 # What makes two groups comparable ("the same problem"): model, dataset, image size, target.
 # Each dataset's own keys come from its catalog record (a new dataset is never merged with another's runs).
@@ -148,7 +142,7 @@ def numbers(events: pd.DataFrame, key: str) -> pd.Series:
 
 
 def step_batches(events: pd.DataFrame, plan_batch: float) -> pd.Series:
-    """The global batch of each step: the logged `batch`, else (older runs, or a null) the plan's global_batch."""
+    """The global batch of each step: the logged `batch`, else (older runs, or a null) the plan's (Run.plan_batch)."""
     return numbers(events, "batch").fillna(plan_batch)
 
 
@@ -258,12 +252,6 @@ def library_of(optimizer: str, meta: dict) -> str:
     return f"{record.distribution} {version}" if version else ""
 
 
-def plan_batch_of(meta: dict) -> int | None:
-    """The plan's batch from meta.json (`plan.batch`; runs before 2026-11-24 wrote it as `plan.global_batch`)."""
-    plan = meta.get("plan") or {}
-    return plan.get("batch", plan.get("global_batch"))
-
-
 def first_at_or_above(curve: pd.DataFrame, threshold: float) -> pd.Series | None:
     """The first evaluation whose val_top1 is at or above `threshold` (None when there is none)."""
     reached = curve[curve["val_top1"] >= threshold]
@@ -332,15 +320,13 @@ def instability_text(row) -> str:
     )
 
 
-def summarize(run: Path) -> tuple[dict, pd.DataFrame]:
-    """One run's row and its evaluation curve."""
-    recipe, meta = read_recipe_and_meta(run)
-    plan_batch = float(plan_batch_of(meta) or recipe["global_batch"])
-    metrics = read_metrics(run, plan_batch)
+def summarize(record: Run) -> tuple[dict, pd.DataFrame]:
+    """One run's row and its evaluation curve, from its record."""
+    run, recipe, meta, metrics, plan_batch = record.path, record.recipe, record.meta, record.metrics, record.plan_batch
     status = meta.get("status", "unknown")
     if status == "running" and not held_by_a_process(run):
         status = "stopped"  # killed before it could say so: resume it (bench run), or --restart
-    events = read_events(run)
+    events = record.events
     reason = meta.get("reason")
     course = loss_course(metrics, events)
     if status == "completed" and course["not_recovered"]:
@@ -355,7 +341,7 @@ def summarize(run: Path) -> tuple[dict, pd.DataFrame]:
     row = {
         "recipe": recipe["name"],
         "optimizer": recipe["optimizer"]["name"],
-        "global_batch": int(recipe["global_batch"]),
+        "global_batch": record.batch,
         "plan_batch": plan_batch,
         "plan_groups": int((meta.get("plan") or {}).get("gsnr_groups") or 1),
         "seed": recipe.get("seed"),
@@ -574,11 +560,17 @@ def best_groups(groups: pd.DataFrame) -> dict[tuple, pd.Series]:
 
 @dataclass
 class Study:
-    """Everything the tables and plots read, loaded once."""
+    """Everything the tables and plots read, loaded once: the rows, the curves and each run's record (by the `run`
+    the rows name), from which what the rows do not hold (events, recipe keys) is read without opening a file."""
 
     runs: pd.DataFrame
     curves: pd.DataFrame
     _groups: pd.DataFrame | None = field(default=None, repr=False)
+    records: dict[str, Run] = field(default_factory=dict, repr=False)
+
+    def record(self, run) -> Run:
+        """The record of a run the rows name (their `run`)."""
+        return self.records[str(run)]
 
     @property
     def groups(self) -> pd.DataFrame:
@@ -615,10 +607,11 @@ class Study:
 def load_study(paths: list[str | Path], strict: bool = False) -> Study:
     """Every readable run at or below `paths`; a damaged run is named in a warning and left out (strict: it is
     an error)."""
-    rows, curves = [], []
+    rows, curves, records = [], [], {}
     for run in find_runs(paths):
         try:
-            row, curve = summarize(run)
+            record = read_run(run)
+            row, curve = summarize(record)
         except UserError as e:
             if strict:
                 raise
@@ -626,9 +619,10 @@ def load_study(paths: list[str | Path], strict: bool = False) -> Study:
             continue
         rows.append(row)
         curves.append(curve)
+        records[row["run"]] = record
     if not rows:
         raise UserError(f"{', '.join(map(str, paths))}: no readable run directories")
-    return Study(pd.DataFrame(rows), pd.concat(curves, ignore_index=True))
+    return Study(pd.DataFrame(rows), pd.concat(curves, ignore_index=True), records=records)
 
 
 def load(paths: list[str | Path], strict: bool = False) -> pd.DataFrame:

@@ -20,21 +20,24 @@ adding it changed no run's identity.
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from bench.analysis.paper import display
-from bench.rundir import RECIPE, read_yaml
+from bench.rundir import read_yaml
+
+if TYPE_CHECKING:
+    from bench.analysis.results import Study
 
 SEARCHED_ROLES = ("trial", "local")
 NOT_HYPERPARAMETERS = ("fused",)  # options that change the kernels, not the mathematics
 
 
-@lru_cache(maxsize=4096)
-def _recipe(run: str) -> dict:
-    return read_yaml(Path(run) / RECIPE) or {}
+def _recipe(study: Study, run: str) -> dict:
+    """A run's resolved recipe, from its record in the study (read with today's schema)."""
+    return study.record(run).recipe
 
 
 def dotted(recipe: dict, key: str):
@@ -54,13 +57,13 @@ def spaces(runs: pd.DataFrame) -> dict[str, dict]:
     return out
 
 
-def searched_keys(members: pd.DataFrame, space: dict | None) -> dict[str, tuple | None]:
+def searched_keys(study: Study, members: pd.DataFrame, space: dict | None) -> dict[str, tuple | None]:
     """key -> its declared (low, high) range (None for a list, or when inferred) for the cell's searched keys."""
     if space is not None:
         return {k: (axis["low"], axis["high"]) if axis.get("values") is None else None for k, axis in space.items()}
     keys = {}
     for key in ("optimizer.lr", "schedule.warmup_epochs", "optimizer.momentum", "weight_decay"):
-        if len({dotted(_recipe(r), key) for r in members["run"]}) > 1:
+        if len({dotted(_recipe(study, r), key) for r in members["run"]}) > 1:
             keys[key] = None
     return keys
 
@@ -74,15 +77,16 @@ def _result(row, by_steps: bool, column: str) -> str:
     return f"{row[column]:.2f}"
 
 
-def neighbours(tried: pd.DataFrame, best, keys: list[str], by_steps: bool, column: str) -> str:
+def neighbours(study: Study, tried: pd.DataFrame, best, keys: list[str], by_steps: bool, column: str) -> str:
     """'÷1.41: R · ×1.41: R' at the nearest lr below and above the selected one (see the module docstring)."""
     lr = "optimizer.lr"
     if best is None or lr not in keys:
         return ""
-    values = {r: dotted(_recipe(r), lr) for r in tried["run"]}
+    values = {r: dotted(_recipe(study, r), lr) for r in tried["run"]}
     at = values[best["run"]]
     others = [k for k in keys if k != lr]
-    same = tried[[all(dotted(_recipe(r), k) == dotted(_recipe(best["run"]), k) for k in others) for r in tried["run"]]]
+    chosen = _recipe(study, best["run"])
+    same = tried[[all(dotted(_recipe(study, r), k) == dotted(chosen, k) for k in others) for r in tried["run"]]]
     parts = []
     for side, below in (("÷", True), ("×", False)):
         for pool, mark in ((same, ""), (tried, "*")):
@@ -95,15 +99,15 @@ def neighbours(tried: pd.DataFrame, best, keys: list[str], by_steps: bool, colum
     return " · ".join(parts)
 
 
-def edges(tried: pd.DataFrame, best, keys: dict[str, tuple | None]) -> str:
+def edges(study: Study, tried: pd.DataFrame, best, keys: dict[str, tuple | None]) -> str:
     """The searched keys whose selected value is the largest or smallest tried in the cell, with the range."""
     if best is None:
         return ""
     out = []
     for key, declared in keys.items():
-        values = [dotted(_recipe(r), key) for r in tried["run"]]
+        values = [dotted(_recipe(study, r), key) for r in tried["run"]]
         values = [v for v in values if isinstance(v, (int, float))]
-        chosen = dotted(_recipe(best["run"]), key)
+        chosen = dotted(_recipe(study, best["run"]), key)
         if len(set(values)) < 2 or chosen not in (min(values), max(values)):
             continue
         where = "largest" if chosen == max(values) else "smallest"
@@ -112,14 +116,15 @@ def edges(tried: pd.DataFrame, best, keys: dict[str, tuple | None]) -> str:
     return "; ".join(out)
 
 
-def fixed(members: pd.DataFrame, keys) -> str:
+def fixed(study: Study, members: pd.DataFrame, keys) -> str:
     """The arm's optimizer options the search left alone, with their values (the recipe's, else the defaults),
     and its weight decay."""
-    from bench.optim import REGISTRY, hyperparameters
+    from bench import catalog
 
-    recipe = _recipe(members["run"].iloc[0])
+    recipe = _recipe(study, members["run"].iloc[0])
     opt = recipe["optimizer"]
-    values = {**hyperparameters(REGISTRY[opt["name"]]), **opt, "weight_decay": recipe.get("weight_decay")}
+    values = {"weight_decay": None, **catalog.OPTIMIZERS[opt["name"]].defaults, **opt}  # the catalog's defaults
+    values["weight_decay"] = recipe.get("weight_decay")
     return ", ".join(
         f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}"
         for k, v in values.items()
@@ -127,21 +132,22 @@ def fixed(members: pd.DataFrame, keys) -> str:
     )
 
 
-def group_text(members: pd.DataFrame) -> str:
+def group_text(study: Study, members: pd.DataFrame) -> str:
     """'BatchNorm batch m' and, where the optimizer keeps the groups apart, 'k G (I images a group)'."""
     from bench import catalog
 
     row = members.iloc[0]
-    text = f"BatchNorm batch {_recipe(row['run']).get('micro_batch')}"
+    text = f"BatchNorm batch {_recipe(study, row['run']).get('micro_batch')}"
     if not catalog.OPTIMIZERS[row["optimizer"]].reduces_gradients:
         return text
     k = int(row["plan_groups"])
     return f"{text}, k {k} ({int(row['plan_batch']) // k} images a group)"
 
 
-def add_columns(table, runs: pd.DataFrame, table_cells: pd.DataFrame, rank) -> None:
+def add_columns(table, study: Study, runs: pd.DataFrame, table_cells: pd.DataFrame, rank) -> None:
     """Append the search's columns (neighbours, edge, BatchNorm batch and k) and notes (the fixed hyperparameters,
-    where the space came from) to the tuning table, whose rows follow `table_cells`. `rank`: tuning.rank_trials."""
+    where the space came from) to the tuning table, whose rows follow `table_cells` (of `runs`, the study's sweep
+    runs; their recipes from the study's records). `rank`: tuning.rank_trials."""
 
     found = spaces(runs)
     table.columns += ["lr neighbours (÷ · ×)", "on the edge of the search", "BatchNorm batch, groups k"]
@@ -162,9 +168,13 @@ def add_columns(table, runs: pd.DataFrame, table_cells: pd.DataFrame, rank) -> N
         arm_space = ((found.get(sweep) or {}).get("arms") or {}).get(c["arm"], {}).get("space")
         if arm_space is None:
             inferred.add(sweep)
-        keys = searched_keys(tried, arm_space)
-        row += [neighbours(tried, best, list(keys), by_steps, column), edges(tried, best, keys), group_text(tried)]
-        held.setdefault(display(c["arm"]), fixed(tried, keys))
+        keys = searched_keys(study, tried, arm_space)
+        row += [
+            neighbours(study, tried, best, list(keys), by_steps, column),
+            edges(study, tried, best, keys),
+            group_text(study, tried),
+        ]
+        held.setdefault(display(c["arm"]), fixed(study, tried, keys))
     table.notes += [
         "lr neighbours: the selection result (steps to the target, or the selection Top-1) at the nearest lr tried "
         "below (÷ its ratio) and above (×) the selected one, at the selected point's other searched keys (the "

@@ -46,7 +46,7 @@ from bench.analysis.paper import display
 from bench.analysis.render import NO_NUMBER, Cell, Table, claim
 from bench.analysis.results import NOISE_WINDOW, Study, instability_text, numbers, once_per_seed
 from bench.errors import UserError
-from bench.rundir import read_events
+from bench.rundir import METRICS, RECIPE
 
 CONFIDENCE = 1 - power.ALPHA
 PRIMARY = ("vrgd_lars", "lars")  # the study's declared question: its own Holm family, one test per batch
@@ -157,7 +157,7 @@ def cells(study: Study) -> pd.DataFrame:
                 "gap_top1": tuple(trained["gap_top1"]),
                 "seeds": tuple(trained["seed"]),
                 "kernels": tuple(sorted(set(done["kernels"]))),
-                "clip_frac": _mean_logged(trained["run"], "gsnr_clip_frac"),
+                "clip_frac": _mean_logged(study, trained["run"], "gsnr_clip_frac"),
                 "runner_up_reruns": tuple(second["val_top1"].dropna()),
                 "runner_up_seeds": tuple(second.dropna(subset=["val_top1"])["seed"]),
                 "runner_up_gap": tuple(second.dropna(subset=["val_top1"])["gap_top1"]),
@@ -249,9 +249,9 @@ def selection_se(top1: float, images) -> float:
     return 100 * math.sqrt(max(p * (1 - p), 1 / n) / n)  # at least one image's worth where p is 0 or 1
 
 
-def _mean_logged(runs, key: str) -> float:
-    """The mean over runs of each run's mean per-step `key` (events.jsonl); NaN where none logged it."""
-    means = [numbers(read_events(run), key).mean() for run in runs]
+def _mean_logged(study: Study, runs, key: str) -> float:
+    """The mean over runs of each run's mean per-step `key` (its record's events); NaN where none logged it."""
+    means = [numbers(study.record(run).events, key).mean() for run in runs]
     means = [m for m in means if m == m]
     return float(np.mean(means)) if means else math.nan
 
@@ -1006,7 +1006,7 @@ def tuning(study: Study, baseline: str | None = None) -> Table:
         "the group count k (docs/algorithms.md).",
         *_selection_notes(table_cells),
     ]
-    search.add_columns(table, sweep_runs(study), table_cells, rank_trials)
+    search.add_columns(table, study, sweep_runs(study), table_cells, rank_trials)
     return table
 
 
@@ -1347,7 +1347,7 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
             grid = float(np.nanmax(grids)) if np.isfinite(grids).any() else math.nan
             base = medians[0] * cells_of["global_batch"].iloc[0]  # a miss at the smallest batch: no base
             linear = medians[i] * c["global_batch"] / base if math.isfinite(base) else math.nan
-            crossings[arm][c["global_batch"]] = ladder.crossings(c)
+            crossings[arm][c["global_batch"]] = ladder.crossings(study, c)
             fitted = critical = at_zero = NO_NUMBER
             if i == 0 and f is None:
                 fitted = critical = at_zero = _no_fit_text(cells_of)
@@ -1405,7 +1405,7 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
         "the batch halves the steps).",
         "crossing: where the reruns crossed the target in their schedule, medians over the reruns that reached it: "
         "the crossing step over the run's planned steps, and the learning rate at that evaluation over the recipe's "
-        "peak (from each run's recipe.yaml and metrics.csv). Under a schedule that decays over the budget, small "
+        f"peak (from each run's {RECIPE} and {METRICS}). Under a schedule that decays over the budget, small "
         "batches cross on a high learning rate and large ones on an annealed one, which biases steps to result "
         "and with them the critical batch.",
         "fitted steps: the fit's S(B) at the batch, beside the reruns' median; misses' chance under the fit: where "

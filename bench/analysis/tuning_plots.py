@@ -1,4 +1,5 @@
-"""The figures of a tuned comparison (`bench sweep`), PNG and SVG; definitions in tuning.py.
+"""The figures of a tuned comparison (`bench sweep`), PNG and SVG (with --paper also PDF and SVG one column wide), in
+the suite's one style (style.py); definitions in tuning.py.
 
 - steps_to_result:     the reruns' median steps to the target against global batch (log-log) with the scaling
                        table's 95% interval, the best trials as faint markers (their winner's luck visible), each
@@ -9,48 +10,95 @@
 - tuned_gap_vs_batch:  the reruns' generalization gap against global batch, on a range symmetric about 0 and no
                        narrower than the gap difference's MDE (gap_axis)
 - lr_sensitivity:      each trial's final Top-1 on the selection split (or its steps to the target) against its
-                       peak lr, a panel per arm, a colour per batch, lines joining only trials of one warm-up;
-                       diverged trials marked in a band, trials whose loss spiked and came back circled in red
-- performance_profile: fraction of batches at which an arm's reruns' median steps is within tau x the best arm's
+                       peak lr, a panel per arm that ran trials, a colour per batch, lines joining only trials of one
+                       warm-up (each point labelled with its warm-up where the sweep searched it); misses in a band,
+                       trials whose loss spiked and came back circled in red
+- performance_profile: the fraction of the batches at which an arm's reruns' median steps is within tau x the best
+                       arm's
+A sweep of one batch (the demo's) draws the arms side by side in the first three, not an axis against batch size.
 The data each draws comes from a function of its own (steps_lines, fit_lines, gap_axis, warmup_segments,
-tuning.performance_profile, tuning.ladder_fits), which the tests check.
-Each title says the dataset, the model, the budget and the numbers of trials and seeds.
+tuning.performance_profile, tuning.ladder_fits), which the tests check. Each title is one line; the caption beside
+the figure (<figure>.caption.txt) says the dataset, the model, the budget and the numbers of trials and seeds
+(tuning.describe) and what each mark means.
 """
 
 from __future__ import annotations
 
 import math
-import textwrap
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
-from matplotlib.ticker import NullFormatter
+from matplotlib.patches import Patch
 
 from bench.analysis import power, search, tuning
 from bench.analysis.paper import display
-from bench.analysis.plots import (
-    BAND_PAD,
-    MARKERS,
-    MISSED,
-    STYLE,
-    WIDTH,
+from bench.analysis.plots import MISSED, no_run_reached
+from bench.analysis.results import Study
+from bench.analysis.style import (
+    arm_axis,
+    batch_label,
+    batch_limits,
+    caption,
     color,
+    columns,
+    draw,
+    legend_below,
     log2_batch_axis,
+    look,
     miss_band,
+    plain_log_x,
     plain_log_y,
     plt,
+    room_below,
     save,
     shift,
+    size,
+    y_range,
 )
-from bench.analysis.results import Study
 
-LINESTYLES = ("-", "--", "-.", ":")
+BEST_TRIAL = "best trial (winner's luck)"
+FIT = "fit S(B) = S_min (1 + B_noise/B)"
+CRITICAL = f"critical batch (fit {tuning.EXCESS_TEXT} above dashed)"
+CRITICAL_BAND = "critical batch, 95% interval"
 
 
-def _title(ax, what: str, table_cells: pd.DataFrame) -> None:
-    ax.set_title(f"{what}\n" + "\n".join(textwrap.wrap(tuning.describe(table_cells), 62)), fontsize=7, pad=BAND_PAD)
+A_RERUN = "one rerun"
+
+
+def _reruns(ax, i: int, values: list[float], arm_look: dict) -> None:
+    """Each rerun's value as a small open marker just right of arm i's mean (a figure of one batch)."""
+    jitter = np.linspace(-0.06, 0.06, len(values)) if len(values) > 1 else np.zeros(len(values))
+    ax.plot(
+        i + 0.22 + jitter,
+        values,
+        linestyle="",
+        marker=arm_look["marker"],
+        markerfacecolor="none",
+        color=arm_look["color"],
+        alpha=0.7,
+        markersize=3,
+        label=A_RERUN,
+        gid="rerun-points",
+    )
+
+
+def _names(order: list[str]) -> dict[str, str]:
+    return {arm: display(arm) for arm in order}
+
+
+def _at(table_cells: pd.DataFrame) -> tuple[list, bool]:
+    """The batches of a sweep's cells, and whether there is only one (then the arms stand side by side)."""
+    batches = sorted(set(table_cells["global_batch"]))
+    return batches, len(batches) == 1
+
+
+def _xs(batches, i: int, n: int, single: bool) -> np.ndarray:
+    """Where arm i of n draws its cells: at their batches (shifted, so equal values do not hide each other), or at i
+    in a figure of one batch."""
+    batches = np.asarray(batches, float)
+    return np.full(len(batches), float(i)) if single else batches * shift(i, n)
 
 
 def steps_lines(table_cells: pd.DataFrame, order: list[str]) -> dict[str, pd.DataFrame]:
@@ -82,90 +130,173 @@ def fit_lines(f, batches) -> dict[str, np.ndarray]:
 
 
 def plot_steps_to_result(table_cells: pd.DataFrame, order: list[str]) -> plt.Figure:
-    fig, ax = plt.subplots(figsize=(WIDTH / 2, 3.8), layout="constrained")
-    handles, missed = [], False
+    fig, ax = plt.subplots(figsize=size(False, 3.8, screen_width=4.6), layout="constrained")  # its legend: 2 columns
+    batches, single = _at(table_cells)
+    handles, missed, any_best, any_reruns = [], [], False, False
     lines = steps_lines(table_cells, order)
     for i, arm in enumerate(order):
         d = lines[arm]
-        look, dx = {"color": color(arm, order), "marker": MARKERS[i % len(MARKERS)]}, shift(i, len(order))
-        ok = d[np.isfinite(d["median"])]
+        arm_look = look(arm, order)
+        xs = _xs(d["global_batch"], i, len(order), single)
+        ok = np.isfinite(d["median"]).to_numpy()
+        m = d[ok]
         ax.errorbar(
-            ok["global_batch"] * dx,
-            ok["median"],
-            yerr=[ok["median"] - ok["low"].fillna(ok["median"]), ok["high"].fillna(ok["median"]) - ok["median"]],
+            xs[ok],
+            m["median"],
+            yerr=[m["median"] - m["low"].fillna(m["median"]), m["high"].fillna(m["median"]) - m["median"]],
             capsize=2,
-            **look,
+            label=display(arm),
+            **arm_look,
         )
-        best = d[np.isfinite(d["best_trial"])]
-        ax.plot(best["global_batch"] * dx, best["best_trial"], linestyle="", alpha=0.3, gid="best-trial", **look)
-        unreached = d.loc[~np.isfinite(d["median"]), "global_batch"]  # half or more of the reruns missed
-        miss_band(ax, unreached * dx, look["color"], top=True)
-        missed |= bool(len(unreached))
-        handles.append(Line2D([], [], label=display(arm), **look))
-    handles.append(Line2D([], [], color="k", marker="o", alpha=0.3, linestyle="", label="best trial (winner's luck)"))
-    batches = sorted(set(table_cells["global_batch"]))
-    handles += _critical_batches(ax, table_cells, order)
-    if missed:
+        best = np.isfinite(d["best_trial"]).to_numpy()
+        if single:  # beside the arm's median: its reruns (open markers) on one side, its best trial on the other
+            steps = table_cells.loc[table_cells["arm"] == arm, "rerun_steps"]
+            values = [v for v in (steps.iloc[0] if len(steps) else ()) if math.isfinite(v)]
+            _reruns(ax, i, values, arm_look)
+            any_reruns |= bool(values)
+        if best.any():
+            ax.plot(
+                xs[best] - (0.22 if single else 0),
+                d.loc[best, "best_trial"],
+                linestyle="",
+                alpha=0.3,
+                gid="best-trial",
+                label=BEST_TRIAL,
+                **arm_look,
+            )
+            any_best = True
+        # the reruns' median missed (half or more of them), or every trial missed and there are no reruns
+        unreached = (np.isinf(d["median"]) | (d["median"].isna() & np.isinf(d["best_trial"]))).to_numpy()
+        missed.append((xs[unreached], arm_look["color"]))
+        handles.append(Line2D([], [], label=display(arm), **arm_look))
+    if any_best:
+        handles.append(Line2D([], [], color="k", marker="o", alpha=0.3, linestyle="", label=BEST_TRIAL))
+    if any_reruns:
+        handles.append(Line2D([], [], color="k", marker="o", markerfacecolor="none", linestyle="", label=A_RERUN))
+    drawn = set() if single else _critical_batches(ax, table_cells, order)
+    handles += _critical_handles(drawn, table_cells)
+    any_missed = any(len(xs) for xs, _ in missed)
+    if any_missed:
         handles.append(Line2D([], [], color="k", marker="x", linestyle="", label=f"{MISSED} (reruns' median)"))
-    plain_log_y(ax)
-    log2_batch_axis(ax, batches)
     target = table_cells["target_top1"].iloc[0]
-    ax.set_ylabel(f"steps to {target:g}% val Top-1\n(reruns' median, order-statistic interval)")
-    _title(ax, "Steps to result against batch size", table_cells)
-    fig.legend(handles=handles, loc="outside lower center", ncol=2, fontsize=6)
+    finite = any(np.isfinite(d[k]).any() for d in lines.values() for k in ("median", "best_trial"))
+    if finite:
+        plain_log_y(ax)
+    else:
+        no_run_reached(ax, target)
+    if single:
+        arm_axis(ax, order, _names(order), batches[0])
+    else:
+        log2_batch_axis(ax, batches)
+    ax.set_ylabel(f"steps to {target:g}% val Top-1\n(reruns' median, 95% interval)")
+    ax.set_title(f"Steps to result at batch {batch_label(batches[0])}" if single else "Steps to result against batch")
+    miss_band(ax, missed, top=True)
+    caption(
+        fig,
+        f"Steps to {target:g}% val Top-1: {tuning.describe(table_cells)}. Markers and lines: the reruns' median steps "
+        "with the scaling table's order-statistic interval (at least 95% where the reruns allow, else their range)"
+        + (f"; faint markers: each cell's {BEST_TRIAL}" if any_best else "")
+        + ("; open markers: each rerun's steps" if any_reruns else "")
+        + "."
+        + _critical_caption(drawn)
+        + (
+            f" x in the band above: {MISSED} (half or more of the reruns missed, or every trial)." if any_missed else ""
+        ),
+    )
+    legend_below(fig, handles, ncol=2)
     return fig
 
 
-def _critical_batches(ax, table_cells: pd.DataFrame, order: list[str]) -> list[Line2D]:
+def _critical_batches(ax, table_cells: pd.DataFrame, order: list[str]) -> set[str]:
     """Each arm's whole-ladder fit (tuning.ladder_fits): its fitted curve, the perfect-scaling line its critical
-    batch is measured from (fit_lines), and the critical batch as its 95% band in its colour with a dotted line at
-    the point only where the interval locates it (within a factor of 2); an interval open above is an arrow from
-    its lower end. Legend handles."""
+    batch is measured from (fit_lines), and the critical batch as its 95% band in its colour (the part inside the
+    ladder's range) with a dotted line at the point only where the interval locates it (within a factor of 2); an
+    interval open above is an arrow from its lower end (at the axis's right end where that lies beyond). Returns
+    what it drew: fit, linear (with the base batch), band, point, open."""
     fits = tuning.ladder_fits(table_cells)
     batches = sorted(set(table_cells["global_batch"]))
-    drawn = False
-    for arm in order:
+    lo_x, hi_x = batch_limits(batches)
+    drawn = set()
+    for i, arm in enumerate(order):
         f = fits.get(arm)
         if f is None or not f.found:
             continue
-        look = {"color": color(arm, order), "linewidth": 0.8}
+        c = color(arm, order)
         line = fit_lines(f, batches)
-        ax.plot(line["batch"], line["fitted"], alpha=0.7, gid=f"fit-{arm}", **look)
-        ax.plot(line["batch"], line["linear"], "--", alpha=0.7, gid=f"perfect-scaling-{arm}", **look)
+        ax.plot(line["batch"], line["fitted"], alpha=0.7, gid=f"fit-{arm}", color=c, linewidth=0.8, label=FIT)
+        ax.plot(
+            line["batch"],
+            line["linear"],
+            "--",
+            alpha=0.7,
+            gid=f"perfect-scaling-{arm}",
+            color=c,
+            linewidth=0.8,
+            label=_linear_label(f),
+        )
+        drawn |= {"fit", "linear"}
         point, low, high = f.critical
         if math.isinf(high):
+            start = min(max(low, 1.0, lo_x), hi_x / 1.35)
             ax.annotate(
                 "",
-                (max(low, 1.0) * 1.4, 0.5),
-                (max(low, 1.0), 0.5),
+                (start * 1.3, 0.5 - 0.06 * i),
+                (start, 0.5 - 0.06 * i),
                 xycoords=("data", "axes fraction"),
-                arrowprops={"arrowstyle": "->", "color": look["color"]},
+                arrowprops={"arrowstyle": "->", "color": c},
             )
+            drawn.add("open")
         else:
-            ax.axvspan(max(low, 1.0), high, color=look["color"], alpha=0.1, linewidth=0)
+            a, b = max(low, 1.0, lo_x), min(high, hi_x)
+            if a < b:
+                ax.axvspan(a, b, color=c, alpha=0.1, linewidth=0, label=CRITICAL_BAND)
+                drawn.add("band")
         if f.resolved:
-            ax.axvline(point, color=look["color"], linestyle=":", linewidth=1.2)
-        drawn = True
+            ax.axvline(point, color=c, linestyle=":", linewidth=1.2, label=CRITICAL)
+            if lo_x <= point <= hi_x:
+                drawn.add("point")
+    ax.set_xlim(lo_x, hi_x)
+    return drawn
+
+
+def _linear_label(f) -> str:
+    return f"perfect scaling ∝ 1/B from each fit at {batch_label(f.base)}" if f.base else "perfect scaling E_min / B"
+
+
+def _critical_handles(drawn: set[str], table_cells: pd.DataFrame) -> list:
+    """Legend entries for what _critical_batches drew, and only that."""
+    handles = []
+    if "fit" in drawn:
+        handles.append(Line2D([], [], color="k", linewidth=0.8, label=FIT))
+    if "linear" in drawn:
+        f = next(f for f in tuning.ladder_fits(table_cells).values() if f is not None and f.found)
+        handles.append(Line2D([], [], color="k", linewidth=0.8, linestyle="--", label=_linear_label(f)))
+    if "point" in drawn:
+        handles.append(Line2D([], [], color="k", linestyle=":", label=CRITICAL))
+    if "band" in drawn:
+        handles.append(Patch(facecolor="k", alpha=0.15, linewidth=0, label=CRITICAL_BAND))
+    return handles
+
+
+def _critical_caption(drawn: set[str]) -> str:
     if not drawn:
-        return []
-    return [
-        Line2D([], [], color="k", linewidth=0.8, label="fit S(B) = S_min (1 + B_noise / B)"),
-        Line2D(
-            [],
-            [],
-            color="k",
-            linewidth=0.8,
-            linestyle="--",
-            label="perfect scaling the critical batch is measured from",
-        ),
-        Line2D(
-            [],
-            [],
-            color="k",
-            linestyle=":",
-            label=f"critical batch (fit {tuning.EXCESS_TEXT} above the dashed line) and 95% band",
-        ),
-    ]
+        return ""
+    return (
+        f" Thin solid: each arm's {FIT} over the ladder; dashed in its colour: the perfect scaling (∝ 1/batch) its "
+        "critical batch is measured from, from the fit's steps at the ladder's smallest batch"
+        + (
+            f"; dotted: its critical batch, where the fit is {tuning.EXCESS_TEXT} above the dashed line"
+            if "point" in drawn
+            else ""
+        )
+        + ("; shaded: the critical batch's 95% interval within the ladder's range" if "band" in drawn else "")
+        + (
+            "; an arrow: an interval open above (the fit does not bend away from linear scaling)"
+            if "open" in drawn
+            else ""
+        )
+        + "."
+    )
 
 
 def gap_axis(table_cells: pd.DataFrame, order: list[str]) -> tuple[float, float]:
@@ -190,54 +321,72 @@ def gap_axis(table_cells: pd.DataFrame, order: list[str]) -> tuple[float, float]
     return max([*reach, mde if mde == mde else 0.0, 1.0]) * 1.1, mde
 
 
+def _note(ax, y: float, text: str, gid: str) -> None:
+    """A small note inside the axes, at its left edge, at the top (y near 1) or the bottom."""
+    ax.text(
+        0.01, y, text, fontsize=5.5, color="0.25", va="top" if y > 0.5 else "bottom", transform=ax.transAxes, gid=gid
+    )
+
+
 def plot_reruns_vs_batch(
     table_cells: pd.DataFrame, order: list[str], metric: str, ylabel: str, what: str
 ) -> plt.Figure:
-    fig, ax = plt.subplots(figsize=(WIDTH / 2, 3.0), layout="constrained")
-    batches = sorted(set(table_cells["global_batch"]))
+    """The reruns' `metric` (mean ± sample sd) against global batch; a sweep of one batch: the arms side by side,
+    each rerun a small open marker beside its arm's mean."""
+    fig, ax = plt.subplots(figsize=size(False, 3.0), layout="constrained")
+    batches, single = _at(table_cells)
     handles = []
     for i, arm in enumerate(order):  # arms side by side, so equal points do not hide each other
         c = table_cells[table_cells["arm"] == arm].sort_values("global_batch")
         stats = [tuning.mean_std_n(v) for v in c[metric]]
         mean = np.array([s[0] for s in stats])
         std = np.nan_to_num(np.array([s[1] for s in stats]))
-        look = {"color": color(arm, order), "marker": MARKERS[i % len(MARKERS)]}
-        ax.errorbar(c["global_batch"] * shift(i, len(order)), mean, yerr=std, capsize=2, **look)
-        handles.append(Line2D([], [], label=display(arm), **look))
-    log2_batch_axis(ax, batches)
+        arm_look = look(arm, order)
+        xs = _xs(c["global_batch"], i, len(order), single)
+        ax.errorbar(xs, mean, yerr=std, capsize=3 if single else 2, label=display(arm), **arm_look)
+        if single:
+            _reruns(ax, i, [v for v in c[metric].iloc[0] if v == v] if len(c) else [], arm_look)
+        else:
+            handles.append(Line2D([], [], label=display(arm), **arm_look))
+    if single:
+        arm_axis(ax, order, _names(order), batches[0])
+        handles.append(Line2D([], [], color="k", marker="o", markerfacecolor="none", linestyle="", label=A_RERUN))
+    else:
+        log2_batch_axis(ax, batches)
     ax.set_ylabel(ylabel)
     seeds = "/".join(map(str, sorted(set(table_cells["n_reruns"]))))
-    ax.text(
-        0.01,
-        0.01,
-        f"mean ± sample sd over n = {seeds} reruns; the verdict pairs them by seed",
-        fontsize=6,
-        transform=ax.transAxes,
-        gid="error-bar-note",
-    )
+    _note(ax, 0.01, f"mean ± sample sd over n = {seeds} reruns; the verdict pairs them by seed", "error-bar-note")
+    mde_text = ""
     if metric == "gap_top1":
         limit, mde = gap_axis(table_cells, order)
         ax.set_ylim(-limit, limit)
         ax.axhline(0, color="0.7", linewidth=0.8)
         if mde == mde:
-            ax.text(
-                0.01,
-                0.99,
-                f"smallest gap difference detectable (MDE, 80% power, corrected): {mde:.1f} pp",
-                fontsize=6,
-                va="top",
-                transform=ax.transAxes,
-                gid="mde-note",
-            )
-    _title(ax, what, table_cells)
-    ax.legend(handles=handles, loc="best", fontsize=7)
+            mde_text = f"smallest gap difference detectable (MDE, 80% power, corrected): {mde:.1f} pp"
+            _note(ax, 0.99, f"smallest detectable gap difference: {mde:.1f} pp", "mde-note")
+    else:
+        room_below(ax, 0.08)  # the note at the bottom covers no point
+    ax.set_title(f"{what} at batch {batch_label(batches[0])}" if single else f"{what} against batch size")
+    caption(
+        fig,
+        f"{what} ({ylabel}): {tuning.describe(table_cells)}. The reruns' mean ± sample sd over n = {seeds} reruns "
+        "(the verdict pairs them by seed)"
+        + (", each rerun an open marker beside its arm" if single else "")
+        + "."
+        + (" The y range is symmetric about 0 and no narrower than the " + mde_text + "." if mde_text else ""),
+    )
+    legend_below(fig, handles, ncol=2)
     return fig
 
 
 def warmup_segments(trials: pd.DataFrame) -> list[pd.DataFrame]:
     """One cell's trials split by warm-up, each sorted by lr: the lr sensitivity figure joins points only within
     one (a line across warm-ups would draw two hyperparameters' effect as one lr curve)."""
-    return [group.sort_values("lr") for _, group in trials.groupby("warmup_epochs", sort=True)]
+    return [group.sort_values("lr") for _, group in trials.groupby("warmup_epochs", sort=True, dropna=False)]
+
+
+NO_TRIAL = "no successful trial"
+SPIKED = "loss spiked and came back"
 
 
 def plot_lr_sensitivity(runs: pd.DataFrame, table_cells: pd.DataFrame, order: list[str]) -> plt.Figure:
@@ -246,83 +395,158 @@ def plot_lr_sensitivity(runs: pd.DataFrame, table_cells: pd.DataFrame, order: li
     # what the sweep ranked on: steps to the target (a miss in the band above), else the selection split's Top-1
     column = "steps_to_target" if by_steps else search.selection_column(trials, by_steps)
     trials = trials.assign(**{column: trials[column].where(np.isfinite(trials[column]))})
+    arms = [arm for arm in order if (trials["arm"] == arm).any()]  # a panel for each arm that ran trials
     batches = sorted(set(trials["global_batch"]))
-    shades = plt.get_cmap("viridis")(np.linspace(0, 0.85, len(batches)))
-    fig, axes = plt.subplots(1, len(order), figsize=(WIDTH, 2.8), layout="constrained", sharey=True, squeeze=False)
-    for ax, arm in zip(axes[0], order):
-        for shade, batch in zip(shades, batches):
-            t = trials[(trials["arm"] == arm) & (trials["global_batch"] == batch)].sort_values("lr")
+    shades = dict(zip(batches, plt.get_cmap("viridis")(np.linspace(0, 0.85, len(batches)))))
+    failed = trials[column].isna() & trials["finished"]
+    missing = [b for b in batches if (failed & (trials["global_batch"] == b)).any()]  # a band row each
+    ncols = columns(len(arms), 4)
+    nrows = math.ceil(len(arms) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=size(True, 2.3 * nrows + 0.6), layout="constrained", squeeze=False)
+    searched_warmup = False
+    panels = list(axes.flat[: len(arms)])
+    for ax, arm in zip(panels, arms):
+        mine = trials[trials["arm"] == arm]
+        warmups = mine["warmup_epochs"].nunique(dropna=False) > 1  # the sweep searched it: each point says its own
+        searched_warmup |= warmups
+        for batch in batches:
+            t = mine[mine["global_batch"] == batch].sort_values("lr")
             ok = t[t[column].notna()]
             for segment in warmup_segments(ok):  # a line joins only trials of one warm-up: lr is all that moves
-                ax.plot(segment["lr"], segment[column], marker="o", color=shade, markersize=3)
-            for _, t_ in ok.iterrows():  # each point's warm-up, the other searched key
-                ax.annotate(
-                    f"{t_['warmup_epochs']:.2g}",
-                    (t_["lr"], t_[column]),
-                    fontsize=4,
-                    color=shade,
-                    xytext=(2, 2),
-                    textcoords="offset points",
+                ax.plot(
+                    segment["lr"],
+                    segment[column],
+                    marker="o",
+                    color=shades[batch],
+                    markersize=3,
+                    label=f"batch {batch_label(batch)}",
                 )
-            miss_band(ax, list(t.loc[t[column].isna() & t["finished"], "lr"]), shade, top=by_steps)
+            if warmups:
+                for _, t_ in ok.iterrows():
+                    ax.annotate(
+                        f"{t_['warmup_epochs']:.2g}",
+                        (t_["lr"], t_[column]),
+                        fontsize=4.5,
+                        color=shades[batch],
+                        xytext=(2, 2),
+                        textcoords="offset points",
+                        gid="warmup-label",
+                    )
             spiked = ok[ok["unstable"]]
-            ax.plot(
-                spiked["lr"],
-                spiked[column],
-                linestyle="",
-                marker="o",
-                markersize=7,
-                markerfacecolor="none",
-                markeredgecolor="red",
+            if len(spiked):
+                ax.plot(
+                    spiked["lr"],
+                    spiked[column],
+                    linestyle="",
+                    marker="o",
+                    markersize=7,
+                    markerfacecolor="none",
+                    markeredgecolor="red",
+                    label=SPIKED,
+                )
+        if not mine[column].notna().any():
+            ax.text(
+                0.5,
+                0.5,
+                f"{NO_TRIAL}\n({len(mine)} trial{'s' * (len(mine) != 1)}: "
+                + ("none reached the target)" if by_steps else "all diverged)"),
+                transform=ax.transAxes,
+                ha="center",
+                va="center",
+                fontsize=7,
+                gid="no-successful-trial",
             )
+            ax.set_yticks([])
         ax.set_xscale("log")
-        ax.xaxis.set_minor_formatter(NullFormatter())
-        if by_steps:
-            ax.set_yscale("log")
+        plain_log_x(ax)
         ax.set_xlabel(f"peak lr ({display(arm)})")
-        ax.set_title(display(arm), fontsize=8, pad=12 if by_steps else 6)  # room for the miss band above
-    axes[0][0].set_ylabel(
-        f"steps to {table_cells['target_top1'].iloc[0]:g}% val Top-1"
-        if by_steps
-        else f"final Top-1 (%), {'held-out' if column == 'holdout_top1' else 'val'} images"
-    )
-    handles = [Line2D([], [], color=s, marker="o", label=f"batch {b}") for s, b in zip(shades, batches)]
-    if (trials[column].isna() & trials["finished"]).any():
-        miss = "target not reached (or diverged)" if by_steps else "diverged (no final accuracy)"
+        ax.set_title(display(arm), fontsize="medium")
+    for ax in axes.flat[len(arms) :]:
+        ax.set_visible(False)
+    drawn = [ax for ax, arm in zip(panels, arms) if trials.loc[trials["arm"] == arm, column].notna().any()]
+    if by_steps:
+        for ax in drawn:
+            plain_log_y(ax)
+    limits = y_range(drawn) if drawn else None
+    for k, (ax, arm) in enumerate(zip(panels, arms)):
+        mine = trials[(trials["arm"] == arm) & failed]
+        rows = [(list(mine.loc[mine["global_batch"] == b, "lr"]), shades[b]) for b in missing]
+        if limits is not None and ax in drawn:
+            ax.set_ylim(*limits)
+        miss_band(ax, rows, top=by_steps, keep_places=True, limits=limits if ax in drawn else None, markersize=4.5)
+        if k % ncols and ax in drawn and axes[k // ncols, 0] in drawn:  # one y range: its labels once a row
+            ax.tick_params(labelleft=False)
+    target = table_cells["target_top1"].iloc[0]
+    for ax in axes[:, 0]:
+        ax.set_ylabel(
+            f"steps to {target:g}% val Top-1"
+            if by_steps
+            else f"final Top-1 (%), {'held-out' if column == 'holdout_top1' else 'val'} images"
+        )
+    present = sorted(set(trials.loc[trials[column].notna(), "global_batch"]))
+    empty = [display(arm) for ax, arm in zip(panels, arms) if ax not in drawn]
+    handles = [Line2D([], [], color=shades[b], marker="o", label=f"batch {batch_label(b)}") for b in present]
+    miss = "target not reached (or diverged)" if by_steps else "diverged (no final accuracy)"
+    if missing:
         handles.append(Line2D([], [], color="k", marker="x", linestyle="", label=miss))
     if (trials["unstable"] & trials[column].notna()).any():
-        handles.append(
-            Line2D(
-                [], [], color="red", marker="o", markerfacecolor="none", linestyle="", label="loss spiked and came back"
-            )
+        handles.append(Line2D([], [], color="red", marker="o", markerfacecolor="none", linestyle="", label=SPIKED))
+    legend_below(fig, handles, ncol=7)
+    fig.suptitle("Learning-rate sensitivity of the trials", fontsize="medium")
+    caption(
+        fig,
+        f"Learning-rate sensitivity of the trials: {tuning.describe(table_cells)}. Each point one trial: its "
+        + (f"steps to {target:g}% val Top-1" if by_steps else "final Top-1 on the images it was selected on")
+        + " against its peak lr, a panel per arm, a colour per batch; "
+        + (
+            "each point labelled with its warm-up in epochs (the sweep searched it), lines joining only trials of "
+            "one warm-up."
+            if searched_warmup
+            else "lines join the trials of one batch (every trial had the same warm-up)."
         )
-    fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), fontsize=7)
-    fig.suptitle(
-        f"Learning-rate sensitivity of the trials (each point one trial, labelled with its warm-up in "
-        f"epochs; lines join one warm-up's trials)\n{tuning.describe(table_cells)}",
-        fontsize=7,
+        + (f" x in the band {'above' if by_steps else 'below'}: {miss}, a row per batch." if missing else "")
+        + (f" Circled in red: the {SPIKED}." if (trials["unstable"] & trials[column].notna()).any() else "")
+        + (f" {', '.join(empty)}: {NO_TRIAL}." if empty else ""),
     )
     return fig
+
+
+def _fraction_ticks(ax, n: int) -> None:
+    """The profile's y ticks: each possible fraction k/n of n batches, labelled k/n (up to 8 batches)."""
+    if n <= 8:
+        ax.set_yticks(
+            [k / n for k in range(n + 1)], ["0" if k == 0 else "1" if n == 1 else f"{k}/{n}" for k in range(n + 1)]
+        )
 
 
 def plot_performance_profile(table_cells: pd.DataFrame, order: list[str]) -> plt.Figure:
     taus = np.linspace(1, 4, 301)
     profile = tuning.performance_profile(table_cells, taus)
-    fig, ax = plt.subplots(figsize=(WIDTH / 2, 3.0), layout="constrained")
+    n = table_cells["global_batch"].nunique()
+    fig, ax = plt.subplots(figsize=size(False, 3.0), layout="constrained")
     for i, arm in enumerate(order):
+        arm_look = look(arm, order)
+        values = profile[arm]
+        steps = [0, *np.flatnonzero(np.diff(values)) + 1, len(taus) - 1]  # where the profile changes, and its ends
         ax.step(
             taus,
-            profile[arm],
+            values,
             where="post",
-            color=color(arm, order),
+            color=arm_look["color"],
             label=display(arm),
-            linestyle=LINESTYLES[i % len(LINESTYLES)],
-            linewidth=2.4 - 0.5 * (i % 4),
-        )  # equal curves stay visible
+            linewidth=2.6 - 1.6 * i / max(1, len(order) - 1),  # equal curves nest: the later arms thinner, inside
+            markevery=sorted(set(steps)),
+            marker=arm_look["marker"],
+            markersize=4,
+        )
     ax.set_xlabel("τ (steps to result ≤ τ × the best arm's at that batch)")
-    ax.set_ylabel("fraction of batch sizes")
-    ax.set_ylim(-0.05, 1.08)
-    _title(ax, "Performance profile over batch sizes", table_cells)
+    ax.set_ylabel(f"fraction of the {n} batch sizes" if n > 1 else "within τ × the best (1) or not (0)")
+    ax.set_ylim(-0.08, 1.08)
+    _fraction_ticks(ax, n)
+    batch = table_cells["global_batch"].iloc[0]
+    ax.set_title(
+        "Performance profile over batch sizes" if n > 1 else f"Performance profile at batch {batch_label(batch)}"
+    )
     if not any(values.any() for values in profile.values()):  # flat lines at 0 would read as a drawing error
         ax.text(
             0.5,
@@ -334,31 +558,37 @@ def plot_performance_profile(table_cells: pd.DataFrame, order: list[str]) -> plt
             fontsize=7,
             gid="no-result-note",
         )
-    ax.legend(loc="lower right", fontsize=7)
+    caption(
+        fig,
+        f"Performance profile over batch sizes: {tuning.describe(table_cells)}. For each arm, the fraction of the {n} "
+        "batch sizes at which its reruns' median steps to the target is within τ times the best arm's there (AlgoPerf's "
+        "performance profile, over batches; a miss never counts). Equal curves lie one inside the other, the later "
+        "arm thinner; markers where a curve steps.",
+    )
+    ax.legend(loc="lower right", fontsize="small")
     return fig
 
 
-def plot_all(study: Study, out: str | Path) -> list[Path]:
+def plot_all(study: Study, out: str | Path, paper: bool = False) -> list[Path]:
+    """The sweep's figures, each with its caption; with `paper`, each also one column wide as PDF and SVG."""
+    return draw(_figures, study, out, paper)
+
+
+def _figures(study: Study, out: Path) -> list[Path]:
     table_cells = tuning.cells(study)
     runs = tuning.sweep_runs(study)
     order = tuning.arms(runs)
-    out = Path(out)
     # a steps-to-result sweep's runs stop at the target: their final Top-1 and gap are the crossing evaluation's,
     # so it draws no Top-1 or gap figure (as its verdict tests none)
     by_steps = tuning.selects_on_steps(table_cells)
-    with plt.rc_context(STYLE):
-        figures = {"steps_to_result": plot_steps_to_result(table_cells, order)}
-        if not by_steps:
-            figures["tuned_top1_vs_batch"] = plot_reruns_vs_batch(
-                table_cells, order, "val_top1", "final val Top-1 (%), reruns", "Tuned Top-1 against batch size"
-            )
-            figures["tuned_gap_vs_batch"] = plot_reruns_vs_batch(
-                table_cells,
-                order,
-                "gap_top1",
-                "train-eval − val Top-1 (pp), reruns",
-                "Generalization gap against batch size",
-            )
-        figures["lr_sensitivity"] = plot_lr_sensitivity(runs, table_cells, order)
-        figures["performance_profile"] = plot_performance_profile(table_cells, order)
-        return [path for stem, fig in figures.items() for path in save(fig, out, stem)]
+    figures = {"steps_to_result": lambda: plot_steps_to_result(table_cells, order)}
+    if not by_steps:
+        figures["tuned_top1_vs_batch"] = lambda: plot_reruns_vs_batch(
+            table_cells, order, "val_top1", "final val Top-1 (%), reruns", "Tuned Top-1"
+        )
+        figures["tuned_gap_vs_batch"] = lambda: plot_reruns_vs_batch(
+            table_cells, order, "gap_top1", "train-eval − val Top-1 (pp), reruns", "Generalization gap"
+        )
+    figures["lr_sensitivity"] = lambda: plot_lr_sensitivity(runs, table_cells, order)
+    figures["performance_profile"] = lambda: plot_performance_profile(table_cells, order)
+    return [path for stem, draw in figures.items() for path in save(draw(), out, stem)]

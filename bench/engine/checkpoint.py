@@ -1,14 +1,17 @@
-"""Checkpoints: everything needed to continue a run bit for bit.
+"""Checkpoints, in one module: what a checkpoint holds, its file names, its atomic write, its reading and the
+pruning of old ones (by the runner, `bench sweep` and `bench clean`). Changing any of these changes this file only.
 
-A checkpoint holds the model, the optimizer (with any VRGD statistics and
-GSNR momentum), the step to run next, the training-time and loss
-accumulators, and the RNG states (python, numpy, torch CPU and CUDA). The data
-position needs no state: the images of step s are a pure function of s
+A checkpoint holds everything needed to continue a run bit for bit (`contents`): the model, the optimizer (with
+any VRGD statistics and GSNR momentum), the EMA weights where the recipe keeps them, the loop's progress
+(bench.engine.train.Progress: the step to run next, the schedule position, the images seen, the training-time and
+loss accumulators), the RNG states (python, numpy, torch CPU and CUDA), the resolved recipe and the training set it
+trained on (checked on resume). The data position needs no state: the images of step s are a pure function of s
 (bench/data/sampling.py).
 
-Files are `ckpt-<step>.pt` in the run directory, written to a temporary file
-and renamed, so a crash during a write leaves the previous checkpoint intact;
-the newest `keep` are kept while the run goes on; a finished run keeps its final one (`keep_final`) or none.
+Files are `ckpt-<step>.pt` in the run directory, written to a temporary file beside it and renamed
+(bench.files.atomic_write), so a crash during a write leaves the previous checkpoint intact; the newest
+`checkpoint.keep` are kept while the run goes on; a finished run keeps its final one (`keep_final`) or none. The
+names and the pruning import no torch (`bench clean`); writing and reading do.
 """
 
 from __future__ import annotations
@@ -19,44 +22,96 @@ import random
 import zipfile
 from pathlib import Path
 
-import numpy as np
-import torch
-
 from bench.engine.faults import crash_point
 from bench.errors import UserError
 from bench.files import atomic_write
-from bench.rundir import checkpoint_path, prune_checkpoints
 
 FORMAT = "bench-checkpoint-1"
+NAME = "ckpt-{step:09d}.pt"
+PATTERN = "ckpt-*.pt"
+TEMPORARY = ".ckpt-*.tmp"  # what a crash during a write leaves (atomic_write's temporary beside the file)
 
 
-def rng_state() -> dict:
-    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
+# --- names and pruning (no torch) -----------------------------------------------------------------------------
 
 
-def set_rng_state(state: dict) -> None:
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+def file_of(run_dir: Path, step: int) -> Path:
+    """The checkpoint file of `step` in a run directory."""
+    return Path(run_dir) / NAME.format(step=step)
 
 
-def save(run_dir: Path, step: int, state: dict, keep: int) -> Path:
-    """Write the checkpoint for `step` atomically, then drop all but the newest `keep`."""
-    path = checkpoint_path(run_dir, step)
+def step_of(path: Path) -> int:
+    """The step a checkpoint file holds, from its name."""
+    return int(Path(path).stem.split("-")[1])
+
+
+def saved(run_dir: Path) -> list[Path]:
+    """A run's checkpoints, oldest first."""
+    return sorted(Path(run_dir).glob(PATTERN))
+
+
+def prune(run_dir: Path, keep: int) -> int:
+    """Remove all but the newest `keep` checkpoints of a run, and temporary ones a crash during a write left;
+    returns the bytes freed."""
+    files = saved(run_dir)
+    freed = 0
+    for old in files[: len(files) - keep] + list(Path(run_dir).glob(TEMPORARY)):
+        freed += old.stat().st_size
+        old.unlink(missing_ok=True)
+    return freed
+
+
+# --- contents, writing and reading ----------------------------------------------------------------------------
+
+
+def contents(trainer, progress) -> dict:
+    """What a checkpoint holds (the module docstring), taken from the trainer (bench.engine.train.Trainer) and the
+    loop's progress (train.Progress)."""
+    return {
+        "recipe_yaml": trainer.recipe.to_yaml(),
+        "train_set": trainer.train_set,
+        "model": trainer.model.state_dict(),
+        "optimizer": trainer.opt.state_dict(),
+        "progress": vars(progress).copy(),
+        "rng": _rng_state(),
+        **({"ema": trainer.ema.state_dict()} if trainer.ema is not None else {}),
+    }
+
+
+def save(run_dir: Path, trainer, progress) -> Path:
+    """Write the checkpoint of the step `progress` is at atomically, then drop all but the newest
+    `checkpoint.keep`."""
+    import torch
+
+    step = progress.step
+    path = file_of(run_dir, step)
     buf = io.BytesIO()
-    torch.save({"format": FORMAT, "step": step, **state}, buf)
+    torch.save({"format": FORMAT, "step": step, **contents(trainer, progress)}, buf)
     atomic_write(path, buf.getbuffer(), before_rename=lambda: crash_point("checkpoint", step))
-    prune_checkpoints(run_dir, keep)
+    prune(run_dir, trainer.recipe.checkpoint.keep)
     return path
+
+
+def restore(trainer, path: Path) -> dict:
+    """Load a checkpoint of the trainer's recipe and training set into its model, optimizer, EMA weights and RNG
+    states; returns the loop's progress (Progress's fields)."""
+    state = load(path, trainer.recipe)
+    _check_train_set(trainer, state, path)
+    trainer.model.load_state_dict(state["model"])
+    trainer.opt.load_state_dict(state["optimizer"])
+    if trainer.ema is not None:
+        trainer.ema.load_state_dict(state["ema"])
+    _set_rng_state(state["rng"])
+    progress = state["progress"]
+    if "position" not in progress:  # a fixed-batch checkpoint from before pace.py
+        progress = {**progress, "position": float(progress["step"]), "images": progress["step"] * trainer.plan.batch}
+    return progress
 
 
 def load(path: Path, recipe) -> dict:
     """Read a checkpoint of this recipe; anything else is a clear error."""
+    import torch
+
     try:
         state = torch.load(path, map_location="cpu", weights_only=False)
     except (OSError, EOFError, RuntimeError, pickle.UnpicklingError, zipfile.BadZipFile) as e:
@@ -68,3 +123,38 @@ def load(path: Path, recipe) -> dict:
     if not recipe.same_as(state.get("recipe_yaml") or ""):
         raise UserError(f"{path}: checkpoint of a different recipe; resume with the recipe that made it, or --restart")
     return state
+
+
+def _check_train_set(trainer, state: dict, path: Path) -> None:
+    """A resumed run trains on the images its checkpoint was trained on (checkpoints from before this check
+    carry no train_set and pass)."""
+    saved_set, now = state.get("train_set"), trainer.train_set
+    if saved_set is None or saved_set == now:
+        return
+    was, is_ = saved_set["train_size"], now["train_size"]
+    what = f"{was} images then, {is_} now" if was != is_ else f"the same {is_} images count, another file list"
+    raise UserError(
+        f"{path}: the training set in {trainer.data.root} changed since this checkpoint ({what}); "
+        "resume on the same images, or start a new run with --restart"
+    )
+
+
+def _rng_state() -> dict:
+    import numpy as np
+    import torch
+
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _set_rng_state(state: dict) -> None:
+    import numpy as np
+    import torch
+
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])

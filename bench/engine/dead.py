@@ -37,7 +37,7 @@ class DeadParams:
         return self.dead / self.total if self.total else 0.0
 
     def as_dict(self) -> dict:
-        """What meta.json records (key dead_params)."""
+        """What the run's meta records (key dead_params)."""
         return {"share": self.share, "count": self.dead, "total": self.total}
 
     def summary(self, model: str, image_size: int) -> str:

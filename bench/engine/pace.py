@@ -68,15 +68,17 @@ class Pace:
         return progress.chunks * self.chunk
 
     def lr(self, progress) -> float:
-        """The learning rate of the next step (AdaScale's optimizer multiplies it by its gain)."""
-        lr = lr_at(
+        """The learning rate of the next step, as bench.schedule.lr_at decides it from this pace's inputs: the
+        schedule position and SimiGrad's batch rule (lr x sqrt(batch / B0)); AdaScale's optimizer multiplies it
+        by its gain in its step."""
+        return lr_at(
             math.floor(progress.position),
             self.recipe.optimizer.lr,
             self.schedule_steps,
             self.steps_per_epoch,
             self.recipe.schedule,
+            factor=math.sqrt(self.batch(progress) / self.reference) if self.adaptive else 1.0,
         )
-        return lr * math.sqrt(self.batch(progress) / self.reference) if self.adaptive else lr
 
     def done(self, progress) -> bool:
         return progress.position * self.reference >= self.images_total

@@ -19,9 +19,9 @@ cap that divides a group or is a whole number of groups.
 
 The plan's `batch` is the recipe's global_batch; under adaptive batching (SimiGrad) it is the
 chunk, adaptive_batch.min_batch, the unit a step takes a whole number of (the controller scales
-that number; the recipe's global_batch is then the first batch and the lr's reference). meta.json
+that number; the recipe's global_batch is then the first batch and the lr's reference). The run's meta
 keeps the plan's batch under the key `batch` (plan.as_dict); runs written before 2026-11-24 named it
-`global_batch`, which the analysis reads as an alias (results.plan_batch).
+`global_batch`, which the run record upgrades (rundir.upgraded_meta; the analysis reads it as Run.plan_batch).
 """
 
 from __future__ import annotations

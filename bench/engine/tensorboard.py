@@ -6,16 +6,16 @@ theirs, the split in each tag:
 
     train/<key>            every events.jsonl scalar (lr, loss, batch, trust ratios, GSNR statistics, noise
                            scale, gain, ...) against the steps done once its step ended (steps_done)
-    eval/<column>          every metrics.csv column against the steps done when it was evaluated
+    eval/<column>          every metrics column against the steps done when it was evaluated
     eval_by_images/<column>  the same against the images seen (its own tags: one x axis per chart)
 and the resolved recipe as text (`recipe`). One x axis for train/* and eval/*: optimizer steps done, as
-metrics.csv counts them (events.jsonl numbers a step from 0: its step s is plotted at s + 1), so the
+the run's metrics count them (events.jsonl numbers a step from 0: its step s is plotted at s + 1), so the
 training loss of the step an evaluation followed sits at that evaluation's x. A sweep's run also writes TensorBoard's HParams (the arm, batch,
 role, seed, lr, warm-up and the optimizer's keys, with the final val and holdout Top-1) when it finishes, so
 the HParams dashboard compares a sweep's trials.
 
 A resumed run holds each point once, in the raw event files too: the folder is written afresh from the run's
-own logs (events.jsonl and metrics.csv, already cut back to the checkpoint by RunDir.reopen), then goes on
+own logs (its events and metrics, already cut back to the checkpoint by RunDir.reopen), then goes on
 live. No purge marker is needed, so any reader of the event files sees what TensorBoard shows. The writer
 is flushed with each checkpoint. Only rank 0 writes (it alone has the run directory).
 """
@@ -59,7 +59,7 @@ def scalars(row: dict, skip: tuple) -> dict:
 
 def steps_done(event: dict) -> int:
     """The x of an events.jsonl line in the curves: the optimizer steps done once its step ended (its 0-based
-    `step` + 1), the count metrics.csv's `step` is, so train/* and eval/* share one axis (W&B's too)."""
+    `step` + 1), the count the metrics' `step` is, so train/* and eval/* share one axis (W&B's too)."""
     return int(event["step"]) + 1
 
 
@@ -103,7 +103,7 @@ class Curves:
             self.writer.add_scalar(f"train/{key}", value, steps_done(event))
 
     def metrics(self, row: dict) -> None:
-        """One metrics.csv row: its columns against the step and against the images seen."""
+        """One metrics row (rundir.METRIC_COLUMNS): its columns against the step and against the images seen."""
         step, images = int(row["step"]), int(row["images_seen"])
         for key, value in scalars(row, ("step", "images_seen")).items():
             self.writer.add_scalar(f"eval/{key}", value, step)

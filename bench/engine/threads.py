@@ -14,7 +14,7 @@ spin, 203 with bench's, 364 alone):
   and never more.
 
 The thread count changes float rounding (a reduction's order), so bitwise reproduction holds for
-one thread count: meta.json records it (`cpu_threads`), and `engine.threads: N` pins it.
+one thread count: the run's meta records it (`cpu_threads`), and `engine.threads: N` pins it.
 `Slowdown` watches for the rest: one warning when img/s falls far under the run's own earlier
 rate while the load average exceeds the cores.
 """

@@ -56,7 +56,19 @@ from bench.engine.plan import recipe_plan
 from bench.errors import BenchWarning, OutOfSpace, UserError
 from bench.models import autocast, compiled, create_model, param_dtype
 from bench.recipe import Recipe
-from bench.rundir import FINISHED, RunDir, git_commit, host_info, now, open_run, prune_checkpoints, versions
+from bench.rundir import (
+    FINISHED,
+    META,
+    RECIPE,
+    RESUMABLE,
+    RunDir,
+    git_commit,
+    held_by_a_process,
+    host_info,
+    now,
+    read_meta,
+    versions,
+)
 
 STRICT_CHECK_MAX = 50_000  # images a data.strict run decodes before its first step (seconds on a few cores)
 
@@ -179,7 +191,7 @@ class Trainer:
             channels_last=recipe.engine.channels_last,
             layout=layout,
         )
-        # what a resumed run checks it still trains on (saved in checkpoints, recorded in meta.json)
+        # what a resumed run checks it still trains on (saved in checkpoints, recorded in the run's meta)
         self.train_set = {"train_size": self.data.train_size, "train_digest": self.data.layout.train_digest()}
         if recipe.data.strict:
             self._check_readable()
@@ -192,7 +204,7 @@ class Trainer:
         fmt = torch.channels_last if recipe.engine.channels_last else torch.contiguous_format
         self.model = model.to(self.device, dtype=param_dtype(recipe.engine.precision), memory_format=fmt)
         self.dead = self._dead_params()
-        self.opt = optim.create(
+        self.opt = optim.create(  # lr: the peak, as a torch optimizer takes one; each step() hands it the step's
             self.model,
             recipe.optimizer.name,
             lr=recipe.optimizer.lr,
@@ -223,19 +235,6 @@ class Trainer:
         local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", 1))  # each rank checks every file: no rank waits
         workers = 1 if len(files) < 5000 else max(1, threads.usable_cores() // local_ranks)
         data.unreadable.report(images.unreadable_files(files, workers))
-
-    def check_train_set(self, state: dict, path: Path) -> None:
-        """A resumed run trains on the images its checkpoint was trained on (checkpoints from before this check
-        carry no train_set and pass)."""
-        saved = state.get("train_set")
-        if saved is None or saved == self.train_set:
-            return
-        was, now_ = saved["train_size"], self.train_set["train_size"]
-        what = f"{was} images then, {now_} now" if was != now_ else f"the same {now_} images count, another file list"
-        raise UserError(
-            f"{path}: the training set in {self.data.root} changed since this checkpoint ({what}); "
-            "resume on the same images, or start a new run with --restart"
-        )
 
     def _memory_cap(self, model: torch.nn.Module) -> tuple[int, str | None]:
         """The largest micro-batch whose activations fit the device (engine/memory.py), probed on the run's model
@@ -294,7 +293,9 @@ class Trainer:
 
     def step(self, micro_batches, lr: float, chunks: int = 1) -> torch.Tensor:
         """One optimizer step over this rank's micro-batches of `chunks` chunks of the plan's global
-        batch; returns the mean loss on this rank. Groups are numbered over all ranks, rank-major."""
+        batch; returns the mean loss on this rank. Groups are numbered over all ranks, rank-major. `lr`: the step's,
+        as bench.schedule.lr_at decided it (Pace.lr), handed to the optimizer as is (AdaScale's multiplies it by
+        the gain it measures in this step: GroupOptimizer._lr)."""
         for group in self.opt.param_groups:
             group["lr"] = lr
         accum, per_group, per_micro = (
@@ -351,28 +352,6 @@ class Trainer:
             losses.append(self._forward_backward(x, y, 1.0).detach())
             self.opt.observe(index=first + d)
         return torch.stack(losses).mean()
-
-    def state(self, progress: "Progress") -> dict:
-        return {
-            "recipe_yaml": self.recipe.to_yaml(),
-            "train_set": self.train_set,
-            "model": self.model.state_dict(),
-            "optimizer": self.opt.state_dict(),
-            "progress": vars(progress).copy(),
-            "rng": checkpoint.rng_state(),
-            **({"ema": self.ema.state_dict()} if self.ema is not None else {}),
-        }
-
-    def load_state(self, state: dict) -> "Progress":
-        self.model.load_state_dict(state["model"])
-        self.opt.load_state_dict(state["optimizer"])
-        if self.ema is not None:
-            self.ema.load_state_dict(state["ema"])
-        checkpoint.set_rng_state(state["rng"])
-        saved = state["progress"]
-        if "position" not in saved:  # a fixed-batch checkpoint from before pace.py
-            saved = {**saved, "position": float(saved["step"]), "images": saved["step"] * self.plan.batch}
-        return Progress(**saved)
 
     def checkpoint_due(self, progress: "Progress", before: float, evaluated: bool) -> bool:
         spec = self.recipe.checkpoint
@@ -482,7 +461,7 @@ class Trainer:
         )
 
     def evaluate(self, progress: "Progress", run: RunDir | None, bar, lr: float, batch: int) -> tuple[str, str] | None:
-        """Validation, train-eval and holdout Top-1 after a step; metrics.csv, meta.json and the evaluation line.
+        """Validation, train-eval and holdout Top-1 after a step; the run's metrics, its meta and the evaluation line.
         With eval.curve_images, an evaluation before the last measures val Top-1 on that subset only, unless the
         subset reaches the target: then every image is evaluated (the first row at or above the target is always
         a full one). Returns (status, reason) when the run ends here: diverged (at chance for eval.stop_at_chance
@@ -565,7 +544,7 @@ class Trainer:
 
     def save_checkpoint(self, run: RunDir | None, progress: "Progress") -> None:
         if run:  # rank 0 writes; parameters and optimizer state are identical on every rank
-            checkpoint.save(run.path, progress.step, self.state(progress), self.recipe.checkpoint.keep)
+            checkpoint.save(run.path, self, progress)
             for curves in run.curves:
                 curves.flush()  # the curves hold every point the checkpoint keeps
         if torch.distributed.is_initialized():
@@ -706,7 +685,7 @@ def _train(
     status, reason = _train_loop(trainer, run, state, progress, preempted)
     if run:
         if status in FINISHED:  # nothing left to resume: the disk gets back all but the final one
-            prune_checkpoints(run.path, int(recipe.checkpoint.keep_final))
+            checkpoint.prune(run.path, int(recipe.checkpoint.keep_final))
             run.pack_events()
         stopped_by = preempted.signal.name if status == "preempted" and preempted.signal else None
         run.write_meta(
@@ -723,6 +702,42 @@ def _train(
     return run
 
 
+def open_run(results: Path, recipe: Recipe, restart: bool, run_dir: Path | None) -> tuple[RunDir, Path | None]:
+    """The run directory to write and the checkpoint to resume from (None: start at step 0).
+
+    Without --restart, the newest unfinished run of this exact recipe is resumed
+    when it has a checkpoint; --run-dir names the run to continue."""
+    recipe_yaml = recipe.to_yaml()
+    candidates = [Path(run_dir)] if run_dir else ([] if restart else RunDir.runs_of(results, recipe.name)[::-1])
+    completed = None
+    for path in candidates:
+        meta_path, recipe_path = path / META, path / RECIPE
+        if run_dir and not meta_path.is_file():
+            raise UserError(f"{path}: not a run directory (no {META})")
+        try:
+            status = read_meta(path).get("status")
+            same = recipe.same_as(recipe_path.read_text())
+        except (OSError, ValueError):
+            continue
+        if run_dir and not same:
+            raise UserError(f"{path}: this run was made by a different recipe; pass that recipe, or drop --run-dir")
+        if run_dir and status not in RESUMABLE:
+            raise UserError(f"{path}: the run is {status}; nothing to resume")
+        saved = checkpoint.saved(path)
+        if same and status in RESUMABLE and saved:
+            return RunDir.reopen(path, checkpoint.step_of(saved[-1])), saved[-1]
+        if same and status in RESUMABLE and (run_dir or not held_by_a_process(path)):  # stopped before a checkpoint
+            print(f"starting {path} again from step 0 (its process stopped before the first checkpoint)")
+            return RunDir.reopen(path, 0), None
+        completed = completed or (path if same and status == "completed" else None)
+    if completed:  # as timm's train.py, a command starts a run; but never a second one of a seed unsaid
+        print(
+            f"{recipe.name} with seed {recipe.seed} completed in {completed}; this starts another run of the same "
+            "seed (the analysis keeps the one that ends last; --set seed=N for another seed)"
+        )
+    return RunDir.create(results, recipe.name, recipe_yaml), None
+
+
 def _open(trainer: Trainer, results: Path, restart: bool, run_dir: Path | None) -> tuple[RunDir | None, Progress, bool]:
     """Rank 0 picks the run directory and the checkpoint to resume (open_run); every rank loads that checkpoint.
     Returns (the run directory on rank 0, else None; the progress to start from; whether it resumes)."""
@@ -733,13 +748,11 @@ def _open(trainer: Trainer, results: Path, restart: bool, run_dir: Path | None) 
         resume_from = Path(shared[0]) if shared[0] else None
     if resume_from is None:
         return run, Progress(), False
-    state = checkpoint.load(resume_from, trainer.recipe)
-    trainer.check_train_set(state, resume_from)
-    return run, trainer.load_state(state), True
+    return run, Progress(**checkpoint.restore(trainer, resume_from)), True
 
 
 def _start_records(run: RunDir, trainer: Trainer, state: Progress, resumed: bool) -> None:
-    """meta.json (a new run's facts, or a resumption), the opening lines, the live curves."""
+    """The run's meta (a new run's facts, or a resumption), the opening lines, the live curves."""
     recipe, data, pace = trainer.recipe, trainer.data, trainer.pace
     if resumed:
         run.write_meta(
@@ -775,7 +788,7 @@ def _start_records(run: RunDir, trainer: Trainer, state: Progress, resumed: bool
                 train_time_s=0.0,
                 dead_params=trainer.dead.as_dict(),
             )
-        except OutOfSpace:  # not even meta.json fits: leave no empty run directory
+        except OutOfSpace:  # not even the meta fits: leave no empty run directory
             run.discard()
             raise
         print(f"run directory: {run.path}")
@@ -794,7 +807,7 @@ def _start_records(run: RunDir, trainer: Trainer, state: Progress, resumed: bool
 def _train_loop(
     trainer: Trainer, run: RunDir | None, state: Progress, progress: bool, preempted: PreemptionFlag
 ) -> tuple[str, str | None]:
-    """Trainer.run, with a crash marked "failed" in meta.json (then raised) and the curves closed either way."""
+    """Trainer.run, with a crash marked "failed" in the run's meta (then raised) and the curves closed either way."""
     status = None
     try:
         status, reason = trainer.run(run, state, progress, preempted)
@@ -802,7 +815,7 @@ def _train_loop(
     except BaseException as e:
         if run:
             reason = str(e) if isinstance(e, OutOfSpace) else f"{type(e).__name__}: {e}"
-            with contextlib.suppress(OutOfSpace):  # a full disk may refuse meta.json too: the reason is on stderr
+            with contextlib.suppress(OutOfSpace):  # a full disk may refuse the meta too: the reason is on stderr
                 run.write_meta(status="failed", reason=reason, end_time=now())
         raise
     finally:

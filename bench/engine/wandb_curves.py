@@ -2,7 +2,7 @@
 TensorBoard (bench.engine.tensorboard), with the same scalars:
 
     train/<key>   every events.jsonl scalar against `step`, the steps done once its step ended (steps_done)
-    eval/<col>    every metrics.csv column against `step`, the steps done (and `images_seen` is logged beside it)
+    eval/<col>    every metrics column against `step`, the steps done (and `images_seen` is logged beside it)
 and the resolved recipe as the W&B config, tagged by optimizer, batch and seed.
 
 Offline by default (`mode: offline` writes <run>/wandb/offline-run-*; `wandb sync` uploads them later):
@@ -10,8 +10,8 @@ clusters rarely reach the internet from compute nodes, and a benchmark must not 
 
 W&B cannot take points back (TensorBoard's purge has no W&B twin), so this writer sends a point only
 once a checkpoint keeps it: points wait in memory and go out with each checkpoint (flush), and the
-ones a killed or failed run had not checkpointed are dropped (close), as RunDir.reopen cuts events.jsonl
-and metrics.csv. The W&B run id is fixed by the run directory, so a resumed run continues the same W&B
+ones a killed or failed run had not checkpointed are dropped (close), as RunDir.reopen cuts the run's events
+and metrics. The W&B run id is fixed by the run directory, so a resumed run continues the same W&B
 run, and never sends a point twice; the price is that W&B lags the run by at most one checkpoint interval.
 Only rank 0 writes (it alone has the run directory).
 """
@@ -75,7 +75,7 @@ class WandbCurves:
         )
 
     def metrics(self, row: dict) -> None:
-        """One metrics.csv row, held until a checkpoint keeps it."""
+        """One metrics row (rundir.METRIC_COLUMNS), held until a checkpoint keeps it."""
         self._pending.append(
             {
                 "step": int(row["step"]),

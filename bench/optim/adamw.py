@@ -47,7 +47,7 @@ class AdamW(GroupOptimizer):
 
     def _update(self, group, params, grads, trust_grads=None):
         """torch's fused AdamW kernel (that of torch.optim.AdamW(fused=True)): one pass per tensor."""
-        (beta1, beta2), lr, wd = group["betas"], group["lr"], group["weight_decay"]
+        (beta1, beta2), lr, wd = group["betas"], self._lr(group), group["weight_decay"]
         group["step"] = group.get("step", 0) + 1
         # the kernel reads t, never advances it; filled on the device (torch.tensor would copy it there and wait)
         step = torch.full((), float(group["step"]), device=params[0].device)

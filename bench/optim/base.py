@@ -44,6 +44,9 @@ One step, and the hooks a subclass overrides (typed stubs on GroupOptimizer, in 
                                     (AdaScale: its gain; VRGD: g_vr = r * g_bar)
         └ _update(group, params, grads, trust_grads)
                                     the base optimizer's update of one param group (SGD, LARS, ...)
+           └ _lr(group) -> lr       the lr that update applies (it never reads group["lr"] itself): the lr
+                                    it was handed (group["lr"], the runner's from bench.schedule.lr_at)
+                                    times the optimizer's own factor of the step (AdaScale: its gain)
 
 What the runner reads is declared on the class, never guessed from its name: `reduces_gradients`,
 `pace` ("fixed"; "scale_invariant": the schedule advances by `gain` per step, AdaScale;
@@ -200,6 +203,13 @@ class GroupOptimizer(Optimizer):
         """Called by _apply() per param group: one step of `params` from the mean gradients `grads` (scratch
         space); `trust_grads`, where a trust ratio reads other gradients' norms (VRGD-LARS), else grads."""
         raise NotImplementedError
+
+    def _lr(self, group: dict) -> float:
+        """Called by _update(): the lr of this step's update of `group`, the lr it was handed (group["lr"], which
+        the runner sets every step from bench.schedule.lr_at, or any torch scheduler outside the suite) times the
+        optimizer's own factor, measured in this step: 1 here, AdaScale's gain in groups.py. group["lr"] is never
+        changed by the step."""
+        return group["lr"]
 
     # The hooks a plain optimizer leaves as they are (it implements _update only) and GroupGradients (groups.py),
     # which keeps the groups apart, overrides; declared here so the whole step reads from one place.

@@ -107,6 +107,6 @@ def _group(named: list, **options) -> dict:
 def create(model_or_params, name: str, lr: float, weight_decay: float = 0.0, *, exclude=default_exclude, **hparams):
     """Build the optimizer registered as `name` (see NAMES) over `model_or_params` (param_groups explains
     the exclusion groups and `exclude`). lr is the peak learning rate; a scheduler sets group["lr"]."""
-    hparams = catalog.current_options(hparams)
+    hparams = catalog.current_options(hparams)  # for code that calls create(); a recipe's were renamed at its load
     cls = check(name, {"lr": lr, "weight_decay": weight_decay, **hparams})
     return cls(param_groups(model_or_params, exclude), lr=lr, weight_decay=weight_decay, **hparams)

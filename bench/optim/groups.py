@@ -212,13 +212,10 @@ class AdaScale(GroupGradients):
         )
         return super()._combine(k, mean, total)
 
-    def _update(self, group, params, grads, trust_grads=None):
-        lr = group["lr"]
-        group["lr"] = lr * self.gains[next(i for i, g in enumerate(self.param_groups) if g is group)]
-        try:
-            super()._update(group, params, grads, trust_grads)
-        finally:
-            group["lr"] = lr
+    def _lr(self, group):
+        """The lr handed to this step (group["lr"], bench.schedule.lr_at's) x the gain measured in it: the base
+        update reads its lr here (base.GroupOptimizer._lr), so group["lr"] stays what it was handed."""
+        return group["lr"] * self.gains[next(i for i, g in enumerate(self.param_groups) if g is group)]
 
     def diagnostics(self):
         return {**super().diagnostics(), "gain": self.gain}

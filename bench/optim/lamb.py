@@ -40,7 +40,7 @@ class LAMB(GroupOptimizer):
         super().__init__(params, dict(lr=lr, weight_decay=weight_decay, betas=betas, eps=eps, adapt=True))
 
     def _update(self, group, params, grads, trust_grads=None):
-        lr, wd = group["lr"], group["weight_decay"]
+        lr, wd = self._lr(group), group["weight_decay"]
         exp_avgs, denom = adam_moments(self, group, params, grads)
         update = torch._foreach_div(exp_avgs, denom)  # u = m_hat / (sqrt(v_hat) + eps) + wd * w
         if wd:

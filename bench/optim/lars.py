@@ -81,15 +81,15 @@ class LARS(GroupOptimizer):
 
     def _update(self, group, params, grads, trust_grads=None):
         """trust_grads: the tensors whose norms enter the trust ratio (default: grads)."""
-        m = group["momentum"]
+        m, lr = group["momentum"], self._lr(group)
         for w, g, t in by_kind(params, grads, grads if trust_grads is None else trust_grads):
-            trust = self._trust_ratio(group, w, t) if group["adapt"] else w[0].new_ones(len(w))
+            trust = self._trust_ratio(group, w, t, lr) if group["adapt"] else w[0].new_ones(len(w))
             bufs = self._state(w, "momentum_buffer") if m else None
-            momentum_step(w, g, bufs, (group["lr"] * trust).unbind(0), group["weight_decay"], m, group["nesterov"])
+            momentum_step(w, g, bufs, (lr * trust).unbind(0), group["weight_decay"], m, group["nesterov"])
 
-    def _trust_ratio(self, group, params, grads):
+    def _trust_ratio(self, group, params, grads, lr):
         trust = trust_ratio(
-            norms(params), norms(grads), group["lr"], group["weight_decay"], group["eta"], group["eps"], self.clip
+            norms(params), norms(grads), lr, group["weight_decay"], group["eta"], group["eps"], self.clip
         )
         self._trust.append(trust)
         return trust

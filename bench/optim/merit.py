@@ -53,7 +53,7 @@ class MERIT(GroupOptimizer):
             u.mul_(ratio).clamp_(-1.0, 1.0)
             whole.append(tensor_ratio)
         self._trust.append(torch.stack(whole))
-        torch._foreach_add_(params, update, alpha=-group["lr"])
+        torch._foreach_add_(params, update, alpha=-self._lr(group))
 
 
 def _ratio(w_abs: torch.Tensor, u_abs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -25,7 +25,7 @@ class SGD(GroupOptimizer):
         super().__init__(params, dict(lr=lr, weight_decay=weight_decay, momentum=momentum, nesterov=nesterov))
 
     def _update(self, group, params, grads, trust_grads=None):
-        lr, wd, m = group["lr"], group["weight_decay"], group["momentum"]
+        lr, wd, m = self._lr(group), group["weight_decay"], group["momentum"]
         bufs = self._state(params, "momentum_buffer")
         torch._foreach_mul_(bufs, m)  # v = m * v + g + wd * w
         torch._foreach_add_(bufs, grads)

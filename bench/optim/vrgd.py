@@ -318,7 +318,7 @@ class VRGDLARS(VRGD, LARS):
         k = self._count()
         hyper = torch.tensor(
             [
-                [{**group, "clip": self.clip}[key] for key in fused_kernels.HYPER]
+                [{**group, "lr": self._lr(group), "clip": self.clip}[key] for key in fused_kernels.HYPER]
                 for group in self.param_groups
                 for _ in group["params"]
             ],

@@ -4,7 +4,7 @@ A one-arm sweep of a recipe (default: the demo, at --epochs) runs `--trials` tri
 `bench sweep`'s own machinery in this process (expansion, the finished-run lookup, the claim, the
 Trainer with its data pipeline and model, the run directory). Per trial: wall time from the sweep
 taking it up to its run being finished, its training time (train_time_s, steps only) and its
-evaluation time (eval_time_s, from meta.json). Overhead = wall - training - evaluation; reported as
+evaluation time (eval_time_s, from the run's meta). Overhead = wall - training - evaluation; reported as
 a ratio to the training time (target: under 5%), with the expansion time per trial beside it.
 The first trial also pays one-time costs (the generated dataset, imports): it is shown, and the
 ratio is the median over the others.
