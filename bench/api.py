@@ -20,6 +20,7 @@ from typing import Literal
 
 import pandas as pd
 
+from bench.data.check import check_data
 from bench.recipe import Recipe
 
 DEFAULT_OUT = Path("results/runs")
@@ -41,7 +42,6 @@ def recipe(spec: dict, sets: list[str] = ()) -> Recipe:
 
 def run(recipe: Recipe, out: str | Path = DEFAULT_OUT, progress: bool = False, restart: bool = False) -> Path:
     """Train `recipe` in this process (resuming its unfinished run unless `restart`); its run directory."""
-    from bench.data.check import check_data
     from bench.engine.train import train
 
     check_data(recipe.name, recipe)

@@ -20,10 +20,11 @@ from __future__ import annotations
 import importlib
 import math
 import re
+import warnings
 from dataclasses import dataclass
 from typing import Literal
 
-from bench.errors import UserError, did_you_mean
+from bench.errors import BenchDeprecation, UserError, did_you_mean
 
 Pace = Literal["fixed", "scale_invariant", "adaptive"]
 
@@ -529,9 +530,6 @@ OPTION_ALIASES = {"gain": "gain_scope"}  # deprecated option names -> today's
 
 def current_options(hparams: dict) -> dict:
     """The options with deprecated names renamed (one BenchDeprecation warning each)."""
-    import warnings
-
-    from bench.errors import BenchDeprecation
 
     out = {}
     for key, value in hparams.items():

@@ -18,17 +18,37 @@ are left for bugs.
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import functools
+import importlib
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
+import textwrap
 import time
 import warnings
+from datetime import datetime
+from itertools import zip_longest
 from pathlib import Path
 
+from bench import catalog, results_commands
+from bench.analysis import commands as analysis_commands
+from bench.analysis.render import claims_of
+from bench.catalog import PLUMBING
+from bench.data import commands as data_commands
+from bench.data import folder
+from bench.data.check import check_data
+from bench.engine import launch
+from bench.engine.launch import Slurm
+from bench.engine.plan import recipe_plan
+from bench.engine.threads import quiet_openmp
 from bench.errors import ArgumentParser, BenchWarning, OutOfSpace, UserError, count, one_line_warnings
+from bench.results_commands import sweep_cost
+from bench.rundir import META, RunDir, status_since, versions
 
 DEFAULT_RESULTS = Path("results/runs")
 MAX_MESSAGE = 1000  # characters of an error message: a value echoed back is never a page
@@ -85,10 +105,8 @@ def cmd_validate(args) -> int:
     """What `bench run` checks before it starts, but the device's: the timm model name, its keywords and pretrained
     weights as the run checks them (recipe.load, on the meta device), the dead-parameter probe only with --models
     (it builds the model), micro_batch auto's group count at run time; the ok line names what was not checked."""
-    from bench import catalog, recipe
+    from bench import recipe
     from bench.data import images
-    from bench.data.check import check_data
-    from bench.engine.plan import recipe_plan
 
     for path in args.recipes:
         if _validate_sweep(path, args):
@@ -124,7 +142,6 @@ def _validate_sweep(path: str, args) -> bool:
     """A sweep file is validated as `bench sweep` reads it: the file, every trial's recipe and batch plan, the
     search's warnings; True if it was one."""
     from bench import sweep
-    from bench.engine.plan import recipe_plan
 
     if not sweep.is_sweep_file(path):
         return False
@@ -150,8 +167,6 @@ def _loader_here(path: str, loader: str) -> str:
     """The loader a run of the recipe would use on this machine, as bench.data.resolve_loader picks it (auto's
     fallback warned, with its import error). A named loader that does not import here is a warning, not an error:
     the recipe may be for another machine."""
-    from bench import catalog
-
     name = catalog.LOADER_ALIASES.get(loader, loader)
     errors = {}  # the loaders tried before the one taken: why each does not import
     for candidate in catalog.AUTO_LOADERS if name == "auto" else (name,):
@@ -172,8 +187,6 @@ def _loader_here(path: str, loader: str) -> str:
 @functools.cache
 def _import_error(module: str) -> str | None:
     """A loader's module imported in a child process (DALI's import is heavy; validate's process stays light)."""
-    from bench import catalog
-
     record = next(r for r in catalog.LOADERS.values() if r.requires == module)
     code = f"from bench import catalog; print(catalog.LOADERS[{record.name!r}].import_error() or '')"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -183,7 +196,6 @@ def _import_error(module: str) -> str | None:
 def _dead_params(path: str, r, schema_only: bool) -> str:
     """`bench run`'s dead-parameter probe of a recipe (bench/engine/dead.py), its warning or refusal, and the
     share for the ok line; the classes are the dataset's where cheap to know, else timm's ImageNet 1000."""
-    from bench.data import folder
     from bench.engine import dead
 
     spec = r.data
@@ -211,11 +223,7 @@ def cmd_recipe_keys(args) -> int:
     """Every recipe key with its type, default and meaning (from the schema), wrapped to the terminal's width (a
     narrow one gets each meaning under its key), then each optimizer's own keys and source from the catalog
     (torch-free); `--optimizer NAME`: that one's keys with their defaults (its class imported)."""
-    import shutil
-    import textwrap
-    from itertools import zip_longest
-
-    from bench import catalog, recipe
+    from bench import recipe
 
     width = shutil.get_terminal_size((100, 24)).columns
     wrap = functools.partial(
@@ -254,8 +262,6 @@ def cmd_recipe_keys(args) -> int:
 
 def _split_plumbing(options) -> tuple[list, list]:
     """An optimizer's options: its own, then its plumbing (catalog.PLUMBING), each in the record's order."""
-    from bench.catalog import PLUMBING
-
     return [o for o in options if o not in PLUMBING], [o for o in options if o in PLUMBING]
 
 
@@ -313,7 +319,6 @@ def cmd_run(args) -> int:
 
 def _run(args) -> int:
     from bench import sweep
-    from bench.data.check import check_data
 
     if Path(args.recipe).is_dir():  # recipes/mini: a folder of recipes is a suite's
         raise UserError(
@@ -325,9 +330,6 @@ def _run(args) -> int:
     r = _recipe(args)  # bad input stops here, before any worker starts
     check_data(args.recipe, r)
     if args.nproc > 1:
-        from bench.engine import launch
-        from bench.engine.plan import recipe_plan
-
         recipe_plan(r, args.nproc)
         started = time.time()
         try:
@@ -388,8 +390,6 @@ def _run_sweep(args) -> int:
 def _after_stop(signal_name: str, recipe_name: str, args, since: float) -> int:
     """The launcher was stopped: when its workers ended the run "preempted" (they checkpointed), exit 0 for a
     scheduler's SIGTERM and 130 for a Ctrl-C (stop_code)."""
-    from bench.rundir import RunDir, status_since
-
     for path in [Path(args.run_dir)] if args.run_dir else RunDir.runs_of(Path(args.out), recipe_name)[::-1]:
         if status_since(path, since) == "preempted":
             print(f"preempted by {signal_name}: checkpoint in {path}; run the same command to resume")
@@ -406,7 +406,6 @@ def cmd_suite(args) -> int:
 
 
 def _suite(args) -> int:
-    from bench.analysis import commands as analysis_commands
     from bench.suite import Preempted, run_suite
 
     folder = Path(args.folder)
@@ -431,7 +430,6 @@ def cmd_sweep(args) -> int:
 
 def _sweep(args) -> int:
     from bench import sweep
-    from bench.results_commands import sweep_cost
 
     spec = sweep.load(args.sweep)
     if args.list:
@@ -457,7 +455,6 @@ def _sweep(args) -> int:
         print("not complete yet (run the same command again): " + "; ".join(waiting))
     if args.only or held:
         return 0
-    from bench.analysis import commands as analysis_commands
 
     written = analysis_commands.regenerate_sweep(results, plots, args.baseline, getattr(args, "paper", False))
     print("\n".join(_sweep_end(results, plots, written)))
@@ -471,8 +468,6 @@ MAIN_FIGURES = ("tuned_top1_vs_batch.png", "steps_to_result.png")  # a sweep's m
 def _sweep_end(results: Path, plots: Path, written: list[Path]) -> list[str]:
     """What `bench sweep` ends with: what it wrote in one line, the verdict's claims in words (render.claims_of),
     then the verdict table's path and the main figure's."""
-    from bench.analysis.render import claims_of
-
     tables, figures = ({p.stem for p in written if p.suffix == suffix} for suffix in (".md", ".png"))
     verdict = results / "verdict.md"
     figure = next(p for name in MAIN_FIGURES for p in written if p.name == name)
@@ -488,8 +483,6 @@ def _submit_sweep(args) -> tuple[str, str]:
     """A sweep file's job array: `--array` workers (default: one per trial, at most 64), one GPU each (or
     none, on CPU nodes)."""
     from bench import sweep
-    from bench.engine import launch
-    from bench.engine.plan import recipe_plan
 
     spec = sweep.load(args.recipe)
     trials = sweep.expand(args.recipe, spec)  # bad input stops here, before anything is written
@@ -539,27 +532,19 @@ def _plan_note(recipe, plan) -> str:
 
 
 def _slurm(args):
-    from bench.engine.launch import Slurm
-
     return Slurm(
         args.partition, args.time, args.account, args.qos, args.mem, args.constraint, args.exclusive, tuple(args.sbatch)
     )
 
 
 def cmd_submit(args) -> int:
-    from datetime import datetime
-
     from bench import sweep
-    from bench.engine import launch
-    from bench.engine.plan import recipe_plan
 
     notes = []
     if sweep.is_sweep_file(args.recipe):
         name, script = _submit_sweep(args)
     else:
         if args.allow_dirty:
-            from bench.rundir import META
-
             raise UserError(
                 f"{args.recipe}: --allow-dirty is a sweep file's option; a run starts from any tree and records "
                 f"its commit, and whether it was clean, in {META}"
@@ -593,8 +578,6 @@ def cmd_submit(args) -> int:
 
 def perf_benchmarks() -> dict[str, str]:
     """Each module of bench.perf is a benchmark; its docstring's first line is the help."""
-    import ast
-
     folder = Path(__file__).parent / "perf"
     found = {}
     for path in sorted(folder.glob("[!_]*.py")):
@@ -604,8 +587,6 @@ def perf_benchmarks() -> dict[str, str]:
 
 
 def cmd_perf(args) -> int:
-    import importlib
-
     return importlib.import_module(f"bench.perf.{args.benchmark}").main(args.rest)
 
 
@@ -613,8 +594,6 @@ class _Version(argparse.Action):
     """`bench --version`: bench, python, torch, torchvision, timm, DALI... one per line (a bug report's first lines)."""
 
     def __call__(self, parser, namespace, values, option_string=None):
-        from bench.rundir import versions
-
         found = versions()
         print(f"bench {found.pop('bench')}")
         for name, version in found.items():
@@ -634,8 +613,6 @@ def report_arguments(s, named: str, baseline: str, baseline_metavar: str | None 
 
 
 def parser() -> argparse.ArgumentParser:
-    from bench import catalog
-
     p = ArgumentParser(prog="bench", description="Large-batch ImageNet training benchmarks.")
     p.add_argument("--version", action=_Version, nargs=0, help="print the versions of bench and what it runs on")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -780,15 +757,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--dry-run", action="store_true", help="print the batch script instead of submitting it")
     s.set_defaults(func=cmd_submit, no_progress=True)
 
-    from bench.analysis import commands as analysis_commands
-
     analysis_commands.add_parsers(sub, DEFAULT_RESULTS)
 
-    from bench import results_commands
-
     results_commands.add_parsers(sub, DEFAULT_RESULTS)
-
-    from bench.data import commands as data_commands
 
     data_commands.add_parser(sub)
 
@@ -811,8 +782,6 @@ def main(argv: list[str] | None = None) -> int:
 def _end_by_sigint() -> None:
     """End by SIGINT itself, not exit(130): a shell stops its loop or script only when its child died of the
     SIGINT (it then shows $? = 130); a child that exits 130 is taken to have handled the Ctrl-C."""
-    import signal
-
     sys.stdout.flush()
     sys.stderr.flush()
     signal.signal(signal.SIGINT, signal.SIG_DFL)
@@ -821,8 +790,6 @@ def _end_by_sigint() -> None:
 
 
 def _main(argv: list[str] | None) -> int:
-    from bench.engine.threads import quiet_openmp
-
     quiet_openmp()  # before torch loads OpenMP
     one_line_warnings()
     p = parser()

@@ -9,6 +9,7 @@ import argparse
 import difflib
 import importlib.util
 import re
+import warnings
 
 
 class UserError(ValueError):
@@ -25,8 +26,6 @@ class BenchDeprecation(BenchWarning, FutureWarning):
 
 def one_line_warnings() -> None:
     """Print bench's own warnings as `bench: warning: <message>`, with no source line; others as Python does."""
-    import warnings
-
     default = warnings.formatwarning
     if getattr(default, "one_line", False):  # in place already: main() called again in one process (tests)
         return

@@ -14,7 +14,7 @@ import re
 import types
 import warnings
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import yaml
 from pydantic import (
@@ -642,8 +642,6 @@ def _bounds(metadata) -> str:
 
 def _type_name(ann) -> str:
     """A schema annotation in words: 'int > 0', 'one of cosine, poly', 'float or null', ..."""
-    from typing import Annotated, get_args, get_origin
-
     origin, args = get_origin(ann), get_args(ann)
     if origin is Literal:
         return "one of " + ", ".join(map(str, args))

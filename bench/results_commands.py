@@ -21,14 +21,17 @@ from pathlib import Path
 
 from bench import catalog
 from bench.analysis.commands import FORMAT_OPTION, STRICT_OPTION, paths_option
+from bench.analysis.render import Table, cell, render, side_notes
+from bench.engine import checkpoint, tensorboard
+from bench.engine.plan import recipe_plan
 from bench.errors import UserError
+from bench.rundir import FINISHED, find_runs, read_recipe_and_meta
 
 
 def cmd_project(args) -> int:
     import pandas as pd
 
     from bench.analysis import project
-    from bench.analysis.render import Table, cell, render, side_notes
 
     presets = project.load_presets(args.presets)
     if args.list:
@@ -128,7 +131,6 @@ def _recipe_facts(path: str) -> tuple:
     from bench import recipe as recipe_mod
     from bench.analysis import project
     from bench.data import build
-    from bench.engine.plan import recipe_plan
 
     r = recipe_mod.load(path)
     try:
@@ -224,7 +226,6 @@ def _hours(h: float) -> str:
 
 def cmd_export(args) -> int:
     from bench.analysis import results
-    from bench.engine import tensorboard
 
     for folder in tensorboard.export(results.load(args.paths, args.strict), Path(args.out)):
         print(folder)
@@ -233,9 +234,6 @@ def cmd_export(args) -> int:
 
 def cmd_clean(args) -> int:
     """Remove the checkpoints of finished runs (completed or diverged): the analysis reads none of them."""
-    from bench.engine import checkpoint
-    from bench.rundir import FINISHED, find_runs, read_recipe_and_meta
-
     freed, runs = 0, 0
     for run in find_runs(args.paths):
         _, meta = read_recipe_and_meta(run)

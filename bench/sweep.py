@@ -84,12 +84,12 @@ from pydantic import (
     model_validator,
 )
 
-from bench import catalog
+from bench import catalog, rundir
 from bench import recipe as recipe_mod
 from bench.engine import checkpoint
 from bench.errors import UserError
 from bench.recipe import Strict
-from bench.rundir import FINISHED, find_runs, read_meta, read_metrics, runs_in
+from bench.rundir import FINISHED, find_runs, kernels, read_meta, read_metrics, runs_in, versions
 from bench.suite import Preempted, finished_run
 
 Pair = Annotated[tuple[str, str], Field(strict=False)]  # two arms' names, a YAML list
@@ -763,8 +763,6 @@ def this_platform() -> str:
     """The kernel platform this process trains on, as rundir.kernels names a run's."""
     import torch
 
-    from bench.rundir import kernels, versions
-
     cuda = torch.cuda.is_available()
     return kernels(
         {
@@ -779,13 +777,11 @@ def this_platform() -> str:
 def refuse_dirty(spec: SweepSpec, allow_dirty: bool, sweep_files: tuple[Path, ...]) -> None:
     """Refuse a study from an uncommitted tree: bench's checkout (rundir.git_commit), or `sweep_files` (the sweep
     file and its base recipe), unless allow_dirty. `bench submit` asks too, before the job array queues."""
-    from bench.rundir import PACKAGE, git_commit
-
-    commit = git_commit(*sweep_files)
+    commit = rundir.git_commit(*sweep_files)
     if commit and commit.endswith("+dirty") and not allow_dirty:
         raise UserError(
             f"sweep {spec.name}: bench's checkout, the sweep file or its base recipe has uncommitted changes or "
-            f"untracked files in bench/ or recipes/ (git status in {PACKAGE.parent} and of "
+            f"untracked files in bench/ or recipes/ (git status in {rundir.PACKAGE.parent} and of "
             f"{', '.join(map(str, sweep_files))}); a study's runs come from one clean commit: commit them, or pass "
             "--allow-dirty (each run then records its commit as +dirty, and the verdict warns)"
         )
@@ -797,10 +793,8 @@ def check_provenance(
     """A study's runs come from one clean commit and one kernel platform: refuse to start or resume from an
     uncommitted tree (refuse_dirty), or on a platform other than that of the study's finished runs (unless
     allow_mixed_kernels); warn when the finished runs came from another commit."""
-    from bench.rundir import git_commit, kernels
-
     refuse_dirty(spec, allow_dirty, sweep_files)
-    commit = git_commit()  # what each run records: the checkout's state
+    commit = rundir.git_commit()  # what each run records: the checkout's state
     done = [read_meta(run) for run in runs_in(results)]
     done = [m for m in done if m.get("status") in FINISHED]
     theirs = sorted({kernels(m) for m in done})

@@ -363,13 +363,13 @@ def test_a_learning_rate_in_scientific_notation_is_a_number(tmp_path):
 
 
 def test_steps_to_target_with_no_run_at_the_target_says_so_on_the_panel(tmp_path):
-    from bench.analysis import plots
+    from bench.analysis import plots, style
 
     make_run(tmp_path, "lars-100", "lars", 100, 0, [40, 50])  # target 60: never reached
     make_run(tmp_path, "lars-400", "lars", 400, 0, [30, 45])
     study = results.load_study([tmp_path])
     groups, order = plots.series(study, study.runs["setting"].iloc[0])
-    with plots.plt.rc_context(plots.STYLE):
+    with style.plt.rc_context(style.STYLE):
         fig = plots.plot_steps_to_target(groups, order, "t", "")
     ax = fig.axes[0]
     [note] = [t for t in ax.texts if t.get_gid() == "no-run-reached"]
@@ -386,7 +386,7 @@ def test_steps_to_target_with_no_run_at_the_target_says_so_on_the_panel(tmp_path
             "problem_label": ["toy"] * 3,
         }
     )
-    with plots.plt.rc_context(plots.STYLE):
+    with style.plt.rc_context(style.STYLE):
         fig = plots.plot_by_model(data)
     assert [t.get_text() for t in fig.axes[0].texts if t.get_gid() == "no-run-reached"] == [
         "no run reached 60% val Top-1"

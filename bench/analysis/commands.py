@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 
 from bench import catalog
-from bench.analysis.render import FORMATS
+from bench.analysis import export
+from bench.analysis.render import FORMATS, render, side_notes
 from bench.errors import UserError
 from bench.files import atomic_write
 
@@ -34,8 +35,6 @@ PAPER_OPTION = {
 
 
 def cmd_report(args) -> int:
-    from bench.analysis import export
-
     if args.columns:  # the definitions, without reading any run (or importing pandas)
         for column, meaning in export.COLUMNS.items():
             print(f"{column}: {meaning}")
@@ -50,8 +49,6 @@ def cmd_report(args) -> int:
         frame, name = (runs, "runs") if args.runs else (results.aggregate(runs), "recipes")
         text = export.write(export.relative_runs(frame, args.paths), args.format, args.out, name)
     else:
-        from bench.analysis.render import render, side_notes
-
         table = report.build(runs, per_run=args.runs)
         text = render(table, args.format)
         sys.stderr.write(side_notes([table], args.format))
@@ -65,7 +62,6 @@ def cmd_report(args) -> int:
 def cmd_table(args) -> int:
     """The table on stdout; as csv, a plain table for read_csv, its title and notes on stderr."""
     from bench.analysis import results, tables
-    from bench.analysis.render import render, side_notes
 
     reads_runs = catalog.TABLES[args.name].runs if args.name in catalog.TABLES else True
     study = results.load_study(args.paths, args.strict) if reads_runs else None
@@ -116,8 +112,6 @@ def regenerate_sweep(
 
 def _write_tables(results_dir: Path, outputs: dict) -> list[Path]:
     """Each table as <name>.md (with its title and notes) and <name>.csv (the plain table, read_csv's)."""
-    from bench.analysis.render import render
-
     written = []
     for name, table in outputs.items():
         for fmt, ext in EXTENSIONS.items():

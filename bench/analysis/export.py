@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # pandas is imported by the callers that hold frames; `bench report --columns` needs none
     import pandas as pd
 
+import os
+
 from bench.errors import UserError
 from bench.files import atomic_write
 from bench.rundir import EVENTS, META, METRICS, is_run, versions
@@ -149,8 +151,6 @@ def _scalar(value):
 def relative_runs(frame: pd.DataFrame, paths) -> pd.DataFrame:
     """`run` / `runs` relative to the common folder of the reported paths: an export read on another machine
     names the same runs (absolute paths name the writer's disk)."""
-    import os
-
     folders = [Path(p).resolve() for p in paths]
     root = Path(os.path.commonpath(folders))
     if is_run(root):  # one run directory: name it from its parent

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -501,8 +502,6 @@ def break_even_table(even: pd.DataFrame, slow: str, fast: str) -> Table:
 def plot(frame: pd.DataFrame, out: Path, title: str, note: str) -> list[Path]:
     """Minutes to target against the global batch, a line per accelerator count (a line style per optimizer),
     log-log, titled as a projection, its inputs written under it."""
-    import textwrap
-
     import matplotlib.pyplot as plt
 
     from bench.analysis.style import log2_batch_axis, plain_log_y, save

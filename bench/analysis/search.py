@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from bench import catalog
 from bench.analysis.paper import display
 from bench.rundir import read_yaml
 
@@ -119,8 +120,6 @@ def edges(study: Study, tried: pd.DataFrame, best, keys: dict[str, tuple | None]
 def fixed(study: Study, members: pd.DataFrame, keys) -> str:
     """The arm's optimizer options the search left alone, with their values (the recipe's, else the defaults),
     and its weight decay."""
-    from bench import catalog
-
     recipe = _recipe(study, members["run"].iloc[0])
     opt = recipe["optimizer"]
     values = {"weight_decay": None, **catalog.OPTIMIZERS[opt["name"]].defaults, **opt}  # the catalog's defaults
@@ -134,8 +133,6 @@ def fixed(study: Study, members: pd.DataFrame, keys) -> str:
 
 def group_text(study: Study, members: pd.DataFrame) -> str:
     """'BatchNorm batch m' and, where the optimizer keeps the groups apart, 'k G (I images a group)'."""
-    from bench import catalog
-
     row = members.iloc[0]
     text = f"BatchNorm batch {_recipe(study, row['run']).get('micro_batch')}"
     if not catalog.OPTIMIZERS[row["optimizer"]].reduces_gradients:

@@ -9,12 +9,11 @@ from collections import Counter
 from pathlib import Path
 
 from bench import catalog
+from bench.data import folder
 from bench.errors import count
 
 
 def _summary(out: Path) -> str:
-    from bench.data import folder
-
     layout = folder.scan(out)
     return f"wrote {len(layout.train)} train and {len(layout.val)} val images in {len(layout.classes)} classes to {out}"
 
@@ -44,7 +43,7 @@ def add_converter(data, record: catalog.Converter) -> None:
 
 
 def cmd_check(args) -> int:
-    from bench.data import folder, images
+    from bench.data import images
 
     root = Path(args.dir)
     lists = (root / "train.txt").is_file() and not (root / "train").is_dir()

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import io
 import warnings
+from concurrent.futures import ProcessPoolExecutor
 from typing import Iterable
 
 from PIL import Image
 
+from bench.data import folder
 from bench.errors import BenchWarning, UserError
 
 # What Pillow raises for files that are not (complete) images.
@@ -70,8 +72,6 @@ def _unreadable(path: str) -> str | None:
 def unreadable_files(files: Iterable[str], workers: int = 1) -> list[str]:
     """The files that do not decode (`bench data check`; a data.strict run before its first step), in order."""
     if workers > 1:
-        from concurrent.futures import ProcessPoolExecutor
-
         with ProcessPoolExecutor(workers) as pool:
             return [p for p in pool.map(_unreadable, files, chunksize=64) if p]
     return [p for p in map(_unreadable, files) if p]
@@ -125,8 +125,6 @@ def native_size(spec) -> tuple[int, str] | None:
     """The longer side of a dataset's own images and what says so, where that is cheap to know: a generated
     dataset's recipe section (digits: the size it is exported at), else one training image's header. None
     where it is not (a folder that is not there, an unreadable image)."""
-    from bench.data import folder
-
     if spec.dataset == "synthetic":
         s = spec.synth
         return max(s.width or s.size, s.height or s.size), "key 'data.synth'"

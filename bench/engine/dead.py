@@ -15,8 +15,11 @@ left as it was found (a private generator, fork_rng for what the model draws), a
 from __future__ import annotations
 
 import copy
+import json
 from dataclasses import dataclass
 from unittest import mock
+
+from bench.errors import UserError
 
 PROBE = 2  # images: BatchNorm in training mode needs two on a 1x1 map
 WARN_SHARE = 0.01  # above this share a run warns (or refuses: engine.dead_params)
@@ -97,8 +100,6 @@ def probe(model, image_size: int) -> DeadParams:
 def verdict(found: DeadParams, recipe) -> str | None:
     """The warning for a recipe's probe above WARN_SHARE (None below it); with engine.dead_params: refuse, a
     UserError saying the same instead."""
-    from bench.errors import UserError
-
     if found.share <= WARN_SHARE:
         return None
     said = found.summary(recipe.model.name, recipe.data.image_size)
@@ -114,8 +115,6 @@ def recipe_probe(recipe, num_classes: int) -> DeadParams:
     """The probe of a recipe's model, built on the CPU with num_classes outputs (bench validate --models), once
     per model, keywords, image size and classes; the model's initialisation draws nothing from the global
     random state."""
-    import json
-
     import torch
 
     from bench.models import create_model

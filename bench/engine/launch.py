@@ -16,6 +16,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.engine.threads import usable_cores
 from bench.errors import OutOfSpace, UserError
 
 GRACE_S = 100  # seconds the workers get, after a SIGTERM, to finish their step and checkpoint
@@ -35,8 +36,6 @@ def run_local(nproc: int, bench_args: list[str], max_restarts: int = 0) -> int:
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import parse_args, run
-
-    from bench.engine.threads import usable_cores
 
     # torchrun would give each worker 1 thread; engine.threads: auto divides the cores between them itself
     os.environ.setdefault("OMP_NUM_THREADS", str(usable_cores()))

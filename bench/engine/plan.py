@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bench import catalog
 from bench.errors import UserError
 
 DEFAULT_MICRO_BATCH_CAP = 256
@@ -148,8 +149,6 @@ def recipe_plan(recipe, world_size: int, memory_cap: int | None = None, groups: 
     script is written. `memory_cap`: the largest micro-batch the device holds (the runner's probe,
     engine/memory.py), for auto. groups=False leaves out the check that an optimizer which keeps the gradient
     groups apart has two (validate, where micro_batch auto's group count is the device's to decide)."""
-    from bench import catalog  # torch-free: bench validate imports no torch
-
     key = "adaptive_batch.min_batch" if recipe.adaptive_batch else "global_batch"  # SimiGrad's chunk is the unit
     batch = recipe.adaptive_batch.min_batch if recipe.adaptive_batch else recipe.global_batch
     cap = min(recipe.engine.micro_batch_cap, memory_cap or recipe.engine.micro_batch_cap)

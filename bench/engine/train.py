@@ -49,11 +49,12 @@ from tqdm import tqdm
 
 from bench import catalog, optim
 from bench.data import Data, build, images, resolve_loader, scan
-from bench.engine import checkpoint, distributed, ghost_bn, group_pass, tensorboard, threads, wandb_curves
+from bench.engine import checkpoint, distributed, ghost_bn, group_pass, memory, tensorboard, threads, wandb_curves
 from bench.engine.faults import crash_point
 from bench.engine.pace import Pace
 from bench.engine.plan import recipe_plan
 from bench.errors import BenchWarning, OutOfSpace, UserError
+from bench.identity import digest, seed_key
 from bench.models import autocast, compiled, create_model, param_dtype
 from bench.recipe import Recipe
 from bench.rundir import (
@@ -241,8 +242,6 @@ class Trainer:
         (before any SyncBatchNorm or memory format), which it leaves as it found it, the random state too; and the
         line that says so where the memory, not engine.micro_batch_cap, decides (else None). One sentence when not
         even one image fits."""
-        from bench.engine import memory
-
         recipe, device = self.recipe, self.device
         group_images = None  # the batched groups pass keeps a gradient per group: its share per image
         if recipe.model.bn_batch and catalog.OPTIMIZERS[recipe.optimizer.name].reduces_gradients:
@@ -636,8 +635,6 @@ def _curves(recipe: Recipe, run: RunDir, state) -> list:
     if recipe.logging.tensorboard:
         out.append(tensorboard.Curves(run.path / tensorboard.FOLDER, recipe.to_yaml(), replay=run.path))
     if recipe.logging.wandb:
-        from bench.identity import digest, seed_key
-
         saved = recipe.model_dump(mode="json")
         tags = [recipe.optimizer.name, f"b{recipe.global_batch}", f"seed{recipe.seed}"]
         out.append(

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import torch
 
+from bench.data import folder
 from bench.errors import ArgumentParser, UserError, count
 
 
@@ -129,8 +130,6 @@ def _round(args, data, first_step: int) -> tuple[float, float]:
 
 
 def main(argv: list[str]) -> int:
-    from bench.data import folder
-
     args = _parser().parse_args(argv[1:] if argv[:1] == ["--"] else argv)
     root = Path(args.root)
     dataset = "filelist" if (root / "train.txt").is_file() and not (root / "train").is_dir() else "folder"

@@ -24,6 +24,7 @@ from pathlib import Path
 import yaml
 
 from bench.errors import ArgumentParser, UserError, count
+from bench.rundir import read_meta
 
 TARGET = 0.05
 
@@ -45,7 +46,6 @@ def main(argv: list[str]) -> int:
     from tqdm import tqdm
 
     from bench import sweep
-    from bench.rundir import read_meta
 
     args = parse(argv)
     with tempfile.TemporaryDirectory() as tmp:

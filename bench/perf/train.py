@@ -47,7 +47,9 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
+from bench.engine.threads import resolve
 from bench.errors import ArgumentParser, UserError, count
+from bench.rundir import RunDir
 
 TARGET = 0.03  # runner overhead, 1 - bench / bare img/s
 # The fewest pairs whose sign-test interval of the median reaches 95%: [lowest, highest] misses it with
@@ -141,7 +143,6 @@ class BenchCase:
 
     def __init__(self, recipe, dist, scratch: Path):
         from bench.engine.train import Progress, Trainer
-        from bench.rundir import RunDir
 
         self.trainer = trainer = Trainer(recipe, dist)
         self.loader = trainer.data.loader
@@ -496,7 +497,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.device == "cuda" and not torch.cuda.is_available():
         raise UserError("bench perf train --device cuda: no CUDA device is visible to torch")
     from bench.engine.distributed import Dist
-    from bench.engine.threads import resolve
 
     torch.set_num_threads(args.threads or resolve("auto"))
 
