@@ -73,6 +73,7 @@ from bench.analysis.style import (  # noqa: E402
     save,
     shift,
     size,
+    x_axis,
 )
 
 COLORS = catalog.COLORS
@@ -386,10 +387,7 @@ def plot_steps_to_target(groups: pd.DataFrame, order: list[str], title: str, pap
         plain_log_y(ax)
     else:
         no_run_reached(ax, target)
-    if single:
-        arm_axis(ax, present, {o: display(o) for o in present}, batches[0])
-    else:
-        log2_batch_axis(ax, batches)  # ticks at the measured batches only
+    x_axis(ax, batches, present, {o: display(o) for o in present})  # ticks at the measured batches only
     any_missed = any(len(xs) for xs, _ in missed)
     if any_missed:
         handles.append(Line2D([], [], color="k", marker="x", linestyle="", label=MISSED))

@@ -275,6 +275,14 @@ def arm_axis(ax, order: list[str], names: dict[str, str], batch: float | None = 
     ax.set_xlabel("" if batch is None else f"global batch {batch_label(batch)}")
 
 
+def x_axis(ax, batches, order: list[str], names: dict[str, str]) -> None:
+    """A figure's x axis: the batches on a log2 axis, or for one batch the arms side by side (arm_axis)."""
+    if len(batches) == 1:
+        arm_axis(ax, order, names, batches[0])
+    else:
+        log2_batch_axis(ax, batches)
+
+
 def plain(v: float, _=None) -> str:
     """A log axis's tick label as a plain number: 20, 500, 1,000, 0.5, 0.002; 2e-5 below 0.001."""
     if v == 0 or not math.isfinite(v):

@@ -55,6 +55,7 @@ from bench.analysis.style import (
     save,
     shift,
     size,
+    x_axis,
     y_range,
 )
 
@@ -184,10 +185,7 @@ def plot_steps_to_result(table_cells: pd.DataFrame, order: list[str]) -> plt.Fig
         plain_log_y(ax)
     else:
         no_run_reached(ax, target)
-    if single:
-        arm_axis(ax, order, _names(order), batches[0])
-    else:
-        log2_batch_axis(ax, batches)
+    x_axis(ax, batches, order, _names(order))
     ax.set_ylabel(f"steps to {target:g}% val Top-1\n(reruns' median, 95% interval)")
     ax.set_title(f"Steps to result at batch {batch_label(batches[0])}" if single else "Steps to result against batch")
     miss_band(ax, missed, top=True)
