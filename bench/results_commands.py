@@ -53,9 +53,10 @@ def cmd_project(args) -> int:
     if recipe_file and _project_file(args, acc):
         return 0
     if recipe_file:
-        inputs, facts = project.recipe_inputs(*_recipe_facts(args.paths[0]))
+        r, train, groups, classes = _recipe_facts(args.paths[0])
+        inputs, facts = project.recipe_inputs(r, train, groups)
         what = f"the recipe's {facts['epochs']:g} epochs of {facts['images']:,} images ({args.paths[0]})"
-        parameters = args.parameters or facts["parameters"]
+        parameters = args.parameters or facts["parameters"] or model_parameters(r.model.name, r.model.kwargs, classes)
     elif args.reference:
         inputs, what = project.reference_inputs(), "LARS' epochs to 75.9% from MLPerf's reference convergence points"
         parameters = project.RESNET50_PARAMETERS
@@ -126,20 +127,20 @@ def _project_file(args, acc) -> bool:
 
 def _recipe_facts(path: str) -> tuple:
     """A recipe file's recipe, its training images (read from its data; ImageNet-1k's where the data is not here
-    and the model is ResNet-50 at 224 px) and its gradient groups on one rank (its batch plan's): the arguments of
-    project.recipe_inputs."""
+    and the model is ResNet-50 at 224 px), its gradient groups on one rank (its batch plan's) and its classes."""
     from bench import recipe as recipe_mod
     from bench.analysis import project
     from bench.data import build
 
     r = recipe_mod.load(path)
     try:
-        train = build(r.data, 1, 1, 0, 1, 0, device="cpu").train_size
+        data = build(r.data, 1, 1, 0, 1, 0, device="cpu")
+        train, classes = data.train_size, data.num_classes
     except UserError:
         if not project.resnet50_224(r):
             raise
-        train = project.IMAGENET_TRAIN_IMAGES
-    return r, train, recipe_plan(r, 1).gsnr_groups
+        train, classes = project.IMAGENET_TRAIN_IMAGES, None  # ResNet-50's parameters are known: not counted
+    return r, train, recipe_plan(r, 1).gsnr_groups, classes
 
 
 def count_parameters(record) -> int:
@@ -155,14 +156,18 @@ def count_parameters(record) -> int:
             f"{record.path}: cannot count the model's parameters (its dataset folder {train} is not here): "
             "give --parameters N"
         )
+    return model_parameters(recipe["model"]["name"], recipe["model"].get("kwargs") or {}, classes)
+
+
+def model_parameters(name: str, kwargs: dict, classes: int) -> int:
+    """The parameters of a recipe's model (model.name, model.kwargs) for `classes` classes, built on the meta
+    device (no memory)."""
     import torch
 
-    from bench.models import timm_models
+    from bench.models import create_model
 
-    kwargs = {**(recipe["model"].get("kwargs") or {}), "num_classes": classes}
     with torch.device("meta"):
-        model = timm_models().create_model(recipe["model"]["name"], **kwargs)
-    return sum(p.numel() for p in model.parameters())
+        return sum(p.numel() for p in create_model(name, kwargs, classes).parameters())
 
 
 def sweep_cost(spec, trials, throughput: float | None = None, measured: float | None = None) -> str:

@@ -223,10 +223,16 @@ class RunDir:
             raise
         return run
 
+    def release(self) -> None:
+        """Let go of the run directory (its lock) once this process has written its last record."""
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+
     def discard(self) -> None:
         """Remove a run directory that holds nothing of a run yet (a disk too full for its first files)."""
         shutil.rmtree(self.path, ignore_errors=True)
-        self._lock.close()
+        self.release()
 
     @classmethod
     def runs_of(cls, results: Path, recipe_name: str) -> list[Path]:

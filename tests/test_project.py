@@ -213,6 +213,21 @@ def test_a_recipe_or_sweep_file_is_projected_and_the_throughput_says_whose_it_is
     assert "GPU-hours of training: 1,519 trials" in out
 
 
+def test_a_recipe_of_another_model_is_projected_with_its_counted_parameters(capsys, tmp_path, tiny_dataset):
+    """A recipe of a model the presets do not hold (resnet8_cifar on the 4-class tiny set): its parameters are
+    counted from its model (it used to be a TypeError), its throughput must be given."""
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(
+        f"name: r\nmodel: {{name: resnet8_cifar}}\ndata: {{dataset: folder, path: {tiny_dataset}, image_size: 32}}\n"
+        "global_batch: 32\nepochs: 1\noptimizer: {name: lars, lr: 1.0}\ntarget_top1: 50\n"
+    )
+    assert main(["project", str(recipe), "--cluster", "dgx-h100", "--throughput", "1000"]) == 0
+    from bench.models import create_model
+
+    counted = sum(p.numel() for p in create_model("resnet8_cifar", {}, 4).parameters())
+    assert f"{counted:,} parameters" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize(
     "args,said",
     [

@@ -192,6 +192,18 @@ def test_restart_starts_a_new_run_and_a_running_run_is_locked(recipe, tmp_path):
     assert len(list((tmp_path / "rel").iterdir())) == 2
 
 
+def test_a_finished_run_lets_go_of_its_lock_in_the_process_that_ran_it(recipe, tmp_path, one_thread):
+    """A run trained in this process (a sweep runs its trials so) releases its directory when it has written its
+    last record: a later resume may take it at once, and no open lock file is left to the garbage collector."""
+    from bench import recipe as recipe_mod
+    from bench.engine.train import train
+    from bench.rundir import held_by_a_process
+
+    run = train(recipe_mod.load(recipe, ["epochs=1"]), tmp_path, progress=False)
+    assert run is not None and (run.path / ".lock").exists()
+    assert not held_by_a_process(run.path)  # the returned record is alive: its lock was closed, not collected
+
+
 def test_corrupt_checkpoint_is_a_clear_error_and_nothing_is_lost(recipe, tmp_path):
     crash_at("step:9", "run", str(recipe), "--out", str(tmp_path), "--no-progress")
     run = only_run(tmp_path)

@@ -677,25 +677,29 @@ def _train(
     """A run's phases: open it (or resume it), start its records, train, close its records."""
     trainer = Trainer(recipe, dist)
     run, state, resumed = _open(trainer, results, restart, run_dir)
-    if run:
-        _start_records(run, trainer, state, resumed)
-    status, reason = _train_loop(trainer, run, state, progress, preempted)
-    if run:
-        if status in FINISHED:  # nothing left to resume: the disk gets back all but the final one
-            checkpoint.prune(run.path, int(recipe.checkpoint.keep_final))
-            run.pack_events()
-        stopped_by = preempted.signal.name if status == "preempted" and preempted.signal else None
-        run.write_meta(
-            status=status,
-            reason=reason,
-            end_time=now(),
-            stopped_by=stopped_by,
-            unreadable_images=sorted(trainer.data.unreadable.files),
-        )
-        if status == "preempted":
-            print(
-                f"preempted{f' by {stopped_by}' if stopped_by else ''}: checkpoint at step {state.step} in {run.path}"
+    try:
+        if run:
+            _start_records(run, trainer, state, resumed)
+        status, reason = _train_loop(trainer, run, state, progress, preempted)
+        if run:
+            if status in FINISHED:  # nothing left to resume: the disk gets back all but the final one
+                checkpoint.prune(run.path, int(recipe.checkpoint.keep_final))
+                run.pack_events()
+            stopped_by = preempted.signal.name if status == "preempted" and preempted.signal else None
+            run.write_meta(
+                status=status,
+                reason=reason,
+                end_time=now(),
+                stopped_by=stopped_by,
+                unreadable_images=sorted(trainer.data.unreadable.files),
             )
+            if status == "preempted":
+                print(
+                    f"preempted{f' by {stopped_by}' if stopped_by else ''}: checkpoint at step {state.step} in {run.path}"
+                )
+    finally:
+        if run:
+            run.release()  # the run is this process's no longer: a later resume may take it
     return run
 
 
