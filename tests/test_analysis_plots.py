@@ -721,3 +721,15 @@ def test_the_perfect_scaling_line_says_whose_point_it_starts_from(tmp_path):
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
     assert "perfect scaling (∝ 1/batch) from SGD at 100" in labels
     plots.plt.close(fig)
+
+
+def test_the_projection_figure_keeps_the_style(tmp_path, monkeypatch):
+    """bench project --plot: every batch's point inside the axes (its first point, below the labelled powers of
+    two, was cut off), a one-line title, the inputs in the caption file, not under the axes."""
+    from bench.cli import main
+
+    found, original = {}, style.save
+    monkeypatch.setattr(style, "save", lambda fig, out, stem: found.update(_findings(fig)) or original(fig, out, stem))
+    assert main(["project", "--reference", "--cluster", "dgx-h100", "--plot", str(tmp_path)]) == 0
+    assert found and {kind: f for kind, f in found.items() if f} == {}
+    assert "MLPerf's reference convergence points" in (tmp_path / "time-to-train.caption.txt").read_text()

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import math
 import statistics
-import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -501,33 +500,33 @@ def break_even_table(even: pd.DataFrame, slow: str, fast: str) -> Table:
 
 def plot(frame: pd.DataFrame, out: Path, title: str, note: str) -> list[Path]:
     """Minutes to target against the global batch, a line per accelerator count (a line style per optimizer),
-    log-log, titled as a projection, its inputs written under it."""
+    log-log, titled as a projection in the suite's style; its inputs (`note`) go to the caption file."""
     import matplotlib.pyplot as plt
 
-    from bench.analysis.style import log2_batch_axis, plain_log_y, save
+    from bench.analysis import style
 
     counts = sorted(frame.accelerators.unique())
     colors = plt.get_cmap("viridis")([i / max(1, len(counts) - 1) * 0.9 for i in range(len(counts))])
     styles = ["-", "--", ":", "-."]
-    fig, ax = plt.subplots(figsize=(7, 5))
-    finite = frame[frame.minutes.map(math.isfinite)]
-    for j, (opt, g) in enumerate(finite.groupby("optimizer", sort=False)):
-        for n, c in zip(counts, colors):
-            line = g[g.accelerators == n].sort_values("global_batch")
-            if len(line):
-                ax.plot(
-                    line.global_batch,
-                    line.minutes,
-                    styles[j % len(styles)],
-                    marker="o",
-                    color=c,
-                    label=f"{paper.display(opt)}, {n:,} accelerators",
-                )
-    batches = sorted(finite.global_batch.unique())
-    log2_batch_axis(ax, [b for b in batches if b & (b - 1) == 0] or batches)  # powers of two: labels that fit
-    plain_log_y(ax)
-    ax.set(ylabel="minutes to target", title=f"Projection (not measured): {title}")
-    ax.legend(fontsize=7)
-    fig.subplots_adjust(bottom=0.24)
-    fig.text(0.02, 0.02, textwrap.fill(note, 150), fontsize=5.5, va="bottom")
-    return save(fig, Path(out), "time-to-train")
+    with plt.rc_context(style.STYLE):
+        fig, ax = plt.subplots(figsize=style.size(True, 4.5))
+        finite = frame[frame.minutes.map(math.isfinite)]
+        for j, (opt, g) in enumerate(finite.groupby("optimizer", sort=False)):
+            for n, c in zip(counts, colors):
+                line = g[g.accelerators == n].sort_values("global_batch")
+                if len(line):
+                    ax.plot(
+                        line.global_batch,
+                        line.minutes,
+                        styles[j % len(styles)],
+                        marker="o",
+                        color=c,
+                        label=f"{paper.display(opt)}, {n:,} accelerators",
+                    )
+        batches = sorted(finite.global_batch.unique())
+        style.log2_batch_axis(ax, batches, labelled=[b for b in batches if b & (b - 1) == 0])  # labels that fit
+        style.plain_log_y(ax)
+        ax.set(ylabel="minutes to target", title=f"Projected, not measured: {title}")
+        ax.legend(fontsize=7)
+        style.caption(fig, f"Minutes to target against the global batch, a line per accelerator count. {note}")
+        return style.save(fig, Path(out), "time-to-train")

@@ -254,11 +254,12 @@ def batch_limits(batches) -> tuple[float, float]:
     return lo * 2**-margin, hi * 2**margin
 
 
-def log2_batch_axis(ax, batches) -> None:
-    """A log2 x axis with a tick at each batch, labelled with its plain number, over batch_limits()."""
+def log2_batch_axis(ax, batches, labelled=None) -> None:
+    """A log2 x axis over batch_limits() of the batches, with a tick at each batch (or at each of `labelled`:
+    where the batches are too many or too close for their labels), labelled with its plain number."""
     batches = sorted(set(float(b) for b in batches))
     ax.set_xscale("log", base=2)
-    ax.xaxis.set_major_locator(FixedLocator(batches))
+    ax.xaxis.set_major_locator(FixedLocator(sorted(set(float(b) for b in labelled)) if labelled else batches))
     ax.xaxis.set_minor_locator(NullLocator())
     ax.xaxis.set_major_formatter(FuncFormatter(lambda b, _: batch_label(b)))
     ax.xaxis.set_minor_formatter(NullFormatter())
