@@ -6,6 +6,7 @@ one-line titles, plain tick labels on log axes, captions beside the figures, pap
 import itertools
 import json
 import re
+import shutil
 import subprocess
 import sys
 
@@ -564,6 +565,28 @@ def test_paper_figures_are_one_column_wide(styled):
                 assert _page_width(path) == pytest.approx(style.COLUMN * 72, abs=0.5), path.name
         assert (folder / "steps_to_result-paper.pdf").exists() or (folder / "steps_to_target-paper.pdf").exists()
     assert _page_width(root / "plots" / "curves.svg") > style.COLUMN * 72  # the screen figure: wider
+
+
+@pytest.mark.skipif(shutil.which("pdflatex") is None, reason="no pdflatex here (apt-get install texlive-latex-base)")
+def test_a_paper_figure_and_its_caption_go_into_a_latex_document_untouched(styled, tmp_path):
+    """Each paper figure's PDF and its <stem>-paper.caption.tex (a \\caption with the %, _, ∝ and μ of the screen
+    caption spelt for LaTeX) in a two-column article, at its column's width as papers place them (3.5 in is IEEE's
+    column; article's is 3.2): plain pdflatex (graphicx only) compiles it."""
+    _, root = styled
+    figures = sorted((root / "sweep-plots").glob("*-paper.pdf")) + sorted((root / "plots").glob("*-paper.pdf"))
+    assert figures
+    body = "".join(
+        f"\\begin{{figure}}\\includegraphics[width=\\columnwidth]{{{pdf}}}\\input{{{pdf.with_suffix('')}.caption.tex}}\\end{{figure}}\n"
+        for pdf in figures
+    )
+    (tmp_path / "paper.tex").write_text(
+        f"\\documentclass[twocolumn]{{article}}\\usepackage{{graphicx}}\\begin{{document}}\n{body}\\end{{document}}\n"
+    )
+    done = subprocess.run(
+        ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "paper.tex"], cwd=tmp_path, capture_output=True
+    )
+    assert done.returncode == 0, done.stdout.decode(errors="replace")[-2000:]
+    assert b"Overfull \\hbox" not in done.stdout  # nothing in a caption too long to break
 
 
 def test_the_paper_option_is_on_bench_plot_and_bench_sweep(tmp_path):

@@ -41,6 +41,7 @@ from matplotlib.ticker import (  # noqa: E402
 )
 
 from bench import catalog  # noqa: E402
+from bench.analysis.render import latex_escape  # noqa: E402
 from bench.files import atomic_write  # noqa: E402
 
 STYLE = {
@@ -103,7 +104,7 @@ _mode = {"paper": False}
 @contextlib.contextmanager
 def for_paper():
     """Draw and save for a paper's column: figures COLUMN inches wide (size(), columns()), PAPER's fonts, and
-    save() writes <stem>-paper.pdf and <stem>-paper.svg."""
+    save() writes <stem>-paper.pdf, <stem>-paper.svg and the caption as LaTeX, <stem>-paper.caption.tex."""
     before = _mode["paper"]
     _mode["paper"] = True
     try:
@@ -149,7 +150,8 @@ def save(fig, out: Path, stem: str) -> list[Path]:
     """PNG and SVG (under for_paper(): <stem>-paper.pdf and <stem>-paper.svg, COLUMN wide), each written whole
     (atomic_write: processes drawing the same figure, as a job array's tasks do, never see or rename each other's
     half-written file), with no date in them: the same runs give the same files, so a re-rendered figure shows in a
-    diff only where it changed. The caption (caption()) goes to <stem>.caption.txt; the figure files are returned.
+    diff only where it changed. The caption (caption()) goes to <stem>.caption.txt (a paper's: <stem>-paper.caption.tex);
+    the figure files are returned.
     """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -163,8 +165,13 @@ def save(fig, out: Path, stem: str) -> list[Path]:
         atomic_write(out / f"{stem}{suffix}.{ext}", image.getvalue())
         paths.append(out / f"{stem}{suffix}.{ext}")
     text = getattr(fig, "bench_caption", None)
-    if text and not in_paper():  # beside the figure, not among the figures returned
-        atomic_write(out / f"{stem}.caption.txt", text + "\n")
+    if text:  # beside the figure, not among the figures returned; a paper's as LaTeX's \caption, to \input
+        name, text = (
+            (f"{stem}-paper.caption.tex", f"\\caption{{{latex_escape(text)}}}")
+            if in_paper()
+            else (f"{stem}.caption.txt", text)
+        )
+        atomic_write(out / name, text + "\n")
     plt.close(fig)
     return paths
 
