@@ -194,6 +194,19 @@ def test_vrgd_imagenet_measured_and_missing_cells_in_every_format(tmp_path):
     assert r"\hline" in tex and r"76.60 $\pm$ 0.28 (n=2; 2/2 $\geq$ 74.9)" in tex and "---" in tex and r"\%" in tex
 
 
+def test_latex_wraps_long_columns_and_says_when_a_table_is_wider_than_a_page():
+    """A long text column wraps (p{...}, ragged right) at \\small; a table too wide for a page even in \\tiny type
+    with narrow gaps says so in a comment line above the float (pdflatex would only warn of an overfull box)."""
+    from bench.analysis.render import Cell, Table
+
+    words = "a verdict in words that runs far longer than any column of numbers beside it"
+    narrow = render(Table("t", ["batch", "verdict"], [[Cell(64.0), words]]), "latex")
+    assert r"\centering\small" in narrow and "p{" in narrow and r"\raggedright a verdict" in narrow
+    assert "wider than a page" not in narrow and r"\begin{table*}" in narrow
+    wide = render(Table("t", [f"column {i}" for i in range(40)], [[Cell(123456.0)] * 40]), "latex")
+    assert wide.startswith("% 40 columns: wider than a page even in tiny type") and r"\tabcolsep" in wide
+
+
 def test_latex_spells_every_character_in_ascii():
     """pdflatex takes ASCII: a table's symbols become LaTeX's, an accented letter its accent command, and what
     LaTeX cannot spell a '?'; <, > and | (other glyphs in LaTeX's default text font) go to math mode."""

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from bench.analysis import results, tables
-from bench.analysis.render import Cell, Table, claim, claims_of, render
+from bench.analysis.render import Cell, Table, claim, claims_of, render, side_notes
 from bench.cli import main
 from tests.helpers import make_run
 
@@ -71,7 +71,7 @@ def test_a_tables_claims_are_sentences_from_its_numbers_that_markdown_ends_with_
     assert claim("X / Y at 1024", "no ratio (X missed 3/5)") == "X / Y at 1024: no ratio (X missed 3/5)."
     table = Table("t", ["a"], [[Cell(1.0)]], notes=["a note"], claims=[said, "Another: one."])
     assert claims_of(render(table)) == [said, "Another: one."] and claims_of(render(Table("t", ["a"]))) == []
-    assert "between 0.84x and 1.20x (99.21\\%)" in render(table, "latex")
+    assert "between 0.84x and 1.20x (99.21\\%)" in side_notes([table], "latex")  # beside the LaTeX float
     from bench.analysis.render import notes_text
 
     assert notes_text(table).splitlines()[-2:] == [said, "Another: one."]

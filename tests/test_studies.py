@@ -131,7 +131,7 @@ def test_a_committed_trees_tables_are_ascii_in_latex(tree, studies):
     """pdflatex takes no raw Unicode: the LaTeX of each table a committed tree holds (and of its report) spells
     every ±, Δ, α, ≥, −, ×, ², ∞ and — in ASCII."""
     from bench.analysis import report
-    from bench.analysis.render import render
+    from bench.analysis.render import render, side_notes
 
     names = [path.stem for path in sorted(tree.glob("*.md")) if path.stem in tables.TABLES]
     if tree not in studies:
@@ -139,7 +139,7 @@ def test_a_committed_trees_tables_are_ascii_in_latex(tree, studies):
     built = [tables.build(name, studies[tree]) for name in names]
     built += [report.table(studies[tree].runs)] if (tree / "report.md").exists() else []
     for table in built:
-        tex = render(table, "latex")
+        tex = render(table, "latex") + side_notes([table], "latex")
         assert tex.isascii(), (table.title, sorted({c for c in tex if not c.isascii()}))
 
 

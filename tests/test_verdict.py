@@ -9,7 +9,7 @@ import pytest
 
 from bench import sweep
 from bench.analysis import power, results, tuning
-from bench.analysis.render import render
+from bench.analysis.render import render, side_notes
 from tests.conftest import cli, write_recipe
 from tests.helpers import BASE, make_run
 
@@ -120,13 +120,15 @@ def test_a_finished_sweeps_tables_wait_for_nothing(tmp_path):
 
 @pytest.mark.skipif(shutil.which("pdflatex") is None, reason="no pdflatex here (apt-get install texlive-latex-base)")
 def test_a_latex_verdict_compiles_with_plain_pdflatex(top1_tree):
-    """The verdict's LaTeX (its ±, Δ, α, ≥ and − as LaTeX commands) in a bare article: pdflatex, no package, no
-    error and no missing glyph."""
-    tex = render(tuning.verdict(results.load_study([top1_tree])), "latex")
-    assert r"$\pm$" in tex and r"$\Delta$" in tex and r"$\alpha$" in tex and r"$\geq$" in tex
+    """The verdict's LaTeX float and its notes (±, Δ, α, ≥ and − as LaTeX commands) in a bare two-column article:
+    pdflatex, no package, no error, no missing glyph, nothing wider than the page."""
+    table = tuning.verdict(results.load_study([top1_tree]))
+    tex, notes = render(table, "latex"), side_notes([table], "latex")
+    assert all(symbol in tex + notes for symbol in (r"$\pm$", r"$\Delta$", r"$\alpha$", r"$\geq$"))
     out = top1_tree / "tex"
     out.mkdir()
-    (out / "verdict.tex").write_text(f"\\documentclass{{article}}\n\\begin{{document}}\n{tex}\\end{{document}}\n")
+    document = f"\\documentclass[twocolumn]{{article}}\n\\begin{{document}}\n{tex}{notes}\\end{{document}}\n"
+    (out / "verdict.tex").write_text(document)
     done = subprocess.run(
         ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "verdict.tex"],
         cwd=out,
@@ -135,21 +137,23 @@ def test_a_latex_verdict_compiles_with_plain_pdflatex(top1_tree):
         timeout=120,
     )
     assert done.returncode == 0 and (out / "verdict.pdf").exists(), done.stdout[-2000:]
-    assert "Missing character" not in (out / "verdict.log").read_text(errors="replace")
+    log = (out / "verdict.log").read_text(errors="replace")
+    assert "Missing character" not in log
+    assert "Overfull \\hbox" not in log  # its long columns wrap: the table fits the page of a two-column paper
 
 
 def test_a_latex_speed_verdict_leaves_out_the_columns_it_does_not_fill(tmp_path):
     """A speed verdict fills no Top-1 column: LaTeX leaves each out (the same placeholder in every row) and names
-    it in the notes, after the table float, whose caption is the title alone."""
+    it in the notes, which go beside the table float (side_notes: stderr), whose caption is the title alone."""
     speed_tree(tmp_path)
     table = tuning.verdict(results.load_study([tmp_path]))
-    tex = render(table, "latex")
-    head = next(line for line in tex.splitlines() if line.startswith("batch & "))
-    assert head == r"batch & X & Y & family & steps to target X / Y & verdict \\"
+    tex, notes = render(table, "latex"), side_notes([table], "latex")
+    head = next(line for line in tex.splitlines() if "& X & Y & family &" in line)
+    assert head == r"batch & X & Y & family & \raggedright steps to target X / Y & \raggedright verdict \tabularnewline"
     assert "not compared (speed) &" not in tex and tex.isascii()
-    assert r"\item Columns left out, 'not compared (speed)' in every row: val Top-1 X, val Top-1 Y." in tex
+    assert r"\item Columns left out, 'not compared (speed)' in every row: val Top-1 X, val Top-1 Y." in notes
     caption = next(line for line in tex.splitlines() if line.startswith(r"\caption{"))
-    assert tex.index(r"\end{table}") < tex.index(r"\item ") and "Holm" not in caption
+    assert r"\item" not in tex and "Holm" not in caption  # the notes go beside the float (stderr), not in it
 
 
 SWEEP = """

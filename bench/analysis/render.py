@@ -284,39 +284,103 @@ def blank_columns(table: Table) -> list[int]:
     ]
 
 
+LATEX_PAGE_PT = 469  # a two-column paper's text width (article's), which a table* spans
+# LaTeX's sizes at 10 pt with their em (Computer Modern's quad, pt: small types are cut wider) and the gap between
+# columns at each (twice \tabcolsep, pt; LaTeX's own: 12)
+LATEX_SIZES = (("small", 9.25, 12), ("footnotesize", 8.5, 8), ("scriptsize", 7.97, 6), ("tiny", 6.81, 4))
+LATEX_WRAP = 12  # characters: a text column with a longer cell wraps (p{...}) instead of widening the table
+
+
+def latex_columns(table: Table, shown: list[int], texts: list[list[str]]) -> tuple[str, int, list[str], bool]:
+    """The type size, the gap between columns, each shown column's LaTeX spec and whether the table fits the page.
+    A column is r (numeric) or l at its natural width when its cells are short; p{a share of \\linewidth} when a
+    cell is longer than LATEX_WRAP characters: the page's width less the short columns' (about 0.7 em a character,
+    capitals and digits counted generously, plus the gaps), split by longest cell, and never narrower than the
+    column's longest word (a word that cannot break would stick out).
+    The size and gap are the largest of LATEX_SIZES at which the short columns and the long ones' longest words
+    fit (else the smallest, and the table is wider than the page)."""
+    cells = {j: [table.columns[j], *(row[j] for row in texts)] for j in shown}
+    longest = {j: max(map(len, cells[j])) for j in shown}
+    wide = [j for j in shown if longest[j] > LATEX_WRAP]
+    word = {j: max(len(w) for c in cells[j] for w in c.split()) for j in wide}
+    for size, em, gap in LATEX_SIZES:
+        char = 0.7 * em  # generous: digits, capitals, spaces
+        narrow = sum(char * longest[j] for j in shown if j not in wide) + gap * len(shown)
+        least = {j: char * (word[j] + 1) for j in wide}
+        if narrow + sum(least.values()) <= LATEX_PAGE_PT:
+            break
+    weight = {j: min(longest[j], 120) for j in wide}
+    width, free = {}, list(wide)
+    while free:  # a column whose share is below its longest word gets that word; the rest share what is left
+        left = LATEX_PAGE_PT - narrow - sum(width.values())
+        share = {j: left * weight[j] / sum(weight[f] for f in free) for j in free}
+        short = [j for j in free if share[j] < least[j]]
+        width |= {j: least[j] for j in short} if short else share
+        free = [j for j in free if j not in short] if short else []
+    specs = [
+        rf"p{{{width[j] / LATEX_PAGE_PT:.2f}\linewidth}}" if j in wide else "r" if table.numeric(j) else "l"
+        for j in shown
+    ]
+    return size, gap, specs, narrow + sum(least.values()) <= LATEX_PAGE_PT
+
+
 def latex(table: Table) -> str:
-    """The table float (the title as its caption, no column that blank_columns finds), then its notes and claims as
-    lists; ASCII, for plain pdflatex."""
+    """The table float alone (the title as its caption, no column that blank_columns finds; spanning both columns
+    of a two-column paper, its long text columns wrapped to fit: latex_columns), ASCII, for plain pdflatex; its
+    notes and claims are latex_notes'."""
     blank, texts = blank_columns(table), table.text_rows()
     shown = [j for j in range(len(table.columns)) if j not in blank]
+    size, gap, specs, fits = latex_columns(table, shown, texts)
+    wrapped = {j for j, spec in zip(shown, specs) if spec.startswith("p")}
+
+    def cells(row: list[str]) -> str:  # a wrapped cell ragged right; \tabularnewline, as \raggedright redefines \\
+        return " & ".join(("\\raggedright " if j in wrapped else "") + latex_escape(row[j]) for j in shown)
+
+    wider = (
+        []
+        if fits
+        else [f"% {len(shown)} columns: wider than a page even in {size} type (--format csv, or fewer columns)"]
+    )
     lines = [
-        r"\begin{table}[t]",
-        r"\centering\small",
+        *wider,
+        r"\begin{table*}[t]",
+        rf"\centering\{size}",
+        *([] if gap == 12 else [rf"\setlength{{\tabcolsep}}{{{gap / 2:g}pt}}"]),
         rf"\caption{{{latex_escape(table.title)}}}",
-        rf"\begin{{tabular}}{{{''.join('r' if table.numeric(j) else 'l' for j in shown)}}}",
+        rf"\begin{{tabular}}{{{''.join(specs)}}}",
         r"\hline",
-        " & ".join(latex_escape(table.columns[j]) for j in shown) + r" \\",
+        cells(table.columns) + r" \tabularnewline",
         r"\hline",
-        *(" & ".join(latex_escape(row[j]) for j in shown) + r" \\" for row in texts),
+        *(cells(row) + r" \tabularnewline" for row in texts),
         r"\hline",
         r"\end{tabular}",
-        r"\end{table}",
+        r"\end{table*}",
     ]
-    left_out = {}
-    for j in blank:
-        left_out.setdefault(texts[0][j], []).append(table.columns[j])
-    notes = [f"Columns left out, '{text}' in every row: {', '.join(names)}." for text, names in left_out.items()]
-    for head, items in (("Notes", notes + table.notes), ("Claims", table.claims)):
-        if items:
-            lines += ["", rf"\noindent\textbf{{{head}}}", r"\begin{itemize}"]
-            lines += [rf"\item {latex_escape(item)}" for item in items] + [r"\end{itemize}"]
     return "\n".join(lines) + "\n"
 
 
+def latex_notes(table: Table) -> str:
+    """What the LaTeX float leaves out, as LaTeX lists for the text or an appendix: the columns left out, the notes
+    that define the numbers, and the claims in words."""
+    texts = table.text_rows()
+    left_out = {}
+    for j in blank_columns(table):
+        left_out.setdefault(texts[0][j], []).append(table.columns[j])
+    notes = [f"Columns left out, '{text}' in every row: {', '.join(names)}." for text, names in left_out.items()]
+    lines = []
+    for head, items in (("Notes", notes + table.notes), ("Claims", table.claims)):
+        if items:
+            lines += [rf"\noindent\textbf{{{head}}}", r"\begin{itemize}"]
+            lines += [rf"\item {latex_escape(item)}" for item in items] + [r"\end{itemize}", ""]
+    return "\n".join(lines)
+
+
 def side_notes(tables: list[Table], fmt: str) -> str:
-    """What goes to stderr beside `tables` rendered in `fmt`: a csv's titles and notes (the other formats hold
-    theirs)."""
-    return "\n".join(notes_text(t) for t in tables) if fmt == "csv" else ""
+    """What goes to stderr beside `tables` rendered in `fmt` (`2> notes` keeps it apart from the table): a csv's
+    titles and notes, LaTeX's notes and claims as lists (latex_notes); markdown holds its own."""
+    if fmt == "csv":
+        return "\n".join(notes_text(t) for t in tables)
+    return "\n".join(latex_notes(t) for t in tables) if fmt == "latex" else ""
 
 
 def render(table: Table, fmt: str = "markdown") -> str:
