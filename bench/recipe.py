@@ -305,6 +305,13 @@ class LoggingSpec(Strict):
         "(the tensorboard package: pip install -e '.[tensorboard]')",
     )
     wandb: WandbSpec | None = Field(None, description="Weights & Biases curves, sent as checkpoints keep them")
+    events_every_steps: PositiveInt = Field(
+        1,
+        description="events.jsonl gets a step's line when step % N == 0 and at the last step (Lightning's "
+        "log_every_n_steps): a long run's log within a committed study's size budget. The diagnostics' "
+        "means and the noise scale are then read on those steps; N > 1 needs a fixed pace (no adaptive_batch "
+        "or AdaScale), where a step's images follow from its number",
+    )
 
 
 class AdaptiveBatchSpec(Strict):
@@ -409,6 +416,20 @@ class Recipe(Strict):
             value = getattr(self, key)
             if isinstance(value, int) and unit % value:
                 raise ValueError(f"{unit_key} {unit} is not a multiple of {key} {value}")
+        return self
+
+    @model_validator(mode="after")
+    def _sparse_events_need_a_fixed_pace(self):
+        every = self.logging.events_every_steps
+        record = catalog.OPTIMIZERS.get(self.optimizer.name)  # an unknown name is reported by _check_names
+        if every > 1 and (self.adaptive_batch or (record is not None and record.pace != "fixed")):
+            moved = (
+                "adaptive_batch" if self.adaptive_batch else f"'{self.optimizer.name}' (its gain moves the schedule)"
+            )
+            raise ValueError(
+                f"logging.events_every_steps {every} needs a fixed pace: with {moved} every step's batch or gain "
+                "is logged (events_every_steps 1)"
+            )
         return self
 
     @model_validator(mode="after")

@@ -313,3 +313,20 @@ def test_mean_curve_of_adaptive_seeds_pairs_their_evaluations(tmp_path):
     assert sorted(study.curves["step"]) == [8, 10, 15, 20]
     m = study.mean_curve(study.groups["runs"].iloc[0])
     assert list(m["step"]) == [9, 17.5] and list(m["val_top1"]) == [55, 65] and list(m["n"]) == [2, 2]
+
+
+def test_thinned_events_are_placed_by_their_step_number(tmp_path):
+    """Events every 3rd step and the last (logging.events_every_steps 3) of 26 steps of 100 images in 1,000:
+    each logged step sits at its number x the batch, in the figure's epochs, the warm-up's cut (0.2 epochs: steps
+    from 2 on count) and the noise window (epochs [1, 1.5): steps 10-14, of which 12 is logged)."""
+    logged = [*range(0, 26, 3), 25]
+    events = [step(s, noise_trace=float(s * s), grad_sqnorm=1.0) for s in logged]
+    make_run(tmp_path, "r", "sgd", 100, 0, [50, 60], events=events, schedule={"warmup_epochs": 0.2})
+    study = results.load_study([tmp_path])
+    row = study.runs.iloc[0]
+    assert row["noise_scale_window"] == pytest.approx(12 * 12)
+    assert row["noise_scale"] == pytest.approx(sum(s * s for s in logged[1:]) / len(logged[1:]))
+    assert row["noise_scale_steps"] == len(logged) - 1
+    e = plots.run_events(study, study.groups.iloc[0])
+    assert list(e["epoch"]) == pytest.approx([(s + 1) / 10 for s in logged])
+    assert list(e["after_warmup"]) == [s >= 2 for s in logged]

@@ -533,3 +533,29 @@ def test_eval_ema_reads_the_target_on_the_averaged_weights(tmp_path, tiny_datase
         losses[name] = train_mod.evaluate(trainer.model, trainer.data.val(), recipe, trainer.device)["loss"]
     assert final["val_loss"] == pytest.approx(losses["ema"], rel=1e-9)
     assert abs(losses["ema"] - losses["trained"]) > 1e-4
+
+
+def test_thinned_events_hold_every_nth_step_and_the_last_and_change_no_number(tmp_path):
+    """logging.events_every_steps 3 over 5 steps: events.jsonl holds steps 0, 3 and 4 (the last), the metrics
+    are those of the full log's run, and the two runs are seeds of one recipe (logging changes no number)."""
+    from bench import api
+
+    sets = ["epochs=1", "global_batch=20", "micro_batch=10", "data.synth.train_per_class=10"]
+    sets += ["data.synth.val_per_class=2", "schedule.warmup_epochs=0", "optimizer.name=vrgd_sgd"]
+    full = api.run(api.load_recipe(RECIPES / "demo-sgd.yaml", sets), out=tmp_path / "full")
+    thin = api.run(
+        api.load_recipe(RECIPES / "demo-sgd.yaml", [*sets, "logging.events_every_steps=3"]), out=tmp_path / "thin"
+    )
+    steps = {run: [json.loads(line)["step"] for line in event_lines(run)] for run in (full, thin)}
+    assert steps == {full: [0, 1, 2, 3, 4], thin: [0, 3, 4]}
+    logged = {run: {json.loads(line)["step"]: json.loads(line) for line in event_lines(run)} for run in (full, thin)}
+    for s in (0, 3, 4):
+        assert logged[thin][s]["loss"] == logged[full][s]["loss"] and "grad_var" in logged[thin][s]
+    pd.testing.assert_frame_equal(
+        pd.read_csv(full / "metrics.csv").drop(columns="train_time_s"),
+        pd.read_csv(thin / "metrics.csv").drop(columns="train_time_s"),
+    )
+    from bench.analysis import results
+
+    study = results.load_study([tmp_path / "full", tmp_path / "thin"])
+    assert len(study.runs) == 2 and study.runs["group"].nunique() == 1

@@ -153,6 +153,12 @@ BAD = [
     ("absolute name", BASE, ["name=/tmp/x"], ["name '/tmp/x' must be one folder name"]),
     ("hidden name", BASE + "name: .x\n", [], ["must be one folder name"]),
     (
+        "thinned events under an adaptive pace",
+        BASE.replace("name: sgd", "name: adascale_sgd") + "logging: {events_every_steps: 10}\n",
+        [],
+        ["logging.events_every_steps 10 needs a fixed pace", "'adascale_sgd' (its gain moves the schedule)"],
+    ),
+    (
         "fractional holdout count",
         BASE.replace("image_size", "holdout: 2.5, image_size"),
         [],

@@ -50,6 +50,7 @@ from bench.analysis.results import (  # noqa: E402
     after_warmup,
     best_groups,
     file_stem,
+    images_before,
     numbers,
     refuse_sweep,
     step_batches,
@@ -465,9 +466,9 @@ def logs(events: pd.DataFrame, key: str) -> bool:
 
 
 def run_events(study: Study, group: pd.Series) -> pd.DataFrame:
-    """The events of a group's runs with an epoch column: images seen (Σ of the steps' `batch`, the plan's
-    global_batch where not logged) / training-set size; for AdaScale (a `gain` logged) the epochs of its
-    schedule (engine/pace.py), Σ gain × base batch / training-set size with the base batch one gradient group
+    """The events of a group's runs with an epoch column: images seen after the step (results.images_before and
+    the step's `batch`, the plan's global_batch where not logged) / training-set size; for AdaScale (a `gain`
+    logged) the epochs of its schedule (engine/pace.py), Σ gain × base batch / training-set size with the base batch one gradient group
     (global batch / gsnr_groups = S), so every run of one budget spans the same x axis."""
     frames = []
     train_size = group["train_size"] or math.nan
@@ -478,20 +479,15 @@ def run_events(study: Study, group: pd.Series) -> pd.DataFrame:
             continue
         e = e.drop_duplicates("step", keep="last").sort_values("step", ignore_index=True)
         plan_batch = plan.loc[run, "plan_batch"]
-        if "batch" in e or len(e) == e["step"].iloc[-1] + 1:
-            per_step = step_batches(e, plan_batch)
-            if "gain" in e:  # AdaScale: each step advances its schedule by gain x the base batch
-                per_step = numbers(e, "gain").fillna(1.0) * plan_batch / plan.loc[run, "plan_groups"]
+        before = images_before(e, plan_batch)  # the images before each logged step
+        images = before + step_batches(e, plan_batch)
+        if "gain" in e:  # AdaScale (every step logged): each step advances its schedule by gain x the base batch
+            per_step = numbers(e, "gain").fillna(1.0) * plan_batch / plan.loc[run, "plan_groups"]
             images = per_step.cumsum()
-        else:  # steps missing from the log: count them at the plan's batch
-            images = (e["step"] + 1) * plan_batch
+            before = images - per_step
         warmup = 0.0 if pd.isna(plan.loc[run, "warmup_epochs"]) else float(plan.loc[run, "warmup_epochs"])
         frames.append(
-            e.assign(
-                epoch=images / train_size,
-                run=run,
-                after_warmup=after_warmup(images.diff().fillna(images.iloc[0]), warmup * train_size),
-            )
+            e.assign(epoch=images / train_size, run=run, after_warmup=after_warmup(before, warmup * train_size))
         )
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 

@@ -156,18 +156,28 @@ def ratio_of_sums(numerator: pd.Series, denominator: pd.Series) -> tuple[float, 
     return float(numerator[both].sum()) / total, int(both.sum())
 
 
-def after_warmup(batches: pd.Series, warmup_images: float) -> pd.Series:
-    """Which steps start after the warm-up (the images seen before them reach warmup_images): the steps whose
-    noise scale counts. In the warm-up the lr is far from its peak and the first steps' |G|^2 estimates are
-    noisy, often negative; both the report's B_simple and the figure's curve leave those steps out."""
-    return (batches.cumsum() - batches) >= warmup_images
+def images_before(events: pd.DataFrame, plan_batch: float) -> pd.Series:
+    """The images seen before each logged step (events sorted by step, one row a step): the earlier steps'
+    batches summed where every step is logged, else (recipe logging.events_every_steps > 1, which the recipe
+    allows at a fixed pace only) the step's number x the plan's batch."""
+    batches, steps = step_batches(events, plan_batch), numbers(events, "step")
+    if len(steps) and steps.iloc[-1] + 1 == len(steps):
+        return batches.cumsum() - batches
+    return steps * plan_batch
 
 
-def noise_in_window(events: pd.DataFrame, batches: pd.Series, train_size: float) -> float:
-    """B_simple over the steps that start within NOISE_WINDOW epochs; NaN unless the run trained through it."""
+def after_warmup(before: pd.Series, warmup_images: float) -> pd.Series:
+    """Which steps start after the warm-up (the images seen before them, images_before, reach warmup_images):
+    the steps whose noise scale counts. In the warm-up the lr is far from its peak and the first steps' |G|^2
+    estimates are noisy, often negative; both the report's B_simple and the figure's curve leave those steps out."""
+    return before >= warmup_images
+
+
+def noise_in_window(events: pd.DataFrame, plan_batch: float, train_size: float) -> float:
+    """B_simple over the logged steps that start within NOISE_WINDOW epochs; NaN unless the run trained through it."""
     start, end = (e * train_size for e in NOISE_WINDOW)
-    before = batches.cumsum() - batches
-    if not train_size or batches.sum() < end:
+    before = images_before(events, plan_batch)
+    if not train_size or not len(before) or before.iloc[-1] + step_batches(events, plan_batch).iloc[-1] < end:
         return math.nan
     inside = (before >= start) & (before < end)
     return ratio_of_sums(numbers(events, "noise_trace")[inside], numbers(events, "grad_sqnorm")[inside])[0]
@@ -181,11 +191,11 @@ def step_stats(
     out["batch_varies"] = False
     if not events.empty and "step" in events:
         events = events.drop_duplicates("step", keep="last").sort_values("step")  # a rolled-back resume, if any
-        counted = after_warmup(step_batches(events, plan_batch), warmup_images)
+        counted = after_warmup(images_before(events, plan_batch), warmup_images)
         out["noise_scale"], out["noise_scale_steps"] = ratio_of_sums(
             numbers(events, "noise_trace")[counted], numbers(events, "grad_sqnorm")[counted]
         )
-        out["noise_scale_window"] = noise_in_window(events, step_batches(events, plan_batch), train_size)
+        out["noise_scale_window"] = noise_in_window(events, plan_batch, train_size)
         gain = numbers(events, "gain").dropna()
         out["mean_gain"] = gain.mean() if len(gain) else math.nan
         batches = step_batches(events, plan_batch)
