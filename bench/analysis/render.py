@@ -307,7 +307,8 @@ def latex_columns(table: Table, shown: list[int], texts: list[list[str]]) -> tup
         char = 0.7 * em  # generous: digits, capitals, spaces
         narrow = sum(char * longest[j] for j in shown if j not in wide) + gap * len(shown)
         least = {j: char * (word[j] + 1) for j in wide}
-        if narrow + sum(least.values()) <= LATEX_PAGE_PT:
+        fits = narrow + sum(least.values()) <= LATEX_PAGE_PT
+        if fits:
             break
     weight = {j: min(longest[j], 120) for j in wide}
     width, free = {}, list(wide)
@@ -321,7 +322,7 @@ def latex_columns(table: Table, shown: list[int], texts: list[list[str]]) -> tup
         rf"p{{{width[j] / LATEX_PAGE_PT:.2f}\linewidth}}" if j in wide else "r" if table.numeric(j) else "l"
         for j in shown
     ]
-    return size, gap, specs, narrow + sum(least.values()) <= LATEX_PAGE_PT
+    return size, gap, specs, fits
 
 
 def latex(table: Table) -> str:
