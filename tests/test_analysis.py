@@ -194,17 +194,28 @@ def test_vrgd_imagenet_measured_and_missing_cells_in_every_format(tmp_path):
     assert r"\hline" in tex and r"76.60 $\pm$ 0.28 (n=2; 2/2 $\geq$ 74.9)" in tex and "---" in tex and r"\%" in tex
 
 
-def test_latex_wraps_long_columns_and_says_when_a_table_is_wider_than_a_page():
-    """A long text column wraps (p{...}, ragged right) at \\small; a table too wide for a page even in \\tiny type
-    with narrow gaps says so in a comment line above the float (pdflatex would only warn of an overfull box)."""
+def test_latex_wraps_long_columns_splits_a_wide_table_and_says_when_a_part_is_wider_than_a_page():
+    """A long text column wraps (p{...}, ragged right) at \\small; a table too wide for the page even in \\tiny
+    type is split into the fewest parts that fit, each repeating the key columns, all in the largest type that
+    needs no more parts; a key and one column that are too wide alone say so in a comment line above the float
+    (pdflatex would only warn of an overfull box)."""
     from bench.analysis.render import Cell, Table
 
     words = "a verdict in words that runs far longer than any column of numbers beside it"
     narrow = render(Table("t", ["batch", "verdict"], [[Cell(64.0), words]]), "latex")
     assert r"\centering\small" in narrow and "p{" in narrow and r"\raggedright a verdict" in narrow
-    assert "wider than a page" not in narrow and r"\begin{table*}" in narrow
-    wide = render(Table("t", [f"column {i}" for i in range(40)], [[Cell(123456.0)] * 40]), "latex")
-    assert wide.startswith("% 40 columns: wider than a page even in tiny type") and r"\tabcolsep" in wide
+    assert "wider than a page" not in narrow and r"\begin{table*}" in narrow and "part" not in narrow
+    columns = ["arm", "batch", *(f"column {i}" for i in range(38))]
+    wide = render(Table("t", columns, [["LARS", Cell(64.0), *[Cell(123456.0)] * 38]], keys=2), "latex")
+    floats = wide.split(r"\begin{table*}")[1:]
+    assert (
+        len(floats) > 1 and "wider than a page" not in wide and len({f.split("centering")[1][:8] for f in floats}) == 1
+    )
+    heads = [next(line for line in f.splitlines() if line.startswith("arm & batch & ")) for f in floats]
+    assert len(heads) == len(floats) and sum(h.count("column ") for h in heads) == 38  # each column once
+    assert all(rf"\caption{{t (part {i} of {len(floats)})}}" in f for i, f in enumerate(floats, 1))
+    unbreakable = render(Table("t", ["batch", "name"], [[Cell(64.0), "x" * 400]]), "latex")
+    assert unbreakable.startswith("% 2 columns: wider than a page even in tiny type")
 
 
 def test_latex_spells_every_character_in_ascii():

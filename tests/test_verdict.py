@@ -119,15 +119,20 @@ def test_a_finished_sweeps_tables_wait_for_nothing(tmp_path):
 
 
 @pytest.mark.skipif(shutil.which("pdflatex") is None, reason="no pdflatex here (apt-get install texlive-latex-base)")
-def test_a_latex_verdict_compiles_with_plain_pdflatex(top1_tree):
-    """The verdict's LaTeX float and its notes (±, Δ, α, ≥ and − as LaTeX commands) in a bare two-column article:
-    pdflatex, no package, no error, no missing glyph, nothing wider than the page."""
+@pytest.mark.parametrize(
+    "layout",
+    ["\\documentclass[twocolumn]{article}", "\\documentclass{article}\\setlength{\\textwidth}{397pt}"],
+    ids=["two-column", "one-column 5.5 in"],
+)
+def test_a_latex_verdict_compiles_with_plain_pdflatex(top1_tree, layout):
+    """The verdict's LaTeX float and its notes (±, Δ, α, ≥ and − as LaTeX commands) in a bare article, two columns
+    or one at NeurIPS's 5.5 in: pdflatex, no package, no error, no missing glyph, nothing wider than the page."""
     table = tuning.verdict(results.load_study([top1_tree]))
     tex, notes = render(table, "latex"), side_notes([table], "latex")
     assert all(symbol in tex + notes for symbol in (r"$\pm$", r"$\Delta$", r"$\alpha$", r"$\geq$"))
     out = top1_tree / "tex"
-    out.mkdir()
-    document = f"\\documentclass[twocolumn]{{article}}\n\\begin{{document}}\n{tex}{notes}\\end{{document}}\n"
+    out.mkdir(exist_ok=True)
+    document = f"{layout}\n\\begin{{document}}\n{tex}{notes}\\end{{document}}\n"
     (out / "verdict.tex").write_text(document)
     done = subprocess.run(
         ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "verdict.tex"],
@@ -139,7 +144,7 @@ def test_a_latex_verdict_compiles_with_plain_pdflatex(top1_tree):
     assert done.returncode == 0 and (out / "verdict.pdf").exists(), done.stdout[-2000:]
     log = (out / "verdict.log").read_text(errors="replace")
     assert "Missing character" not in log
-    assert "Overfull \\hbox" not in log  # its long columns wrap: the table fits the page of a two-column paper
+    assert "Overfull \\hbox" not in log  # its long columns wrap: the table fits the page
 
 
 def test_a_latex_speed_verdict_leaves_out_the_columns_it_does_not_fill(tmp_path):

@@ -92,6 +92,7 @@ class Table:
     rows: list[list] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     claims: list[str] = field(default_factory=list)  # claim()'s sentences: the table's conclusions in words
+    keys: int = 1  # the leading columns that name a row: each part of a LaTeX table split to fit a page repeats them
 
     def text_rows(self) -> list[list[str]]:
         return [[c.text() if isinstance(c, Cell) else str(c) for c in row] for row in self.rows]
@@ -284,79 +285,130 @@ def blank_columns(table: Table) -> list[int]:
     ]
 
 
-LATEX_PAGE_PT = 469  # a two-column paper's text width (article's), which a table* spans
+# The narrowest common text width: a one-column conference paper's 5.5 in (NeurIPS, ICLR), where table* is a
+# plain float; a table that fits it fits a two-column paper's table* too (article's 469 pt, ICML's 487).
+LATEX_PAGE_PT = 397
 # LaTeX's sizes at 10 pt with their em (Computer Modern's quad, pt: small types are cut wider) and the gap between
 # columns at each (twice \tabcolsep, pt; LaTeX's own: 12)
 LATEX_SIZES = (("small", 9.25, 12), ("footnotesize", 8.5, 8), ("scriptsize", 7.97, 6), ("tiny", 6.81, 4))
 LATEX_WRAP = 12  # characters: a text column with a longer cell wraps (p{...}) instead of widening the table
+# Glyph widths in em, rounded up from Computer Modern Roman's (cmr10): digits 0.5, most lower case 0.44-0.56,
+# capitals 0.68-0.75 (M, W wider); a character not listed counts as the widest of its kind.
+_NARROW_EM = {**dict.fromkeys("il.,:;'![]|", 0.28), **dict.fromkeys("jft()-/ ", 0.39), **dict.fromkeys("rs", 0.4)}
+_EM = {
+    **dict.fromkeys("0123456789", 0.5),
+    **dict.fromkeys("acegvxyzk", 0.53),
+    **_NARROW_EM,
+    **dict.fromkeys("mw%", 0.84),
+}
 
 
-def latex_columns(table: Table, shown: list[int], texts: list[list[str]]) -> tuple[str, int, list[str], bool]:
+def text_em(text: str) -> float:
+    """A text's width in em of LaTeX's default font, a little over (margins may not stick out): each glyph's
+    width from _EM, other lower case 0.56, capitals 0.76 (M and W 1.03), anything else (symbols in math mode,
+    accented letters) 0.84."""
+    return 1.03 * sum(
+        _EM.get(c) or (0.56 if c.islower() else 1.03 if c in "MW" else 0.76 if c.isupper() else 0.84) for c in text
+    )
+
+
+def latex_columns(
+    table: Table, shown: list[int], texts: list[list[str]], sizes=LATEX_SIZES
+) -> tuple[str, int, list[str], bool]:
     """The type size, the gap between columns, each shown column's LaTeX spec and whether the table fits the page.
     A column is r (numeric) or l at its natural width when its cells are short; p{a share of \\linewidth} when a
-    cell is longer than LATEX_WRAP characters: the page's width less the short columns' (about 0.7 em a character,
-    capitals and digits counted generously, plus the gaps), split by longest cell, and never narrower than the
-    column's longest word (a word that cannot break would stick out).
-    The size and gap are the largest of LATEX_SIZES at which the short columns and the long ones' longest words
-    fit (else the smallest, and the table is wider than the page)."""
+    cell is longer than LATEX_WRAP characters: the page's width less the short columns' (text_em, plus the gaps),
+    shared so that a column whose cells fit within an equal share keeps them on one line, and none narrower than
+    its longest word (a word that cannot break would stick out); the header wraps within its column's width.
+    The size and gap are the largest of `sizes` (LATEX_SIZES, largest first) at which the short columns and the
+    long ones' longest words fit (else the smallest, and the table is wider than the page)."""
     cells = {j: [table.columns[j], *(row[j] for row in texts)] for j in shown}
     longest = {j: max(map(len, cells[j])) for j in shown}
     wide = [j for j in shown if longest[j] > LATEX_WRAP]
-    word = {j: max(len(w) for c in cells[j] for w in c.split()) for j in wide}
-    for size, em, gap in LATEX_SIZES:
-        char = 0.7 * em  # generous: digits, capitals, spaces
-        narrow = sum(char * longest[j] for j in shown if j not in wide) + gap * len(shown)
-        least = {j: char * (word[j] + 1) for j in wide}
+    natural = {j: max(map(text_em, cells[j])) for j in shown if j not in wide}
+    word = {j: max(text_em(w) for c in cells[j] for w in c.split()) for j in wide}
+    for size, em, gap in sizes:
+        narrow = sum(em * natural[j] for j in natural) + gap * len(shown)
+        least = {j: em * word[j] for j in wide}
         fits = narrow + sum(least.values()) <= LATEX_PAGE_PT
         if fits:
             break
-    weight = {j: min(longest[j], 120) for j in wide}
+    # Water-filling: a wrapped column whose longest cell fits within an equal share of what is left stays whole
+    # (one line a row), one whose longest word is wider than the share gets that word, the rest share equally.
+    whole = {j: em * max(text_em(row[j]) for row in texts) if texts else 0.0 for j in wide}
     width, free = {}, list(wide)
-    while free:  # a column whose share is below its longest word gets that word; the rest share what is left
-        left = LATEX_PAGE_PT - narrow - sum(width.values())
-        share = {j: left * weight[j] / sum(weight[f] for f in free) for j in free}
-        short = [j for j in free if share[j] < least[j]]
-        width |= {j: least[j] for j in short} if short else share
-        free = [j for j in free if j not in short] if short else []
+    while free:
+        share = (LATEX_PAGE_PT - narrow - sum(width.values())) / len(free)
+        settled = {j: max(least[j], min(whole[j], share)) for j in free if whole[j] <= share or least[j] >= share}
+        width |= settled or dict.fromkeys(free, share)
+        free = [j for j in free if j not in width]
     specs = [
-        rf"p{{{width[j] / LATEX_PAGE_PT:.2f}\linewidth}}" if j in wide else "r" if table.numeric(j) else "l"
+        rf"p{{{math.floor(1000 * width[j] / LATEX_PAGE_PT) / 1000:g}\linewidth}}"
+        if j in wide
+        else "r"
+        if table.numeric(j)
+        else "l"
         for j in shown
     ]
     return size, gap, specs, fits
 
 
+def latex_parts(table: Table, shown: list[int], texts: list[list[str]]) -> list[tuple[list[int], tuple]]:
+    """The shown columns as the fewest parts that fit the page (latex_columns), in the largest type that needs no
+    more parts; every part the table's key columns and the next columns in order. One part when the whole table
+    fits; a part that does not fit even in the smallest type is one key and one column too wide: it says so."""
+    keys = [j for j in shown if j < table.keys]
+    rest = [j for j in shown if j >= table.keys]
+
+    def packed(sizes) -> list[list[int]]:
+        parts = [[]]
+        for j in rest:
+            if parts[-1] and not latex_columns(table, keys + parts[-1] + [j], texts, sizes)[3]:
+                parts.append([])
+            parts[-1].append(j)
+        return parts
+
+    fewest = len(packed(LATEX_SIZES[-1:]))
+    for i in range(len(LATEX_SIZES)):
+        sizes = LATEX_SIZES[i : i + 1]
+        laid = [(keys + part, latex_columns(table, keys + part, texts, sizes)) for part in packed(sizes)]
+        if (len(laid) == fewest and all(fits for _, (*_, fits) in laid)) or i == len(LATEX_SIZES) - 1:
+            return laid
+
+
 def latex(table: Table) -> str:
-    """The table float alone (the title as its caption, no column that blank_columns finds; spanning both columns
-    of a two-column paper, its long text columns wrapped to fit: latex_columns), ASCII, for plain pdflatex; its
-    notes and claims are latex_notes'."""
+    """The table's floats (the title as the caption, no column that blank_columns finds; spanning both columns of
+    a two-column paper, its long text columns wrapped to fit: latex_columns; a table too wide for the page even so
+    split into parts that repeat its key columns: latex_parts), ASCII, for plain pdflatex; its notes and claims
+    are latex_notes'."""
     blank, texts = blank_columns(table), table.text_rows()
     shown = [j for j in range(len(table.columns)) if j not in blank]
-    size, gap, specs, fits = latex_columns(table, shown, texts)
-    wrapped = {j for j, spec in zip(shown, specs) if spec.startswith("p")}
-
-    def cells(row: list[str]) -> str:  # a wrapped cell ragged right; \tabularnewline, as \raggedright redefines \\
-        return " & ".join(("\\raggedright " if j in wrapped else "") + latex_escape(row[j]) for j in shown)
-
-    wider = (
-        []
-        if fits
-        else [f"% {len(shown)} columns: wider than a page even in {size} type (--format csv, or fewer columns)"]
-    )
-    lines = [
-        *wider,
-        r"\begin{table*}[t]",
-        rf"\centering\{size}",
-        *([] if gap == 12 else [rf"\setlength{{\tabcolsep}}{{{gap / 2:g}pt}}"]),
-        rf"\caption{{{latex_escape(table.title)}}}",
-        rf"\begin{{tabular}}{{{''.join(specs)}}}",
-        r"\hline",
-        cells(table.columns) + r" \tabularnewline",
-        r"\hline",
-        *(cells(row) + r" \tabularnewline" for row in texts),
-        r"\hline",
-        r"\end{tabular}",
-        r"\end{table*}",
-    ]
+    parts = latex_parts(table, shown, texts)
+    lines = []
+    for i, (columns, (size, gap, specs, fits)) in enumerate(parts, 1):
+        wrapped = {j for j, spec in zip(columns, specs) if spec.startswith("p")}
+        # a wrapped cell ragged right; \tabularnewline, as \raggedright redefines \\
+        rows = [
+            " & ".join(("\\raggedright " if j in wrapped else "") + latex_escape(row[j]) for j in columns)
+            + r" \tabularnewline"
+            for row in [table.columns, *texts]
+        ]
+        part = f" (part {i} of {len(parts)})" if len(parts) > 1 else ""
+        lines += [
+            *([] if fits else [f"% {len(columns)} columns: wider than a page even in {size} type (--format csv)"]),
+            r"\begin{table*}[t]",
+            rf"\centering\{size}",
+            *([] if gap == 12 else [rf"\setlength{{\tabcolsep}}{{{gap / 2:g}pt}}"]),
+            rf"\caption{{{latex_escape(table.title + part)}}}",
+            rf"\begin{{tabular}}{{{''.join(specs)}}}",
+            r"\hline",
+            rows[0],
+            r"\hline",
+            *rows[1:],
+            r"\hline",
+            r"\end{tabular}",
+            r"\end{table*}",
+        ]
     return "\n".join(lines) + "\n"
 
 

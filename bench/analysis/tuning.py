@@ -589,7 +589,7 @@ def comparisons_table(study: Study, baseline: str | None, title: str, columns: l
     pairs = pairs_of(study, table_cells, baseline)
     names = arms(sweep_runs(study))
     primary = primary_text(primary_pairs(study, names, baseline)[0], names)
-    table = Table(_title(f"{title}; primary: {primary}", table_cells), ["batch", "X", "Y", "family", *columns])
+    table = Table(_title(f"{title}; primary: {primary}", table_cells), ["batch", "X", "Y", "family", *columns], keys=3)
     return pairs, table_cells, table
 
 
@@ -763,6 +763,7 @@ def matched(study: Study, baseline: str | None = None) -> Table:
             "MDE 80% at α/m [95%]",
             "verdict",
         ],
+        keys=4,
     )
     rows = []
     for (batch, owner), at in runs[runs["role"] == "matched"].groupby(["global_batch", "point_of"], sort=True):
@@ -953,6 +954,7 @@ def tuning(study: Study, baseline: str | None = None) -> Table:
             "GSNR clipped (reruns)",
             "instabilities",
         ],
+        keys=2,
     )
     for _, c in table_cells.iterrows():
         if by_steps:
@@ -1325,6 +1327,7 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
             "critical batch without this batch",
             "batch-0 reference, 0.2 B_noise [95%]",
         ],
+        keys=2,
     )
     names = [a for a in arms(sweep_runs(study)) if a in set(table_cells["arm"])]
     check_arm(baseline, names)
