@@ -129,7 +129,7 @@ TABLE_TREES = sorted({path.parent for path in (ROOT / "results").glob("*/*.md") 
 @pytest.mark.parametrize("tree", TABLE_TREES, ids=lambda p: p.name)
 def test_a_committed_trees_tables_are_ascii_in_latex(tree, studies):
     """pdflatex takes no raw Unicode: the LaTeX of each table a committed tree holds (and of its report) spells
-    every ±, Δ, α, ≥, −, ×, ², ∞ and — in ASCII."""
+    every ±, Δ, α, ≥, −, ×, ², ∞ and — in ASCII; and each fits the page (wrapped, or split into parts)."""
     from bench.analysis import report
     from bench.analysis.render import render, side_notes
 
@@ -141,6 +141,7 @@ def test_a_committed_trees_tables_are_ascii_in_latex(tree, studies):
     for table in built:
         tex = render(table, "latex") + side_notes([table], "latex")
         assert tex.isascii(), (table.title, sorted({c for c in tex if not c.isascii()}))
+        assert "wider than a page" not in tex, table.title
 
 
 def test_every_committed_run_directory_reads_through_the_run_directory_reader():
