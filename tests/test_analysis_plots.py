@@ -518,7 +518,8 @@ def test_every_figure_is_checked_on_screen_and_for_a_paper(styled):
     stems = {stem for stem, _ in checked}
     assert stems == {
         "curves", "top1_vs_batch", "gap_vs_batch", "steps_to_target", "gsnr", "diagnostics",
-        "steps_to_result", "tuned_top1_vs_batch", "tuned_gap_vs_batch", "lr_sensitivity", "performance_profile",
+        "steps_to_result", "tuned_top1_vs_batch", "tuned_gap_vs_batch", "tuned_curves", "lr_sensitivity",
+        "performance_profile",
     }  # fmt: skip
     assert {paper for _, paper in checked} == {False, True}
 
@@ -545,6 +546,21 @@ def test_each_figure_has_its_caption_and_a_one_line_title(styled):
     assert "6,400" not in (sweep / "steps_to_result.caption.txt").read_text()  # (not this study's numbers)
     assert "trials per cell" in (sweep / "steps_to_result.caption.txt").read_text()
     assert "synthetic data" in (root / "plots" / "steps_to_target.caption.txt").read_text()
+
+
+def test_the_tuned_curves_draw_each_cells_reruns(styled):
+    """tuned_curves: each cell's finished reruns (rerun_groups) as one mean curve with its band, val and
+    train-eval; the caption says which runs they are."""
+    from bench.analysis import tuning, tuning_plots
+
+    _, root = styled
+    table_cells = tuning.cells(results.load_study([root / "sweep"]))
+    groups = tuning_plots.rerun_groups(table_cells)
+    with_reruns = table_cells[table_cells["reruns"].map(len) > 0]
+    assert len(groups) == len(with_reruns) > 0
+    assert sorted(map(len, groups["runs"])) == sorted(map(len, with_reruns["reruns"]))
+    text = (root / "sweep-plots" / "tuned_curves.caption.txt").read_text()
+    assert "of each arm's reruns at its selected point" in text and "train-eval Top-1 (dashed)" in text
 
 
 def _page_width(path) -> float:

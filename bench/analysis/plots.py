@@ -115,9 +115,15 @@ def series(study: Study, setting: str) -> tuple[pd.DataFrame, list[str]]:
     return groups, order
 
 
-def plot_curves(study: Study, groups: pd.DataFrame, order: list[str], title: str) -> plt.Figure:
-    """Val (solid) and train-eval (dashed) Top-1 against epochs, a panel per global batch; `title`: the setting,
-    for the caption."""
+BEST_RECIPE = "of the recipe with the highest mean final val Top-1 for each optimizer at that batch"
+
+
+def plot_curves(
+    study: Study, groups: pd.DataFrame, order: list[str], title: str, which: str = BEST_RECIPE
+) -> plt.Figure:
+    """Val (solid) and train-eval (dashed) Top-1 against epochs, a panel per global batch, a line per group (its
+    `optimizer`, one of `order`, colours it; its `runs` are its seeds); `title`: the setting, and `which`: the
+    groups drawn, for the caption."""
     batches = sorted(set(groups["global_batch"]))
     ncols = columns(len(batches), 4)
     nrows = math.ceil(len(batches) / ncols)
@@ -161,8 +167,7 @@ def plot_curves(study: Study, groups: pd.DataFrame, order: list[str], title: str
     caption(
         fig,
         f"Top-1 during training: {title}. Val Top-1 (solid) and train-eval Top-1 (dashed) against epochs, a panel per "
-        "global batch, the mean over seeds with a ± 1 sample std band, of the recipe with the highest mean final val "
-        "Top-1 for each optimizer at that batch; dotted: the target."
+        f"global batch, the mean over seeds with a ± 1 sample std band, {which}; dotted: the target."
         + (" x: a diverged run's last evaluation." if any_diverged else ""),
     )
     legend_below(fig, handles, ncol=6)

@@ -9,6 +9,8 @@ the suite's one style (style.py); definitions in tuning.py.
 - tuned_top1_vs_batch: the reruns' final val Top-1 (mean ± std) against global batch
 - tuned_gap_vs_batch:  the reruns' generalization gap against global batch, on a range symmetric about 0 and no
                        narrower than the gap difference's MDE (gap_axis)
+- tuned_curves:        val and train-eval Top-1 against epochs, a panel per batch, each arm's reruns' mean with a
+                       ± 1 std band (plots.plot_curves of rerun_groups): where a gap opens during training
 - lr_sensitivity:      each trial's final Top-1 on the selection split (or its steps to the target) against its
                        peak lr, a panel per arm that ran trials, a colour per batch, lines joining only trials of one
                        warm-up (each point labelled with its warm-up where the sweep searched it); misses in a band,
@@ -34,7 +36,7 @@ from matplotlib.patches import Patch
 
 from bench.analysis import power, search, tuning
 from bench.analysis.paper import display
-from bench.analysis.plots import MISSED, no_run_reached
+from bench.analysis.plots import MISSED, no_run_reached, plot_curves
 from bench.analysis.results import Study
 from bench.analysis.style import (
     arm_axis,
@@ -567,6 +569,22 @@ def plot_performance_profile(table_cells: pd.DataFrame, order: list[str]) -> plt
     return fig
 
 
+def rerun_groups(table_cells: pd.DataFrame) -> pd.DataFrame:
+    """Each cell's finished reruns as one group for plots.plot_curves, its arm in the `optimizer` column it colours
+    by; cells without reruns are left out."""
+    rows = [
+        {
+            "optimizer": c["arm"],
+            "global_batch": c["global_batch"],
+            "runs": list(c["reruns"]),
+            "target_top1": c["target_top1"],
+        }
+        for _, c in table_cells.iterrows()
+        if c["reruns"]
+    ]
+    return pd.DataFrame(rows, columns=["optimizer", "global_batch", "runs", "target_top1"])
+
+
 def plot_all(study: Study, out: str | Path, paper: bool = False) -> list[Path]:
     """The sweep's figures, each with its caption; with `paper`, each also one column wide as PDF and SVG."""
     return draw(_figures, study, out, paper)
@@ -587,6 +605,10 @@ def _figures(study: Study, out: Path) -> list[Path]:
         figures["tuned_gap_vs_batch"] = lambda: plot_reruns_vs_batch(
             table_cells, order, "gap_top1", "train-eval − val Top-1 (pp), reruns", "Generalization gap"
         )
+        if len(reruns := rerun_groups(table_cells)):
+            figures["tuned_curves"] = lambda: plot_curves(
+                study, reruns, order, tuning.describe(table_cells), "of each arm's reruns at its selected point"
+            )
     figures["lr_sensitivity"] = lambda: plot_lr_sensitivity(runs, table_cells, order)
     figures["performance_profile"] = lambda: plot_performance_profile(table_cells, order)
     return [path for stem, draw in figures.items() for path in save(draw(), out, stem)]
