@@ -939,6 +939,13 @@ TABLES = {
             help="a sweep's matched points (reruns.matched): both arms at each arm's selected point, paired by seed",
         ),
         TableRecord(
+            "batches",
+            "bench.analysis.tuning:across_batches",
+            sweep=True,
+            help="a Top-1 sweep's arms across batches: each cell's val Top-1 and generalization gap with 95% "
+            "intervals, and each against the same arm at its smallest batch (Welch, Holm-adjusted, MDE)",
+        ),
+        TableRecord(
             "scaling",
             "bench.analysis.tuning:scaling",
             sweep=True,

@@ -110,6 +110,7 @@ def test_every_default_search_space_is_a_sweep_arm_s_space_over_recipe_keys(name
     assert set(arm.space) == set(catalog.OPTIMIZERS[name].default_space())
     for u in (0.0, 0.5, 0.99):
         sets = [f"optimizer.name={name}", *(f"{k}={json.dumps(axis.at(u))}" for k, axis in arm.space.items())]
+        sets += ["schedule.decay=constant"] if catalog.OPTIMIZERS[name].schedule_free else []  # its own schedule
         recipe.load(ROOT.parent / "recipes" / "sweeps" / "base" / "digits.yaml", sets)  # each point: a valid recipe
 
 

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from bench import sweep
-from bench.analysis import power, results, tuning
+from bench.analysis import power, results, tables, tuning
 from bench.analysis.render import render, side_notes
 from tests.conftest import cli, write_recipe
 from tests.helpers import BASE, make_run
@@ -238,3 +238,49 @@ def test_the_sweep_tables_warn_nothing(tmp_path):
     for table in ("verdict", "scaling", "tuning", "plan"):
         done = cli("table", table, str(tmp_path), strict=True)
         assert done.returncode == 0 and not done.stderr, (table, done.stderr)
+
+
+def gap_tree(root):
+    """A Top-1 sweep of LARS and VRGD-LARS at batches 100 and 400, 5 reruns a cell: LARS's gap falls from about 8
+    to about 1 point and its val Top-1 by about 4; VRGD-LARS's gap and val Top-1 stay within their seeds' noise."""
+    finals = {
+        ("lars", 100): ([90.0, 90.2, 89.8, 90.1, 89.9], [98.0, 98.3, 97.9, 98.1, 98.2]),
+        ("lars", 400): ([86.0, 86.3, 85.8, 86.1, 85.9], [87.0, 87.5, 87.0, 87.2, 86.8]),
+        ("vrgd_lars", 100): ([90.1, 89.7, 90.3, 89.9, 90.0], [97.0, 98.5, 97.2, 98.9, 97.4]),
+        ("vrgd_lars", 400): ([89.8, 90.4, 89.6, 90.2, 90.1], [98.1, 97.0, 98.4, 97.3, 98.0]),
+    }
+    for (arm, batch), (val, train) in finals.items():
+        tags = {"sweep": "s", "arm": arm, "trial": 0, "study": 0, "role": "trial", "select": "top1"}
+        make_run(root, f"s-{arm}-b{batch}-t00", arm, batch, 0, [50, val[0]], [55, train[0]], tags=tags)
+        for seed, (v, t) in enumerate(zip(val, train), 1):
+            tags = {**tags, "role": "rerun"}
+            make_run(root, f"s-{arm}-b{batch}-best-seed{seed}", arm, batch, seed, [50, v], [55, t], tags=tags)
+
+
+def test_each_arm_across_batches_against_its_smallest_batch(tmp_path):
+    """bench table batches: each cell's val Top-1 and gap with a 95% t interval, and each arm at 400 against
+    itself at 100 (Welch, Holm over the table's tests of one metric): LARS's gap and val Top-1 smaller at 400,
+    VRGD-LARS within noise with the difference it could detect; the claims in words; a steps sweep points to the
+    scaling table instead."""
+    gap_tree(tmp_path)
+    table = tables.build("batches", results.load_study([tmp_path]))
+    rows = {
+        (r[0], r[1]): dict(zip(table.columns, (c.text() if hasattr(c, "text") else c for c in r))) for r in table.rows
+    }
+    lars = rows[("LARS", 400)]
+    assert rows[("LARS", 100)]["Δ gap [95%]"] == "reference (100)" and rows[("LARS", 100)]["verdict"] == "the reference"
+    assert rows[("LARS", 100)]["gap [95%]"].startswith("8.10 [") and rows[("LARS", 100)]["gap [95%]"].endswith("(n=5)")
+    assert lars["verdict"] == "gap smaller at 400; val Top-1 lower at 400"
+    assert lars["Δ gap [95%]"] == "-7.02 [-7.20, -6.84]"
+    vrgd = rows[("VRGD-LARS", 400)]["verdict"]
+    assert vrgd.startswith("gap within noise (could detect ≥ ") and "; val Top-1 within noise" in vrgd
+    welch = power.compare([1.0, 1.2, 1.2, 1.1, 0.9], [8.0, 8.1, 8.1, 8.0, 8.3])
+    low, high = welch.low, welch.high
+    assert (
+        table.claims[0]
+        == f"LARS gap at batch 400 − at 100: between {low:.2f} pp and {high:.2f} pp (95%, uncorrected); gap smaller at 400."
+    )
+    assert len(table.claims) == 4 and all("Holm" in n for n in table.notes[2:3])
+    speed_tree(tmp_path / "speed")
+    steps = tables.build("batches", results.load_study([tmp_path / "speed"]))
+    assert not steps.rows and steps.notes == [tuning.STEPS_SWEEP]

@@ -63,6 +63,17 @@ class Comparison:
     n: int  # seeds per side (paired: pairs; Welch: the smaller side)
 
 
+def mean_interval(values, confidence: float = 1 - ALPHA) -> tuple[float, float, float] | None:
+    """The mean of `values` with its t interval at `confidence` (mean, low, high); None with fewer than 2."""
+    from scipy import stats
+
+    v = np.asarray(values, float)
+    if len(v) < 2:
+        return None
+    mean, half = float(v.mean()), stats.t.ppf(0.5 + confidence / 2, len(v) - 1) * v.std(ddof=1) / math.sqrt(len(v))
+    return mean, mean - half, mean + half
+
+
 def _welch_df(vx: float, nx: int, vy: float, ny: int) -> float:
     a, b = vx / nx, vy / ny
     return (a + b) ** 2 / (a**2 / (nx - 1) + b**2 / (ny - 1))

@@ -738,6 +738,121 @@ def verdict(study: Study, baseline: str | None = None) -> Table:
     return table
 
 
+STEPS_SWEEP = (
+    "This sweep selected on steps to the target: its runs stop there, so a final Top-1 or gap is the crossing's, "
+    "not a quality; its batches are compared by the scaling table (bench table scaling)."
+)
+
+
+def _interval_cell(values) -> Cell:
+    """The reruns' mean with its 95% t interval and n; 'no reruns' without any that trained."""
+    mean = power.mean_interval(values)
+    if mean is None:
+        return Cell(values[0] if len(values) else None, n=len(values), note="" if len(values) else "no reruns")
+    return Cell(mean[0], n=len(values), ci=mean[1:])
+
+
+ACROSS = {"gap_top1": ("gap", "larger", "smaller"), "val_top1": ("val Top-1", "higher", "lower")}  # name, up, down
+
+
+def _across_word(metric: str, batch: int, c: power.Comparison | None, p_holm: float, detectable: float, n) -> str:
+    """'gap larger at 2048' / 'val Top-1 lower at 2048' when Holm's p is under ALPHA; else within noise, with the
+    MDE; too few seeds where a side has fewer than 2 reruns that trained."""
+    name, up, down = ACROSS[metric]
+    if c is None:
+        return f"{name}: too few seeds ({n[0]} vs {n[1]} trained, a test needs 2 a side)"
+    if p_holm < power.ALPHA:
+        return f"{name} {up if c.diff > 0 else down} at {batch}"
+    return f"{name} within noise (could detect ≥ {detectable:.1f} pp)"
+
+
+def across_batches(study: Study, baseline: str | None = None) -> Table:
+    """Each arm of a sweep selected on Top-1 at each batch against itself at its smallest batch (Keskar et al.
+    2017's question: does the gap grow with the batch?): the reruns' final val Top-1 and gap with their 95% t
+    intervals, each difference from the smallest batch with Welch's interval (another batch is another experiment:
+    not paired by seed), p Holm over the table's tests of that metric, the MDE at the corrected level, the verdict
+    in words. `baseline` is not used: each arm is its own reference."""
+    table_cells = cells(study)
+    table = Table(
+        _title("Across batches: each arm against itself at its smallest batch", table_cells),
+        [
+            "arm",
+            "batch",
+            "val Top-1 [95%]",
+            "gap [95%]",
+            "Δ val Top-1 [95%]",
+            "p Holm (val)",
+            "Δ gap [95%]",
+            "p Holm (gap)",
+            "MDE gap 80% at α/m [95%]",
+            "verdict",
+        ],
+        keys=2,
+    )
+    if selects_on_steps(table_cells):
+        table.notes = [STEPS_SWEEP]
+        return table
+    rows = []
+    for arm in arms(sweep_runs(study)):
+        mine = table_cells[table_cells["arm"] == arm].sort_values("global_batch")
+        first = mine.iloc[0] if len(mine) else None
+        for i, (_, c) in enumerate(mine.iterrows()):
+            tests = {m: power.compare(c[m], first[m]) if i else None for m in ACROSS}  # no seeds: Welch
+            rows.append({"arm": arm, "cell": c, "first": first, "reference": not i, **tests})
+    holm = {m: power.holm([r[m].p if r[m] else math.nan for r in rows]) for m in ACROSS}
+    alpha = {m: power.family_alpha(sum(r[m] is not None for r in rows)) for m in holm}
+    for k, r in enumerate(rows):
+        c, first, gap, val = r["cell"], r["first"], r["gap_top1"], r["val_top1"]
+        batch, base = int(c["global_batch"]), int(first["global_batch"])
+        mdes = {m: power.comparison_mde(r[m], alpha[m]) if r[m] else math.nan for m in holm}
+        n = (len(c["val_top1"]), len(first["val_top1"]))
+        words = []
+        for metric in () if r["reference"] else ACROSS:
+            test = r[metric]
+            word = _across_word(metric, batch, test, holm[metric][k], mdes[metric], n)
+            words.append(word)
+            subject = f"{display(r['arm'])} {ACROSS[metric][0]} at batch {batch} − at {base}"
+            table.claims.append(
+                claim(subject, word, (test.low, test.high), f"{CONFIDENCE:.0%}, uncorrected", "pct", " pp")
+                if test
+                else claim(subject, word)
+            )
+        diff = lambda t: Cell(t.diff, kind="pct", ci=(t.low, t.high)) if t else Cell(None, kind="pct")  # noqa: E731
+        reference = Cell(None, note=f"reference ({base})")
+        table.rows.append(
+            [
+                display(r["arm"]),
+                batch,
+                _interval_cell(c["val_top1"]),
+                _interval_cell(c["gap_top1"]),
+                reference if r["reference"] else diff(val),
+                Cell(holm["val_top1"][k], kind="p"),
+                reference if r["reference"] else diff(gap),
+                Cell(holm["gap_top1"][k], kind="p"),
+                mde_cell(gap, mdes["gap_top1"]),
+                "; ".join(words) or "the reference",
+            ]
+        )
+    table.notes = [
+        f"val Top-1, gap: the final val Top-1 (%) and the gap (train-eval Top-1 − val Top-1, pp) of each cell's "
+        f"reruns (the best trial's point, other seeds), their mean with its {CONFIDENCE:.0%} t interval (n = reruns "
+        "that trained).",
+        f"Δ: the cell's mean minus the same arm's at its smallest batch, with Welch's {CONFIDENCE:.0%} interval "
+        "(uncorrected): another batch is another experiment, so its reruns are not paired by seed with the smallest "
+        "batch's even where the seeds coincide.",
+        "p Holm: Welch's two-sided p, adjusted by Holm's step-down method over every test of that metric in this "
+        "table (each arm at each batch above its smallest). verdict: gap 'larger' / 'smaller', val Top-1 'higher' / "
+        "'lower at B' when p Holm < 0.05; "
+        "else 'within noise (could detect ≥ MDE pp)'. MDE 80% at α/m: the smallest true gap difference this test "
+        "detects with 80% power at the observed noise at Holm's first level; [95%]: its interval from the noise's "
+        "uncertainty (as in the verdict table).",
+        "Claims: each comparison's conclusion as a sentence made from its numbers, under the table.",
+        *_selection_notes(table_cells),
+        *provenance_notes(study),
+    ]
+    return table
+
+
 def matched(study: Study, baseline: str | None = None) -> Table:
     """Matched points (reruns.matched): for each declared pair and batch where the arms selected different points,
     both arms at each point, paired by seed: does the update rule change the result at the same hyperparameters?
