@@ -218,6 +218,20 @@ def test_latex_wraps_long_columns_splits_a_wide_table_and_says_when_a_part_is_wi
     assert unbreakable.startswith("% 2 columns: wider than a page even in tiny type")
 
 
+def test_latex_wrapped_columns_never_sum_past_the_page():
+    """Water-filling: a column forced up to its longest word shrinks the others' share before a short column is
+    kept whole, so the widths and gaps of a table that fits add up to no more than the page (a review's case was
+    25 pt too wide)."""
+    from bench.analysis.render import LATEX_PAGE_PT, LATEX_SIZES, Table, latex_columns
+
+    texts = [["x" * 60, "short text here", "y" * 20 + " " + "z" * 20]]
+    table = Table("t", ["a", "b", "c"], texts)
+    size, gap, specs, fits = latex_columns(table, [0, 1, 2], texts)
+    assert fits and all(spec.startswith("p{") for spec in specs) and size in [s for s, *_ in LATEX_SIZES]
+    fractions = [float(spec[2:].split("\\")[0]) for spec in specs]
+    assert sum(fractions) * LATEX_PAGE_PT + 3 * gap <= LATEX_PAGE_PT
+
+
 def test_latex_spells_every_character_in_ascii():
     """pdflatex takes ASCII: a table's symbols become LaTeX's, an accented letter its accent command, and what
     LaTeX cannot spell a '?'; <, > and | (other glyphs in LaTeX's default text font) go to math mode."""

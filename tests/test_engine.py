@@ -559,3 +559,13 @@ def test_thinned_events_hold_every_nth_step_and_the_last_and_change_no_number(tm
 
     study = results.load_study([tmp_path / "full", tmp_path / "thin"])
     assert len(study.runs) == 2 and study.runs["group"].nunique() == 1
+    # a run an evaluation ends (here at the target, after 2 steps) logs the step it ended at too
+    early = [
+        *sets,
+        "logging.events_every_steps=3",
+        "target_top1=1",
+        "eval.every_epochs=0.4",
+        "eval.stop_at_target=true",
+    ]
+    stopped = api.run(api.load_recipe(RECIPES / "demo-sgd.yaml", early), out=tmp_path / "early")
+    assert [json.loads(line)["step"] for line in event_lines(stopped)] == [0, 1]

@@ -284,3 +284,28 @@ def test_each_arm_across_batches_against_its_smallest_batch(tmp_path):
     speed_tree(tmp_path / "speed")
     steps = tables.build("batches", results.load_study([tmp_path / "speed"]))
     assert not steps.rows and steps.notes == [tuning.STEPS_SWEEP]
+
+
+def test_across_batches_says_why_a_cell_has_no_test(tmp_path):
+    """A gap no rerun has (no train-eval) is neither a number nor a test; equal values on both sides are no spread
+    to test, not too few seeds."""
+    nan = float("nan")
+    for batch, val, train in ((100, [90.0, 90.0, 90.0], [95.0] * 3), (400, [90.0, 90.0, 90.0], [nan] * 3)):
+        tags = {"sweep": "s", "arm": "lars", "trial": 0, "study": 0, "role": "trial", "select": "top1"}
+        make_run(tmp_path, f"s-lars-b{batch}-t00", "lars", batch, 0, [50, val[0]], [55, train[0]], tags=tags)
+        for seed, (v, t) in enumerate(zip(val, train), 1):
+            make_run(
+                tmp_path,
+                f"s-lars-b{batch}-best-seed{seed}",
+                "lars",
+                batch,
+                seed,
+                [50, v],
+                [55, t],
+                tags={**tags, "role": "rerun"},
+            )
+    table = tables.build("batches", results.load_study([tmp_path]))
+    row = dict(zip(table.columns, table.rows[1]))
+    assert row["gap [95%]"].text() == "no rerun has one" and row["Δ gap [95%]"].empty
+    assert row["verdict"] == "gap: too few seeds (0 vs 3, a test needs 2 a side); val Top-1: no spread to test"
+    assert all("nan" not in claim for claim in table.claims)

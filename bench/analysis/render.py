@@ -300,13 +300,16 @@ _EM = {
     **dict.fromkeys("acegvxyzk", 0.53),
     **_NARROW_EM,
     **dict.fromkeys("mw%", 0.84),
+    **dict.fromkeys("αβγδεζηθικλμνξοπρστυφχψω", 0.66),
+    **dict.fromkeys("—∞…", 1.0),
+    "Δ": 0.86,
 }
 
 
 def text_em(text: str) -> float:
     """A text's width in em of LaTeX's default font, a little over (margins may not stick out): each glyph's
-    width from _EM, other lower case 0.56, capitals 0.76 (M and W 1.03), anything else (symbols in math mode,
-    accented letters) 0.84."""
+    width from _EM (Greek, dashes and ∞ too), other lower case 0.56, capitals 0.76 (M and W 1.03), anything else
+    (symbols in math mode, accented letters) 0.84."""
     return 1.03 * sum(
         _EM.get(c) or (0.56 if c.islower() else 1.03 if c in "MW" else 0.76 if c.isupper() else 0.84) for c in text
     )
@@ -333,13 +336,14 @@ def latex_columns(
         fits = narrow + sum(least.values()) <= LATEX_PAGE_PT
         if fits:
             break
-    # Water-filling: a wrapped column whose longest cell fits within an equal share of what is left stays whole
-    # (one line a row), one whose longest word is wider than the share gets that word, the rest share equally.
-    whole = {j: em * max(text_em(row[j]) for row in texts) if texts else 0.0 for j in wide}
+    # Water-filling over what is left: first a column whose longest word is wider than an equal share gets that
+    # word (the share shrinks: look again); then one whose longest cell fits the share stays whole (one line a
+    # row; the share grows); the rest share equally. The widths never sum past the page when the words fit.
+    whole = {j: max(least[j], em * max(text_em(row[j]) for row in texts)) if texts else least[j] for j in wide}
     width, free = {}, list(wide)
     while free:
         share = (LATEX_PAGE_PT - narrow - sum(width.values())) / len(free)
-        settled = {j: max(least[j], min(whole[j], share)) for j in free if whole[j] <= share or least[j] >= share}
+        settled = {j: least[j] for j in free if least[j] >= share} or {j: whole[j] for j in free if whole[j] <= share}
         width |= settled or dict.fromkeys(free, share)
         free = [j for j in free if j not in width]
     specs = [

@@ -158,12 +158,13 @@ def ratio_of_sums(numerator: pd.Series, denominator: pd.Series) -> tuple[float, 
 
 def images_before(events: pd.DataFrame, plan_batch: float) -> pd.Series:
     """The images seen before each logged step (events sorted by step, one row a step): the earlier steps'
-    batches summed where every step is logged, else (recipe logging.events_every_steps > 1, which the recipe
-    allows at a fixed pace only) the step's number x the plan's batch."""
+    batches summed where every step is logged or the batch varies (an adaptive run logs every step), else
+    (recipe logging.events_every_steps > 1, which the recipe allows at a fixed pace only) the step's number x its
+    batch."""
     batches, steps = step_batches(events, plan_batch), numbers(events, "step")
-    if len(steps) and steps.iloc[-1] + 1 == len(steps):
+    if (len(steps) and steps.iloc[-1] + 1 == len(steps)) or batches.nunique() > 1:
         return batches.cumsum() - batches
-    return steps * plan_batch
+    return steps * batches
 
 
 def after_warmup(before: pd.Series, warmup_images: float) -> pd.Series:
@@ -174,7 +175,8 @@ def after_warmup(before: pd.Series, warmup_images: float) -> pd.Series:
 
 
 def noise_in_window(events: pd.DataFrame, plan_batch: float, train_size: float) -> float:
-    """B_simple over the logged steps that start within NOISE_WINDOW epochs; NaN unless the run trained through it."""
+    """B_simple over the logged steps that start within NOISE_WINDOW epochs; NaN unless the run trained through it
+    and logged a step in it (events thinned to every N-th step may log none there at a large batch)."""
     start, end = (e * train_size for e in NOISE_WINDOW)
     before = images_before(events, plan_batch)
     if not train_size or not len(before) or before.iloc[-1] + step_batches(events, plan_batch).iloc[-1] < end:

@@ -744,11 +744,18 @@ STEPS_SWEEP = (
 )
 
 
-def _interval_cell(values) -> Cell:
-    """The reruns' mean with its 95% t interval and n; 'no reruns' without any that trained."""
+def _numbers(values) -> list[float]:
+    """The numbers among a cell's rerun values (a rerun without a train-eval has no gap)."""
+    return [float(v) for v in values if v == v and math.isfinite(v)]
+
+
+def _interval_cell(values, reruns: int) -> Cell:
+    """The reruns' mean with its 95% t interval and n; why there is none otherwise."""
+    values = _numbers(values)
     mean = power.mean_interval(values)
     if mean is None:
-        return Cell(values[0] if len(values) else None, n=len(values), note="" if len(values) else "no reruns")
+        note = "" if values else "no rerun has one" if reruns else "no reruns"
+        return Cell(values[0] if values else None, n=len(values) or None, note=note)
     return Cell(mean[0], n=len(values), ci=mean[1:])
 
 
@@ -757,10 +764,12 @@ ACROSS = {"gap_top1": ("gap", "larger", "smaller"), "val_top1": ("val Top-1", "h
 
 def _across_word(metric: str, batch: int, c: power.Comparison | None, p_holm: float, detectable: float, n) -> str:
     """'gap larger at 2048' / 'val Top-1 lower at 2048' when Holm's p is under ALPHA; else within noise, with the
-    MDE; too few seeds where a side has fewer than 2 reruns that trained."""
+    MDE; too few seeds where a side has fewer than 2 values (`n`: each side's), no spread where neither varies."""
     name, up, down = ACROSS[metric]
     if c is None:
-        return f"{name}: too few seeds ({n[0]} vs {n[1]} trained, a test needs 2 a side)"
+        if min(n) < 2:
+            return f"{name}: too few seeds ({n[0]} vs {n[1]}, a test needs 2 a side)"
+        return f"{name}: no spread to test"
     if p_holm < power.ALPHA:
         return f"{name} {up if c.diff > 0 else down} at {batch}"
     return f"{name} within noise (could detect ≥ {detectable:.1f} pp)"
@@ -797,7 +806,7 @@ def across_batches(study: Study, baseline: str | None = None) -> Table:
         mine = table_cells[table_cells["arm"] == arm].sort_values("global_batch")
         first = mine.iloc[0] if len(mine) else None
         for i, (_, c) in enumerate(mine.iterrows()):
-            tests = {m: power.compare(c[m], first[m]) if i else None for m in ACROSS}  # no seeds: Welch
+            tests = {m: power.compare(_numbers(c[m]), _numbers(first[m])) if i else None for m in ACROSS}  # Welch
             rows.append({"arm": arm, "cell": c, "first": first, "reference": not i, **tests})
     holm = {m: power.holm([r[m].p if r[m] else math.nan for r in rows]) for m in ACROSS}
     alpha = {m: power.family_alpha(sum(r[m] is not None for r in rows)) for m in holm}
@@ -805,10 +814,9 @@ def across_batches(study: Study, baseline: str | None = None) -> Table:
         c, first, gap, val = r["cell"], r["first"], r["gap_top1"], r["val_top1"]
         batch, base = int(c["global_batch"]), int(first["global_batch"])
         mdes = {m: power.comparison_mde(r[m], alpha[m]) if r[m] else math.nan for m in holm}
-        n = (len(c["val_top1"]), len(first["val_top1"]))
         words = []
         for metric in () if r["reference"] else ACROSS:
-            test = r[metric]
+            test, n = r[metric], (len(_numbers(c[metric])), len(_numbers(first[metric])))
             word = _across_word(metric, batch, test, holm[metric][k], mdes[metric], n)
             words.append(word)
             subject = f"{display(r['arm'])} {ACROSS[metric][0]} at batch {batch} − at {base}"
@@ -823,8 +831,8 @@ def across_batches(study: Study, baseline: str | None = None) -> Table:
             [
                 display(r["arm"]),
                 batch,
-                _interval_cell(c["val_top1"]),
-                _interval_cell(c["gap_top1"]),
+                _interval_cell(c["val_top1"], c["n_reruns"]),
+                _interval_cell(c["gap_top1"], c["n_reruns"]),
                 reference if r["reference"] else diff(val),
                 Cell(holm["val_top1"][k], kind="p"),
                 reference if r["reference"] else diff(gap),

@@ -397,6 +397,8 @@ class Trainer:
                     before, progress.position, self.eval_every(progress)
                 )
                 if evaluated and (ended := self.evaluate(progress, run, bar, lr, batch)):
+                    if run and step % self.recipe.logging.events_every_steps:  # ended here: its last step logged
+                        run.log_event(self.events(step, lr, batch, loss))
                     return ended
                 if stop or self.checkpoint_due(progress, before, evaluated):
                     self.save_checkpoint(run, progress)
@@ -411,7 +413,8 @@ class Trainer:
         self, progress: "Progress", micro_batches, bar, run: RunDir | None, preempted: "PreemptionFlag"
     ) -> tuple[float, int, float, bool]:
         """One optimizer step and its bookkeeping (timing, the loss and stop flag over ranks, the pace, the
-        bar, events.jsonl: every logging.events_every_steps-th step and the last); returns (lr, batch, loss, stop). A non-finite loss returns before the pace moves."""
+        bar, events.jsonl: every logging.events_every_steps-th step and the last; run() logs a step an evaluation
+        ends the run at); returns (lr, batch, loss, stop). A non-finite loss returns before the pace moves."""
         pace, device = self.pace, self.device
         step, before, batch, lr = progress.step, progress.position, pace.batch(progress), pace.lr(progress)
         _sync(device)
@@ -443,8 +446,9 @@ class Trainer:
             **({} if pace.fixed else {"batch": batch}),
             refresh=False,
         )  # tqdm redraws at its own rate
-        if run and (step % self.recipe.logging.events_every_steps == 0 or pace.done(progress)):
-            run.log_event(self.events(step, lr, batch, loss))
+        if run:
+            if step % self.recipe.logging.events_every_steps == 0 or pace.done(progress):
+                run.log_event(self.events(step, lr, batch, loss))
             if warning := self.slowdown.update(progress.images, progress.train_time):
                 bar.write(f"bench: warning: {warning}", file=sys.stderr)
         return lr, batch, loss, stop > 0
