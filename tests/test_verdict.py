@@ -309,3 +309,12 @@ def test_across_batches_says_why_a_cell_has_no_test(tmp_path):
     assert row["gap [95%]"].text() == "no rerun has one" and row["Δ gap [95%]"].empty
     assert row["verdict"] == "gap: too few seeds (0 vs 3, a test needs 2 a side); val Top-1: no spread to test"
     assert all("nan" not in claim for claim in table.claims)
+
+
+def test_across_batches_of_a_one_batch_sweep_says_there_is_nothing_to_compare(tmp_path):
+    gap_tree(tmp_path)
+    for run in tmp_path.glob("s-*-b400-*"):
+        shutil.rmtree(run)
+    table = tables.build("batches", results.load_study([tmp_path]))
+    assert [row[-1] for row in table.rows] == ["the reference"] * 2 and not table.claims
+    assert table.notes[0].startswith("One batch per arm: nothing to compare across batches")

@@ -841,7 +841,9 @@ def across_batches(study: Study, baseline: str | None = None) -> Table:
                 "; ".join(words) or "the reference",
             ]
         )
+    one_batch = ["One batch per arm: nothing to compare across batches (bench table verdict compares the arms)."]
     table.notes = [
+        *(one_batch if rows and all(r["reference"] for r in rows) else []),
         f"val Top-1, gap: the final val Top-1 (%) and the gap (train-eval Top-1 − val Top-1, pp) of each cell's "
         f"reruns (the best trial's point, other seeds), their mean with its {CONFIDENCE:.0%} t interval (n = reruns "
         "that trained).",
