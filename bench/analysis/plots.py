@@ -473,8 +473,8 @@ def logs(events: pd.DataFrame, key: str) -> bool:
 def run_events(study: Study, group: pd.Series) -> pd.DataFrame:
     """The events of a group's runs with an epoch column: images seen after the step (results.images_before and
     the step's `batch`, the plan's global_batch where not logged) / training-set size; for AdaScale (a `gain`
-    logged) the epochs of its schedule (engine/pace.py), Σ gain × base batch / training-set size with the base batch one gradient group
-    (global batch / gsnr_groups = S), so every run of one budget spans the same x axis."""
+    logged) the epochs of its schedule (engine/pace.py), Σ gain × base batch / training-set size with the base
+    batch one gradient group (global batch / gsnr_groups = S), so every run of one budget spans the same x axis."""
     frames = []
     train_size = group["train_size"] or math.nan
     plan = study.runs.set_index("run")

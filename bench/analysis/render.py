@@ -294,11 +294,12 @@ LATEX_SIZES = (("small", 9.25, 12), ("footnotesize", 8.5, 8), ("scriptsize", 7.9
 LATEX_WRAP = 12  # characters: a text column with a longer cell wraps (p{...}) instead of widening the table
 # Glyph widths in em, rounded up from Computer Modern Roman's (cmr10): digits 0.5, most lower case 0.44-0.56,
 # capitals 0.68-0.75 (M, W wider); a character not listed counts as the widest of its kind.
-_NARROW_EM = {**dict.fromkeys("il.,:;'![]|", 0.28), **dict.fromkeys("jft()-/ ", 0.39), **dict.fromkeys("rs", 0.4)}
 _EM = {
     **dict.fromkeys("0123456789", 0.5),
     **dict.fromkeys("acegvxyzk", 0.53),
-    **_NARROW_EM,
+    **dict.fromkeys("il.,:;'![]|", 0.28),
+    **dict.fromkeys("jft()-/ ", 0.39),
+    **dict.fromkeys("rs", 0.4),
     **dict.fromkeys("mw%", 0.84),
     **dict.fromkeys("αβγδεζηθικλμνξοπρστυφχψω", 0.66),
     **dict.fromkeys("—∞…", 1.0),

@@ -397,7 +397,7 @@ class Trainer:
                     before, progress.position, self.eval_every(progress)
                 )
                 if evaluated and (ended := self.evaluate(progress, run, bar, lr, batch)):
-                    if run and step % self.recipe.logging.events_every_steps:  # ended here: its last step logged
+                    if run and not self.logs_step(step, progress):  # the run ends here: its last step is logged
                         run.log_event(self.events(step, lr, batch, loss))
                     return ended
                 if stop or self.checkpoint_due(progress, before, evaluated):
@@ -447,11 +447,15 @@ class Trainer:
             refresh=False,
         )  # tqdm redraws at its own rate
         if run:
-            if step % self.recipe.logging.events_every_steps == 0 or pace.done(progress):
+            if self.logs_step(step, progress):
                 run.log_event(self.events(step, lr, batch, loss))
             if warning := self.slowdown.update(progress.images, progress.train_time):
                 bar.write(f"bench: warning: {warning}", file=sys.stderr)
         return lr, batch, loss, stop > 0
+
+    def logs_step(self, step: int, progress: "Progress") -> bool:
+        """Whether events.jsonl gets step `step` (just taken): every logging.events_every_steps-th, and the last."""
+        return step % self.recipe.logging.events_every_steps == 0 or self.pace.done(progress)
 
     def eval_every(self, progress: "Progress") -> float:
         """Epochs between evaluations: eval.near_target_every_epochs while the last evaluation was just below the
