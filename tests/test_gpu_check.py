@@ -103,6 +103,9 @@ def test_the_cpu_rehearsal_runs_every_step_and_reports_each_with_its_figures(tmp
         assert "--model resnet8_cifar" in train and "--channels-last" in train and "--compile" not in train
         assert float(re.search(r"^bare loop \(torch SGD, random tensors\)\s+([\d,.]+)", train, re.M)[1]) > 0
         assert re.search(r"^bench runner, torchvision loader\s+[\d,.]+\s+[\d.]+", train, re.M)
+    if "perf-ghost-bn" in part:  # issue 66's first row: ghost against torch's BatchNorm, in the bare loop
+        ghost = section(report, "perf-ghost-bn")
+        assert re.search(r"^ghost BatchNorm's cost, bare loop: ghost BN 2 in 8 takes [\d.]+ x the time", ghost, re.M)
     if "perf-optim" in part:
         assert re.search(r"^bench LARS step\s+[\d.]+\s+[\d.]+", section(report, "perf-optim"), re.M)
     if "train-resume" in part:

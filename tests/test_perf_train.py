@@ -86,7 +86,8 @@ def test_ghost_batchnorm_paths_run_side_by_side_and_the_ratio_is_printed(tiny_re
         line[:44].strip(): float(line[44:].split()[0]) for line in lines if line.startswith(("bare loop", "bench, "))
     }
     assert set(rows) == {
-        "bare loop (torch SGD, random tensors)",
+        "bare loop, ghost BN 2 in 4 (torch SGD)",
+        "bare loop, torch's BatchNorm over 4",
         "bench, ghost BN 2 in 4, groups 1 by 1",  # auto on a CPU
         "bench, micro-batches of 2",
         "bench, ghost BN 2 in 4, vmap groups",
@@ -95,6 +96,25 @@ def test_ghost_batchnorm_paths_run_side_by_side_and_the_ratio_is_printed(tiny_re
     ratio = next(line for line in lines if line.startswith("ghost BatchNorm: bench, ghost BN 2 in 4, groups 1 by 1"))
     assert "against micro-batches of 2:" in ratio and "median of 2 paired repeats" in ratio
     assert "x the other group pass's" in ratio
+    cost = next(line for line in lines if line.startswith("ghost BatchNorm's cost, bare loop: ghost BN 2 in 4 takes"))
+    assert "x the time of torch's BatchNorm over 4 (range (too few repeats for an interval)" in cost
+    assert cost.endswith("goal <= 1.2 x: no verdict from 2 repeats (--repeats 6 or more give an interval)")
+
+
+def test_ghost_batchnorms_cost_is_the_bare_loops_time_ratio_judged_at_its_goal():
+    """The cost is torch's BatchNorm's img/s over ghost BatchNorm's, paired within each repeat (a time ratio),
+    judged against GHOST_TARGET by the same sign-test interval as the runner overhead."""
+    plain = [120.0] * 8
+    trainer = type("T", (), {"recipe": type("R", (), {"model": type("M", (), {"bn_batch": 8})})(), "plan": None})()
+    trainer.plan = type("P", (), {"micro_batch": 64, "groups_per_micro": 1})()
+    trainer.opt = type("O", (), {"reduces_gradients": False})()
+    rates = {"bare": [100.0] * 8, "bare_bn": plain, "bench": [99.0] * 8, "sequential": [90.0] * 8}
+    line = perf_train.ghost_ratio(rates, trainer).splitlines()[-1]
+    assert "takes 1.20 x the time of torch's BatchNorm over 64 (95% interval 1.20 to 1.20)" in line
+    assert line.endswith("goal <= 1.2 x: MISS")  # not under the goal
+    rates["bare"] = [110.0 + i for i in range(8)]  # 1.09 .. 1.00 x
+    assert perf_train.ghost_ratio(rates, trainer).endswith("goal <= 1.2 x: PASS")
+    assert perf_train.verdict(1.1, 1.0, 1.3, target=1.2) == "not resolved at this noise: more --repeats"
 
 
 def perf_train_dali() -> bool:

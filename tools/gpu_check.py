@@ -460,8 +460,8 @@ STEPS = [  # name, title, cap on a GPU (s), CUDA only, function
     ("perf-train-compile", "the same with torch.compile", 90, True, perf_train(True)),
     (
         "perf-ghost-bn",
-        "bench perf train: VRGD-LARS's 8 groups in one pass vs one by one vs micro-batches",
-        45,
+        "bench perf train: VRGD-LARS's 8 groups in one pass vs one by one vs micro-batches; ghost vs torch's BatchNorm",
+        60,
         False,
         perf_ghost_bn,
     ),
