@@ -7,6 +7,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 from bench import recipe as recipe_mod
 from bench.engine import distributed, ghost_bn
@@ -162,14 +164,17 @@ def test_batched_groups_on_two_ranks_equal_micro_batches_of_bn_batch(tmp_path, t
         torch.testing.assert_close(states[0][key], alone[key], **TOL, msg=f"lars, 2 ranks against 1: {key}")
 
 
-def test_running_statistics_follow_the_sequential_rule():
+@pytest.mark.parametrize("fmt", [torch.contiguous_format, torch.channels_last])
+def test_running_statistics_follow_the_sequential_rule(fmt):
     """A ghost layer given 3 chunks updates its running statistics as 3 plain BatchNorm calls in order, for an
-    exponential momentum and for momentum None (the cumulative average), and normalises each chunk on its own."""
+    exponential momentum and for momentum None (the cumulative average), and normalises each chunk on its own; in
+    channels_last too (the layer's own forward and backward, _GhostNormNHWC)."""
     torch.manual_seed(0)
     for momentum in (0.1, None):
         plain = nn.BatchNorm2d(5, momentum=momentum).double()
         model = ghost_bn.convert(nn.Sequential(nn.BatchNorm2d(5, momentum=momentum).double()), 4, "test")
         ghost = model[0]
+        ghost.register_forward_pre_hook(lambda m, args: (args[0].contiguous(memory_format=fmt),))
         with torch.no_grad():
             plain.weight.uniform_(0.5, 2.0)
             plain.bias.uniform_(-1, 1)
@@ -183,7 +188,134 @@ def test_running_statistics_follow_the_sequential_rule():
         assert int(ghost.num_batches_tracked) == 3
         ghost.load_state_dict(plain.state_dict())
         ghost.eval(), plain.eval()
-        torch.testing.assert_close(model(x), plain(x), rtol=0, atol=0)  # evaluation unchanged
+        torch.testing.assert_close(model(x), plain(x.contiguous(memory_format=fmt)), rtol=0, atol=0)  # unchanged
+
+
+def test_channels_last_layers_equal_micro_batches_of_bn_batch_in_float64(tmp_path, tiny_dataset, monkeypatch):
+    """engine.channels_last outside vmap: the ghost layers take their channels_last forward and backward
+    (_GhostNormNHWC, counted), and LARS's 3 steps in micro-batches of 16 with bn_batch 4 are those of micro-batches
+    of 4 in channels_last: parameters, running statistics, optimizer state, loss, to ~1e-12 in float64."""
+    calls = []
+    apply = ghost_bn._GhostNormNHWC.apply
+    monkeypatch.setattr(ghost_bn._GhostNormNHWC, "apply", lambda *args: calls.append(args[0].shape) or apply(*args))
+    paths = [
+        _recipe(tmp_path, tiny_dataset, "lars", 2.0, 4, channels_last=True),
+        _recipe(tmp_path, tiny_dataset, "lars", 2.0, 16, 4, channels_last=True),
+    ]
+    reference, ghost = _states(tmp_path, paths)
+    assert len(calls) >= STEPS and all(shape[0] == 16 for shape in calls)
+    _assert_same(ghost, reference, "lars, channels_last", PLAIN_NOISE)
+
+
+COPIES = (torch.ops.aten.clone, torch.ops.aten.copy_, torch.ops.aten._to_copy)
+
+
+class _Ops(TorchDispatchMode):
+    """The aten ops run within, each with the largest number of elements among its outputs."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        sizes = [t.numel() for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
+        self.ops.append((func.overloadpacket, max(sizes, default=0)))
+        return out
+
+
+def test_channels_last_ghost_layer_makes_no_layout_copy():
+    """Forward and backward of a ghost layer on a channels_last input run no copy of its size (the regrouping view
+    copied it and copied the output back, and their gradients likewise), and give y and dx in channels_last."""
+    torch.manual_seed(0)
+    model = ghost_bn.convert(nn.Sequential(nn.BatchNorm2d(6)), 4, "test")
+    layer, model._ghost_arranged[0] = model[0], 12  # as its model's pre-hook records the batch
+    x = torch.randn(12, 6, 5, 7).contiguous(memory_format=torch.channels_last).requires_grad_()
+    dy = torch.randn_like(x)
+    with _Ops() as seen:
+        y = layer(x)
+        grads = torch.autograd.grad(y, [x, layer.weight, layer.bias], dy)
+    copies = [str(op) for op, size in seen.ops if op in COPIES and size == x.numel()]
+    assert not copies, copies
+    assert any(op is torch.ops.aten.addcmul for op, _ in seen.ops)  # the dispatch mode saw the layer's ops
+    assert y.is_contiguous(memory_format=torch.channels_last)
+    assert grads[0].is_contiguous(memory_format=torch.channels_last)
+    assert int(layer.num_batches_tracked) == 3
+
+
+def _chunk_by_chunk(x, weight, bias, g, eps):
+    """The reference: F.batch_norm on each chunk i (images i, i + j, ...), its (mean, unbiased variance) alongside."""
+    j = x.shape[0] // g
+    y = torch.empty_like(x)
+    means, variances = [], []
+    for i in range(j):
+        mean, var = torch.zeros(x.shape[1], dtype=x.dtype), torch.ones(x.shape[1], dtype=x.dtype)
+        y[i::j] = F.batch_norm(x[i::j], mean, var, weight, bias, True, 1.0, eps)
+        means.append(mean), variances.append(var)
+    return y, torch.stack(means), torch.stack(variances)
+
+
+@pytest.mark.parametrize("affine", [True, False])
+@pytest.mark.parametrize("eps", [1e-5, 0.3])
+@pytest.mark.parametrize("gpu_moments", [False, True])
+def test_channels_last_function_equals_batch_norm_chunk_by_chunk(affine, eps, gpu_moments, monkeypatch):
+    """_GhostNormNHWC in float64 against F.batch_norm chunk by chunk: y, the chunk means and unbiased variances,
+    and the gradients of x, weight and bias for a channels_last dy and for a contiguous one; gradcheck's numerical
+    Jacobians too. gpu_moments: the statistics as on a GPU (torch.var_mean), on the CPU."""
+    moments = ghost_bn._moments
+    monkeypatch.setattr(ghost_bn, "_moments", lambda v, dtype, welford: moments(v, dtype, gpu_moments))
+    torch.manual_seed(0)
+    g, j, c = 4, 3, 5
+    x = (torch.randn(g * j, c, 3, 4, dtype=torch.float64) * 3 + 1).contiguous(memory_format=torch.channels_last)
+    weight = torch.rand(c, dtype=torch.float64) + 0.5 if affine else None
+    bias = torch.rand(c, dtype=torch.float64) - 0.5 if affine else None
+    leaves = [t.requires_grad_() for t in (x, weight, bias) if t is not None]
+    y, means, variances = ghost_bn._GhostNormNHWC.apply(x, weight, bias, g, eps)
+    want, want_means, want_variances = _chunk_by_chunk(x.detach(), weight, bias, g, eps)
+    assert y.is_contiguous(memory_format=torch.channels_last) and not means.requires_grad
+    close = dict(rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(y, want, **close)
+    torch.testing.assert_close(means, want_means, **close)
+    torch.testing.assert_close(variances, want_variances, **close)
+    for dy in (torch.randn_like(y), torch.randn(y.shape, dtype=y.dtype)):  # channels_last, then contiguous
+        got = torch.autograd.grad(y, leaves, dy, retain_graph=True)
+        reference = torch.autograd.grad(_chunk_by_chunk(x, weight, bias, g, eps)[0], leaves, dy)
+        assert got[0].is_contiguous(memory_format=torch.channels_last)
+        for a, b, name in zip(got, reference, ("x", "weight", "bias")):
+            torch.testing.assert_close(a, b, **close, msg=f"gradient of {name}")
+    small = torch.randn(4, 3, 2, 3, dtype=torch.float64).contiguous(memory_format=torch.channels_last)
+    w, b = [torch.rand(3, dtype=torch.float64, requires_grad=True) if affine else None for _ in range(2)]
+    torch.autograd.gradcheck(lambda *t: ghost_bn._GhostNormNHWC.apply(*t, 2, eps)[0], (small.requires_grad_(), w, b))
+
+
+def test_channels_last_bf16_input_with_float32_weights():
+    """A bf16 channels_last input with float32 weights (autocast's BatchNorm): y and dx in bf16 and channels_last,
+    statistics and weight gradients in float32, within bf16's rounding of the float32 computation on the same
+    values (y, dx: one rounding each, 2^-8 of the largest; the rest from float32 sums); and under CPU autocast."""
+    torch.manual_seed(0)
+    g, j, c = 4, 3, 6
+    model = ghost_bn.convert(nn.Sequential(nn.BatchNorm2d(c)), g, "test")
+    layer, model._ghost_arranged[0] = model[0], g * j
+    with torch.no_grad():
+        layer.weight.uniform_(0.5, 2.0), layer.bias.uniform_(-1, 1)
+    x = (torch.randn(g * j, c, 5, 5) * 2 + 1).to(torch.bfloat16, memory_format=torch.channels_last)
+    dy = torch.randn_like(x)
+    x32 = x.float().requires_grad_()
+    params = [layer.weight, layer.bias]
+    want, want_means, want_variances = _chunk_by_chunk(x32, *params, g, layer.eps)
+    want_grads = torch.autograd.grad(want, [x32, *params], dy.float())
+    for autocast in (False, True):
+        xb = x.clone().requires_grad_()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            y, (means, variances) = ghost_bn.ghost_normalize(layer, xb)
+        grads = torch.autograd.grad(y, [xb, *params], dy)
+        assert y.dtype == grads[0].dtype == torch.bfloat16 and means.dtype == grads[1].dtype == torch.float32
+        assert y.is_contiguous(memory_format=torch.channels_last)
+        assert grads[0].is_contiguous(memory_format=torch.channels_last)
+        for a, b in ((y, want), (grads[0], want_grads[0])):
+            torch.testing.assert_close(a.float(), b, rtol=2**-8, atol=2**-8 * float(b.detach().abs().max()))
+        for a, b in ((means, want_means), (variances, want_variances), *zip(grads[1:], want_grads[1:])):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5 * float(b.abs().max()))
 
 
 def test_ghost_layers_refuse_other_norms_and_odd_batches():

@@ -4,7 +4,9 @@ In training, each BatchNorm layer normalises the images of every consecutive `bn
 input with their own statistics, as if each were a micro-batch of its own; evaluation is unchanged (the running
 statistics). The model interleaves its input's chunks (arrange), so that each layer's input, as it lies in memory,
 is one BatchNorm input with a channel for each (chunk, channel): the fused kernel normalises all chunks in one
-call without a copy (the layer costs what plain BatchNorm costs: docs/performance.md).
+call without a copy (the layer costs what plain BatchNorm costs: docs/performance.md). A channels_last input is
+not such a BatchNorm input (its channel for (chunk, channel) has no single stride), so it takes a forward and
+backward of its own on a free view of its memory (_GhostNormNHWC): no layout copy there either.
 
 Running statistics rule: a layer's input of n = j x bn_batch images updates the running statistics exactly as
 j sequential micro-batches of bn_batch images would, in order: with momentum m, chunk statistics (mean_i,
@@ -33,6 +35,7 @@ import contextlib
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.autograd.function import once_differentiable
 
 from bench.models import ghost_layers
 
@@ -71,8 +74,9 @@ def ghost_normalize(bn: GhostMixin, x: torch.Tensor, in_vmap: bool = False):
     kernel, and the chunks' (means, unbiased variances) (j, C) each, or None without running statistics.
 
     x comes arranged (arrange): chunk i is the images i, i + j, i + 2j, ..., so x is (g, j*C, ...) as it lies in
-    memory, each (chunk, channel) a channel of its own: no copy (a channels_last input is copied, and copied back).
-    The kernel's running update at momentum 1 into fresh buffers gives the chunk statistics without another pass.
+    memory, each (chunk, channel) a channel of its own: no copy. The kernel's running update at momentum 1 into fresh
+    buffers gives the chunk statistics without another pass. A channels_last 4-D input, which that view would copy
+    (and the output back), goes to _GhostNormNHWC instead: the same mathematics on a free view, no layout copy.
 
     `in_vmap` (the batched groups pass, group_pass.py): buffers cannot be written in place under vmap, so the
     statistics take a pass of their own; and it works around two refusals of torch.func (torch 2.14, found
@@ -82,25 +86,111 @@ def ghost_normalize(bn: GhostMixin, x: torch.Tensor, in_vmap: bool = False):
     n, c, *rest = x.shape
     g = bn.bn_batch
     j = n // g
+    tracked = bn.track_running_stats and bn.running_mean is not None
+    if not in_vmap and x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last) and not x.is_contiguous():
+        y, mean, var = _GhostNormNHWC.apply(x, bn.weight, bn.bias, g, bn.eps)
+        return y, ((mean, var) if tracked else None)
     grouped = x.reshape(g, j * c, *rest)
     w = None if bn.weight is None else bn.weight.repeat(j)
     b = None if bn.bias is None else bn.bias.repeat(j)
     dtype = x.dtype if bn.weight is None else bn.weight.dtype
-    tracked = bn.track_running_stats and bn.running_mean is not None
     mean = var = None
     if tracked and not in_vmap:
         mean, var = torch.zeros(j * c, dtype=dtype, device=x.device), torch.ones(j * c, dtype=dtype, device=x.device)
     mixed = in_vmap and grouped.dtype != dtype
     y = F.batch_norm(grouped.to(dtype) if mixed else grouped, mean, var, w, b, True, 1.0, bn.eps).to(x.dtype)
     y = y.reshape(x.shape)
-    if not in_vmap and x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last) and not x.is_contiguous():
-        y = y.contiguous(memory_format=torch.channels_last)
     if not tracked:
         return y, None
     if in_vmap:
         with torch.no_grad():
             var, mean = torch.var_mean(grouped.detach(), dim=[0, *range(2, grouped.dim())], correction=1)
     return y, (mean.view(j, c), var.view(j, c))
+
+
+def _chunks_nhwc(t: torch.Tensor, g: int) -> torch.Tensor:
+    """A channels_last (N, C, H, W), arranged, as the free view (g, j, H*W, C): chunk i of position a at [a, i]."""
+    n, c, h, w = t.shape
+    return t.permute(0, 2, 3, 1).view(g, n // g, h * w, c)
+
+
+def _nchw(v: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    """_chunks_nhwc's inverse: a contiguous (g, j, H*W, C) as the channels_last (N, C, H, W) it lies as."""
+    n, c, h, w = shape
+    return v.view(n, h, w, c).permute(0, 3, 1, 2)
+
+
+def _sum(v: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """v (g, j, H*W, C) summed per (chunk, channel), (1, j, 1, C): over H*W, then g (the CPU's reduction over two
+    dimensions at once took 0.63 ms at 64 x 16 x 28 x 28, these two 0.19)."""
+    return v.sum(2, keepdim=True, dtype=dtype).sum(0, keepdim=True)
+
+
+def _moments(v: torch.Tensor, dtype: torch.dtype, welford: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """(biased variance, mean) of v (g, j, H*W, C) per (chunk, channel), (1, j, 1, C) each, in dtype. welford: one
+    pass of torch.var_mean (a GPU's); else two passes, a mean then the squared deviations' (the CPU's var_mean is a
+    scalar loop: 6-10 ms at 64 x 16 x 28 x 28, the two passes under 1 ms)."""
+    m = v.shape[0] * v.shape[2]
+    if welford:
+        return torch.var_mean(v.to(dtype), dim=(0, 2), correction=0, keepdim=True)
+    mean = _sum(v, dtype) / m
+    return _sum(torch.sub(v, mean).square_()) / m, mean  # v - mean in dtype by type promotion: the cast is folded in
+
+
+class _GhostNormNHWC(torch.autograd.Function):
+    """Ghost BatchNorm of an arranged channels_last x (N, C, H, W) in bn_batch g: each (chunk i, channel c) normalised
+    over its M = g*H*W values of the free view (g, j, H*W, C), with BatchNorm's gradient; returns (y, chunk means
+    (j, C), unbiased variances (j, C)). Statistics and per-channel terms in float32 at least (the weights' dtype),
+    y and dx in x's dtype and layout, each one elementwise pass: addcmul, which computes in its operands' promoted
+    dtype and casts on writing, always into out= (CUDA autocast's promote policy for addcmul would copy a bf16
+    operand to float32 first; it leaves the out= form alone). Eager torch has no fused reduction of a product nor an
+    affine map of two tensors, so the backward materialises dy*x and dy*A + Cc: 3 reads and 2 writes of x's size
+    more than torch's kernel; and it takes sum(dy*(x - mean)) as sum(dy*x - mean*sum(dy)/M), which loses
+    ~|mean|/std of float32's precision to cancellation where the kernel does not. No double backward
+    (once_differentiable)."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, g: int, eps: float):
+        v = _chunks_nhwc(x, g)
+        m = v.shape[0] * v.shape[2]
+        if m == 1:  # F.batch_norm's refusal, in its words
+            raise ValueError(f"Expected more than 1 value per channel when training, got input size {x.shape}")
+        dtype = torch.promote_types(x.dtype, torch.float32)  # float32 at least, and the weights' dtype
+        dtype = dtype if weight is None else torch.promote_types(dtype, weight.dtype)
+        var, mean = _moments(v, dtype, welford=x.device.type != "cpu")
+        rstd = (var + eps).rsqrt()
+        scale = rstd if weight is None else rstd * weight.to(dtype)
+        shift = -mean * scale if bias is None else bias.to(dtype) - mean * scale
+        y = torch.addcmul(shift, v, scale, out=torch.empty_like(v))
+        ctx.save_for_backward(x, weight, mean, rstd)
+        ctx.g, ctx.bias_dtype = g, None if bias is None else bias.dtype
+        stats = mean.view(v.shape[1], -1), (var * (m / (m - 1))).view(v.shape[1], -1)
+        ctx.mark_non_differentiable(*stats)
+        return _nchw(y, x.shape), *stats
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dy, _mean, _var):
+        x, weight, mean, rstd = ctx.saved_tensors
+        v = _chunks_nhwc(x, ctx.g)
+        dyv = _chunks_nhwc(dy.contiguous(memory_format=torch.channels_last), ctx.g)
+        m = v.shape[0] * v.shape[2]
+        sum_dy = _sum(dyv, mean.dtype)
+        # dy*x in mean's dtype (a bf16 product is exact in float32) by addcmul's type promotion
+        t = torch.addcmul(-mean * sum_dy / m, dyv, v, out=torch.empty_like(v, dtype=mean.dtype))
+        sum_dy_xhat = rstd * _sum(t)
+        dx = grad_weight = grad_bias = None
+        if ctx.needs_input_grad[0]:  # dx = dy*A + x*B + Cc, per (chunk, channel) A, B, Cc; t's memory reused
+            a = rstd if weight is None else rstd * weight.to(mean.dtype)
+            b = -a * rstd * sum_dy_xhat / m
+            dxv = torch.addcmul(-a * sum_dy / m - b * mean, dyv, a, out=t)
+            dxv = dxv.addcmul_(v, b) if dxv.dtype == x.dtype else torch.addcmul(dxv, v, b, out=torch.empty_like(v))
+            dx = _nchw(dxv, x.shape)
+        if ctx.needs_input_grad[1]:
+            grad_weight = sum_dy_xhat.sum(dim=(0, 1, 2)).to(weight.dtype)  # over the chunks
+        if ctx.needs_input_grad[2]:
+            grad_bias = sum_dy.sum(dim=(0, 1, 2)).to(ctx.bias_dtype)
+        return dx, grad_weight, grad_bias, None, None
 
 
 def arrange(x: torch.Tensor, g: int) -> torch.Tensor:
