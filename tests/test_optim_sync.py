@@ -123,3 +123,35 @@ def test_steps_run_without_host_sync_on_cuda(name, options):
     cpu_opt, cpu_params, cpu_later = case(name, {**options, "fused": False} if name in VRGD else options)
     expected = run_steps(cpu_opt, cpu_params, cpu_later)
     assert_history([[p.cpu() for p in step] for step in history], expected, **FP32)
+
+
+@pytest.mark.parametrize("name,diagnostics", [("sgd", 0), ("lars", 1), ("vrgd_lars", 1)])
+def test_the_runners_step_reads_the_host_once_and_once_more_when_it_logs(name, diagnostics, tmp_path):
+    """Trainer.train_step: one read (the loss and stop flag) on a step events.jsonl does not get, and one more, the
+    optimizer's diagnostics in one transfer, on a step it gets (logging.events_every_steps: 2; a GPU waits once per
+    read, so a read per diagnostic scalar, 3 for LARS and 8 for VRGD-LARS until 2026-11-28, stalled it as often).
+    SGD, whose groups are summed in the backward pass, has no diagnostics to read."""
+    from bench import recipe as recipes
+    from bench.engine.distributed import Dist
+    from bench.perf.train import BenchCase
+
+    raw = {
+        "name": "reads",
+        "model": {"name": "resnet8_cifar", "bn_batch": 2},
+        "data": {"dataset": "synthetic", "image_size": 16, "loader": "random", "synth": {"classes": 4, "size": 16}},
+        "global_batch": 8,
+        "micro_batch": 8,
+        "optimizer": {"name": name, "lr": 0.1},
+        "epochs": 50,
+        "target_top1": 50,
+        "logging": {"events_every_steps": 2},
+    }
+    case = BenchCase(recipes.recipe_from_dict("test", raw), Dist(0, 1, 0, torch.device("cpu")), tmp_path)
+    case.steps(2)  # steps 0 (logged) and 1
+    with host_reads() as logged:
+        case.steps(1)  # step 2
+    with host_reads() as quiet:
+        case.steps(1)  # step 3
+    case.close()
+    assert dict(quiet) == {"tolist": 1}
+    assert dict(logged) == {"tolist": 1 + diagnostics}

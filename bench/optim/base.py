@@ -253,13 +253,21 @@ class GroupOptimizer(Optimizer):
         return tensors
 
     def diagnostics(self) -> dict[str, float]:
-        """Scalars about the last step, read here (not during step) so a step never waits on the device:
-        trust_min/median/max (LARS, LAMB; median = the lower middle value for an even count) and
-        grad_var, grad_sqnorm (optimizers that keep the groups apart, see noise())."""
+        """Scalars about the last step (_diagnostic_tensors), read here (not during step) so a step never waits on
+        the device, and in one transfer: a logged step waits for the device once more, not once a scalar."""
+        tensors = self._diagnostic_tensors()
+        if not tensors:
+            return {}
+        values = torch.stack([t.detach().reshape(()).to(torch.float64) for t in tensors.values()]).tolist()
+        return dict(zip(tensors, values))
+
+    def _diagnostic_tensors(self) -> dict[str, Tensor]:
+        """The last step's scalars on the device: trust_min/median/max (LARS, LAMB; median = the lower middle value
+        for an even count) and grad_var, grad_sqnorm (optimizers that keep the groups apart, see noise())."""
         out = {}
         if self._trust:
             trust = torch.cat(self._trust)
-            out.update(trust_min=float(trust.min()), trust_median=float(trust.median()), trust_max=float(trust.max()))
+            out.update(trust_min=trust.min(), trust_median=trust.median(), trust_max=trust.max())
         if self._noise is not None:
-            out.update(grad_var=float(self._noise[0]), grad_sqnorm=float(self._noise[1]))
+            out.update(grad_var=self._noise[0], grad_sqnorm=self._noise[1])
         return out

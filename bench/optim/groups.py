@@ -278,10 +278,10 @@ class SimiGrad(GroupGradients):
         """The last step's similarity (read to the host here), None before the first step."""
         return None if self._similarity is None else float(self._similarity)
 
-    def diagnostics(self):
-        out = super().diagnostics()
+    def _diagnostic_tensors(self):
+        out = super()._diagnostic_tensors()
         if self._similarity is not None:
-            out["similarity"] = self.similarity
+            out["similarity"] = self._similarity
         return out
 
 

@@ -247,18 +247,14 @@ class VRGD(GroupGradients):
         r.clamp_(self.gamma, 1.0)
         return clipped / (sample.numel() - dead), sums.sum() * (k / r.numel()), dead / sample.numel()
 
-    def diagnostics(self):
+    def _diagnostic_tensors(self):
         """Base diagnostics plus gsnr_clip_frac (fraction of the live coordinates clipped at gamma: counted
         exactly by the fused step, on about 2^20 coordinates by the eager code, see _factors; NaN when none
         is live), gsnr_r_mean (mean GSNR r over all coordinates, before normalising and clipping) and
         gsnr_dead_frac (fraction of coordinates whose gradient was 0 in every group, r = 0)."""
-        out = super().diagnostics()
+        out = super()._diagnostic_tensors()
         if self._gsnr is not None:
-            out.update(
-                gsnr_clip_frac=float(self._gsnr[0]),
-                gsnr_r_mean=float(self._gsnr[1]),
-                gsnr_dead_frac=float(self._gsnr[2]),
-            )
+            out.update(gsnr_clip_frac=self._gsnr[0], gsnr_r_mean=self._gsnr[1], gsnr_dead_frac=self._gsnr[2])
         return out
 
     def state_dict(self):
