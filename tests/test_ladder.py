@@ -207,6 +207,14 @@ def test_the_checks_flag_misses_the_fit_does_not_explain_and_an_estimate_that_mo
     claims = tuning.scaling_claims({"lars": f}, ["lars"], None, {"lars": {}}, {"lars": check})
     assert "not robust (outside the interval: without 1,024: " in claims[0]
     assert "the fit does not explain 3 of 5 missed at 1,024" in claims[0]
+    assert "near-tied" not in claims[0]
+    # near ties whose runner-up was not rerun (untested_ties): the claim names the batches it rests on
+    cells_of["arm"], cells_of["near_tie"] = "lars", [False, True, False, False, True]
+    cells_of["runner_up_rerun_steps"] = [(), (), (), (), (300.0,) * 5]
+    ties = tuning.untested_ties(cells_of)
+    assert ties == {"lars": [128]}  # 1,024's runner-up was rerun: its fit widens the interval instead
+    claims = tuning.scaling_claims({"lars": f}, ["lars"], None, {"lars": {}}, {"lars": check}, ties=ties)
+    assert "it rests on near-tied selections at 128 whose runner-ups were not rerun" in claims[0]
 
 
 def simulated_arm(b_noise: float, rng, noise: float = 0.08, seeds: int = 5) -> pd.DataFrame:

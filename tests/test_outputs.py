@@ -69,6 +69,14 @@ def test_a_tables_claims_are_sentences_from_its_numbers_that_markdown_ends_with_
         "X − Y at 64: between -1.34 pp and ∞ pp (95%); within noise."
     )
     assert claim("X / Y at 1024", "no ratio (X missed 3/5)") == "X / Y at 1024: no ratio (X missed 3/5)."
+    # a ratio's end at 0 or ∞ comes from the other side's misses: a bound, not a speedup of 0x
+    assert (
+        claim("X / Y at 2048", "X faster", (0.0, 0.7412), "99.21%")
+        == "X / Y at 2048: at most 0.74x (99.21%); X faster."
+    )
+    assert claim("X / Y at 2048", "Y faster", (1.31, math.inf), "99.21%") == (
+        "X / Y at 2048: at least 1.31x (99.21%); Y faster."
+    )
     table = Table("t", ["a"], [[Cell(1.0)]], notes=["a note"], claims=[said, "Another: one."])
     assert claims_of(render(table)) == [said, "Another: one."] and claims_of(render(Table("t", ["a"]))) == []
     assert "between 0.84x and 1.20x (99.21\\%)" in side_notes([table], "latex")  # beside the LaTeX float

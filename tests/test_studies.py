@@ -4,6 +4,7 @@ fails here until the tables are regenerated (bench sweep ... --plots, or analysi
 the diff is committed and explained."""
 
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -127,21 +128,29 @@ TABLE_TREES = sorted({path.parent for path in (ROOT / "results").glob("*/*.md") 
 
 
 @pytest.mark.parametrize("tree", TABLE_TREES, ids=lambda p: p.name)
-def test_a_committed_trees_tables_are_ascii_in_latex(tree, studies):
+def test_a_committed_trees_tables_are_ascii_in_latex(tree, studies, tmp_path):
     """pdflatex takes no raw Unicode: the LaTeX of each table a committed tree holds (and of its report) spells
-    every ±, Δ, α, ≥, −, ×, ², ∞ and — in ASCII; and each fits the page (wrapped, or split into parts)."""
+    every ±, Δ, α, ≥, −, ×, ², ∞ and — in ASCII; and each fits the page, its width and its height (wrapped, or
+    split into column or row parts): pdflatex, where installed, sets their floats with nothing too wide or tall."""
     from bench.analysis import report
     from bench.analysis.render import render, side_notes
+    from tests.test_render_latex import LAYOUTS, compile_latex
 
     names = [path.stem for path in sorted(tree.glob("*.md")) if path.stem in tables.TABLES]
     if tree not in studies:
         studies[tree] = results.load_study([tree]) if any(tables.TABLES[n].runs for n in names) else None
     built = [tables.build(name, studies[tree]) for name in names]
     built += [report.table(studies[tree].runs)] if (tree / "report.md").exists() else []
+    document = []
     for table in built:
         tex = render(table, "latex") + side_notes([table], "latex")
         assert tex.isascii(), (table.title, sorted({c for c in tex if not c.isascii()}))
         assert "wider than a page" not in tex, table.title
+        # the floats (a note's long identifier may stick out: not this test's), each table's set before the next's
+        document.append(render(table, "latex") + "\\clearpage\n")
+    if shutil.which("pdflatex"):
+        for name, layout in LAYOUTS.items():
+            compile_latex(tmp_path, name.replace(" ", "-"), layout, "".join(document))
 
 
 def test_every_committed_run_directory_reads_through_the_run_directory_reader():

@@ -3,7 +3,6 @@ why a side has no reruns, the primary family a sweep file declares (or --baselin
 the way."""
 
 import shutil
-import subprocess
 
 import pytest
 
@@ -12,6 +11,7 @@ from bench.analysis import power, results, tables, tuning
 from bench.analysis.render import render, side_notes
 from tests.conftest import cli, write_recipe
 from tests.helpers import BASE, make_run
+from tests.test_render_latex import LAYOUTS, compile_latex, needs_pdflatex
 
 
 def run(root, arm, batch, role, seed, val, trial=0, status="completed", select="top1"):
@@ -118,33 +118,16 @@ def test_a_finished_sweeps_tables_wait_for_nothing(tmp_path):
     assert fits["NAdamW"] == "no reruns at 400 (every trial diverged)"
 
 
-@pytest.mark.skipif(shutil.which("pdflatex") is None, reason="no pdflatex here (apt-get install texlive-latex-base)")
-@pytest.mark.parametrize(
-    "layout",
-    ["\\documentclass[twocolumn]{article}", "\\documentclass{article}\\setlength{\\textwidth}{397pt}"],
-    ids=["two-column", "one-column 5.5 in"],
-)
+@needs_pdflatex
+@pytest.mark.parametrize("layout", LAYOUTS.values(), ids=LAYOUTS.keys())
 def test_a_latex_verdict_compiles_with_plain_pdflatex(top1_tree, layout):
     """The verdict's LaTeX float and its notes (±, Δ, α, ≥ and − as LaTeX commands) in a bare article, two columns
-    or one at NeurIPS's 5.5 in: pdflatex, no package, no error, no missing glyph, nothing wider than the page."""
+    or one at NeurIPS's 5.5 in: pdflatex, no package, no error, no missing glyph, nothing wider or taller than the
+    page (compile_latex)."""
     table = tuning.verdict(results.load_study([top1_tree]))
     tex, notes = render(table, "latex"), side_notes([table], "latex")
     assert all(symbol in tex + notes for symbol in (r"$\pm$", r"$\Delta$", r"$\alpha$", r"$\geq$"))
-    out = top1_tree / "tex"
-    out.mkdir(exist_ok=True)
-    document = f"{layout}\n\\begin{{document}}\n{tex}{notes}\\end{{document}}\n"
-    (out / "verdict.tex").write_text(document)
-    done = subprocess.run(
-        ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "verdict.tex"],
-        cwd=out,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0 and (out / "verdict.pdf").exists(), done.stdout[-2000:]
-    log = (out / "verdict.log").read_text(errors="replace")
-    assert "Missing character" not in log
-    assert "Overfull \\hbox" not in log  # its long columns wrap: the table fits the page
+    compile_latex(top1_tree / "tex", "verdict", layout, tex + notes)
 
 
 def test_a_latex_speed_verdict_leaves_out_the_columns_it_does_not_fill(tmp_path):
@@ -209,10 +192,11 @@ def test_the_primary_family_is_the_sweep_files_or_the_baselines_and_its_mde_foll
     )
     pairs = tuning.pairs_of(study, tuning.cells(study))
     primary = [p for p in pairs if p.family == "primary"]
-    assert {p.alpha for p in primary} == {0.05 / 4} and {p.alpha for p in pairs if p.family == "secondary"} == {0.025}
+    # each primary pair its own family over the 2 batches (a declared question each); the secondary one family
+    assert {p.alpha for p in primary} == {0.05 / 2} and {p.alpha for p in pairs if p.family == "secondary"} == {0.025}
     rows, _ = verdict_rows(tmp_path)
     mde = rows[(100, "LARS", "Nesterov SGD")]["MDE 80% at α/m [95%]"].value
-    assert mde == pytest.approx(power.comparison_mde(primary[0].c, 0.05 / 4))
+    assert mde == pytest.approx(power.comparison_mde(primary[0].c, 0.05 / 2))
     # --baseline overrides the declaration: every arm against it, one family
     found, table = families(tmp_path, baseline="lars")
     assert found == {(100, "VRGD-LARS", "LARS"): "primary", (100, "Nesterov SGD", "LARS"): "primary"}
@@ -318,3 +302,70 @@ def test_across_batches_of_a_one_batch_sweep_says_there_is_nothing_to_compare(tm
     table = tables.build("batches", results.load_study([tmp_path]))
     assert [row[-1] for row in table.rows] == ["the reference"] * 2 and not table.claims
     assert table.notes[0].startswith("One batch per arm: nothing to compare across batches")
+
+
+FIELD_BATCHES = (64, 128, 256, 512, 1024, 2048)
+FIELD_ARMS = ("lars", "vrgd_lars", "nesterov", "nadamw")
+FIELD_SWEEP = (
+    f"""
+name: s
+base: base.yaml
+batches: {list(FIELD_BATCHES)}
+arms:
+"""
+    + "".join(
+        f"  {arm}: {{set: {{optimizer.name: {arm}}}, space: {{optimizer.lr: {{low: 0.1, high: 1.0, scale: log}}}}}}\n"
+        for arm in FIELD_ARMS
+    )
+    + """trials: 5
+budget: {epochs: 20}
+select: {split: validation, metric: steps_to_target}
+reruns: {seeds: [1, 2, 3, 4, 5]}
+primary: {reference: lars}
+"""
+)
+# the evaluation (an epoch each) at which each seed's rerun first reaches the target: VRGD-LARS's every rerun
+# slower than LARS's every rerun at every batch (complete separation: the 5 vs 5 interval's most extreme level)
+FIELD_HITS = {
+    "lars": [4, 4, 5, 4, 4],
+    "vrgd_lars": [7, 7, 8, 7, 7],
+    "nesterov": [5, 6, 5, 6, 5],
+    "nadamw": [3, 4, 3, 3, 4],
+}
+
+
+def field_shaped(root):
+    root.mkdir(exist_ok=True)
+    write_recipe(root / "base.yaml", BASE.replace("DATA", str(root)))
+    sweep.write_space(sweep.load(write_recipe(root / "s.yaml", FIELD_SWEEP)), root)
+    tags = {"sweep": "s", "trial": 0, "study": 0, "role": "rerun", "select": "steps_to_target"}
+    for batch in FIELD_BATCHES:
+        for arm, hits in FIELD_HITS.items():
+            for seed, hit in enumerate(hits, 1):
+                val = [50.0] * (hit - 1) + [61.0]
+                name = f"s-{arm}-b{batch}-best-seed{seed}"
+                make_run(root, name, arm, batch, seed, val, train_size=64_000, tags={**tags, "arm": arm})
+    return results.load_study([root])
+
+
+def test_each_primary_pair_is_a_family_of_its_own_over_its_batches(tmp_path):
+    """The field study's shape (recipes/sweeps/field-ladder.yaml, question 3): 4 arms, 6 batches, 5 reruns a side,
+    `primary: {reference: lars}`. VRGD-LARS against LARS is judged at Bonferroni over its 6 batches, as declared,
+    not over the 18 primary comparisons pooled (1 - 0.05/18 = 99.72%, past the 99.21% 5 vs 5 reruns reach at
+    most: the declared question could never have had an answer)."""
+    study = field_shaped(tmp_path)
+    pairs = [p for p in tuning.pairs_of(study, tuning.cells(study)) if (p.x, p.y) == ("vrgd_lars", "lars")]
+    assert len(pairs) == 6 and all(p.family == "primary" and p.speed for p in pairs)
+    table = tuning.verdict(study)
+    words = {r[0]: r[-1] for r in table.rows if (r[1], r[2]) == ("VRGD-LARS", "LARS")}
+    assert all(p.alpha == pytest.approx(0.05 / 6) for p in pairs), words
+    assert all(w.startswith("speed: LARS faster (99.21% interval [") for w in words.values()), words
+    plan = tuning.plan(study)  # a speed sweep: nothing to plan seeds for on Top-1, and the table says why
+    assert not plan.rows and plan.notes[0].startswith("This sweep selected on steps to the target")
+    assert "(one image budget)" not in table.title  # 20 epochs everywhere: one budget, said once
+    by_batch = tuning.cells(study)
+    by_batch["planned_epochs"] = by_batch["global_batch"] / 64  # 1-32 epochs: more images at the larger batches
+    by_batch["planned_images"] = by_batch["planned_epochs"] * 64_000
+    assert ", 1-32 epochs (by batch) per run," in tuning.describe(by_batch)
+    by_batch["planned_images"] = 64_000.0  # epochs differ, images not: a training set of another size per cell
+    assert ", 1-32 epochs (one image budget) per run," in tuning.describe(by_batch)

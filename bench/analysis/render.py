@@ -114,11 +114,16 @@ def claim(
 ) -> str:
     """One conclusion of a table in words, made from its numbers: '<subject>: between <low><unit> and
     <high><unit> (<coverage>); <conclusion>.' (without an interval: '<subject>: <conclusion>.'). `kind` formats
-    the ends as the table's cells do (DIGITS; ∞ for infinity); `coverage`: the interval's, as the table states it
-    ('99.21%', '95%, uncorrected')."""
+    the ends as the table's cells do (DIGITS); a ratio's end at 0 or ∞ (the other side's misses) is no number:
+    'at most <high>' / 'at least <low>'. `coverage`: the interval's, as the table states it ('99.21%', '95%,
+    uncorrected')."""
     if interval is None:
         return f"{subject}: {conclusion}."
     low, high = (Cell(v, kind=kind).number(v) + unit for v in interval)
+    if kind == "ratio" and interval[0] <= 0 < interval[1] < math.inf:
+        return f"{subject}: at most {high} ({coverage}); {conclusion}."
+    if kind == "ratio" and 0 < interval[0] and interval[1] == math.inf:
+        return f"{subject}: at least {low} ({coverage}); {conclusion}."
     return f"{subject}: between {low} and {high} ({coverage}); {conclusion}."
 
 
@@ -292,6 +297,18 @@ LATEX_PAGE_PT = 397
 # columns at each (twice \tabcolsep, pt; LaTeX's own: 12)
 LATEX_SIZES = (("small", 9.25, 12), ("footnotesize", 8.5, 8), ("scriptsize", 7.97, 6), ("tiny", 6.81, 4))
 LATEX_WRAP = 12  # characters: a text column with a longer cell wraps (p{...}) instead of widening the table
+# The shortest common text height: article's at 10 pt on letter paper (size10.clo: 45 lines of 12 pt and \topskip,
+# one column or two; the tests compile in it); A4 article's is 598 pt, NeurIPS, ICLR and ICML's 9 in 650 pt,
+# ACL's taller still. A float taller than this is split into row parts (latex_rows).
+LATEX_TEXT_HEIGHT_PT = 550
+# \baselineskip at each of LATEX_SIZES in a 10 pt document (size10.clo), pt: a tabular row is a strut this tall, a
+# wrapped (p) cell's lines this far apart
+LATEX_BASELINE = {"small": 11, "footnotesize": 9.5, "scriptsize": 8, "tiny": 6}
+# A caption's em and baselineskip, pt: LaTeX sets it in \normalsize whatever the float's size (\@caption)
+LATEX_CAPTION = (10, 12)
+# A float's height besides its caption's lines and its rows, pt: article's \abovecaptionskip (10), \lineskip under
+# the caption (1) and three \hline rules (\arrayrulewidth 0.4)
+LATEX_FLOAT_PT = 10 + 1 + 3 * 0.4
 # Glyph widths in em, rounded up from Computer Modern Roman's (cmr10): digits 0.5, most lower case 0.44-0.56,
 # capitals 0.68-0.75 (M, W wider); a character not listed counts as the widest of its kind.
 _EM = {
@@ -381,24 +398,87 @@ def latex_parts(table: Table, shown: list[int], texts: list[list[str]]) -> list[
             return laid
 
 
+def latex_lines(text: str, width: float) -> int:
+    """The lines a cell or caption of `text` wraps to in `width` em: greedy, a word at a time (\\raggedright's fil
+    stretch makes every line's badness 0, so TeX takes the fewest lines, hyphenating nothing; text_em is a little
+    over, so this is at least TeX's count)."""
+    lines, line = 1, None
+    for word in text.split():
+        if line is not None and line + text_em(" " + word) > width:
+            lines, line = lines + 1, None
+        line = text_em(word) if line is None else line + text_em(" " + word)
+    return lines
+
+
+def latex_heights(table: Table, columns: list[int], layout: tuple, texts: list[list[str]]) -> list[float]:
+    """The height (pt) of a column part's caption, then of its header and of each row: its most lines (latex_lines
+    in a p column's width at the part's size, one in an r or l column) times the size's baselineskip (a wrapped
+    cell's lines are that far apart, a row no shorter than its strut). The caption's lines are the title's with a
+    part's longest label, in \\normalsize (LATEX_CAPTION), as wide as the narrowest page (LATEX_PAGE_PT)."""
+    size, gap, specs, fits = layout
+    em, skip = dict((s, e) for s, e, _ in LATEX_SIZES)[size], LATEX_BASELINE[size]
+    # a p column as wide as latex_columns made it, before it floored its share of \linewidth
+    widths = [(float(spec[2:].split("\\")[0]) + 0.001) * LATEX_PAGE_PT / em if spec[0] == "p" else 0 for spec in specs]
+    caption = LATEX_CAPTION[1] * latex_lines(
+        f"Table 99: {table.title} (part 99 of 99)", LATEX_PAGE_PT / LATEX_CAPTION[0]
+    )
+    rows = [[table.columns[j] for j in columns], *([row[j] for j in columns] for row in texts)]
+    return [caption] + [
+        skip * max((latex_lines(c, w) if w else 1 for c, w in zip(row, widths)), default=1) for row in rows
+    ]
+
+
+def latex_rows(table: Table, parts: list[tuple[list[int], tuple]], texts: list[list[str]]) -> list[list[int]]:
+    """The rows (indices into texts) as the fewest blocks whose floats fit the page's height (LATEX_TEXT_HEIGHT_PT;
+    pdflatex only warns 'Float too large' of a taller one and drops the rows past the page's foot), the same blocks
+    in every column part: packed in order, each row as tall as its tallest in any part (latex_heights), and each
+    block ending where the first column changes (a batch's rows together) when that takes no more blocks. One
+    block when the whole table fits; a row is never split (one taller than a page goes alone)."""
+    heights = [latex_heights(table, columns, layout, texts) for columns, layout in parts]
+    head = max(caption + header for caption, header, *_ in heights)
+    tall = [max(row) for row in zip(*(h[2:] for h in heights))]
+    room = LATEX_TEXT_HEIGHT_PT - LATEX_FLOAT_PT - head
+    batch = [[row[j] for j in parts[0][0][:1]] for row in texts]  # the first shown column's text
+
+    def packed(together: bool) -> list[list[int]]:
+        blocks = [[]]
+        for i, h in enumerate(tall):
+            if blocks[-1] and sum(tall[k] for k in blocks[-1]) + h > room:
+                block, start = blocks[-1], len(blocks[-1])
+                while together and start and batch[block[start - 1]] == batch[i]:
+                    start -= 1
+                if not start or sum(tall[k] for k in block[start:]) + h > room:
+                    start = len(block)  # a batch too tall for one float is split after all
+                blocks[-1:] = [block[:start], block[start:]]
+            blocks[-1].append(i)
+        return blocks
+
+    plain, together = packed(False), packed(True)
+    return together if len(together) <= len(plain) else plain
+
+
 def latex(table: Table) -> str:
     """The table's floats (the title as the caption, no column that blank_columns finds; spanning both columns of
     a two-column paper, its long text columns wrapped to fit: latex_columns; a table too wide for the page even so
-    split into parts that repeat its key columns: latex_parts), ASCII, for plain pdflatex; its notes and claims
-    are latex_notes'."""
+    split into parts that repeat its key columns: latex_parts; one too tall for the page split into blocks of rows,
+    each float repeating the header: latex_rows), ASCII, for plain pdflatex; its notes and claims are
+    latex_notes'. Split floats are captioned "(part k of n)", n the column parts times the row blocks: each column
+    part's blocks in turn, every column part holding the same blocks."""
     blank, texts = blank_columns(table), table.text_rows()
     shown = [j for j in range(len(table.columns)) if j not in blank]
     parts = latex_parts(table, shown, texts)
+    blocks = latex_rows(table, parts, texts)
+    floats = [(part, block) for part in parts for block in blocks]
     lines = []
-    for i, (columns, (size, gap, specs, fits)) in enumerate(parts, 1):
+    for i, ((columns, (size, gap, specs, fits)), block) in enumerate(floats, 1):
         wrapped = {j for j, spec in zip(columns, specs) if spec.startswith("p")}
         # a wrapped cell ragged right; \tabularnewline, as \raggedright redefines \\
         rows = [
             " & ".join(("\\raggedright " if j in wrapped else "") + latex_escape(row[j]) for j in columns)
             + r" \tabularnewline"
-            for row in [table.columns, *texts]
+            for row in [table.columns, *(texts[k] for k in block)]
         ]
-        part = f" (part {i} of {len(parts)})" if len(parts) > 1 else ""
+        part = f" (part {i} of {len(floats)})" if len(floats) > 1 else ""
         lines += [
             *([] if fits else [f"% {len(columns)} columns: wider than a page even in {size} type (--format csv)"]),
             r"\begin{table*}[t]",

@@ -15,9 +15,9 @@ Runs are placed by their recipe's tags (results.sweep_place): role "trial" (one 
   so no selection luck is in them.
 - Verdict on val Top-1 (bench/analysis/power.py): the difference of the reruns' means, X - Y, with its 95%
   interval, paired by seed when both sides reran the same seeds (same initialisation and data order), else
-  Welch's; its p-value, and that p Holm-adjusted within its family: the primary question, one test per batch
-  (primary_pairs: each arm against --baseline, else the sweep file's `primary`, else PRIMARY: VRGD-LARS against
-  LARS) or the secondary comparisons (every other pair at every batch). "X better" / "Y better" when the
+  Welch's; its p-value, and that p Holm-adjusted within its family: a primary pair, one test per batch, each pair
+  a family of its own (primary_pairs: each arm against --baseline, else the sweep file's `primary`, else PRIMARY:
+  VRGD-LARS against LARS), or the secondary comparisons (every other pair at every batch), one family. "X better" / "Y better" when the
   adjusted p is under 0.05, else "within noise (could detect ≥ MDE pp)": the minimum
   detectable effect at 80% power at the observed noise and seeds; "seeds for 1 pp" says how many seeds per
   side would detect a 1-point difference at that noise. A diverged rerun has no final accuracy and is left out
@@ -178,6 +178,7 @@ def cells(study: Study) -> pd.DataFrame:
                 else math.nan,
                 "target_top1": members["target_top1"].iloc[0],
                 "planned_epochs": members["planned_epochs"].iloc[0],
+                "planned_images": float((members["planned_epochs"] * members["train_size"]).iloc[0]),
                 "problem_label": members["problem_label"].iloc[0],
                 "model_label": members["model_label"].iloc[0],
                 "model_shape": members["model_shape"].iloc[0],
@@ -402,6 +403,12 @@ class Pair:
     def tested(self) -> bool:
         return bool(self.cx["n_reruns"] and self.cy["n_reruns"]) if self.speed else self.c is not None
 
+    @property
+    def holm_family(self) -> tuple:
+        """The comparisons corrected together: a primary pair over its batches (each pair a declared question of
+        its own), the secondary comparisons all together."""
+        return ("primary", self.x, self.y) if self.family == "primary" else ("secondary",)
+
 
 def check_arm(baseline: str | None, names: list[str]) -> None:
     """--baseline names an arm of the sweeps (or is not given)."""
@@ -449,7 +456,8 @@ def primary_text(pairs: list[tuple[str, str]], names: list[str]) -> str:
 
 def pairs_of(study: Study, table_cells: pd.DataFrame, baseline: str | None = None) -> list[Pair]:
     """Every comparison at every batch of `table_cells` (the study's cells) (each arm against `baseline`, or every
-    pair of arms), Holm-adjusted within its family (primary: primary_pairs at each batch; secondary: the others)."""
+    pair of arms), Holm-adjusted within its family (Pair.holm_family: each primary pair over the batches; the
+    secondary comparisons together)."""
     names = arms(sweep_runs(study))
     check_arm(baseline, names)
     primary, _ = primary_pairs(study, names, baseline)
@@ -469,8 +477,8 @@ def pairs_of(study: Study, table_cells: pd.DataFrame, baseline: str | None = Non
                 if not pair.speed:
                     pair.c = power.compare(cx["val_top1"], cy["val_top1"], cx["seeds"], cy["seeds"])
                 out.append(pair)
-    for family in ("primary", "secondary"):
-        members = [r for r in out if r.family == family]
+    for family in dict.fromkeys(r.holm_family for r in out):
+        members = [r for r in out if r.holm_family == family]
         tested = sum(r.tested for r in members)
         for r, p in zip(members, power.holm([r.c.p if r.c else math.nan for r in members])):
             r.p_holm, r.alpha = p, power.family_alpha(tested)
@@ -621,7 +629,7 @@ def verdict(study: Study, baseline: str | None = None) -> Table:
         sd = lambda cell: mean_std_n(cell["val_top1"])[1]  # noqa: E731
         seeds = power.seeds_to_resolve(PLAN_EFFECT, c, sd(r.cx), sd(r.cy), r.alpha) if c else None
         gap = None if r.speed else power.compare(r.cx["gap_top1"], r.cy["gap_top1"], r.cx["seeds"], r.cy["seeds"])
-        family = [m for m in rows if m.family == r.family]
+        family = [m for m in rows if m.holm_family == r.holm_family]
         word = near_tie_word(r, selection_word(r, r.cx, r.cy, family), family)
         table.claims.append(verdict_claim(r, word))
         table.rows.append(
@@ -698,8 +706,8 @@ def verdict(study: Study, baseline: str | None = None) -> Table:
         "'paired' (the per-seed differences' t interval, when both sides reran the same seeds) or 'Welch' (unequal "
         "variances); gap = train-eval Top-1 − val Top-1 (pp).",
         f"p: the test's two-sided p-value; p Holm: adjusted by Holm's step-down method within the family, 'primary' "
-        f"= {primary_text(primary, names)} at each batch ({source}), 'secondary' = every other comparison in this "
-        "table; 'exploratory' = a primary pair's average difference over the batches with the pooled sd of its "
+        f"= {primary_text(primary, names)} at each batch ({source}), each pair a family of its own over the batches "
+        "(a declared question each), 'secondary' = every other comparison in this table, one family; 'exploratory' = a primary pair's average difference over the batches with the pooled sd of its "
         "per-seed differences (power.pooled: assumes equal noise at every batch; another question than the declared "
         "one, so not in its family and not Holm-adjusted; MDE at α = 0.05).",
         "verdict (on val Top-1): 'X better' / 'Y better' when p Holm < 0.05; else 'within noise (could detect ≥ MDE "
@@ -726,7 +734,8 @@ def verdict(study: Study, baseline: str | None = None) -> Table:
         "so a final Top-1 is the crossing evaluation's, just above the target, not a quality) gives a speed verdict "
         "instead and no Top-1 test (its Top-1 and gap columns stay empty, and the plan table leaves it out): 'X "
         "faster' / 'Y faster' when the steps ratio's interval at the family's corrected level (1 − α/m, "
-        "Bonferroni, Holm's first step, m = the batches with reruns on both sides; its attained coverage printed, "
+        "Bonferroni, Holm's first step, m = its family's comparisons with reruns on both sides: a primary pair's "
+        "batches, or every secondary comparison; its attained coverage printed, "
         "5 vs 5 at 99%: 99.21%) excludes 1, 'within noise' with that interval otherwise, 'unresolved' when the "
         "medians differ by no more than one evaluation grid, 'too few seeds' where the reruns cannot reach that "
         "level (n vs m reach at most 1 − 2 / C(n+m, n), the smallest to the largest ratio: 2 vs 2, 66.67%), with "
@@ -999,6 +1008,13 @@ def plan(study: Study, baseline: str | None = None) -> Table:
         "family's m tests), at the observed noise / at the upper end of its interval (the planning value: a study "
         "sized on it is underpowered only if the noise is worse than this pilot's 95% interval allows).",
     ]
+    if not table.rows and any(r.speed for r in rows):  # a speed sweep's pairs have no Top-1 test to plan for
+        table.notes.insert(
+            0,
+            "This sweep selected on steps to the target: its runs stop there, so it has no Top-1 test to plan seeds "
+            "for; the verdict's steps ratios say where the seeds were too few, and how many a side would reach the "
+            "family's level.",
+        )
     return table
 
 
@@ -1112,8 +1128,9 @@ def tuning(study: Study, baseline: str | None = None) -> Table:
             ]
         )
     table.notes = [
-        "images per run: the training images a finished run of the cell saw (its steps x the batch: one budget "
-        "gives every batch the same images to within one step).",
+        "images per run: the training images of the cell's longest finished run (its steps x the batch: one budget "
+        "gives every batch the same images to within one step; a run that stops at the target sees fewer than its "
+        "budget).",
         "trials: finished / planned; infeasible: finished without a final accuracy (diverged: a non-finite loss, "
         "Top-1 at chance, or a loss spike that never came back below the first step's loss).",
         "instabilities: the trials and reruns whose loss spiked (an evaluation interval's mean training loss over "
@@ -1209,8 +1226,11 @@ def describe(table_cells: pd.DataFrame) -> str:
     diverged)')."""
     first = table_cells.iloc[0]
     epochs = sorted(set(table_cells["planned_epochs"]))
+    one_budget = table_cells["planned_images"].round().nunique() == 1  # epochs differ with the training set's size
     budget = (
-        f"{epochs[0]:.3g} epochs" if len(epochs) == 1 else f"{epochs[0]:.3g}-{epochs[-1]:.3g} epochs (one image budget)"
+        f"{epochs[0]:.3g} epochs"
+        if len(epochs) == 1
+        else f"{epochs[0]:.3g}-{epochs[-1]:.3g} epochs ({'one image budget' if one_budget else 'by batch'})"
     )
     trials = [f"{n} trial{'s' * (n != 1)}" if n else "no trials in this tree" for n in table_cells["n_trials"]]
     seeds = [_reruns_text(c) for _, c in table_cells.iterrows()]
@@ -1349,11 +1369,23 @@ def _base_text(f: ladder.Fit) -> str:
     return f"from batch {f.base:,.0f}" if f.base else "from the fit's batch-0 limit"
 
 
-def scaling_claims(fits: dict, names: list[str], reference: str | None, crossings: dict, checks=None, ratio_of=None):
-    """The scaling table's claims in words, made from its numbers: each arm's critical batch with its checks, the
-    ratios to the reference arm, and where the crossings fell in the schedule from the smallest batch to the
-    largest."""
-    checks, ratio_of = checks or {}, ratio_of or {}
+def untested_ties(table_cells: pd.DataFrame) -> dict[str, list[int]]:
+    """arm -> the batches whose selection was a near tie and whose runner-up was not rerun: the fit and its
+    interval rest on the selected point alone there."""
+    out = {}
+    for _, c in table_cells.sort_values("global_batch").iterrows():
+        if c["near_tie"] and not len(c["runner_up_rerun_steps"]):
+            out.setdefault(c["arm"], []).append(int(c["global_batch"]))
+    return out
+
+
+def scaling_claims(
+    fits: dict, names: list[str], reference: str | None, crossings: dict, checks=None, ratio_of=None, ties=None
+):
+    """The scaling table's claims in words, made from its numbers: each arm's critical batch with its checks and
+    the near ties it rests on (untested_ties), the ratios to the reference arm, and where the crossings fell in the
+    schedule from the smallest batch to the largest."""
+    checks, ratio_of, ties = checks or {}, ratio_of or {}, ties or {}
     claims = []
     for arm in names:
         f = fits[arm]
@@ -1376,6 +1408,9 @@ def scaling_claims(fits: dict, names: list[str], reference: str | None, crossing
             words.append("the fit does not explain " + "; ".join(check.unexplained()))
         if f.alternatives:
             words.append("its interval holds every near-tied selection's estimate")
+        if ties.get(arm):
+            at = ", ".join(f"{b:,}" for b in ties[arm])
+            words.append(f"it rests on near-tied selections at {at} whose runner-ups were not rerun")
         if f.base:
             words.append("batch-0 reference (0.2 B_noise): " + ladder.interval_text(*f.critical_at_zero))
         claims.append("; ".join(words) + ".")
@@ -1561,9 +1596,9 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
         f"interval from {ladder.BOOTSTRAP_DRAWS:,} seed-paired bootstrap draws (the same seeds, drawn with "
         "replacement, in every cell of both arms; both refitted at the selected points): the point times exp(± t "
         "se), se the draws' standard deviation of log ratios scaled by sqrt(n / (n - 1)), t Student's on n - 1 "
-        "degrees of freedom for n seeds, at 95% Bonferroni-corrected over the arms compared with the reference; "
-        "'resolves ≥ R x': the smallest ratio (either way) it would resolve with 80% power, exp((t_level + t_80%) "
-        "se). Its coverage in simulated ladders: docs/algorithms.md.",
+        "degrees of freedom for n seeds, at 95% Bonferroni-corrected over the m arms compared with the reference "
+        f"(1 − 0.05/m, m = {max(len(ratio_of), 1)}); 'resolves ≥ R x': the smallest ratio (either way) it would "
+        "resolve with 80% power, exp((t_level + t_80%) se). Its coverage in simulated ladders: docs/algorithms.md.",
         f"B_simple: the simple gradient noise scale tr(Σ)/|G|² (McCandlish et al. 2018) over the steps each rerun "
         f"started within epochs {NOISE_WINDOW[0]:g} to {NOISE_WINDOW[1]:g} of the training set (the same images at "
         "every batch; a run that stopped before the window's end has none), median over the reruns; '—': no rerun "
@@ -1573,6 +1608,9 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
         "preconditioner-free problem); on a curved, ill-conditioned loss it falls below B_noise, so read its trend "
         "along the ladder beside the B_noise (fit) column, not its value.",
         *provenance_notes(study),
-        *(f"Claim: {claim}" for claim in scaling_claims(fits, names, reference, crossings, checks, ratio_of)),
+        *(
+            f"Claim: {claim}"
+            for claim in scaling_claims(fits, names, reference, crossings, checks, ratio_of, untested_ties(table_cells))
+        ),
     ]
     return table
