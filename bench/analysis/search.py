@@ -132,9 +132,11 @@ def fixed(study: Study, members: pd.DataFrame, keys) -> str:
 
 
 def group_text(study: Study, members: pd.DataFrame) -> str:
-    """'BatchNorm batch m' and, where the optimizer keeps the groups apart, 'k G (I images a group)'."""
+    """'BatchNorm batch m' (ghost BatchNorm's model.bn_batch where set, else the micro-batch) and, where the
+    optimizer keeps the groups apart, 'k G (I images a group)'."""
     row = members.iloc[0]
-    text = f"BatchNorm batch {_recipe(study, row['run']).get('micro_batch')}"
+    recipe = _recipe(study, row["run"])
+    text = f"BatchNorm batch {(recipe.get('model') or {}).get('bn_batch') or recipe.get('micro_batch')}"
     if not catalog.OPTIMIZERS[row["optimizer"]].reduces_gradients:
         return text
     k = int(row["plan_groups"])
