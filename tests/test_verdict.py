@@ -369,3 +369,35 @@ def test_each_primary_pair_is_a_family_of_its_own_over_its_batches(tmp_path):
     assert ", 1-32 epochs (by batch) per run," in tuning.describe(by_batch)
     by_batch["planned_images"] = 64_000.0  # epochs differ, images not: a training set of another size per cell
     assert ", 1-32 epochs (one image budget) per run," in tuning.describe(by_batch)
+
+
+def test_the_gap_is_tested_as_val_top1_is_in_its_own_holm_family(tmp_path):
+    """The gap study's question 2 (recipes/sweeps/gap.yaml): VRGD-LARS against LARS in val Top-1 and in the
+    generalization gap, paired by seed, Holm over the family's batches for each metric on its own, the MDE at that
+    level; a verdict word and a claim for the gap."""
+    root = tmp_path
+    root.mkdir(exist_ok=True)
+    write_recipe(root / "base.yaml", BASE.replace("DATA", str(root)))
+    sweep.write_space(
+        sweep.load(write_recipe(root / "s.yaml", SWEEP + "primary: {pairs: [[vrgd_lars, lars]]}\n")), root
+    )
+    tags = {"sweep": "s", "trial": 0, "study": 0, "role": "rerun", "select": "top1"}
+    # val Top-1 alike at both batches; the train-eval Top-1 3 points lower for VRGD-LARS at 200, alike at 100
+    for batch, lower in ((100, 0.0), (200, 3.0)):
+        for arm in ("lars", "vrgd_lars", "nesterov"):
+            for seed in (1, 2, 3, 4, 5):
+                val = 70 + 0.3 * seed
+                train = 80 + 0.2 * seed + (0.1 * (-1) ** seed) - (lower if arm == "vrgd_lars" else 0.0)
+                name = f"s-{arm}-b{batch}-best-seed{seed}"
+                make_run(root, name, arm, batch, seed, [50, val], [55, train], tags={**tags, "arm": arm})
+    study = results.load_study([root])
+    [small, large] = [p for p in tuning.pairs_of(study, tuning.cells(study)) if p.family == "primary"]
+    assert small.gap_alpha == large.gap_alpha == pytest.approx(0.05 / 2)
+    assert large.gap.diff == pytest.approx(-3.0) and large.gap_p_holm < 0.05 and not small.gap_p_holm < 0.05
+    assert tuning.gap_word(large) == "VRGD-LARS smaller gap"
+    assert tuning.gap_word(small).startswith("within noise (could detect ≥ ")
+    table = tuning.verdict(study)
+    claims = [c for c in table.claims if "generalization gap" in c]
+    assert any(c.startswith("VRGD-LARS − LARS generalization gap at batch 200: between -3") for c in claims)
+    assert any(c.endswith("; VRGD-LARS smaller gap.") for c in claims)
+    assert "p Holm (gap)" in table.columns and "gap verdict" in table.columns

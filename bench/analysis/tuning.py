@@ -392,6 +392,9 @@ class Pair:
     c: power.Comparison | None  # the val Top-1 test; None for a speed pair
     p_holm: float = math.nan
     alpha: float = power.ALPHA  # the level of Holm's first step in its family (power.family_alpha)
+    gap: power.Comparison | None = None  # the generalization gap's test, the same pairing; None for a speed pair
+    gap_p_holm: float = math.nan  # Holm within the same family, the gap's tests on their own
+    gap_alpha: float = power.ALPHA
 
     @property
     def speed(self) -> bool:
@@ -476,13 +479,28 @@ def pairs_of(study: Study, table_cells: pd.DataFrame, baseline: str | None = Non
                 pair = Pair(int(batch), x, y, cx, cy, family, None)
                 if not pair.speed:
                     pair.c = power.compare(cx["val_top1"], cy["val_top1"], cx["seeds"], cy["seeds"])
+                    pair.gap = power.compare(cx["gap_top1"], cy["gap_top1"], cx["seeds"], cy["seeds"])
                 out.append(pair)
     for family in dict.fromkeys(r.holm_family for r in out):
         members = [r for r in out if r.holm_family == family]
         tested = sum(r.tested for r in members)
         for r, p in zip(members, power.holm([r.c.p if r.c else math.nan for r in members])):
             r.p_holm, r.alpha = p, power.family_alpha(tested)
+        gaps = sum(r.gap is not None for r in members)  # each metric corrected on its own (as across_batches)
+        for r, p in zip(members, power.holm([r.gap.p if r.gap else math.nan for r in members])):
+            r.gap_p_holm, r.gap_alpha = p, power.family_alpha(gaps)
     return out
+
+
+def gap_word(r: Pair) -> str:
+    """'X smaller gap' / 'Y smaller gap' when the gap's Holm-adjusted p is under ALPHA; else 'within noise', with
+    the smallest gap difference the test could have detected; '' without a gap test."""
+    if r.gap is None:
+        return ""
+    if r.gap_p_holm < power.ALPHA:
+        return f"{display(r.x) if r.gap.diff < 0 else display(r.y)} smaller gap"
+    detectable = power.comparison_mde(r.gap, r.gap_alpha)
+    return f"within noise (could detect ≥ {detectable:.1f} pp)" if detectable == detectable else "within noise"
 
 
 def runner_up_cell(c: pd.Series) -> pd.Series:
@@ -619,19 +637,26 @@ def verdict(study: Study, baseline: str | None = None) -> Table:
             "MDE 80% at α/m [95%]",
             f"seeds for {PLAN_EFFECT:g} pp",
             "Δ gap (X − Y)",
+            "p Holm (gap)",
+            "MDE gap 80% at α/m [95%]",
+            "gap verdict",
             "steps to target X / Y",
             "verdict",
         ],
     )
     for r in rows:
-        c = r.c
+        c, gap = r.c, r.gap
         detectable = power.comparison_mde(c, r.alpha) if c else math.nan
         sd = lambda cell: mean_std_n(cell["val_top1"])[1]  # noqa: E731
         seeds = power.seeds_to_resolve(PLAN_EFFECT, c, sd(r.cx), sd(r.cy), r.alpha) if c else None
-        gap = None if r.speed else power.compare(r.cx["gap_top1"], r.cy["gap_top1"], r.cx["seeds"], r.cy["seeds"])
         family = [m for m in rows if m.holm_family == r.holm_family]
         word = near_tie_word(r, selection_word(r, r.cx, r.cy, family), family)
         table.claims.append(verdict_claim(r, word))
+        if gap:
+            subject = f"{display(r.x)} − {display(r.y)} generalization gap at batch {r.batch}"
+            table.claims.append(
+                claim(subject, gap_word(r), (gap.low, gap.high), f"{CONFIDENCE:.0%}, uncorrected", "pct", " pp")
+            )
         table.rows.append(
             [
                 r.batch,
@@ -649,6 +674,9 @@ def verdict(study: Study, baseline: str | None = None) -> Table:
                 mde_cell(c, detectable),
                 Cell(seeds, kind="int") if seeds else Cell(None, note="> 1000" if c else NO_NUMBER, kind="int"),
                 Cell(gap.diff, kind="pct", ci=(gap.low, gap.high)) if gap else Cell(None, kind="pct"),
+                Cell(r.gap_p_holm, kind="p"),
+                mde_cell(gap, power.comparison_mde(gap, r.gap_alpha) if gap else math.nan),
+                gap_word(r),
                 steps_ratio(r.cx, r.cy),
                 ("speed: " if r.speed else "")
                 + word
@@ -694,6 +722,9 @@ def verdict(study: Study, baseline: str | None = None) -> Table:
                 Cell(detectable, kind="pct"),
                 Cell(None, kind="int"),
                 Cell(None, kind="pct"),
+                Cell(None, kind="p"),
+                Cell(None, kind="pct"),
+                "",
                 Cell(None, kind="ratio"),
                 word,
             ]
@@ -705,6 +736,10 @@ def verdict(study: Study, baseline: str | None = None) -> Table:
         f"Δ: difference of the reruns' means with its {CONFIDENCE:.0%} interval [low, high], uncorrected; test: "
         "'paired' (the per-seed differences' t interval, when both sides reran the same seeds) or 'Welch' (unequal "
         "variances); gap = train-eval Top-1 − val Top-1 (pp).",
+        "Δ gap, p Holm (gap), MDE gap, gap verdict: the generalization gap's difference, tested as val Top-1 is (the "
+        "same pairing; Holm within the same family, the gap's tests on their own; the MDE at that family's α/m): 'X "
+        "smaller gap' / 'Y smaller gap' when p Holm (gap) < 0.05, else 'within noise (could detect ≥ MDE pp)'; a "
+        "claim each, its interval uncorrected.",
         f"p: the test's two-sided p-value; p Holm: adjusted by Holm's step-down method within the family, 'primary' "
         f"= {primary_text(primary, names)} at each batch ({source}), each pair a family of its own over the batches "
         "(a declared question each), 'secondary' = every other comparison in this table, one family; 'exploratory' = a primary pair's average difference over the batches with the pooled sd of its "
