@@ -1261,12 +1261,10 @@ def describe(table_cells: pd.DataFrame) -> str:
     diverged)')."""
     first = table_cells.iloc[0]
     epochs = sorted(set(table_cells["planned_epochs"]))
-    one_budget = table_cells["planned_images"].round().nunique() == 1  # epochs differ with the training set's size
-    budget = (
-        f"{epochs[0]:.3g} epochs"
-        if len(epochs) == 1
-        else f"{epochs[0]:.3g}-{epochs[-1]:.3g} epochs ({'one image budget' if one_budget else 'by batch'})"
-    )
+    budget = f"{epochs[0]:.3g} epochs"
+    if len(epochs) > 1:  # epochs that differ with the training set's size are still one image budget
+        one_budget = table_cells["planned_images"].round().nunique() == 1
+        budget = f"{epochs[0]:.3g}-{epochs[-1]:.3g} epochs ({'one image budget' if one_budget else 'by batch'})"
     trials = [f"{n} trial{'s' * (n != 1)}" if n else "no trials in this tree" for n in table_cells["n_trials"]]
     seeds = [_reruns_text(c) for _, c in table_cells.iterrows()]
     tried, rerun = _per_cell(table_cells, trials, "per cell"), _per_cell(table_cells, seeds, "per rerun")
