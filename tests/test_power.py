@@ -112,6 +112,25 @@ def test_no_comparison_without_two_seeds_or_spread():
     assert c.test == "Welch" and c.diff == 1.0
 
 
+def test_a_missing_value_leaves_its_seed_out_of_the_pairs():
+    """A diverged rerun (or one without a train-eval, for the gap) drops its seed from the pairs: the comparison
+    stays paired on the seeds both sides have, equal to the paired test of those pairs alone, not Welch's and not
+    NaN."""
+    seeds = [1, 2, 3, 4, 5]
+    x = [81.0, 82.5, 80.0, 83.0, 79.5]
+    y = [80.0, 81.0, math.nan, 82.5, 78.0]  # seed 3 diverged on Y's side
+    c = power.compare(x, y, seeds, seeds)
+    kept = [0, 1, 3, 4]
+    alone = power.compare([x[i] for i in kept], [y[i] for i in kept], [1, 2, 4, 5], [1, 2, 4, 5])
+    assert c.test == "paired" and c.n == 4 and math.isfinite(c.p)
+    assert (c.diff, c.low, c.high, c.p) == pytest.approx((alone.diff, alone.low, alone.high, alone.p))
+    assert c.diff == pytest.approx(np.mean([1.0, 1.5, 0.5, 1.5]))
+    # the trained seeds alone (a cell's `seeds` leave a diverged rerun out): the same pairs
+    short = power.compare(x, [v for v in y if v == v], seeds, [1, 2, 4, 5])
+    assert (short.test, short.n, short.diff) == ("paired", 4, pytest.approx(c.diff))
+    assert power.compare([80.0, math.nan], [79.0, 78.0], [1, 2], [1, 2]) is None  # one value left: no test
+
+
 def test_pooled_over_one_batch_is_the_paired_test_and_over_several_narrows_by_their_seeds():
     rng = np.random.default_rng(11)
     seeds = [1, 2, 3, 4, 5]

@@ -1,10 +1,12 @@
 """What a comparison of reruns can say: intervals, p-values corrected for many comparisons, and the smallest
 effect it could have detected (scipy.stats; no torch).
 
-- `compare(x, y, seeds_x, seeds_y)`: mean(x) − mean(y) with its 95% interval and p-value. When both sides ran
-  the same seeds (a sweep's reruns share seeds, hence initialisation and data order) the interval is the
-  paired t interval of the per-seed differences, which removes the noise the two arms share; otherwise
-  Welch's (unequal variances).
+- `compare(x, y, seeds_x, seeds_y)`: mean(x) − mean(y) with its 95% interval and p-value. When the sides share
+  at least 2 seeds (a sweep's reruns share seeds, hence initialisation and data order) the interval is the
+  paired t interval of the per-seed differences over the shared seeds, which removes the noise the two arms
+  share; otherwise Welch's (unequal variances). A missing value (NaN: a rerun that diverged, or one without a
+  train-eval for the gap) leaves its seed out of the pairs rather than emptying the comparison: complete pairs
+  only, so a seed one side lacks is not compared (its n says how many pairs).
 - `mde(...)`: the minimum detectable effect, the smallest true difference the same test would declare at
   level alpha with the given power (default 80%), at the observed standard deviations and seeds. With
   se = sqrt(s_x²/n_x + s_y²/n_y) (Welch; df by Welch-Satterthwaite) or se = s_d/sqrt(n) (paired; df = n − 1),
@@ -80,30 +82,29 @@ def _welch_df(vx: float, nx: int, vy: float, ny: int) -> float:
 
 
 def compare(x, y, seeds_x=None, seeds_y=None, alpha: float = ALPHA) -> Comparison | None:
-    """x − y with its interval and p (paired when both sides have the same seeds, at least 2); None when it
-    cannot be computed (fewer than 2 values a side, or no spread at all)."""
+    """x − y with its interval and p (paired over the seeds both sides have, when at least 2; missing values
+    dropped with their seeds); None when it cannot be computed (fewer than 2 values a side, or no spread)."""
     from scipy import stats
 
     x, y = np.asarray(x, float), np.asarray(y, float)
+    keep_x, keep_y = np.isfinite(x), np.isfinite(y)
+    x, y = x[keep_x], y[keep_y]
     if len(x) < 2 or len(y) < 2:
         return None
     se = 0.0
-    if (
-        seeds_x is not None
-        and seeds_y is not None
-        and sorted(seeds_x) == sorted(seeds_y)
-        and len(set(seeds_x)) == len(seeds_x)
-    ):
-        by_seed = dict(zip(seeds_y, y))
-        d = np.array([v - by_seed[s] for s, v in zip(seeds_x, x)])
-        se, df = d.std(ddof=1) / math.sqrt(len(d)), len(d) - 1
-        test, n = "paired", len(d)
+    if seeds_x is not None and seeds_y is not None:
+        sx, sy = np.asarray(seeds_x)[keep_x], np.asarray(seeds_y)[keep_y]
+        shared = sorted(set(sx) & set(sy))
+        if len(set(sx)) == len(sx) and len(set(sy)) == len(sy) and len(shared) >= 2:
+            by_x, by_y = dict(zip(sx, x)), dict(zip(sy, y))
+            d = np.array([by_x[s] - by_y[s] for s in shared])
+            se, df = d.std(ddof=1) / math.sqrt(len(d)), len(d) - 1
+            test, n, diff = "paired", len(d), float(d.mean())
     if se == 0:  # not paired, or differences without spread (too few seeds to see any): Welch's
-        vx, vy = x.var(ddof=1), y.var(ddof=1)
+        diff, vx, vy = float(x.mean() - y.mean()), x.var(ddof=1), y.var(ddof=1)
         se = math.sqrt(vx / len(x) + vy / len(y))
         df = _welch_df(vx, len(x), vy, len(y)) if se > 0 else len(x) + len(y) - 2
         test, n = "Welch", min(len(x), len(y))
-    diff = float(x.mean() - y.mean())
     if se == 0:
         return None
     t = stats.t.ppf(1 - alpha / 2, df)

@@ -850,7 +850,7 @@ def across_batches(study: Study, baseline: str | None = None) -> Table:
         mine = table_cells[table_cells["arm"] == arm].sort_values("global_batch")
         first = mine.iloc[0] if len(mine) else None
         for i, (_, c) in enumerate(mine.iterrows()):
-            tests = {m: power.compare(_numbers(c[m]), _numbers(first[m])) if i else None for m in ACROSS}  # Welch
+            tests = {m: power.compare(c[m], first[m]) if i else None for m in ACROSS}  # Welch
             rows.append({"arm": arm, "cell": c, "first": first, "reference": not i, **tests})
     holm = {m: power.holm([r[m].p if r[m] else math.nan for r in rows]) for m in ACROSS}
     alpha = {m: power.family_alpha(sum(r[m] is not None for r in rows)) for m in holm}

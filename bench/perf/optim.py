@@ -27,10 +27,10 @@ import torch
 from torch import nn
 
 from bench import optim
-from bench.analysis.power import median_interval
 from bench.errors import ArgumentParser, count
 from bench.models import check_name, timm_models
-from bench.perf.train import MIN_PAIRS  # the fewest repeats whose sign-test interval of the median reaches 95%
+from bench.perf.train import MIN_PAIRS, sign_interval
+from bench.perf.train import verdict as judge  # one verdict for every perf goal
 
 # Tensor passes (of N parameter elements) a step must read + write at least ("at copy rate"):
 MIN_PASSES = {
@@ -130,30 +130,19 @@ def measure(bench: Bench, copy_elements: int, repeats: int, device) -> dict[str,
     return times
 
 
-def paired(times: list[float], baseline: list[float]) -> tuple[float, float, float, float]:
-    """(median, low, high, coverage) of the ratios times[i] / baseline[i] of the same repeats: the interval is the
-    sign test's for the median (bench.analysis.power.median_interval), at its exact coverage; under MIN_PAIRS
-    repeats no interval reaches 95% and it is the lowest to the highest ratio."""
-    ratios = [a / b for a, b in zip(times, baseline)]
-    low, high, coverage = median_interval(ratios, 0.95) or (ratios[0], ratios[0], 0.0)
-    return statistics.median(ratios), low, high, coverage
+def paired(times: list[float], baseline: list[float]) -> tuple[float, float, float, int]:
+    """(median, low, high, repeats) of the ratios times[i] / baseline[i] of the same repeats, by the runner's
+    sign_interval (under MIN_PAIRS repeats the lowest to the highest ratio)."""
+    return (*sign_interval([a / b for a, b in zip(times, baseline)]), len(times))
 
 
-def verdict(name: str, ratio: tuple[float, float, float, float], device_type: str) -> tuple[str, str]:
-    """(goal, result) of a case against issue 66's goals (GOALS): PASS or MISS on CUDA when the whole interval is
-    on one side of the goal; on the CPU the goal is shown and not judged."""
+def verdict(name: str, ratio: tuple[float, float, float, int], device_type: str) -> tuple[str, str]:
+    """(goal, result) of a case against issue 66's goals (GOALS): the runner's verdict (PASS, MISS, not resolved)
+    on CUDA; on the CPU the goal is shown and not judged."""
     if name not in GOALS:
         return "", ""
     goal = GOALS[name]
-    return f"<= {goal:.2f} x", judge(ratio, goal) if device_type == "cuda" else "goal is for CUDA"
-
-
-def judge(ratio: tuple[float, float, float, float], goal: float) -> str:
-    """PASS when the paired interval lies at or under `goal`, MISS when above, none from too few repeats."""
-    _, low, high, coverage = ratio
-    if coverage < 0.95:
-        return f"no verdict: --repeats {MIN_PAIRS} or more"
-    return "PASS" if high <= goal else "MISS" if low > goal else "not resolved: more --repeats"
+    return f"<= {goal:.2f} x", judge(*ratio, goal) if device_type == "cuda" else "goal is for CUDA"
 
 
 def report(times: dict[str, list[float]], numel: int, copy_elements: int, bench: Bench) -> None:
@@ -166,7 +155,7 @@ def report(times: dict[str, list[float]], numel: int, copy_elements: int, bench:
     verdicts["timm"] = ("> bench LARS", "PASS" if ms["lars"] < ms["timm"] else "MISS")
     groups, fused = bench.groups, ", fused" if bench.opts["vrgd"]._kernels is not None else ", eager (no kernels)"
     if bench.opts["vrgd"]._kernels is not None:  # issue 66: the fused observe() never slower than its eager code
-        verdicts["observe"] = ("<= eager", judge(paired(times["observe"], times["observe_eager"]), 1.0))
+        verdicts["observe"] = ("<= eager", judge(*paired(times["observe"], times["observe_eager"]), 1.0))
     rows = {
         "sgd": f"torch.optim.SGD(momentum, {bench.sgd}=True) step",
         "lars": "bench LARS step",
@@ -189,8 +178,8 @@ def report(times: dict[str, list[float]], numel: int, copy_elements: int, bench:
     print(f"{'case':<48}{'median ms':>10}{'x SGD':>8}{'interval':>14}{'copy-rate ms':>13}  {'goal':<14}result")
     for name, label in rows.items():
         goal, result = verdicts.get(name, ("", ""))
-        middle, low, high, coverage = ratio[name]
-        interval = f"{low:.3f}-{high:.3f}{'*' if coverage < 0.95 else ' '}"
+        middle, low, high, repeats = ratio[name]
+        interval = f"{low:.3f}-{high:.3f}{'*' if repeats < MIN_PAIRS else ' '}"
         copy_ms = f"{at_copy_rate[name]:>13.2f}" if name in at_copy_rate else " " * 13
         print(f"{label:<48}{ms[name]:>10.2f}{middle:>8.3f}{interval:>14}{copy_ms}  {goal:<14}{result}")
     print(
