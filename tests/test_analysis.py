@@ -226,10 +226,13 @@ def test_latex_wrapped_columns_never_sum_past_the_page():
 
     texts = [["x" * 60, "short text here", "y" * 20 + " " + "z" * 20]]
     table = Table("t", ["a", "b", "c"], texts)
-    size, gap, specs, fits = latex_columns(table, [0, 1, 2], texts)
-    assert fits and all(spec.startswith("p{") for spec in specs) and size in [s for s, *_ in LATEX_SIZES]
-    fractions = [float(spec[2:].split("\\")[0]) for spec in specs]
-    assert sum(fractions) * LATEX_PAGE_PT + 3 * gap <= LATEX_PAGE_PT
+    layout = latex_columns(table, [0, 1, 2], texts)
+    assert layout.fits and all(spec.startswith("p{") for spec in layout.specs)
+    assert layout.size in [s for s, *_ in LATEX_SIZES]
+    fractions = [float(spec[2:].split("\\")[0]) for spec in layout.specs]
+    assert sum(fractions) * LATEX_PAGE_PT + 3 * layout.gap <= LATEX_PAGE_PT
+    assert sum(layout.widths) + 3 * layout.gap <= LATEX_PAGE_PT  # the widths the heights are measured in
+    assert [math.floor(1000 * w / LATEX_PAGE_PT) / 1000 for w in layout.widths] == fractions  # the specs round them
 
 
 def test_latex_spells_every_character_in_ascii():

@@ -27,6 +27,7 @@ import io
 import math
 import unicodedata
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from bench.errors import UserError
 
@@ -333,10 +334,17 @@ def text_em(text: str) -> float:
     )
 
 
-def latex_columns(
-    table: Table, shown: list[int], texts: list[list[str]], sizes=LATEX_SIZES
-) -> tuple[str, int, list[str], bool]:
-    """The type size, the gap between columns, each shown column's LaTeX spec and whether the table fits the page.
+class LatexLayout(NamedTuple):
+    size: str  # one of LATEX_SIZES
+    gap: int  # between columns, pt
+    specs: list[str]  # each shown column's: r, l or p{a share of \linewidth}
+    widths: list[float]  # each shown column's width in pt where it wraps (its p share before rounding), else 0
+    fits: bool  # the table fits the page's width
+
+
+def latex_columns(table: Table, shown: list[int], texts: list[list[str]], sizes=LATEX_SIZES) -> LatexLayout:
+    """The type size, the gap between columns, each shown column's LaTeX spec and width, and whether the table fits
+    the page (LatexLayout).
     A column is r (numeric) or l at its natural width when its cells are short; p{a share of \\linewidth} when a
     cell is longer than LATEX_WRAP characters: the page's width less the short columns' (text_em, plus the gaps),
     shared so that a column whose cells fit within an equal share keeps them on one line, and none narrower than
@@ -372,10 +380,10 @@ def latex_columns(
         else "l"
         for j in shown
     ]
-    return size, gap, specs, fits
+    return LatexLayout(size, gap, specs, [width.get(j, 0.0) for j in shown], fits)
 
 
-def latex_parts(table: Table, shown: list[int], texts: list[list[str]]) -> list[tuple[list[int], tuple]]:
+def latex_parts(table: Table, shown: list[int], texts: list[list[str]]) -> list[tuple[list[int], LatexLayout]]:
     """The shown columns as the fewest parts that fit the page (latex_columns), in the largest type that needs no
     more parts; every part the table's key columns and the next columns in order. One part when the whole table
     fits; a part that does not fit even in the smallest type is one key and one column too wide: it says so."""
@@ -385,7 +393,7 @@ def latex_parts(table: Table, shown: list[int], texts: list[list[str]]) -> list[
     def packed(sizes) -> list[list[int]]:
         parts = [[]]
         for j in rest:
-            if parts[-1] and not latex_columns(table, keys + parts[-1] + [j], texts, sizes)[3]:
+            if parts[-1] and not latex_columns(table, keys + parts[-1] + [j], texts, sizes).fits:
                 parts.append([])
             parts[-1].append(j)
         return parts
@@ -394,7 +402,7 @@ def latex_parts(table: Table, shown: list[int], texts: list[list[str]]) -> list[
     for i in range(len(LATEX_SIZES)):
         sizes = LATEX_SIZES[i : i + 1]
         laid = [(keys + part, latex_columns(table, keys + part, texts, sizes)) for part in packed(sizes)]
-        if (len(laid) == fewest and all(fits for _, (*_, fits) in laid)) or i == len(LATEX_SIZES) - 1:
+        if (len(laid) == fewest and all(layout.fits for _, layout in laid)) or i == len(LATEX_SIZES) - 1:
             return laid
 
 
@@ -410,15 +418,13 @@ def latex_lines(text: str, width: float) -> int:
     return lines
 
 
-def latex_heights(table: Table, columns: list[int], layout: tuple, texts: list[list[str]]) -> list[float]:
+def latex_heights(table: Table, columns: list[int], layout: LatexLayout, texts: list[list[str]]) -> list[float]:
     """The height (pt) of a column part's caption, then of its header and of each row: its most lines (latex_lines
     in a p column's width at the part's size, one in an r or l column) times the size's baselineskip (a wrapped
     cell's lines are that far apart, a row no shorter than its strut). The caption's lines are the title's with a
     part's longest label, in \\normalsize (LATEX_CAPTION), as wide as the narrowest page (LATEX_PAGE_PT)."""
-    size, gap, specs, fits = layout
-    em, skip = dict((s, e) for s, e, _ in LATEX_SIZES)[size], LATEX_BASELINE[size]
-    # a p column as wide as latex_columns made it, before it floored its share of \linewidth
-    widths = [(float(spec[2:].split("\\")[0]) + 0.001) * LATEX_PAGE_PT / em if spec[0] == "p" else 0 for spec in specs]
+    em, skip = dict((s, e) for s, e, _ in LATEX_SIZES)[layout.size], LATEX_BASELINE[layout.size]
+    widths = [w / em for w in layout.widths]  # em of the part's type; 0: an r or l column, one line
     caption = LATEX_CAPTION[1] * latex_lines(
         f"Table 99: {table.title} (part 99 of 99)", LATEX_PAGE_PT / LATEX_CAPTION[0]
     )
@@ -428,7 +434,7 @@ def latex_heights(table: Table, columns: list[int], layout: tuple, texts: list[l
     ]
 
 
-def latex_rows(table: Table, parts: list[tuple[list[int], tuple]], texts: list[list[str]]) -> list[list[int]]:
+def latex_rows(table: Table, parts: list[tuple[list[int], LatexLayout]], texts: list[list[str]]) -> list[list[int]]:
     """The rows (indices into texts) as the fewest blocks whose floats fit the page's height (LATEX_TEXT_HEIGHT_PT;
     pdflatex only warns 'Float too large' of a taller one and drops the rows past the page's foot), the same blocks
     in every column part: packed in order, each row as tall as its tallest in any part (latex_heights), and each
@@ -470,7 +476,7 @@ def latex(table: Table) -> str:
     blocks = latex_rows(table, parts, texts)
     floats = [(part, block) for part in parts for block in blocks]
     lines = []
-    for i, ((columns, (size, gap, specs, fits)), block) in enumerate(floats, 1):
+    for i, ((columns, (size, gap, specs, _, fits)), block) in enumerate(floats, 1):
         wrapped = {j for j, spec in zip(columns, specs) if spec.startswith("p")}
         # a wrapped cell ragged right; \tabularnewline, as \raggedright redefines \\
         rows = [
