@@ -285,6 +285,12 @@ def test_the_steps_figure_draws_the_reruns_and_scales_from_them(tmp_path):
     lines = tuning_plots.steps_lines(table_cells, ["lars", "vrgd_lars"])
     assert list(lines["vrgd_lars"]["median"]) == [60, 30] and list(lines["vrgd_lars"]["best_trial"]) == [20, 10]
     assert tuple(lines["lars"].iloc[0][["low", "high"]]) == (40, 50)  # 3 reruns: the smallest to the largest
+    # its coverage is named as it is (1 - 2/8 at 3 reruns), not as the 95% asked: on the axis and in the caption
+    assert set(lines["lars"]["coverage"]) == {0.75} and tuning_plots.coverage_words(lines) == "75% interval"
+    assert "cannot reach 95%" in tuning_plots.coverage_words(lines, long=True)
+    fig = tuning_plots.plot_steps_to_result(table_cells, ["lars", "vrgd_lars"])
+    assert fig.axes[0].get_ylabel().endswith("(reruns' median, 75% interval)")
+    assert "interval (75% exact coverage: the smallest to the largest" in fig.bench_caption
     # the fit's lines: the fitted curve is 20% above the perfect-scaling line at the critical batch
     f = tuning.ladder_fits(table_cells)["lars"]
     drawn = tuning_plots.fit_lines(f, [100, 200])

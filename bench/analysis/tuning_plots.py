@@ -2,7 +2,7 @@
 the suite's one style (style.py); definitions in tuning.py.
 
 - steps_to_result:     the reruns' median steps to the target against global batch (log-log) with the scaling
-                       table's 95% interval, the best trials as faint markers (their winner's luck visible), each
+                       table's order-statistic interval (its exact coverage named: 93.75% at 5 reruns), the best trials as faint markers (their winner's luck visible), each
                        arm's fitted curve, the perfect-scaling line its critical batch is measured from (the fit's
                        steps at the ladder's smallest batch, ∝ 1/batch), and its critical batch with its band
                        (where the fitted curve is 20% above that line); misses in a band above
@@ -118,10 +118,23 @@ def steps_lines(table_cells: pd.DataFrame, order: list[str]) -> dict[str, pd.Dat
                 "median": [float(np.median(s)) if len(s) else np.nan for s in c["rerun_steps"]],
                 "low": [ci[0] for ci in cis],
                 "high": [ci[1] for ci in cis],
+                "coverage": [ci[2] if len(ci) > 2 else np.nan for ci in cis],
                 "best_trial": c["steps_to_result"].to_numpy(),
             }
         )
     return out
+
+
+def coverage_words(lines: dict[str, pd.DataFrame], long: bool = False) -> str:
+    """The exact coverage of the steps figure's intervals (power.median_interval at each cell's reruns): '93.75%
+    interval' (5 reruns: the smallest to the largest, 95% out of reach), or their range where cells differ; `long`
+    says why it is not 95%."""
+    found = sorted({round(c, 6) for d in lines.values() for c in d["coverage"] if c == c})
+    if not found:
+        return "interval"
+    words = f"{found[0]:.2%}" if len(found) == 1 else f"{found[0]:.2%}-{found[-1]:.2%}"
+    why = ": the smallest to the largest, as fewer than 6 reruns cannot reach 95%" if long and found[0] < 0.95 else ""
+    return f"{words.replace('.00%', '%')} exact coverage{why}" if long else f"{words.replace('.00%', '%')} interval"
 
 
 def fit_lines(f, batches) -> dict[str, np.ndarray]:
@@ -188,13 +201,13 @@ def plot_steps_to_result(table_cells: pd.DataFrame, order: list[str]) -> plt.Fig
     else:
         no_run_reached(ax, target)
     x_axis(ax, batches, order, _names(order))
-    ax.set_ylabel(f"steps to {target:g}% val Top-1\n(reruns' median, 95% interval)")
+    ax.set_ylabel(f"steps to {target:g}% val Top-1\n(reruns' median, {coverage_words(lines)})")
     ax.set_title(f"Steps to result at batch {batch_label(batches[0])}" if single else "Steps to result against batch")
     miss_band(ax, missed, top=True)
     caption(
         fig,
         f"Steps to {target:g}% val Top-1: {tuning.describe(table_cells)}. Markers and lines: the reruns' median steps "
-        "with the scaling table's order-statistic interval (at least 95% where the reruns allow, else their range)"
+        f"with the scaling table's order-statistic interval ({coverage_words(lines, long=True)})"
         + (f"; faint markers: each cell's {BEST_TRIAL}" if any_best else "")
         + ("; open markers: each rerun's steps" if any_reruns else "")
         + "."
