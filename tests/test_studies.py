@@ -133,7 +133,8 @@ TABLE_TREES = sorted({path.parent for path in (ROOT / "results").glob("*/*.md") 
 def test_a_committed_trees_tables_are_ascii_in_latex(tree, studies, tmp_path):
     """pdflatex takes no raw Unicode: the LaTeX of each table a committed tree holds (and of its report) spells
     every ±, Δ, α, ≥, −, ×, ², ∞ and — in ASCII; and each fits the page, its width and its height (wrapped, or
-    split into column or row parts): pdflatex, where installed, sets their floats with nothing too wide or tall."""
+    split into column or row parts): pdflatex, where installed, sets their floats and notes with nothing too wide or
+    tall."""
     from bench.analysis import report
     from bench.analysis.render import render, side_notes
     from tests.test_render_latex import LAYOUTS, compile_latex
@@ -148,8 +149,7 @@ def test_a_committed_trees_tables_are_ascii_in_latex(tree, studies, tmp_path):
         tex = render(table, "latex") + side_notes([table], "latex")
         assert tex.isascii(), (table.title, sorted({c for c in tex if not c.isascii()}))
         assert "wider than a page" not in tex, table.title
-        # the floats (a note's long identifier may stick out: not this test's), each table's set before the next's
-        document.append(render(table, "latex") + "\\clearpage\n")
+        document.append(tex + "\\clearpage\n")  # the floats and the notes, each table's set before the next's
     if shutil.which("pdflatex"):
         for name, layout in LAYOUTS.items():
             compile_latex(tmp_path, name.replace(" ", "-"), layout, "".join(document))

@@ -514,7 +514,8 @@ def latex_notes(table: Table) -> str:
     lines = []
     for head, items in (("Notes", notes + table.notes), ("Claims", table.claims)):
         if items:
-            lines += [rf"\noindent\textbf{{{head}}}", r"\begin{itemize}"]
+            # \sloppy: a long identifier (a run's name, a path) moves to the next line rather than out of the margin
+            lines += [rf"\noindent\textbf{{{head}}}", r"\begin{itemize}\sloppy"]
             lines += [rf"\item {latex_escape(item)}" for item in items] + [r"\end{itemize}", ""]
     return "\n".join(lines)
 
