@@ -3,6 +3,7 @@ the data the sweep figures draw (tuning_plots)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -49,6 +50,34 @@ def test_linear_scaling_fits_b_noise_at_infinity_and_a_miss_bounds_the_curve_fro
     assert math.isfinite(missed.b_noise) and missed.high < math.inf  # the bound pulls the curve up at 512
     # least squares balances the bound against the reached points: near it (0.3 of 64's steps), far from linear (1/8)
     assert steps_of(missed.b_noise, [512], 1.0)[0] / steps_of(missed.b_noise, [64], 1.0)[0] > 0.25
+
+
+def test_batches_off_the_curve_as_a_whole_widen_the_interval_to_the_batch_means():
+    """The reruns of a batch share its selected lr: where whole batches sit off the curve (here ±15%, alternating)
+    more than the reruns scatter within them (2%), the lack-of-fit test says so and the interval takes the batch
+    means' variance (wider); on the curve, no lack of fit and the interval of the reruns' scatter."""
+    rng = np.random.default_rng(4)
+    b = np.repeat(LADDER, 5)
+    noise = np.exp(0.02 * rng.standard_normal(len(b)))
+    on = steps_of(300, b) * noise
+    off = on * np.repeat([1.15, 0.87, 1.15, 0.87, 1.15], 5)
+    grid = np.full(len(b), 1e-9)  # no evaluation grid: the test is about the scatter
+    f_on, f_off = ladder.fit(b, on, on, grid, base=64), ladder.fit(b, off, off, grid, base=64)
+    assert f_on.lack_of_fit_p > 0.05 and f_off.lack_of_fit_p < 0.001
+    assert f_off.high / f_off.low > 2 * f_on.high / f_on.low  # the batch means say less than the reruns
+    # the same scatter read as within-batch noise (no test: one rerun a batch) gives the same kind of interval
+    assert math.isnan(ladder.fit(LADDER, off[::5], off[::5], grid[::5]).lack_of_fit_p)
+
+
+def test_a_miss_the_curve_passes_above_costs_no_degree_of_freedom():
+    """The residual variance divides by the points that cost the fit: a miss whose bound lies below the fitted curve
+    (the curve says it should have missed) adds nothing to the sum of squares and takes no degree of freedom."""
+    b = np.repeat(LADDER[:4], 3)
+    steps = steps_of(300, b) * np.tile([0.97, 1.0, 1.03], 4)
+    with_miss = ladder.profile([*b, 1024], [*steps, math.inf], [*steps, 10.0], [0.0] * (len(b) + 1))
+    without = ladder.profile(b, steps, steps, [0.0] * len(b))
+    assert with_miss.rss.min() == pytest.approx(without.rss.min())
+    assert with_miss.spread == pytest.approx(without.spread)  # the same variance on the same df: n - 2, not n - 1
 
 
 def test_the_interval_covers_a_known_b_noise_in_at_least_90_percent_of_simulated_studies():
@@ -156,8 +185,26 @@ def test_the_scaling_table_prints_the_declared_critical_batch_its_batch_0_refere
     [ratio] = [c for c in claims if c.startswith("VRGD-LARS / Nesterov SGD")]
     assert ratio.startswith("VRGD-LARS / Nesterov SGD critical batch: ∞ [")
     assert ratio.endswith(": not judged (VRGD-LARS: critical batch not resolved).")
+    # LARS's near-tied runner-up at 50 (rerun) puts that batch off the curve (lack of fit): its interval, the hull
+    # of both selections', no longer locates LARS's critical batch, so its ratio is not read either
     [lars_ratio] = [c for c in claims if c.startswith("LARS / Nesterov SGD")]
-    assert "not judged" not in lars_ratio and lars_ratio.endswith("at 80% power.")
+    assert lars_ratio.endswith(": not judged (LARS: critical batch not resolved).")
+
+
+def test_a_ratio_of_two_located_critical_batches_is_judged_with_its_power_and_its_scatter():
+    """Two arms whose critical batches the ladder locates: the ratio's word, the smallest ratio it could resolve,
+    and, where an arm's batches scatter about its fit more than its reruns, that the seed bootstrap is too narrow."""
+    x = ladder.Fit(400.0, 300.0, 500.0, base=64.0, lack_of_fit_p=0.5)
+    y = ladder.Fit(420.0, 320.0, 520.0, base=64.0, lack_of_fit_p=0.01)
+    r = ladder.Ratio(0.97, 0.8, 1.2, 0.95, 1.3, 1000)
+    claims = tuning.scaling_claims({"x": x, "y": y}, ["x", "y"], "y", {"x": {}, "y": {}}, ratio_of={"x": r})
+    [ratio] = [c for c in claims if c.startswith("x / y")]
+    assert ratio == (
+        "x / y critical batch: 0.97 [0.80, 1.20] (95.0%, seed-paired bootstrap): no difference resolved; could "
+        "resolve ≥ 1.30x at 80% power (too narrow: the batches of y scatter more than the seeds it redraws)."
+    )
+    [y_claim] = [c for c in claims if c.startswith("y: critical")]
+    assert "its batches scatter about the fit more than their reruns do (lack of fit p 0.010)" in y_claim
 
 
 def test_a_sweep_may_take_linear_scaling_from_the_fits_batch_0_limit(tree):
@@ -184,10 +231,11 @@ def ladder_cell(batch, steps, budget, seeds=(1, 2, 3, 4, 5)) -> dict:
     }
 
 
-def test_the_checks_flag_misses_the_fit_does_not_explain_and_an_estimate_that_moves_without_a_batch():
+def test_the_checks_flag_misses_the_fit_does_not_explain_and_a_batch_off_the_curve():
     """A ladder that follows the model to 512 and then stalls at 1,024 (3 of 5 reruns miss a budget the model says
-    they meet, as a decayed schedule's annealed end did): the misses' chance is small, the estimate without 1,024
-    leaves the interval, and the claim says both."""
+    they meet, as a decayed schedule's annealed end did): the misses' chance is small, the batches scatter about the
+    fit more than their reruns (lack of fit: the interval widens to the batch means', and holds the estimate
+    without 1,024), and the claim says both."""
     rng = np.random.default_rng(5)
     rows = []
     for batch in LADDER:
@@ -202,11 +250,21 @@ def test_the_checks_flag_misses_the_fit_does_not_explain_and_an_estimate_that_mo
     assert check.misses == (0, 0, 0, 0, 3) and check.misses_chance[-1] < 0.05 and check.misses_chance[0] == 1.0
     assert check.unexplained() == [f"3 of 5 missed at 1,024 (chance {check.misses_chance[-1]:.3f} under the fit)"]
     assert check.fitted == pytest.approx(tuple(f.steps(LADDER)))
-    assert not f.critical[1] <= check.left_out[1024] <= f.critical[2]  # without 1,024 it moves outside
-    assert check.outside(f)[0] == f"without 1,024: {ladder.batch_text(check.left_out[1024])}"
+    assert f.lack_of_fit_p < 0.05 and f.critical[1] <= check.left_out[1024] <= f.critical[2]
     claims = tuning.scaling_claims({"lars": f}, ["lars"], None, {"lars": {}}, {"lars": check})
-    assert "not robust (outside the interval: without 1,024: " in claims[0]
+    assert (
+        f"its batches scatter about the fit more than their reruns do (lack of fit p {f.lack_of_fit_p:.3f})"
+        in (claims[0])
+    )
     assert "the fit does not explain 3 of 5 missed at 1,024" in claims[0]
+    # an estimate that leaves the interval without a batch, or at a shifted target: 'not robust', in words
+    moved = dataclasses.replace(check, left_out={512: f.critical[2] * 1.5}, shifted={79.0: f.critical[1] / 2})
+    assert moved.outside(f) == [
+        f"without 512: {ladder.batch_text(f.critical[2] * 1.5)}",
+        f"at 79%: {ladder.batch_text(f.critical[1] / 2)}",
+    ]
+    claims = tuning.scaling_claims({"lars": f}, ["lars"], None, {"lars": {}}, {"lars": moved})
+    assert "not robust (outside the interval: without 512: " in claims[0]
     assert "near-tied" not in claims[0]
     # near ties whose runner-up was not rerun (untested_ties): the claim names the batches it rests on
     cells_of["arm"], cells_of["near_tie"] = "lars", [False, True, False, False, True]
@@ -215,6 +273,30 @@ def test_the_checks_flag_misses_the_fit_does_not_explain_and_an_estimate_that_mo
     assert ties == {"lars": [128]}  # 1,024's runner-up was rerun: its fit widens the interval instead
     claims = tuning.scaling_claims({"lars": f}, ["lars"], None, {"lars": {}}, {"lars": check}, ties=ties)
     assert "it rests on near-tied selections at 128 whose runner-ups were not rerun" in claims[0]
+
+
+def test_a_diverged_rerun_is_left_out_of_the_fit_and_named_not_counted_as_a_miss():
+    """A rerun that diverged stopped early: it bounds nothing, so the fit leaves it out (the same fit as without
+    it), the misses do not count it, and the claim names it."""
+    rows = [
+        ladder_cell(b, np.round(steps_of(300, [b])[0] * np.array([0.95, 1.0, 1.05, 0.98, 1.02])), 1e4) for b in LADDER
+    ]
+    clean = pd.DataFrame(rows)
+    top = dict(rows[-1])
+    top["rerun_steps"] = (*top["rerun_steps"][:4], math.inf)
+    top["rerun_ran"] = (*top["rerun_ran"][:4], 3.0)  # diverged at step 3
+    top["rerun_diverged"] = (False, False, False, False, True)
+    with_divergence = pd.DataFrame([*rows[:-1], top])
+    trimmed = dict(rows[-1])
+    for key in ("rerun_steps", "rerun_ran", "rerun_grid", "rerun_seeds"):
+        trimmed[key] = trimmed[key][:4]
+    f, f_trimmed = ladder.fit_ladder(with_divergence), ladder.fit_ladder(pd.DataFrame([*rows[:-1], trimmed]))
+    assert (f.b_noise, f.low, f.high, f.spread) == (f_trimmed.b_noise, f_trimmed.low, f_trimmed.high, f_trimmed.spread)
+    check = ladder.checks(with_divergence, f)
+    assert check.misses == (0,) * 5 and check.diverged == (0, 0, 0, 0, 1) and check.reruns[-1] == 4
+    claims = tuning.scaling_claims({"lars": f}, ["lars"], None, {"lars": {}}, {"lars": check})
+    assert "reruns diverged, left out of the fit: 1 of 5 at 1,024" in claims[0]
+    assert ladder.checks(clean, ladder.fit_ladder(clean)).diverged_text() == ""
 
 
 def simulated_arm(b_noise: float, rng, noise: float = 0.08, seeds: int = 5) -> pd.DataFrame:

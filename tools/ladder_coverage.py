@@ -1,16 +1,18 @@
 """Coverage of the scaling table's intervals in simulated ladders (docs/algorithms.md quotes its output):
 
-    OMP_NUM_THREADS=1 python tools/ladder_coverage.py [--studies 300] [--draws 200]
+    OMP_NUM_THREADS=1 python tools/ladder_coverage.py [--ladder committed|field] [--studies 300] [--draws 200]
 
-No training: steps to result are drawn about S(B) = S_min (1 + B_noise / B) (650 steps at 64, as the committed
-ladder's LARS) with 8% lognormal noise, 5 seeds at each
-of 64-1,024, read on an evaluation grid of 1/24 of the steps, a miss where they exceed a 131,072-image budget. Two
-worlds: the model, and the misspecification the committed ladder showed (the top batch stalls: its steps 1.5 x the
-model's, so reruns miss a budget the model says they meet). For each: how often the critical batch's 95% profile
-interval holds the true one (20% above linear scaling from 64, the model's curve without the stall), its median
-estimate over the truth, how often the fit's checks flag it (not robust, or misses the fit does not explain) and
-the coverage of the studies they do not flag; and how often the seed-paired bootstrap ratio of two arms holds the
-true ratio."""
+No training: steps to result are drawn about S(B) = S_min (1 + B_noise / B) with 8% lognormal noise, 5 seeds a batch,
+read on the study's evaluation grid, a miss where they exceed the batch's budget. Two ladders: the committed one
+(64-1,024, 650 steps at 64 as its LARS, a grid of 1/24 of the steps, 131,072 images at every batch, the ratio at
+95%) and the field study's (64-2,048, 530 steps at 64 as its LARS's best trials, an evaluation every 0.1 epoch of
+17,000 images, its budgets by batch, the ratio at 1 - 0.05/3 for its 3 arms against LARS). Three worlds: the model;
+the top batch stalls (its steps 1.5 x the model's, so reruns miss a budget the model says they meet); and batch
+offsets (each batch's 5 reruns share one lognormal offset of 6%, as a selected lr a little off its best shifts
+them together). For each: how often the critical batch's 95% profile interval holds the true one (20% above linear
+scaling from 64, the model's curve), its median estimate over the truth, how often the lack-of-fit test fires,
+how often the checks flag the fit (not robust, or misses the fit does not explain) and the coverage of the studies
+they do not flag; and how often the seed-paired bootstrap ratio of two arms holds the true ratio."""
 
 from __future__ import annotations
 
@@ -21,18 +23,34 @@ import pandas as pd
 
 from bench.analysis import ladder
 
-LADDER = np.array([64, 128, 256, 512, 1024])
-BUDGET = 131072
-STEPS_AT_64 = 650.0  # the committed ladder's LARS median at batch 64
+LADDERS = {  # batches, steps at 64, budget (images) by batch, grid (steps) at a batch and steps, ratio level
+    "committed": (
+        np.array([64, 128, 256, 512, 1024]),
+        650.0,
+        dict.fromkeys([64, 128, 256, 512, 1024], 131072),
+        lambda b, steps: max(1.0, round(steps / 24)),
+        0.95,
+    ),
+    "field": (
+        np.array([64, 128, 256, 512, 1024, 2048]),
+        530.0,
+        {64: 85000, 128: 85000, 256: 102000, 512: 136000, 1024: 204000, 2048: 340000},
+        lambda b, steps: max(1.0, round(1700 / b)),
+        1 - 0.05 / 3,
+    ),
+}
+WORLDS = {"model": (1.0, 0.0), "top batch stalls (1.5 x)": (1.5, 0.0), "batch offsets (6%)": (1.0, 0.06)}
 
 
-def arm(b_noise: float, rng, stall: float, noise: float = 0.08, seeds: int = 5) -> pd.DataFrame:
+def arm(ladder_name: str, b_noise: float, rng, stall: float, offset: float, noise: float = 0.08, seeds: int = 5):
+    batches, at_64, budgets, grid_of, _ = LADDERS[ladder_name]
     rows = []
-    for b in LADDER:
-        mean = STEPS_AT_64 * (1 + b_noise / b) / (1 + b_noise / LADDER[0]) * (stall if b == LADDER[-1] else 1.0)
-        grid = max(1.0, round(mean / 24))
+    for b in batches:
+        mean = at_64 * (1 + b_noise / b) / (1 + b_noise / batches[0]) * (stall if b == batches[-1] else 1.0)
+        mean *= np.exp(offset * rng.standard_normal())  # the batch's reruns shifted together
+        grid = grid_of(b, mean)
         steps = np.ceil(mean * np.exp(noise * rng.standard_normal(seeds)) / grid) * grid
-        budget = BUDGET / b
+        budget = budgets[int(b)] / b
         rows.append(
             {
                 "global_batch": int(b),
@@ -49,48 +67,54 @@ def arm(b_noise: float, rng, stall: float, noise: float = 0.08, seeds: int = 5) 
 
 
 def critical(b_noise: float) -> float:
-    return 0.2 * b_noise + 1.2 * LADDER[0]
+    return 0.2 * b_noise + 1.2 * 64
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
+    parser.add_argument("--ladder", choices=sorted(LADDERS), default="committed")
     parser.add_argument("--studies", type=int, default=300)
     parser.add_argument("--draws", type=int, default=200)
     args = parser.parse_args()
     rng = np.random.default_rng(2026)
+    top = f"{LADDERS[args.ladder][0][-1]:,}"
     print(
-        "| world | B_noise | critical batch (from 64) | interval covers | median estimate / truth | misses at 1,024 "
-        "| checks flag the fit | covers when not flagged |"
+        f"| world | B_noise | critical batch (from 64) | interval covers | median estimate / truth | misses at {top} "
+        "| lack of fit found | checks flag the fit | covers when not flagged |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    for world, stall in (("model", 1.0), ("top batch stalls (1.5 x)", 1.5)):
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for world, (stall, offset) in WORLDS.items():
         for b_noise in (150.0, 500.0, 2000.0):
-            covered, ratio, misses, flagged, clean_covered = 0, [], 0, 0, 0
+            covered, ratio, misses, flagged, clean_covered, lack = 0, [], 0, 0, 0, 0
             for _ in range(args.studies):
-                cells = arm(b_noise, rng, stall)
+                cells = arm(args.ladder, b_noise, rng, stall, offset)
                 f = ladder.fit_ladder(cells)
                 _, low, high = f.critical
                 check = ladder.checks(cells, f)
                 flag = bool(check.outside(f) or check.unexplained())
                 covered += low <= critical(b_noise) <= high
                 flagged += flag
+                lack += f.lack_of_fit_p < ladder.LACK_OF_FIT_ALPHA
                 clean_covered += not flag and low <= critical(b_noise) <= high
                 ratio.append(f.critical[0] / critical(b_noise))
                 misses += int(np.isinf(cells["rerun_steps"].iloc[-1]).sum())
             print(
                 f"| {world} | {b_noise:,.0f} | {critical(b_noise):,.0f} | {covered / args.studies:.1%} | "
-                f"{np.median(ratio):.2f} | {misses / args.studies:.2f} of 5 | {flagged / args.studies:.1%} | "
+                f"{np.median(ratio):.2f} | {misses / args.studies:.2f} of 5 | {lack / args.studies:.1%} | "
+                f"{flagged / args.studies:.1%} | "
                 + (f"{clean_covered / (args.studies - flagged):.1%} |" if flagged < args.studies else "— |")
             )
+    level = LADDERS[args.ladder][-1]
     print()
-    print("| world | B_noise X / reference | true ratio | 95% interval covers | median resolvable ratio |")
+    print(f"| world | B_noise X / reference | true ratio | {level:.2%} interval covers | median resolvable ratio |")
     print("|---|---|---:|---:|---:|")
-    for world, stall in (("model", 1.0), ("top batch stalls (1.5 x)", 1.5)):
+    for world, (stall, offset) in WORLDS.items():
         for bx, by in ((500.0, 500.0), (1000.0, 500.0)):
             covered, resolvable = 0, []
             studies = args.studies // 2
             for _ in range(studies):
-                r = ladder.ratio(arm(bx, rng, stall), arm(by, rng, stall), 0.95, draws=args.draws)
+                x, y = (arm(args.ladder, b, rng, stall, offset) for b in (bx, by))
+                r = ladder.ratio(x, y, level, draws=args.draws)
                 truth = critical(bx) / critical(by)
                 covered += r is not None and r.low <= truth <= r.high
                 resolvable.append(r.resolvable if r else np.nan)

@@ -8,7 +8,8 @@ by least squares in log steps (equal weights: each rerun one point, so lognormal
 batch), each rerun's steps read at the middle of its last evaluation interval (S - G/2: the target was crossed
 somewhere in the G steps before the evaluation that saw it). A rerun that missed the target ran its whole budget
 of steps without reaching it: it is a lower bound (S > budget), which costs the fit only when the curve passes
-below it (a one-sided squared residual, as a censored point in a Tobit fit). B_noise is found on a fine log grid (a
+below it (a one-sided squared residual: a censored point's penalty, not Tobit's likelihood, so a curve that
+passes exactly through a batch's bounds costs nothing there; the misses' chance below checks it). B_noise is found on a fine log grid (a
 step of 1/64 octave; the profile's E_min is exact at each grid point), so the fit never fails to converge and ∞
 (pure linear scaling, the limit of the model) is a value like any other.
 
@@ -20,9 +21,15 @@ which does not move with the ladder but extrapolates below it); the table prints
 the headline either way.
 
 The interval is the profile-likelihood one: the B_noise whose best fit's residual sum of squares exceeds the
-minimum by at most F(1, n - 2; 95%) s², s² the residual variance (at least the rounding of the evaluation grid,
-(G / S)² / 12, so a perfect fit on the grid is not a certain one); B_crit is monotone in B_noise, so its interval
-is B_noise's mapped. The selection's uncertainty: where a cell's selection was a near tie and its runner-up was
+minimum by at most F(1, df; 95%) s², s² the residual variance on df = the points that cost the fit (every reached
+rerun and each miss the curve passes below) - 2 degrees of freedom, at least the rounding of the evaluation grid,
+(G / S)² / 12, so a perfect fit on the grid is not a certain one; B_crit is monotone in B_noise, so its interval
+is B_noise's mapped. The reruns of a batch share its selected lr, so a batch can sit off the curve as a whole (a
+selection a little off its best lr): the lack-of-fit test compares the batches' scatter about the curve (the
+residual sum of squares less the reruns' scatter within their batches, on its df less theirs) with the reruns'
+within-batch scatter (F test, 5%); where the batches scatter more, s² is the batches' (the lack-of-fit mean
+square, on its df), so the interval widens to what the batch means can say instead of holding each batch's
+selection fixed. The selection's uncertainty: where a cell's selection was a near tie and its runner-up was
 rerun, both points are equally valid selections; the fit is repeated for every combination and the interval is
 the hull of all their intervals and points, so it contains every such selection's estimate.
 
@@ -48,7 +55,7 @@ import dataclasses
 import itertools
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -63,6 +70,7 @@ RESOLVED = 2.0  # an interval wider than this factor does not locate the critica
 GRID_STEP = 2 ** (1 / 64)  # the B_noise grid's spacing
 GRID_REACH = 64.0  # the grid spans the ladder / 64 to the ladder x 64, then ∞
 MISSES_ALPHA = 0.05  # a batch's misses are "not explained by the fit" when their chance under it is below this
+LACK_OF_FIT_ALPHA = 0.05  # the batches scatter about the curve more than their reruns do (ladder.profile)
 TARGET_SHIFT = 1.0  # points: the robustness fits' targets, below and above the declared one
 BOOTSTRAP_DRAWS = 1000
 POWER = 0.8
@@ -81,6 +89,7 @@ class Fit:
     e_min: float = math.nan  # the images a vanishingly small batch needs: S(B) = E_min (1 / B + 1 / B_noise)
     spread: float = math.nan  # the residual standard deviation in log steps
     base: float = 0.0
+    lack_of_fit_p: float = math.nan  # the batches' scatter about the curve against the reruns' (nan: no test)
 
     @property
     def critical(self) -> tuple[float, float, float]:
@@ -118,9 +127,20 @@ def _grid(batches: np.ndarray) -> np.ndarray:
     return np.append(GRID_STEP ** np.arange(low, high + 1.0), math.inf)
 
 
-def profile(batches, steps, ran, grids) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, int]:
-    """The B_noise grid, each point's least residual sum of squares in log steps and its log E_min, s² and the
-    point count. `steps`: a rerun's steps to the target (inf: a miss, a lower bound at the steps it `ran`)."""
+class Profile(NamedTuple):
+    grid: np.ndarray  # B_noise candidates
+    rss: np.ndarray  # each one's least residual sum of squares in log steps
+    levels: np.ndarray  # and its log E_min
+    s2: float  # the interval's variance (the batches' where they scatter more than their reruns)
+    df: int  # its degrees of freedom
+    lack_of_fit_p: float  # nan: no test (too few batches or reruns)
+    spread: float  # one rerun's residual standard deviation in log steps
+
+
+def profile(batches, steps, ran, grids) -> Profile:
+    """The B_noise grid, each point's least residual sum of squares and log E_min, and the interval's variance
+    after the lack-of-fit test (module docstring). `steps`: a rerun's steps to the target (inf: a miss, a lower
+    bound at the steps it `ran`)."""
     b, s, bound, g = (np.asarray(v, float) for v in (batches, steps, ran, grids))
     grid = _grid(b)
     shape = np.log(1 / b[None, :] + 1 / grid[:, None])  # log S = log E_min + log(1/B + 1/B_noise)
@@ -141,9 +161,26 @@ def profile(batches, steps, ran, grids) -> tuple[np.ndarray, np.ndarray, np.ndar
         now = (resid**2).sum(axis=1)
         best = np.where(now < rss, level, best)
         rss = np.minimum(rss, now)  # the convex objective's minimum is at one of these levels
-    n = len(s)
-    rounding = np.mean((g[reached] / middle[reached]) ** 2) / 12 if reached.any() else 0.0
-    return grid, rss, best, max(float(rss.min()) / max(n - 2, 1), float(rounding)), n
+    i = int(np.argmin(rss))
+    costing = int(reached.sum() + (~reached & (target[i] > best[i])).sum())  # a bound above the curve costs nothing
+    df = max(costing - 2, 1)
+    rounding = float(np.mean((g[reached] / middle[reached]) ** 2) / 12) if reached.any() else 0.0
+    s2 = spread2 = max(float(rss[i]) / df, rounding)
+    lof_p, interval_df = math.nan, df
+    # lack of fit: the reached reruns' scatter within their batches (pure error) against the rest of the residual
+    logs, at = np.log(middle[reached]), b[reached]
+    pure = sum(float(((logs[at == v] - logs[at == v].mean()) ** 2).sum()) for v in np.unique(at))
+    pure_df = int(reached.sum()) - len(np.unique(at))
+    lof_df = df - pure_df if costing > 2 else 0
+    if lof_df >= 1 and pure_df >= 1 and pure > 0:
+        from scipy import stats
+
+        lof = max(float(rss[i]) - pure, 0.0) / lof_df
+        # reruns crossing at one evaluation differ by less than the grid: their scatter at least its rounding
+        lof_p = float(stats.f.sf(lof / max(pure / pure_df, rounding), lof_df, pure_df))
+        if lof_p < LACK_OF_FIT_ALPHA:  # the batches scatter more than their reruns: the batch means' variance
+            s2, interval_df = max(lof, rounding), lof_df
+    return Profile(grid, rss, best, s2, interval_df, lof_p, math.sqrt(spread2))
 
 
 def fit(batches, steps, ran, grids, level: float = LEVEL, base: float = 0.0) -> Fit:
@@ -153,26 +190,43 @@ def fit(batches, steps, ran, grids, level: float = LEVEL, base: float = 0.0) -> 
     b, s = np.asarray(batches, float), np.asarray(steps, float)
     if len(set(b[np.isfinite(s)])) < 2 or len(s) < 3:  # two parameters: two batches that reached it, one spare
         return NO_FIT
-    grid, rss, levels, s2, n = profile(batches, steps, ran, grids)
-    inside = grid[rss - rss.min() <= stats.f.ppf(level, 1, max(n - 2, 1)) * s2]
-    i = int(np.argmin(rss))
+    p = profile(batches, steps, ran, grids)
+    inside = p.grid[p.rss - p.rss.min() <= stats.f.ppf(level, 1, p.df) * p.s2]
+    i = int(np.argmin(p.rss))
     low, high = float(inside.min()), float(inside.max())
+    e_min = math.exp(p.levels[i])
     return Fit(
-        float(grid[i]), 0.0 if low == grid[0] else low, high, (), math.exp(levels[i]), math.sqrt(s2), float(base)
+        float(p.grid[i]), 0.0 if low == p.grid[0] else low, high, (), e_min, p.spread, float(base), p.lack_of_fit_p
     )
+
+
+_RERUN_KEYS = ("rerun_steps", "rerun_ran", "rerun_grid", "rerun_diverged")
 
 
 def selections(ladder: pd.DataFrame) -> list[list[list[tuple]]]:
     """Per batch of one arm's ladder, the equally valid selections' reruns: the selected point's, and the
     runner-up's too where the selection was a near tie and the runner-up was rerun. Each rerun: (batch, steps to
-    the target, steps it ran, grid)."""
+    the target, steps it ran, grid). A rerun that diverged is left out: it stopped early, so it bounds nothing
+    (the claim counts it, `Checks.diverged`)."""
     out = []
     for _, c in ladder.sort_values("global_batch").iterrows():
-        options = [("rerun_steps", "rerun_ran", "rerun_grid")]
+        options = [_RERUN_KEYS]
         if c["near_tie"] and len(c["runner_up_rerun_steps"]):
-            options.append(("runner_up_rerun_steps", "runner_up_rerun_ran", "runner_up_rerun_grid"))
-        out.append([[(c["global_batch"], *rerun) for rerun in zip(*(c[key] for key in keys))] for keys in options])
+            options.append(
+                ("runner_up_rerun_steps", "runner_up_rerun_ran", "runner_up_rerun_grid", "runner_up_rerun_diverged")
+            )
+        out.append([[(c["global_batch"], *r) for r, gone in _reruns(c, keys) if not gone] for keys in options])
     return out
+
+
+def _reruns(c: pd.Series, keys: tuple[str, ...]) -> list[tuple[tuple, bool]]:
+    """A cell's reruns under `keys` (steps, ran, grid, diverged) as ((steps, ran, grid), diverged); a cell without
+    the diverged column (a hand-made one) has none diverged."""
+    *values, gone = keys
+    diverged = c.get(gone)
+    rows = list(zip(*(c[k] for k in values)))
+    flags = tuple(diverged) if isinstance(diverged, tuple) and len(diverged) == len(rows) else (False,) * len(rows)
+    return [(r, bool(d)) for r, d in zip(rows, flags)]
 
 
 def base_batch(ladder: pd.DataFrame, linear_from: str = "smallest") -> float:
@@ -199,6 +253,7 @@ def fit_ladder(ladder: pd.DataFrame, linear_from: str = "smallest") -> Fit:
         chosen.e_min,
         chosen.spread,
         base,
+        chosen.lack_of_fit_p,
     )
 
 
@@ -210,10 +265,11 @@ class Checks:
     batches: tuple[int, ...]
     fitted: tuple[float, ...]
     misses: tuple[int, ...]
-    reruns: tuple[int, ...]
+    reruns: tuple[int, ...]  # the reruns that did not diverge
     misses_chance: tuple[float, ...]  # P(as many misses or more | the fit, its spread, each batch's budget)
     left_out: dict = field(default_factory=dict)  # batch -> the critical batch without it (nan: no fit)
     shifted: dict = field(default_factory=dict)  # target -> the critical batch there (nan: no fit; None: unknown)
+    diverged: tuple[int, ...] = ()  # per batch: reruns that diverged (left out of the fit)
 
     def outside(self, f: Fit) -> list[str]:
         """The robustness estimates outside f's interval, in words ('without 1,024: 136', 'at 79%: 120')."""
@@ -233,6 +289,11 @@ class Checks:
             + ("not measured (reruns stopped at the target)" if v is None else ("no fit" if v != v else batch_text(v)))
             for t, v in sorted(self.shifted.items())
         )
+
+    def diverged_text(self) -> str:
+        """'1 of 5 diverged at 2,048 (left out of the fit)', or ''."""
+        at = [f"{d} of {d + n} at {b:,}" for b, d, n in zip(self.batches, self.diverged, self.reruns) if d]
+        return f"reruns diverged, left out of the fit: {', '.join(at)}" if at else ""
 
     def unexplained(self) -> list[str]:
         """The batches whose misses the fit makes unlikely, in words."""
@@ -261,9 +322,11 @@ def checks(ladder: pd.DataFrame, f: Fit, shifted: dict | None = None, linear_fro
     same cells with their reruns' steps at that target (tuning.cells_at_target; None: not measurable)."""
     cells_sorted = ladder.sort_values("global_batch")
     batches = tuple(int(b) for b in cells_sorted["global_batch"])
-    steps = [np.asarray(s, float) for s in cells_sorted["rerun_steps"]]
+    kept = [[r for r, gone in _reruns(c, _RERUN_KEYS) if not gone] for _, c in cells_sorted.iterrows()]
+    steps = [np.asarray([r[0] for r in cell], float) for cell in kept]
     misses = tuple(int((~np.isfinite(s)).sum()) for s in steps)
     reruns = tuple(len(s) for s in steps)
+    diverged = tuple(len(c["rerun_steps"]) - n for (_, c), n in zip(cells_sorted.iterrows(), reruns))
     budgets = cells_sorted["rerun_budget"].to_numpy(float)
     chances = tuple(misses_chance(f, b, u, m, n) for b, u, m, n in zip(batches, budgets, misses, reruns))
     left_out = {}
@@ -280,6 +343,7 @@ def checks(ladder: pd.DataFrame, f: Fit, shifted: dict | None = None, linear_fro
         chances,
         left_out,
         moved,
+        diverged,
     )
 
 
@@ -317,11 +381,11 @@ def ratio_text(value: float) -> str:
 
 
 def _seeded(cells_of: pd.DataFrame) -> list[dict]:
-    """Per cell (ascending batch): seed -> that seed's rerun (batch, steps, ran, grid)."""
+    """Per cell (ascending batch): seed -> that seed's rerun (batch, steps, ran, grid), a diverged one left out."""
     out = []
     for _, c in cells_of.sort_values("global_batch").iterrows():
-        keys = ("rerun_steps", "rerun_ran", "rerun_grid")
-        out.append({seed: (c["global_batch"], *r) for seed, *r in zip(c["rerun_seeds"], *(c[k] for k in keys))})
+        reruns = _reruns(c, _RERUN_KEYS)
+        out.append({seed: (c["global_batch"], *r) for seed, (r, gone) in zip(c["rerun_seeds"], reruns) if not gone})
     return out
 
 

@@ -164,9 +164,11 @@ def cells(study: Study) -> pd.DataFrame:
                 "runner_up_rerun_steps": tuple(second["steps_to_target"]),
                 "runner_up_rerun_grid": tuple(second["steps_to_target_grid"]),
                 "runner_up_rerun_ran": tuple(second["steps"]),
+                "runner_up_rerun_diverged": tuple(second["diverged"]),
                 "rerun_steps": tuple(done["steps_to_target"]),
                 "rerun_grid": tuple(done["steps_to_target_grid"]),
                 "rerun_ran": tuple(done["steps"]),  # the steps each ran: a miss's lower bound (ladder.fit)
+                "rerun_diverged": tuple(done["diverged"]),  # left out of the fit (ladder.selections)
                 "rerun_seeds": tuple(done["seed"]),
                 "rerun_budget": float(np.round(done["planned_epochs"] * done["train_size"] / batch).max())
                 if len(done)
@@ -1402,6 +1404,14 @@ def _base_text(f: ladder.Fit) -> str:
     return f"from batch {f.base:,.0f}" if f.base else "from the fit's batch-0 limit"
 
 
+def _reached_text(steps: np.ndarray, diverged) -> str:
+    """'4/5' reruns that reached the target, '3/5 (1 diverged)'; 'no reruns'."""
+    if not len(steps):
+        return "no reruns"
+    gone = int(sum(bool(d) for d in diverged)) if isinstance(diverged, tuple) else 0  # a hand-made cell: none
+    return f"{int(np.isfinite(steps).sum())}/{len(steps)}" + (f" ({gone} diverged)" if gone else "")
+
+
 def untested_ties(table_cells: pd.DataFrame) -> dict[str, list[int]]:
     """arm -> the batches whose selection was a near tie and whose runner-up was not rerun: the fit and its
     interval rest on the selected point alone there."""
@@ -1439,6 +1449,13 @@ def scaling_claims(
             words.append(check.targets_text())
         if check and check.unexplained():
             words.append("the fit does not explain " + "; ".join(check.unexplained()))
+        if check and check.diverged_text():
+            words.append(check.diverged_text())
+        if f.lack_of_fit_p < ladder.LACK_OF_FIT_ALPHA:
+            words.append(
+                f"its batches scatter about the fit more than their reruns do (lack of fit p {f.lack_of_fit_p:.3f}): "
+                "the interval is the batch means'"
+            )
         if f.alternatives:
             words.append("its interval holds every near-tied selection's estimate")
         if ties.get(arm):
@@ -1461,6 +1478,11 @@ def scaling_claims(
             else:
                 could = f"; could resolve ≥ {ladder.ratio_text(r.resolvable)}x at 80% power" * r.word.startswith("no ")
                 word = r.word + could
+                scatter = [display(a) for a in (arm, reference) if fits[a].lack_of_fit_p < ladder.LACK_OF_FIT_ALPHA]
+                if scatter:  # the bootstrap redraws seeds, not the batches' selections
+                    word += (
+                        f" (too narrow: the batches of {' and '.join(scatter)} scatter more than the seeds it redraws)"
+                    )
             claims.append(f"{pair}: {r.text}, seed-paired bootstrap): {word}.")
     for arm in names:
         ends = [crossings[arm][b] for b in sorted(crossings[arm]) if crossings[arm][b][0] == crossings[arm][b][0]]
@@ -1516,6 +1538,7 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
             "crossing: schedule (lr)",
             f"B_simple, epochs {NOISE_WINDOW[0]:g}-{NOISE_WINDOW[1]:g} (reruns' median)",
             "B_noise (fit) [95%]",
+            "lack of fit p",
             "critical batch [95%]",
             "critical batch without this batch",
             "batch-0 reference, 0.2 B_noise [95%]",
@@ -1545,9 +1568,11 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
             linear = medians[i] * c["global_batch"] / base if math.isfinite(base) else math.nan
             crossings[arm][c["global_batch"]] = ladder.crossings(study, c)
             fitted = critical = at_zero = NO_NUMBER
+            lack = Cell(None, kind="p")
             if i == 0 and f is None:
                 fitted = critical = at_zero = _no_fit_text(cells_of)
             elif i == 0:
+                lack = Cell(f.lack_of_fit_p, kind="p")
                 fitted = ladder.interval_text(f.b_noise, f.low, f.high)
                 critical = ladder.interval_text(*f.critical)
                 at_zero = ladder.interval_text(*f.critical_at_zero)
@@ -1560,13 +1585,14 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
                     steps_cell(c["steps_to_result"], c["steps_to_result_grid"]),
                     Cell(medians[i], kind="steps", ci=ci[:2] if ci else None, note=_median_level(ci) if ci else ""),
                     Cell(check.fitted[i] if check else None, kind="steps"),
-                    f"{int(np.isfinite(steps).sum())}/{len(steps)}" if len(steps) else "no reruns",
+                    _reached_text(steps, c.get("rerun_diverged")),
                     NO_NUMBER if chance != chance or not check.misses[i] else f"{chance:.3f}",
                     Cell(grid, kind="steps"),
                     Cell(linear, kind="ratio"),
                     _crossing_text(*crossings[arm][c["global_batch"]]),
                     Cell(c["noise_scale"], kind="images"),
                     fitted,
+                    lack,
                     critical,
                     NO_NUMBER if left_out != left_out else ladder.batch_text(left_out),
                     at_zero,
@@ -1583,6 +1609,7 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
                 "",
                 Cell(None, kind="images"),
                 "",
+                Cell(None, kind="p"),
                 _ratio_text(r),
                 "",
                 "",
@@ -1596,7 +1623,8 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
         "validation set, a miss counting as ∞; [low, high] (coverage): the median's distribution-free interval from "
         "two order statistics of the reruns with its exact coverage (at least 95% where the reruns allow it, else "
         "the smallest to the largest: 93.75% for 5; a miss ranks above every finite value; power.median_interval); "
-        "reached: reruns that reached the target; grid: the evaluation resolution (the largest over the reruns).",
+        "reached: reruns that reached the target ('(k diverged)': reruns that diverged, which the fit leaves out: "
+        "they stopped early and bound nothing); grid: the evaluation resolution (the largest over the reruns).",
         "images / linear: steps to result x batch over the smallest batch's (1 = perfect linear scaling: doubling "
         "the batch halves the steps).",
         "crossing: where the reruns crossed the target in their schedule, medians over the reruns that reached it: "
@@ -1616,15 +1644,21 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
         "64-1,024 with 5 reruns is in docs/algorithms.md (under the model, and with misses at the top batch the "
         "model does not predict). An interval wider than a factor of 2 prints no point: 'between L and H (not "
         "resolved)'.",
+        "lack of fit p: the reruns of a batch share its selected lr, so a batch can sit off the curve as a whole: "
+        "the F test of the batches' scatter about the fit (the residual sum of squares less the reruns' scatter "
+        "within their batches, at least the grid's rounding) against that within-batch scatter; below "
+        f"{ladder.LACK_OF_FIT_ALPHA:g}, the interval takes the batches' variance on their degrees of freedom (it "
+        "widens to what the batch means can say) and the claim says so. The residual variance counts the points "
+        "that cost the fit (every reached rerun, and each miss the curve passes below).",
         f"critical batch: where images to result are {EXCESS_TEXT} above perfect linear scaling (Zhang et al. 2024, "
         "'How Does Critical Batch Size Scale in Pre-training?'), linear scaling from the ladder's smallest batch B0 "
         "(the fit's steps there): B_crit = 0.2 B_noise + 1.2 B0, its interval B_noise's mapped (a sweep's "
         "scaling.linear_from: zero takes the fit's small-batch limit instead, B_crit = 0.2 B_noise); the "
         "batch-0 reference column is that 0.2 B_noise either way. Robustness (the claims): the estimate with each "
         f"batch left out (column 'without this batch') and at the targets {ladder.TARGET_SHIFT:g} point below and "
-        "above the declared one (read from the reruns' evaluations, a 1,000-image subset before the last where "
-        "eval.curve_images says so; above only where the reruns went on past the target); 'not robust' when one "
-        "falls outside the interval.",
+        "above the declared one (read from the reruns' evaluations: before the last, on the val subset of "
+        "eval.curve_images where the recipe sets it, a crossing the target's full-val confirmation does not check; "
+        "above only where the reruns went on past the target); 'not robust' when one falls outside the interval.",
         "The last rows divide each arm's critical batch by the reference arm's: the point from the two fits, the "
         f"interval from {ladder.BOOTSTRAP_DRAWS:,} seed-paired bootstrap draws (the same seeds, drawn with "
         "replacement, in every cell of both arms; both refitted at the selected points): the point times exp(± t "
