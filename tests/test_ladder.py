@@ -196,12 +196,13 @@ def test_a_ratio_of_two_located_critical_batches_is_judged_with_its_power_and_it
     and, where an arm's batches scatter about its fit more than its reruns, that the seed bootstrap is too narrow."""
     x = ladder.Fit(400.0, 300.0, 500.0, base=64.0, lack_of_fit_p=0.5)
     y = ladder.Fit(420.0, 320.0, 520.0, base=64.0, lack_of_fit_p=0.01)
-    r = ladder.Ratio(0.97, 0.8, 1.2, 0.95, 1.3, 1000)
+    r = ladder.Ratio(0.97, 0.8, 1.2, 0.95, 1.3, 1000, (1.15, 2.1), 3)
     claims = tuning.scaling_claims({"x": x, "y": y}, ["x", "y"], "y", {"x": {}, "y": {}}, ratio_of={"x": r})
     [ratio] = [c for c in claims if c.startswith("x / y")]
     assert ratio == (
         "x / y critical batch: 0.97 [0.80, 1.20] (95.0%, seed-paired bootstrap): no difference resolved; could "
-        "resolve ≥ 1.30x at 80% power (too narrow: the batches of y scatter more than the seeds it redraws)."
+        "resolve ≥ 1.30x at 80% power ([1.15, 2.10] at 95%, from the seeds' noise); in 3 of its 1,000 draws an arm "
+        "had no finite critical batch (too narrow: the batches of y scatter more than the seeds it redraws)."
     )
     [y_claim] = [c for c in claims if c.startswith("y: critical")]
     assert "its batches scatter about the fit more than their reruns do (lack of fit p 0.010)" in y_claim
@@ -319,6 +320,38 @@ def test_the_bootstrap_ratio_resolves_a_tripled_b_noise_and_not_a_shared_one():
     assert 1 < same.resolvable < tripled.point  # it could have resolved the tripled arm's ratio
     arm = simulated_arm(600, np.random.default_rng(3))
     assert ladder.ratio(arm, reference, 0.95, draws=300) == ladder.ratio(arm, reference, 0.95, draws=300)  # seeded
+
+
+def test_draws_without_a_finite_critical_batch_open_the_ratios_end_when_more_than_its_tail():
+    """An arm near linear scaling on this ladder: some reseeded fits have B_noise = ∞, a ratio of ∞ that the se
+    leaves out. A few draws (under the tail) keep the se's end; more than the tail open it to ∞. Its smallest
+    resolvable ratio carries the interval of an se from 5 seeds."""
+    rng = np.random.default_rng(2)
+    reference, near_linear = simulated_arm(200, rng), simulated_arm(16000, rng, noise=0.15)
+    r = ladder.ratio(near_linear, reference, 0.95, draws=200)
+    assert math.isfinite(r.point) and r.low > 1 and math.isinf(r.high)
+    assert r.unbounded > 0.025 * r.draws * 2  # well past the tail, on any kernel path
+    low, high = r.resolvable_range
+    assert low < r.resolvable < high and high / low > 3  # 4 degrees of freedom: a wide interval
+    same = ladder.ratio(simulated_arm(200, rng), reference, 0.95, draws=200)
+    assert same.unbounded == 0 and math.isfinite(same.high)
+
+
+def test_where_the_medians_pass_1_2_x_linear_is_checked_against_the_fits_interval():
+    batches = (64, 128, 256, 512, 1024)
+    steps = [np.full(5, s) for s in (1000.0, 520.0, 280.0, 170.0, 130.0)]  # images / linear 1, 1.04, 1.12, 1.36
+    assert ladder.medians_cross(batches, steps) == (256.0, 512.0)
+    assert ladder.medians_cross(batches, steps[:3] + [np.full(5, 150.0), np.full(5, math.inf)]) == (512.0, 1024.0)
+    assert ladder.medians_cross(batches, [np.full(5, 1000.0 * 64 / b) for b in batches]) == (1024.0, math.inf)
+    assert all(v != v for v in ladder.medians_cross(batches, steps, "zero"))  # from batch 0: not measured
+    assert all(v != v for v in ladder.medians_cross(batches, [np.full(5, math.inf), *steps[1:]]))
+    check = ladder.Checks(batches, (math.nan,) * 5, (0,) * 5, (5,) * 5, (1.0,) * 5, medians_cross=(256.0, 512.0))
+    inside, below = ladder.Fit(800.0, 600.0, 1000.0, base=64.0), ladder.Fit(100.0, 80.0, 120.0, base=64.0)
+    assert inside.critical[1] < 512 and check.medians_text(inside) == ""  # [197, 277] meets (256, 512]
+    assert below.critical[2] < 256  # [93, 101]: the medians pass 1.2 above the whole interval
+    assert check.medians_text(below).startswith("the reruns' medians pass 1.2 x linear scaling between 256 and 512")
+    claims = tuning.scaling_claims({"x": below}, ["x"], None, {"x": {}}, {"x": check})
+    assert "outside the interval (the medians measure from the smallest batch's median" in claims[0]
 
 
 def test_the_bootstrap_ratio_covers_the_true_ratio_in_simulated_studies():

@@ -191,7 +191,7 @@ def test_the_noise_interval_covers_the_true_sd_95_percent_of_the_time():
     for _ in range(STUDIES):
         d = rng.normal(0.3, 1.0, 5)
         c = power.compare(d, np.zeros(5), [1, 2, 3, 4, 5], [1, 2, 3, 4, 5])
-        low, high = power.sd_interval(c)
+        low, high = power.sd_interval(c.df)
         sd = c.se * math.sqrt(c.n)
         covered += sd * low <= 1.0 <= sd * high
     assert 0.93 <= covered / STUDIES <= 0.97

@@ -60,6 +60,8 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 import pandas as pd
 
+from bench.analysis import power
+
 if TYPE_CHECKING:
     from bench.analysis.results import Study
     from bench.rundir import Run
@@ -270,6 +272,19 @@ class Checks:
     left_out: dict = field(default_factory=dict)  # batch -> the critical batch without it (nan: no fit)
     shifted: dict = field(default_factory=dict)  # target -> the critical batch there (nan: no fit; None: unknown)
     diverged: tuple[int, ...] = ()  # per batch: reruns that diverged (left out of the fit)
+    medians_cross: tuple[float, float] = (math.nan, math.nan)  # medians_cross(): where the medians pass 1.2 x linear
+
+    def medians_text(self, f: Fit) -> str:
+        """Where the reruns' medians pass EXCESS x linear scaling, in words, when that lies outside f's interval."""
+        below, above = self.medians_cross
+        _, low, high = f.critical
+        if below != below or (above >= low and below <= high):
+            return ""
+        where = f"above {below:,.0f}" if math.isinf(above) else f"between {below:,.0f} and {above:,.0f}"
+        return (
+            f"the reruns' medians pass {EXCESS:g} x linear scaling {where}, outside the interval (the medians "
+            "measure from the smallest batch's median, the fit from its curve: read the fitted steps beside them)"
+        )
 
     def outside(self, f: Fit) -> list[str]:
         """The robustness estimates outside f's interval, in words ('without 1,024: 136', 'at 79%: 120')."""
@@ -302,6 +317,18 @@ class Checks:
             for b, m, n, p in zip(self.batches, self.misses, self.reruns, self.misses_chance)
             if m and p < MISSES_ALPHA
         ]
+
+
+def medians_cross(batches, steps, linear_from: str = "smallest") -> tuple[float, float]:
+    """Where the reruns' median steps (per batch, ascending) first pass EXCESS x linear scaling from the smallest
+    batch's median: (the batch before, the first batch past it; inf: none passes it); nan where the smallest
+    batch's median missed or the sweep measures from batch 0."""
+    medians = [float(np.median(s)) if len(s) else math.nan for s in steps]
+    if linear_from != "smallest" or not math.isfinite(medians[0]):
+        return math.nan, math.nan
+    images = [m * b / (medians[0] * batches[0]) for b, m in zip(batches, medians)]
+    past = next((i for i, v in enumerate(images) if v > EXCESS), None)  # a missed median (inf) is past it
+    return (float(batches[-1]), math.inf) if past is None else (float(batches[past - 1]), float(batches[past]))
 
 
 def misses_chance(f: Fit, batch: float, budget: float, misses: int, reruns: int) -> float:
@@ -344,6 +371,9 @@ def checks(ladder: pd.DataFrame, f: Fit, shifted: dict | None = None, linear_fro
         left_out,
         moved,
         diverged,
+        medians_cross(
+            batches, [np.asarray(c, float) for c in cells_sorted["rerun_steps"]], linear_from
+        ),  # the column's
     )
 
 
@@ -356,8 +386,9 @@ def _critical_point(cells_of: pd.DataFrame, ladder: pd.DataFrame, linear_from: s
 
 @dataclass(frozen=True)
 class Ratio:
-    """X's critical batch over Y's: the point (the two fits'), the bootstrap interval at `level`, and the smallest
-    ratio (>= 1, either way) the comparison would resolve at 80% power."""
+    """X's critical batch over Y's: the point (the two fits'), the bootstrap interval at `level`, the smallest
+    ratio (>= 1, either way) the comparison would resolve at 80% power with its 95% interval (from the se's own
+    uncertainty), the draws that gave a ratio, and those among them where an arm had no finite critical batch."""
 
     point: float
     low: float
@@ -365,6 +396,14 @@ class Ratio:
     level: float
     resolvable: float
     draws: int
+    resolvable_range: tuple[float, float] = (math.nan, math.nan)
+    unbounded: int = 0
+
+    @property
+    def resolvable_text(self) -> str:
+        """'1.31x [1.18, 2.05]': the smallest resolvable ratio with its 95% interval."""
+        low, high = self.resolvable_range
+        return f"{ratio_text(self.resolvable)}x" + (f" [{ratio_text(low)}, {ratio_text(high)}]" if low == low else "")
 
     @property
     def word(self) -> str:
@@ -377,7 +416,10 @@ class Ratio:
 
 
 def ratio_text(value: float) -> str:
-    return "∞" if math.isinf(value) else f"{value:.2f}"
+    """'0.69', '593', '> 10,000', '∞': two decimals where they matter, none past 100, no digits past 10,000."""
+    if math.isinf(value):
+        return "∞"
+    return f"{value:.2f}" if value < 100 else f"{value:,.0f}" if value < 1e4 else "> 10,000"
 
 
 def _seeded(cells_of: pd.DataFrame) -> list[dict]:
@@ -418,18 +460,27 @@ def ratio(
     if len(logs) < draws / 2 or len(seeds) < 2:
         return None
     point, tail = fx.critical[0] / fy.critical[0], (1 - level) / 2
+    unbounded = int(np.isinf(logs).sum())
     if not 0 < point < math.inf:
         # an arm scales linearly on this ladder: its critical batch is bounded on one side only; so is the ratio
         end = float(np.exp(np.quantile(logs, tail if point else 1 - tail, method="inverted_cdf")))
-        return Ratio(point, end if point else 0.0, math.inf if point else end, level, math.nan, len(logs))
+        return Ratio(
+            point, end if point else 0.0, math.inf if point else end, level, math.nan, len(logs), unbounded=unbounded
+        )
     # a percentile interval from 5 seeds covers too rarely (the resampled spread is (n - 1) / n of the real one,
     # and its tails are normal): the log ratio's bootstrap sd, scaled by sqrt(n / (n - 1)), times Student's t on
     # n - 1 degrees of freedom (simulated coverage: docs/algorithms.md)
     n = len(seeds)
     se = float(np.std(logs[np.isfinite(logs)], ddof=1)) * math.sqrt(n / (n - 1))
     t = stats.t.ppf(1 - tail, n - 1)
-    resolvable = math.exp((t + stats.t.ppf(POWER, n - 1)) * se)
-    return Ratio(point, point * math.exp(-t * se), point * math.exp(t * se), level, resolvable, len(logs))
+    low, high = point * math.exp(-t * se), point * math.exp(t * se)
+    # a draw where an arm has no finite critical batch is a ratio of 0 or ∞, which the se leaves out: where more
+    # draws than the interval's tail are, the seeds do not bound the ratio on that side
+    low = 0.0 if np.mean(logs == -np.inf) > tail else low
+    high = math.inf if np.mean(logs == np.inf) > tail else high
+    z = t + stats.t.ppf(POWER, n - 1)
+    resolvable_range = tuple(math.exp(z * se * f) for f in power.sd_interval(n - 1))
+    return Ratio(point, low, high, level, math.exp(z * se), len(logs), resolvable_range, unbounded)
 
 
 def batch_text(value: float) -> str:

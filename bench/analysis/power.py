@@ -16,9 +16,10 @@ effect it could have detected (scipy.stats; no torch).
   standard deviations.
 - `family_alpha(alpha, m)`: the level Holm's first step applies to the smallest of m p-values, alpha / m: the
   level at which a family's MDE is honest (a difference must clear it to be declared at all).
-- `sd_interval(c)`: the 95% interval of the noise behind a comparison (the sd of the per-seed differences, or
-  Welch's pooled se scaled to one seed) from the chi-square distribution of its variance on df degrees of
-  freedom; an MDE is proportional to it, so an MDE from 5 differences carries this interval too.
+- `sd_interval(df)`: the 95% interval, as factors of the observed value, of a noise estimated on df degrees of
+  freedom (the sd of a comparison's per-seed differences, Welch's pooled se scaled to one seed, or a bootstrap's
+  se over n seeds on n − 1), from the chi-square distribution of its variance; an MDE is proportional to it, so
+  an MDE from 5 differences carries this interval too.
 - `median_interval(values, confidence)`: the distribution-free interval of a median from two order statistics,
   [x_(r), x_(n+1−r)], with its exact coverage 1 − 2 P(Bin(n, ½) < r): the largest r whose coverage reaches
   `confidence`, or r = 1 (the smallest to the largest) when none does (n = 5: 93.75%, never 95%). A miss (∞)
@@ -189,13 +190,13 @@ def family_alpha(m: int, alpha: float = ALPHA) -> float:
     return alpha / max(m, 1)
 
 
-def sd_interval(c: Comparison, confidence: float = 1 - ALPHA) -> tuple[float, float]:
-    """The factors (low, high) by which the true noise may differ from the observed one, at `confidence`
-    (chi-square on c.df degrees of freedom); the MDE's interval is the MDE times them."""
+def sd_interval(df: float, confidence: float = 1 - ALPHA) -> tuple[float, float]:
+    """The factors (low, high) by which the true noise may differ from one observed on `df` degrees of freedom, at
+    `confidence` (chi-square on df); an MDE's interval is the MDE times them."""
     from scipy import stats
 
     tail = (1 - confidence) / 2
-    return (math.sqrt(c.df / stats.chi2.ppf(1 - tail, c.df)), math.sqrt(c.df / stats.chi2.ppf(tail, c.df)))
+    return (math.sqrt(df / stats.chi2.ppf(1 - tail, df)), math.sqrt(df / stats.chi2.ppf(tail, df)))
 
 
 def holm(pvalues) -> list[float]:

@@ -585,7 +585,7 @@ def mde_cell(c: power.Comparison | None, detectable: float) -> Cell:
     """The MDE with its 95% interval from the uncertainty of the noise it was computed at (power.sd_interval)."""
     if c is None:
         return Cell(None, kind="pct")
-    low, high = power.sd_interval(c)
+    low, high = power.sd_interval(c.df)
     return Cell(detectable, kind="pct", ci=(detectable * low, detectable * high))
 
 
@@ -1013,7 +1013,7 @@ def plan(study: Study, baseline: str | None = None) -> Table:
     for r in rows:
         if r.c is None:
             continue
-        low, high = power.sd_interval(r.c)
+        low, high = power.sd_interval(r.c.df)
         sd_x, sd_y = (mean_std_n(cell["val_top1"])[1] for cell in (r.cx, r.cy))
         noise = r.c.se * math.sqrt(r.c.n) if r.c.test == "paired" else math.sqrt((sd_x**2 + sd_y**2) / 2)
         worst = dataclasses.replace(r.c, se=r.c.se * high)
@@ -1397,7 +1397,7 @@ def _crossing_text(fraction: float, lr: float) -> str:
 def _ratio_text(r: ladder.Ratio | None) -> str:
     if r is None:
         return "no ratio (an arm has no fit, or lacks reruns at some batch)"
-    return f"{r.text}); resolves ≥ {ladder.ratio_text(r.resolvable)}x"
+    return f"{r.text}); resolves ≥ {r.resolvable_text}"
 
 
 def _base_text(f: ladder.Fit) -> str:
@@ -1449,6 +1449,8 @@ def scaling_claims(
             words.append(check.targets_text())
         if check and check.unexplained():
             words.append("the fit does not explain " + "; ".join(check.unexplained()))
+        if check and check.medians_text(f):
+            words.append(check.medians_text(f))
         if check and check.diverged_text():
             words.append(check.diverged_text())
         if f.lack_of_fit_p < ladder.LACK_OF_FIT_ALPHA:
@@ -1476,8 +1478,16 @@ def scaling_claims(
             if unlocated:  # a ratio of critical batches the ladder does not locate is not read
                 word = f"not judged ({' and '.join(unlocated)}: critical batch not resolved)"
             else:
-                could = f"; could resolve ≥ {ladder.ratio_text(r.resolvable)}x at 80% power" * r.word.startswith("no ")
+                could = ""
+                if r.word.startswith("no ") and r.resolvable == r.resolvable:
+                    low, high = r.resolvable_range
+                    could = f"; could resolve ≥ {ladder.ratio_text(r.resolvable)}x at 80% power" + (
+                        f" ([{ladder.ratio_text(low)}, {ladder.ratio_text(high)}] at 95%, from the seeds' noise)"
+                        * (low == low)
+                    )
                 word = r.word + could
+                if r.unbounded:
+                    word += f"; in {r.unbounded:,} of its {r.draws:,} draws an arm had no finite critical batch"
                 scatter = [display(a) for a in (arm, reference) if fits[a].lack_of_fit_p < ladder.LACK_OF_FIT_ALPHA]
                 if scatter:  # the bootstrap redraws seeds, not the batches' selections
                     word += (
@@ -1626,7 +1636,7 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
         "reached: reruns that reached the target ('(k diverged)': reruns that diverged, which the fit leaves out: "
         "they stopped early and bound nothing); grid: the evaluation resolution (the largest over the reruns).",
         "images / linear: steps to result x batch over the smallest batch's (1 = perfect linear scaling: doubling "
-        "the batch halves the steps).",
+        "the batch halves the steps); where it passes 1.2 outside the critical batch's interval, the claim says so.",
         "crossing: where the reruns crossed the target in their schedule, medians over the reruns that reached it: "
         "the crossing step over the run's planned steps, and the learning rate at that evaluation over the recipe's "
         f"peak (from each run's {RECIPE} and {METRICS}). Under a schedule that decays over the budget, small "
@@ -1658,14 +1668,19 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
         f"batch left out (column 'without this batch') and at the targets {ladder.TARGET_SHIFT:g} point below and "
         "above the declared one (read from the reruns' evaluations: before the last, on the val subset of "
         "eval.curve_images where the recipe sets it, a crossing the target's full-val confirmation does not check; "
-        "above only where the reruns went on past the target); 'not robust' when one falls outside the interval.",
+        "above only where the reruns went on past the target); 'not robust' when one falls outside the interval; "
+        "and the batches between which the images / linear column passes 1.2 where they lie outside it.",
         "The last rows divide each arm's critical batch by the reference arm's: the point from the two fits, the "
         f"interval from {ladder.BOOTSTRAP_DRAWS:,} seed-paired bootstrap draws (the same seeds, drawn with "
         "replacement, in every cell of both arms; both refitted at the selected points): the point times exp(± t "
         "se), se the draws' standard deviation of log ratios scaled by sqrt(n / (n - 1)), t Student's on n - 1 "
         "degrees of freedom for n seeds, at 95% Bonferroni-corrected over the m arms compared with the reference "
         f"(1 − 0.05/m, m = {max(len(ratio_of), 1)}); 'resolves ≥ R x': the smallest ratio (either way) it would "
-        "resolve with 80% power, exp((t_level + t_80%) se). Its coverage in simulated ladders: docs/algorithms.md.",
+        "resolve with 80% power, exp((t_level + t_80%) se), [95%] its interval from the se's own uncertainty "
+        "(chi-square on n - 1 degrees of freedom, as the verdict's MDE). A draw where an arm has no finite critical "
+        "batch (its reseeded fit scales linearly) is a ratio of 0 or ∞ the se leaves out; where more draws than "
+        "the interval's tail are, that end is 0 or ∞, and the claim counts them. Its coverage in simulated "
+        "ladders: docs/algorithms.md.",
         f"B_simple: the simple gradient noise scale tr(Σ)/|G|² (McCandlish et al. 2018) over the steps each rerun "
         f"started within epochs {NOISE_WINDOW[0]:g} to {NOISE_WINDOW[1]:g} of the training set (the same images at "
         "every batch; a run that stopped before the window's end has none), median over the reruns; '—': no rerun "
