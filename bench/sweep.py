@@ -24,7 +24,8 @@ A sweep file names a base recipe and crosses optimizer "arms" with global batche
     reruns: {seeds: [1, 2, 3], top: 2, matched: [[vrgd_lars, lars]]}
     local: {key: optimizer.lr, factor: 1.41421, steps: 1, extend: 2}   # a local stage (default: none)
     primary: {reference: lars}              # the verdict's declared question: every arm against lars, or
-                                            # {pairs: [[vrgd_lars, lars]]} (default: VRGD-LARS against LARS)
+                                            # {pairs: [[vrgd_lars, lars]]} (default: VRGD-LARS against LARS);
+                                            # control: [128], batches where it expects no difference
     scaling: {linear_from: smallest}        # the critical batch's linear scaling: smallest batch | zero
 
 Trials are ordinary runs: the base recipe with the overrides, the batch, the budget and the
@@ -227,6 +228,11 @@ class Primary(Strict):
 
     reference: str | None = Field(None, description="every other arm against this one")
     pairs: list[Pair] = Field(default_factory=list, description="pairs [X, Y] of arms, X against Y")
+    control: list[PositiveInt] = Field(
+        default_factory=list,
+        description="batches where the question expects no difference (a control): tested and corrected with the "
+        "others, named so, and left out of the exploratory average over the batches",
+    )
 
     @model_validator(mode="after")
     def _one(self):
@@ -305,6 +311,9 @@ class SweepSpec(Strict):
             for x, y in pairs:
                 if x == y:
                     raise ValueError(f"primary.pairs: [{x}, {y}] compares an arm with itself")
+            for b in self.primary.control:
+                if b not in self.batches:
+                    raise ValueError(f"primary.control: {b} is not in batches ({', '.join(map(str, self.batches))})")
         if self.local is not None:
             for label, arm in self.arms.items():
                 axis = arm.space.get(self.local.key)

@@ -91,6 +91,11 @@ BAD = [
     ),
     ("primary naming no arm", SWEEP + "primary: {reference: adamw}\n", ["primary.reference: 'adamw' is not an arm"]),
     ("primary with both", SWEEP + "primary: {reference: lars, pairs: [[sgd, lars]]}\n", ["give one of reference"]),
+    (
+        "control batch not swept",
+        SWEEP + "primary: {reference: lars, control: [96]}\n",
+        ["primary.control: 96 is not in batches"],
+    ),
     ("holdout selection without a holdout", SWEEP + "set: {data.holdout: 0}\n", ["select.split", "holdout"]),
     (
         "steps selected on the holdout",

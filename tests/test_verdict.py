@@ -176,6 +176,33 @@ def families(root, baseline=None) -> dict:
     return {key: row["family"] for key, row in rows.items() if key[0] == 100}, table
 
 
+def test_a_declared_control_batch_is_named_kept_in_its_family_and_left_out_of_the_average(tmp_path):
+    """`primary: {reference: lars, control: [100]}` (the gap study's small batch, where the paper expects no
+    difference): its comparisons are tested and Holm-corrected with the family as declared, read 'primary
+    (control)' in the table and '(control)' in the claims, and the exploratory average over the batches leaves
+    them out (one batch left: no average). Without the key, the average is over both batches."""
+    three_arms(tmp_path, "{reference: lars, control: [100]}")
+    rows, table = verdict_rows(tmp_path)
+    assert rows[(100, "VRGD-LARS", "LARS")]["family"] == "primary (control)"
+    assert rows[(200, "VRGD-LARS", "LARS")]["family"] == "primary"
+    secondary = [v["family"] for k, v in rows.items() if k[0] == 100 and "LARS" not in k[1:]]
+    assert secondary == ["secondary"]  # VRGD-LARS against Nesterov SGD: not a declared pair
+    assert not [key for key in rows if key[0] == "all (pooled)"]
+    assert any(c.startswith("VRGD-LARS − LARS val Top-1 at batch 100 (control): ") for c in table.claims)
+    assert any(c.startswith("VRGD-LARS − LARS val Top-1 at batch 200: ") for c in table.claims)
+    assert "'primary (control)' at the batches the sweep declares a control" in " ".join(table.notes)
+    study = results.load_study([tmp_path])
+    control = [p for p in tuning.pairs_of(study, tuning.cells(study)) if p.control]
+    assert {(p.batch, p.x) for p in control} == {(100, "vrgd_lars"), (100, "nesterov")}
+    assert {p.alpha for p in control} == {0.05 / 2}  # corrected over both batches, as declared
+
+    plain = tmp_path / "plain"
+    three_arms(plain, "{reference: lars}")
+    rows, table = verdict_rows(plain)
+    assert rows[("all (pooled)", "VRGD-LARS", "LARS")]["family"] == "exploratory"
+    assert "(control)" not in " ".join(table.notes + table.claims)
+
+
 def test_the_primary_family_is_the_sweep_files_or_the_baselines_and_its_mde_follows(tmp_path):
     three_arms(tmp_path, "{reference: nesterov}")
     study = results.load_study([tmp_path])

@@ -119,18 +119,18 @@ BEST_RECIPE = "of the recipe with the highest mean final val Top-1 for each opti
 
 
 def plot_curves(
-    study: Study, groups: pd.DataFrame, order: list[str], title: str, which: str = BEST_RECIPE
+    study: Study, groups: pd.DataFrame, order: list[str], title: str, which: str = BEST_RECIPE, target: bool = True
 ) -> plt.Figure:
     """Val (solid) and train-eval (dashed) Top-1 against epochs, a panel per global batch, a line per group (its
     `optimizer`, one of `order`, colours it; its `runs` are its seeds); `title`: the setting, and `which`: the
-    groups drawn, for the caption."""
+    groups drawn, for the caption; `target`: draw the recipes' target (not where the question is the final Top-1)."""
     batches = sorted(set(groups["global_batch"]))
     ncols = columns(len(batches), 4)
     nrows = math.ceil(len(batches) / ncols)
     fig, axes = plt.subplots(
         nrows, ncols, figsize=size(True, 1.9 * nrows + 0.9), sharey=True, squeeze=False, layout="constrained"
     )
-    target = groups["target_top1"].iloc[0]
+    target_top1 = groups["target_top1"].iloc[0]
     any_diverged = False
     for ax, b in zip(axes.flat, batches):
         for _, g in groups[groups["global_batch"] == b].iterrows():
@@ -145,7 +145,8 @@ def plot_curves(
                 last = study.curves_of([run]).tail(1)
                 ax.plot(last["epoch"], last["val_top1"], "x", color=c, markersize=6, markeredgewidth=1.5)
                 any_diverged |= bool(len(last))
-        ax.axhline(target, color="0.4", linestyle=":", linewidth=1)
+        if target:
+            ax.axhline(target_top1, color="0.4", linestyle=":", linewidth=1)
         ax.set_title(f"global batch {batch_label(b)}", fontsize="medium")
     for ax in axes.flat[len(batches) :]:
         ax.set_visible(False)
@@ -159,15 +160,17 @@ def plot_curves(
     handles += [
         Line2D([], [], color="k", label="val"),
         Line2D([], [], color="k", linestyle="--", label="train-eval"),
-        Line2D([], [], color="0.4", linestyle=":", label=f"target {target:g}%"),
     ]
+    if target:
+        handles.append(Line2D([], [], color="0.4", linestyle=":", label=f"target {target_top1:g}%"))
     if any_diverged:
         handles.append(Line2D([], [], color="k", marker="x", linestyle="", label="diverged (run's last eval)"))
     fig.suptitle("Top-1 during training")
     caption(
         fig,
         f"Top-1 during training: {title}. Val Top-1 (solid) and train-eval Top-1 (dashed) against epochs, a panel per "
-        f"global batch, the mean over seeds with a ± 1 sample std band, {which}; dotted: the target."
+        f"global batch, the mean over seeds with a ± 1 sample std band, {which}"
+        + ("; dotted: the target." if target else ".")
         + (" x: a diverged run's last evaluation." if any_diverged else ""),
     )
     legend_below(fig, handles, ncol=6)

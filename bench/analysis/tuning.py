@@ -397,6 +397,17 @@ class Pair:
     gap: power.Comparison | None = None  # the generalization gap's test, the same pairing; None for a speed pair
     gap_p_holm: float = math.nan  # Holm within the same family, the gap's tests on their own
     gap_alpha: float = power.ALPHA
+    control: bool = False  # a primary pair at a batch its sweep declares a control (primary.control)
+
+    @property
+    def family_text(self) -> str:
+        """The family as the tables print it: 'primary', 'primary (control)' or 'secondary'."""
+        return f"{self.family} (control)" if self.control else self.family
+
+    @property
+    def subject(self) -> str:
+        """'at batch 2048', 'at batch 128 (control)': where a claim's comparison was made."""
+        return f"at batch {self.batch}" + " (control)" * self.control
 
     @property
     def speed(self) -> bool:
@@ -434,6 +445,12 @@ def declared_reference(study: Study) -> str | None:
     return references.pop() if len(references) == 1 else None
 
 
+def control_batches(study: Study) -> set[int]:
+    """The batches the sweep files declare a control of their question (`primary.control`): where it expects no
+    difference."""
+    return {int(b) for p in _declared(study) for b in p.get("control") or ()}
+
+
 def primary_pairs(study: Study, names: list[str], baseline: str | None = None) -> tuple[list[tuple[str, str]], str]:
     """The primary family's pairs (X, Y) among the arms `names`, and what declared them: each arm against
     `baseline` (--baseline); else the sweep files' `primary` (each arm against its reference, or its pairs); else
@@ -467,6 +484,7 @@ def pairs_of(study: Study, table_cells: pd.DataFrame, baseline: str | None = Non
     check_arm(baseline, names)
     primary, _ = primary_pairs(study, names, baseline)
     asked = {frozenset(p): p for p in primary}  # a declared pair reads as it was asked (X against Y)
+    control = set() if baseline else control_batches(study)
     if baseline:
         wanted = primary
     else:  # every pair, in the arms' order
@@ -479,6 +497,7 @@ def pairs_of(study: Study, table_cells: pd.DataFrame, baseline: str | None = Non
                 cx, cy = by_arm[x], by_arm[y]
                 family = "primary" if frozenset((x, y)) in asked else "secondary"
                 pair = Pair(int(batch), x, y, cx, cy, family, None)
+                pair.control = family == "primary" and int(batch) in control
                 if not pair.speed:
                     pair.c = power.compare(cx["val_top1"], cy["val_top1"], cx["seeds"], cy["seeds"])
                     pair.gap = power.compare(cx["gap_top1"], cy["gap_top1"], cx["seeds"], cy["seeds"])
@@ -594,7 +613,7 @@ def verdict_claim(r: Pair, word: str) -> str:
     attained coverage (speed), or the Top-1 difference's uncorrected 95% interval, then the verdict word."""
     if r.speed:
         ratio = steps_ratio_of(r.cx, r.cy, 1 - r.alpha)
-        subject = f"{display(r.x)} / {display(r.y)} steps to target at batch {r.batch}"
+        subject = f"{display(r.x)} / {display(r.y)} steps to target {r.subject}"
         if not ratio.number:
             return claim(subject, word)
         level = f"{power.coverage_text(ratio.ratio.coverage)} interval [{ratio.ratio.low:.2f}, {ratio.ratio.high:.2f}]"
@@ -604,7 +623,7 @@ def verdict_claim(r: Pair, word: str) -> str:
         return claim(
             subject, conclusion, (ratio.ratio.low, ratio.ratio.high), power.coverage_text(ratio.ratio.coverage)
         )
-    subject = f"{display(r.x)} − {display(r.y)} val Top-1 at batch {r.batch}"
+    subject = f"{display(r.x)} − {display(r.y)} val Top-1 {r.subject}"
     if r.c is None:
         return claim(subject, word)
     return claim(subject, word, (r.c.low, r.c.high), f"{CONFIDENCE:.0%}, uncorrected", "pct", " pp")
@@ -655,7 +674,7 @@ def verdict(study: Study, baseline: str | None = None) -> Table:
         word = near_tie_word(r, selection_word(r, r.cx, r.cy, family), family)
         table.claims.append(verdict_claim(r, word))
         if gap:
-            subject = f"{display(r.x)} − {display(r.y)} generalization gap at batch {r.batch}"
+            subject = f"{display(r.x)} − {display(r.y)} generalization gap {r.subject}"
             table.claims.append(
                 claim(subject, gap_word(r), (gap.low, gap.high), f"{CONFIDENCE:.0%}, uncorrected", "pct", " pp")
             )
@@ -664,7 +683,7 @@ def verdict(study: Study, baseline: str | None = None) -> Table:
                 r.batch,
                 display(r.x),
                 display(r.y),
-                r.family,
+                r.family_text,
                 *(
                     Cell(None, note="not compared (speed)") if r.speed else _rerun_cell(cell, "val_top1")
                     for cell in (r.cx, r.cy)
@@ -688,7 +707,7 @@ def verdict(study: Study, baseline: str | None = None) -> Table:
     names = arms(sweep_runs(study))
     primary, source = primary_pairs(study, names, baseline)
     for x, y in primary:  # each primary pair's average over the batches
-        tests = [r for r in rows if (r.x, r.y) == (x, y)]
+        tests = [r for r in rows if (r.x, r.y) == (x, y) and not r.control]  # a control is another question
         pooled = power.pooled([r.c for r in tests]) if len(tests) > 1 else None
         if pooled is None:
             continue
@@ -744,7 +763,14 @@ def verdict(study: Study, baseline: str | None = None) -> Table:
         "claim each, its interval uncorrected.",
         f"p: the test's two-sided p-value; p Holm: adjusted by Holm's step-down method within the family, 'primary' "
         f"= {primary_text(primary, names)} at each batch ({source}), each pair a family of its own over the batches "
-        "(a declared question each), 'secondary' = every other comparison in this table, one family; 'exploratory' = a primary pair's average difference over the batches with the pooled sd of its "
+        "(a declared question each)"
+        + (
+            ", 'primary (control)' at the batches the sweep declares a control (primary.control: where the question "
+            "expects no difference; tested and corrected with its family, left out of the exploratory average)"
+            * any(r.control for r in rows)
+        )
+        + ", 'secondary' = every other comparison in this table, one family; 'exploratory' = a primary pair's "
+        "average difference over the batches with the pooled sd of its "
         "per-seed differences (power.pooled: assumes equal noise at every batch; another question than the declared "
         "one, so not in its family and not Holm-adjusted; MDE at α = 0.05).",
         "verdict (on val Top-1): 'X better' / 'Y better' when p Holm < 0.05; else 'within noise (could detect ≥ MDE "
@@ -1029,7 +1055,7 @@ def plan(study: Study, baseline: str | None = None) -> Table:
                 r.batch,
                 display(r.x),
                 display(r.y),
-                r.family,
+                r.family_text,
                 m,
                 Cell(r.alpha, kind="p"),
                 r.c.n,
