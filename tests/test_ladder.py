@@ -356,13 +356,15 @@ def test_where_the_medians_pass_1_2_x_linear_is_checked_against_the_fits_interva
 
 def test_the_bootstrap_ratio_covers_the_true_ratio_in_simulated_studies():
     """A small version of docs/algorithms.md's simulation: two arms with the same B_noise, 5 seeds at 64-1,024,
-    8% lognormal noise; the 95% interval holds the true ratio 1 in at least 34 of 40 studies."""
+    8% lognormal noise; the 95% interval holds the true ratio 1 in at least 72 of 80 studies (77 here). Many
+    studies of few draws rather than the reverse: at a true 85% coverage this fails 87% of the time (34 of 40
+    failed it 39% of the time), at 95% it passes 98% of the time."""
     rng = np.random.default_rng(2027)
     covered = 0
-    for _ in range(40):
-        r = ladder.ratio(simulated_arm(500, rng), simulated_arm(500, rng), 0.95, draws=200)
+    for _ in range(80):
+        r = ladder.ratio(simulated_arm(500, rng), simulated_arm(500, rng), 0.95, draws=100)
         covered += r.low <= 1 <= r.high
-    assert covered >= 34
+    assert covered >= 72
 
 
 def test_an_arms_fit_does_not_depend_on_the_other_arms(tree):

@@ -173,7 +173,7 @@ def profile(batches, steps, ran, grids) -> Profile:
     logs, at = np.log(middle[reached]), b[reached]
     pure = sum(float(((logs[at == v] - logs[at == v].mean()) ** 2).sum()) for v in np.unique(at))
     pure_df = int(reached.sum()) - len(np.unique(at))
-    lof_df = df - pure_df if costing > 2 else 0
+    lof_df = df - pure_df  # pure_df >= 1 needs a batch with two reached reruns, so costing > 2 and df is exact
     if lof_df >= 1 and pure_df >= 1 and pure > 0:
         from scipy import stats
 
