@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from bench.analysis import ladder, results, tuning, tuning_plots
 from tests.helpers import make_run
@@ -323,35 +324,61 @@ def test_the_bootstrap_ratio_resolves_a_tripled_b_noise_and_not_a_shared_one():
 
 
 def test_draws_without_a_finite_critical_batch_open_the_ratios_end_when_more_than_its_tail():
-    """An arm near linear scaling on this ladder: some reseeded fits have B_noise = ∞, a ratio of ∞ that the se
-    leaves out. A few draws (under the tail) keep the se's end; more than the tail open it to ∞. Its smallest
-    resolvable ratio carries the interval of an se from 5 seeds."""
+    """An arm near linear scaling on this ladder: some reseeded fits have B_noise = ∞, a ratio of ∞ (0 with the
+    arms swapped: a log of 0 crashed the table) that the se leaves out. More such draws than the tail make the
+    interval the draws' percentiles, open at that end, without a resolvable ratio."""
     rng = np.random.default_rng(2)
     reference, near_linear = simulated_arm(200, rng), simulated_arm(16000, rng, noise=0.15)
     r = ladder.ratio(near_linear, reference, 0.95, draws=200)
     assert math.isfinite(r.point) and r.low > 1 and math.isinf(r.high)
-    assert r.unbounded > 0.025 * r.draws * 2  # well past the tail, on any kernel path
-    low, high = r.resolvable_range
-    assert low < r.resolvable < high and high / low > 3  # 4 degrees of freedom: a wide interval
-    same = ladder.ratio(simulated_arm(200, rng), reference, 0.95, draws=200)
-    assert same.unbounded == 0 and math.isfinite(same.high)
+    assert r.unbounded > 0.025 * r.draws * 2  # well past the tail, on any kernel path (29 here)
+    assert r.resolvable != r.resolvable and tuning._ratio_text(r).endswith("(95.0%)")  # no resolvable ratio
+    swapped = ladder.ratio(reference, near_linear, 0.95, draws=200)
+    assert swapped.low == 0 and swapped.high < 1 and swapped.unbounded == r.unbounded
+    assert swapped.point == pytest.approx(1 / r.point)
+
+
+def test_the_ratio_interval_from_its_draws():
+    """ladder.ratio_interval on hand-made log ratios: draws of ±∞ within the tail leave the se's interval (from
+    the finite draws) and its resolvable ratio with the chi-square interval of an se from 5 seeds; past the tail,
+    the percentiles; a point of ∞ keeps its end open."""
+    finite = np.log(np.linspace(0.8, 1.25, 196))
+    few = np.concatenate([finite, [np.inf] * 4])  # 2% of 200: within the 2.5% tail
+    low, high, resolvable, (r_low, r_high) = ladder.ratio_interval(few, 0.0, 0.95, 5)
+    se = np.std(finite, ddof=1) * math.sqrt(5 / 4)
+    t, z = stats.t.ppf(0.975, 4), stats.t.ppf(0.975, 4) + stats.t.ppf(0.8, 4)
+    assert (low, high) == pytest.approx((math.exp(-t * se), math.exp(t * se)))
+    assert resolvable == pytest.approx(math.exp(z * se)) and r_low < resolvable < r_high
+    assert r_high == pytest.approx(math.exp(z * se * math.sqrt(4 / stats.chi2.ppf(0.025, 4))))
+    many = np.concatenate([finite, [np.inf] * 10, [-np.inf] * 2])  # 4.8% past the tail above; 1% below
+    low, high, resolvable, _ = ladder.ratio_interval(many, 0.0, 0.95, 5)
+    assert math.isinf(high) and 0 < low == pytest.approx(np.exp(np.quantile(many, 0.025, method="inverted_cdf")))
+    assert resolvable != resolvable
+    low, high, _, _ = ladder.ratio_interval(finite, math.inf, 0.95, 5)  # the point is ∞: its end stays open
+    assert math.isinf(high) and 0 < low < 1
 
 
 def test_where_the_medians_pass_1_2_x_linear_is_checked_against_the_fits_interval():
     batches = (64, 128, 256, 512, 1024)
-    steps = [np.full(5, s) for s in (1000.0, 520.0, 280.0, 170.0, 130.0)]  # images / linear 1, 1.04, 1.12, 1.36
+    steps = [np.full(5, s) for s in (1000.0, 520.0, 280.0, 170.0, 130.0)]  # images / linear 1, 1.04, 1.12, 1.36, 2.08
     assert ladder.medians_cross(batches, steps) == (256.0, 512.0)
-    assert ladder.medians_cross(batches, steps[:3] + [np.full(5, 150.0), np.full(5, math.inf)]) == (512.0, 1024.0)
+    assert ladder.medians_cross(batches, steps[:3] + [np.full(5, 140.0), np.full(5, math.inf)]) == (512.0, 1024.0)
     assert ladder.medians_cross(batches, [np.full(5, 1000.0 * 64 / b) for b in batches]) == (1024.0, math.inf)
+    no_reruns = [steps[0], steps[1], np.array([]), steps[3], steps[4]]  # 256 has no median: 128 is the last below
+    assert ladder.medians_cross(batches, no_reruns) == (128.0, 512.0)
     assert all(v != v for v in ladder.medians_cross(batches, steps, "zero"))  # from batch 0: not measured
     assert all(v != v for v in ladder.medians_cross(batches, [np.full(5, math.inf), *steps[1:]]))
     check = ladder.Checks(batches, (math.nan,) * 5, (0,) * 5, (5,) * 5, (1.0,) * 5, medians_cross=(256.0, 512.0))
     inside, below = ladder.Fit(800.0, 600.0, 1000.0, base=64.0), ladder.Fit(100.0, 80.0, 120.0, base=64.0)
     assert inside.critical[1] < 512 and check.medians_text(inside) == ""  # [197, 277] meets (256, 512]
     assert below.critical[2] < 256  # [93, 101]: the medians pass 1.2 above the whole interval
-    assert check.medians_text(below).startswith("the reruns' medians pass 1.2 x linear scaling between 256 and 512")
+    assert check.medians_text(below).startswith(
+        "the images / linear column (the reruns' medians) passes 1.2 between 256 and 512, outside the interval"
+    )
     claims = tuning.scaling_claims({"x": below}, ["x"], None, {"x": {}}, {"x": check})
-    assert "outside the interval (the medians measure from the smallest batch's median" in claims[0]
+    assert "outside the interval (the column measures from the smallest batch's median" in claims[0]
+    never = dataclasses.replace(check, medians_cross=(1024.0, math.inf))
+    assert never.medians_text(below).startswith("the images / linear column (the reruns' medians) stays at or under")
 
 
 def test_the_bootstrap_ratio_covers_the_true_ratio_in_simulated_studies():

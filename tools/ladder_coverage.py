@@ -1,6 +1,7 @@
 """Coverage of the scaling table's intervals in simulated ladders (docs/algorithms.md quotes its output):
 
     OMP_NUM_THREADS=1 python tools/ladder_coverage.py [--ladder committed|field] [--studies 300] [--draws 200]
+        [--only fit|ratio]
 
 No training: steps to result are drawn about S(B) = S_min (1 + B_noise / B) with 8% lognormal noise, 5 seeds a batch,
 read on the study's evaluation grid, a miss where they exceed the batch's budget. Two ladders: the committed one
@@ -12,7 +13,9 @@ offsets (each batch's 5 reruns share one lognormal offset of 6%, as a selected l
 them together). For each: how often the critical batch's 95% profile interval holds the true one (20% above linear
 scaling from 64, the model's curve), its median estimate over the truth, how often the lack-of-fit test fires,
 how often the checks flag the fit (not robust, or misses the fit does not explain) and the coverage of the studies
-they do not flag; and how often the seed-paired bootstrap ratio of two arms holds the true ratio."""
+they do not flag; and how often the seed-paired bootstrap ratio of two arms holds the true ratio, and how often
+the 95% interval of its smallest resolvable ratio holds the true one (exp(z sd), sd the log ratio's spread over
+the studies)."""
 
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ import argparse
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from bench.analysis import ladder
 
@@ -75,8 +79,17 @@ def main() -> None:
     parser.add_argument("--ladder", choices=sorted(LADDERS), default="committed")
     parser.add_argument("--studies", type=int, default=300)
     parser.add_argument("--draws", type=int, default=200)
+    parser.add_argument("--only", choices=["fit", "ratio"], help="one of the two tables (default: both)")
     args = parser.parse_args()
     rng = np.random.default_rng(2026)
+    if args.only != "ratio":
+        fit_table(args, rng)
+    if args.only != "fit":
+        ratio_table(args, rng)
+    print(f"\n{args.studies} studies a row ({args.studies // 2} for the ratios, {args.draws} bootstrap draws each).")
+
+
+def fit_table(args, rng) -> None:
     top = f"{LADDERS[args.ladder][0][-1]:,}"
     print(
         f"| world | B_noise | critical batch (from 64) | interval covers | median estimate / truth | misses at {top} "
@@ -104,13 +117,20 @@ def main() -> None:
                 f"{flagged / args.studies:.1%} | "
                 + (f"{clean_covered / (args.studies - flagged):.1%} |" if flagged < args.studies else "— |")
             )
+
+
+def ratio_table(args, rng) -> None:
     level = LADDERS[args.ladder][-1]
     print()
-    print(f"| world | B_noise X / reference | true ratio | {level:.2%} interval covers | median resolvable ratio |")
-    print("|---|---|---:|---:|---:|")
+    print(
+        f"| world | B_noise X / reference | true ratio | {level:.2%} interval covers | median resolvable ratio "
+        "| true resolvable ratio | its 95% interval covers |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|")
+    z = stats.t.ppf(1 - (1 - level) / 2, 4) + stats.t.ppf(ladder.POWER, 4)  # 5 seeds
     for world, (stall, offset) in WORLDS.items():
         for bx, by in ((500.0, 500.0), (1000.0, 500.0)):
-            covered, resolvable = 0, []
+            covered, resolvable, points, ranges = 0, [], [], []
             studies = args.studies // 2
             for _ in range(studies):
                 x, y = (arm(args.ladder, b, rng, stall, offset) for b in (bx, by))
@@ -118,11 +138,15 @@ def main() -> None:
                 truth = critical(bx) / critical(by)
                 covered += r is not None and r.low <= truth <= r.high
                 resolvable.append(r.resolvable if r else np.nan)
+                if r is not None and 0 < r.point < np.inf:
+                    points.append(np.log(r.point))
+                    ranges.append(r.resolvable_range)
+            true_resolvable = float(np.exp(z * np.std(points, ddof=1)))  # the se the studies' spread says
+            held = np.mean([low <= true_resolvable <= high for low, high in ranges])
             print(
                 f"| {world} | {bx:,.0f} / {by:,.0f} | {critical(bx) / critical(by):.2f} | {covered / studies:.1%} | "
-                f"{np.nanmedian(resolvable):.2f} |"
+                f"{np.nanmedian(resolvable):.2f} | {true_resolvable:.2f} | {held:.1%} |"
             )
-    print(f"\n{args.studies} studies a row ({args.studies // 2} for the ratios, {args.draws} bootstrap draws each).")
 
 
 if __name__ == "__main__":

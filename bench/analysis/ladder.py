@@ -280,10 +280,14 @@ class Checks:
         _, low, high = f.critical
         if below != below or (above >= low and below <= high):
             return ""
-        where = f"above {below:,.0f}" if math.isinf(above) else f"between {below:,.0f} and {above:,.0f}"
+        where = (
+            f"stays at or under {EXCESS:g} up to {below:,.0f}"
+            if math.isinf(above)
+            else f"passes {EXCESS:g} between {below:,.0f} and {above:,.0f}"
+        )
         return (
-            f"the reruns' medians pass {EXCESS:g} x linear scaling {where}, outside the interval (the medians "
-            "measure from the smallest batch's median, the fit from its curve: read the fitted steps beside them)"
+            f"the images / linear column (the reruns' medians) {where}, outside the interval (the column measures "
+            "from the smallest batch's median, the fit from its curve: read the fitted steps beside it)"
         )
 
     def outside(self, f: Fit) -> list[str]:
@@ -328,7 +332,8 @@ def medians_cross(batches, steps, linear_from: str = "smallest") -> tuple[float,
         return math.nan, math.nan
     images = [m * b / (medians[0] * batches[0]) for b, m in zip(batches, medians)]
     past = next((i for i, v in enumerate(images) if v > EXCESS), None)  # a missed median (inf) is past it
-    return (float(batches[-1]), math.inf) if past is None else (float(batches[past - 1]), float(batches[past]))
+    below = max(i for i, v in enumerate(images[:past]) if v == v)  # the last batch before with a median
+    return float(batches[below]), math.inf if past is None else float(batches[past])
 
 
 def misses_chance(f: Fit, batch: float, budget: float, misses: int, reruns: int) -> float:
@@ -416,7 +421,10 @@ class Ratio:
 
 
 def ratio_text(value: float) -> str:
-    """'0.69', '593', '> 10,000', '∞': two decimals where they matter, none past 100, no digits past 10,000."""
+    """'0.69', '593', '> 10,000', '∞', '—' (none): two decimals where they matter, none past 100, no digits past
+    10,000."""
+    if value != value:
+        return "—"
     if math.isinf(value):
         return "∞"
     return f"{value:.2f}" if value < 100 else f"{value:,.0f}" if value < 1e4 else "> 10,000"
@@ -436,8 +444,6 @@ def ratio(
 ) -> Ratio | None:
     """X's critical batch over Y's (their cells), by the seed-paired bootstrap (module docstring); None unless both
     arms' selected fits are found. The generator is seeded (0), so the table repeats."""
-    from scipy import stats
-
     fx, fy = (fit_ladder(c.assign(near_tie=False), linear_from) for c in (x, y))
     if not (fx.found and fy.found):
         return None
@@ -446,7 +452,7 @@ def ratio(
     cx, cy = _seeded(x), _seeded(y)
     seeds = sorted({s for cells in (cx, cy) for cell in cells for s in cell})
     rng = np.random.default_rng(0)
-    logs = []
+    logs, unbounded = [], 0
     for _ in range(draws):
         drawn = rng.choice(seeds, size=len(seeds))
         pair = []
@@ -454,33 +460,49 @@ def ratio(
             reruns = [cell[s] for cell in cells for s in drawn if s in cell]
             f = fit(*zip(*reruns), base=base) if reruns else NO_FIT
             pair.append(f.critical[0] if f.found else math.nan)
-        logs.append(math.log(pair[0] / pair[1]) if all(v == v for v in pair) else math.nan)
+        unbounded += any(math.isinf(v) for v in pair)
+        logs.append(_log_ratio(*pair))
     logs = np.asarray(logs)
-    logs = logs[~np.isnan(logs)]  # a draw whose seeds leave an arm without a fit counts for neither end
+    logs = logs[~np.isnan(logs)]  # a draw that leaves an arm without a fit, or both unbounded, bounds neither end
     if len(logs) < draws / 2 or len(seeds) < 2:
         return None
-    point, tail = fx.critical[0] / fy.critical[0], (1 - level) / 2
-    unbounded = int(np.isinf(logs).sum())
-    if not 0 < point < math.inf:
-        # an arm scales linearly on this ladder: its critical batch is bounded on one side only; so is the ratio
-        end = float(np.exp(np.quantile(logs, tail if point else 1 - tail, method="inverted_cdf")))
-        return Ratio(
-            point, end if point else 0.0, math.inf if point else end, level, math.nan, len(logs), unbounded=unbounded
-        )
+    point = _log_ratio(fx.critical[0], fy.critical[0])
+    low, high, resolvable, resolvable_range = ratio_interval(logs, point, level, len(seeds))
+    return Ratio(math.exp(point), low, high, level, resolvable, len(logs), resolvable_range, unbounded)
+
+
+def _log_ratio(x: float, y: float) -> float:
+    """log(x / y) of two critical batches: +∞ where only x has none finite (B_noise = ∞), -∞ where only y has; nan
+    where neither has one, or either has no fit."""
+    if x != x or y != y or math.isinf(x) and math.isinf(y):
+        return math.nan
+    return math.log(x) - math.log(y)
+
+
+def ratio_interval(logs: np.ndarray, point: float, level: float, n: int) -> tuple[float, float, float, tuple]:
+    """(low, high) of a ratio at `level` from its bootstrap's log ratios `logs` (±∞: a draw where one arm has no
+    finite critical batch) and the log of its point, with n seeds; then the smallest ratio it would resolve at 80%
+    power and that ratio's 95% interval (nan where the interval is the draws' percentiles)."""
+    from scipy import stats
+
+    tail = (1 - level) / 2
+    up, down = np.mean(logs == np.inf), np.mean(logs == -np.inf)
+    if up > tail or down > tail or not math.isfinite(point):
+        # the seeds do not bound the ratio on a side (more draws than the tail, or the point itself, unbounded; nan:
+        # neither arm has a finite critical batch):
+        # the draws' percentiles, which an se cannot give (and which cover less than asked at 5 seeds)
+        low, high = (float(np.exp(np.quantile(logs, q, method="inverted_cdf"))) for q in (tail, 1 - tail))
+        low, high = (0.0 if point == -math.inf else low), (math.inf if point == math.inf else high)
+        return low, high, math.nan, (math.nan, math.nan)
     # a percentile interval from 5 seeds covers too rarely (the resampled spread is (n - 1) / n of the real one,
     # and its tails are normal): the log ratio's bootstrap sd, scaled by sqrt(n / (n - 1)), times Student's t on
-    # n - 1 degrees of freedom (simulated coverage: docs/algorithms.md)
-    n = len(seeds)
+    # n - 1 degrees of freedom (simulated coverage: docs/algorithms.md); the few draws without a finite critical
+    # batch (inside the tail) left out of the sd
     se = float(np.std(logs[np.isfinite(logs)], ddof=1)) * math.sqrt(n / (n - 1))
     t = stats.t.ppf(1 - tail, n - 1)
-    low, high = point * math.exp(-t * se), point * math.exp(t * se)
-    # a draw where an arm has no finite critical batch is a ratio of 0 or ∞, which the se leaves out: where more
-    # draws than the interval's tail are, the seeds do not bound the ratio on that side
-    low = 0.0 if np.mean(logs == -np.inf) > tail else low
-    high = math.inf if np.mean(logs == np.inf) > tail else high
     z = t + stats.t.ppf(POWER, n - 1)
     resolvable_range = tuple(math.exp(z * se * f) for f in power.sd_interval(n - 1))
-    return Ratio(point, low, high, level, math.exp(z * se), len(logs), resolvable_range, unbounded)
+    return math.exp(point - t * se), math.exp(point + t * se), math.exp(z * se), resolvable_range
 
 
 def batch_text(value: float) -> str:

@@ -446,8 +446,8 @@ def declared_reference(study: Study) -> str | None:
 
 
 def control_batches(study: Study) -> set[int]:
-    """The batches the sweep files declare a control of their question (`primary.control`): where it expects no
-    difference."""
+    """The batches the sweep files declare a control of their question (`primary.control`: where it expects no
+    difference), for every primary pair (with several sweep files, the union of theirs)."""
     return {int(b) for p in _declared(study) for b in p.get("control") or ()}
 
 
@@ -484,7 +484,7 @@ def pairs_of(study: Study, table_cells: pd.DataFrame, baseline: str | None = Non
     check_arm(baseline, names)
     primary, _ = primary_pairs(study, names, baseline)
     asked = {frozenset(p): p for p in primary}  # a declared pair reads as it was asked (X against Y)
-    control = set() if baseline else control_batches(study)
+    control = control_batches(study)  # a property of the batch: it holds under --baseline too
     if baseline:
         wanted = primary
     else:  # every pair, in the arms' order
@@ -1423,7 +1423,7 @@ def _crossing_text(fraction: float, lr: float) -> str:
 def _ratio_text(r: ladder.Ratio | None) -> str:
     if r is None:
         return "no ratio (an arm has no fit, or lacks reruns at some batch)"
-    return f"{r.text}); resolves ≥ {r.resolvable_text}"
+    return f"{r.text})" + (f"; resolves ≥ {r.resolvable_text}" if r.resolvable == r.resolvable else "")
 
 
 def _base_text(f: ladder.Fit) -> str:
@@ -1704,9 +1704,10 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
         f"(1 − 0.05/m, m = {max(len(ratio_of), 1)}); 'resolves ≥ R x': the smallest ratio (either way) it would "
         "resolve with 80% power, exp((t_level + t_80%) se), [95%] its interval from the se's own uncertainty "
         "(chi-square on n - 1 degrees of freedom, as the verdict's MDE). A draw where an arm has no finite critical "
-        "batch (its reseeded fit scales linearly) is a ratio of 0 or ∞ the se leaves out; where more draws than "
-        "the interval's tail are, that end is 0 or ∞, and the claim counts them. Its coverage in simulated "
-        "ladders: docs/algorithms.md.",
+        "batch (its reseeded fit scales linearly) is a ratio of 0 or ∞ the se leaves out, and the claim counts such "
+        "draws; where more of them than the interval's tail are, or the point itself is 0 or ∞, the interval is the "
+        "draws' percentiles (which cover less than asked at 5 seeds), with no resolvable ratio. Its coverage in "
+        "simulated ladders: docs/algorithms.md.",
         f"B_simple: the simple gradient noise scale tr(Σ)/|G|² (McCandlish et al. 2018) over the steps each rerun "
         f"started within epochs {NOISE_WINDOW[0]:g} to {NOISE_WINDOW[1]:g} of the training set (the same images at "
         "every batch; a run that stopped before the window's end has none), median over the reruns; '—': no rerun "
