@@ -360,6 +360,7 @@ def checks(ladder: pd.DataFrame, f: Fit, shifted: dict | None = None, linear_fro
     reruns = tuple(len(s) for s in steps)
     diverged = tuple(len(c["rerun_steps"]) - n for (_, c), n in zip(cells_sorted.iterrows(), reruns))
     budgets = cells_sorted["rerun_budget"].to_numpy(float)
+    column = [np.asarray(c, float) for c in cells_sorted["rerun_steps"]]  # the table's medians: diverged as misses
     chances = tuple(misses_chance(f, b, u, m, n) for b, u, m, n in zip(batches, budgets, misses, reruns))
     left_out = {}
     if len(batches) > 2:
@@ -376,9 +377,7 @@ def checks(ladder: pd.DataFrame, f: Fit, shifted: dict | None = None, linear_fro
         left_out,
         moved,
         diverged,
-        medians_cross(
-            batches, [np.asarray(c, float) for c in cells_sorted["rerun_steps"]], linear_from
-        ),  # the column's
+        medians_cross(batches, column, linear_from),
     )
 
 

@@ -1475,8 +1475,8 @@ def scaling_claims(
             words.append(check.targets_text())
         if check and check.unexplained():
             words.append("the fit does not explain " + "; ".join(check.unexplained()))
-        if check and check.medians_text(f):
-            words.append(check.medians_text(f))
+        if check and (medians := check.medians_text(f)):
+            words.append(medians)
         if check and check.diverged_text():
             words.append(check.diverged_text())
         if f.lack_of_fit_p < ladder.LACK_OF_FIT_ALPHA:
