@@ -117,6 +117,35 @@ def test_ghost_batchnorms_cost_is_the_bare_loops_time_ratio_judged_at_its_goal()
     assert perf_train.verdict(1.1, 1.0, 1.3, target=1.2) == "not resolved at this noise: more --repeats"
 
 
+def test_against_times_the_runner_with_one_key_changed_side_by_side(tiny_recipe, capsys):
+    """--against KEY=VALUE: the runner again with that key changed, in the same alternating repeats, and its img/s
+    over the recipe's runner; a malformed one is one sentence and exit 2."""
+    args = [str(tiny_recipe), "--device", "cpu", "--set", "data.loader=random", "--clock", "cpu", "--warmup", "1"]
+    args += ["--steps", "1", "--repeats", "2", "--against", "engine.channels_last=true", "--against", "micro_batch=8"]
+    assert perf_train.main(args) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = {line[:44].strip(): float(line[44:].split()[0]) for line in lines if line.startswith("bench, ")}
+    assert set(rows) == {"bench, engine.channels_last=true", "bench, micro_batch=8"}
+    assert all(rate > 0 for rate in rows.values())
+    for override in ("engine.channels_last=true", "micro_batch=8"):
+        line = next(line for line in lines if line.startswith(f"against the recipe, {override}: "))
+        assert line.endswith(")") and "x its img/s (median of 2 paired repeats; range (too few repeats" in line
+    from bench.cli import main
+
+    assert main(["perf", "train", *args[:-2], "--against", "engine.channels_last"]) == 2
+    assert capsys.readouterr().err == (
+        "bench: error: bench perf train --against 'engine.channels_last': expected KEY.PATH=VALUE, e.g. "
+        "engine.compile=true\n"
+    )
+
+
+def test_the_against_ratio_pairs_within_repeats_and_gives_an_interval_from_six():
+    rates = {"bench": [100.0, 110.0, 90.0, 100.0, 105.0, 95.0], "x=1": [120.0, 132.0, 108.0, 120.0, 126.0, 114.0]}
+    assert perf_train.against_ratio(rates, "x=1") == (
+        "against the recipe, x=1: 1.20 x its img/s (median of 6 paired repeats; 95% interval 1.20 to 1.20)"
+    )  # each repeat's pair is 1.2 however the repeats differ: load falls on both cases alike
+
+
 def perf_train_dali() -> bool:
     from bench.data import resolve_loader
 

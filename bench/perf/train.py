@@ -21,6 +21,11 @@ path (bench runner) over the sequential micro-batches is printed with its paired
 with torch's own BatchNorm over the whole micro-batch: ghost BatchNorm's cost, the bare loop's time over it,
 judged against GHOST_TARGET as the overhead is against TARGET.
 
+--against KEY.PATH=VALUE (repeatable) adds the runner once more with that one key changed (random loader), for
+the settings that change speed but not the mathematics (engine.compile=true, engine.channels_last=true, a
+larger micro_batch): its img/s over the recipe's runner, paired within each repeat, is printed with its sign-test
+interval, so whether a setting pays is measured side by side on the machine it would run on.
+
 Runner overhead = 1 - bench img/s (random loader) / bare img/s, paired within each repeat; target under 3%,
 judged by a 95% interval of the median (PASS, MISS, or not resolved at the machine's noise); under MIN_PAIRS
 repeats no interval reaches 95%: the lowest to the highest is printed as a range, with no verdict. The split of a
@@ -67,9 +72,9 @@ REFERENCE = Path(__file__).resolve().parents[2] / "results" / "reference" / "thr
 NOT_PREEMPTED = types.SimpleNamespace(is_set=False)
 
 
-def _recipe(args):
-    """The recipe under test: the file given, or one built from --model and friends, with the flags' overrides;
-    epochs enough that the data stream and schedule outlast every timed step."""
+def _recipe(args, override: str | None = None):
+    """The recipe under test: the file given, or one built from --model and friends, with the flags' overrides
+    (then `override`, one --against); epochs enough that the data stream and schedule outlast every timed step."""
     from bench import recipe as recipes
 
     sets = list(args.set)
@@ -83,7 +88,7 @@ def _recipe(args):
         "engine.compile": args.compile,
         "model.bn_batch": args.bn_batch,
     }
-    sets += [f"{key}={value}" for key, value in flags.items() if value is not None]
+    sets += [f"{key}={value}" for key, value in flags.items() if value is not None] + [override] * bool(override)
     needed = args.warmup + (args.repeats + 1) * args.steps
     if args.recipe:
         recipe = recipes.load(args.recipe, sets)
@@ -462,6 +467,16 @@ def report(recipe, device, rates, splits, peaks, labels, flops) -> float:
     return middle
 
 
+def against_ratio(rates: dict, override: str) -> str:
+    """One --against case's img/s over the recipe's runner ('bench'), paired within each repeat, in a sentence."""
+    pairs = len(rates["bench"])
+    middle, low, high = sign_interval([b / a for a, b in zip(rates["bench"], rates[override])])
+    return (
+        f"against the recipe, {override}: {middle:.2f} x its img/s (median of {pairs} paired repeats; "
+        f"{_spread(pairs)} {low:.2f} to {high:.2f})"
+    )
+
+
 def compile_words(setting) -> str:
     return "" if not setting else ", compiled" + (f" ({setting})" if isinstance(setting, str) else "")
 
@@ -489,6 +504,14 @@ def main(argv: list[str] | None = None) -> int:
         metavar="MODE",
         help=f"torch.compile the model, in torch's default mode or MODE ({', '.join(COMPILE_MODES)})",
     )
+    parser.add_argument(
+        "--against",
+        action="append",
+        default=[],
+        metavar="KEY.PATH=VALUE",
+        help="also time the runner with this one key changed (repeatable; e.g. engine.compile=true), and print its "
+        "img/s over the recipe's, paired",
+    )
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument(
         "--threads", type=count(1), help="CPU threads (torch.set_num_threads); default: bench's auto (engine.threads)"
@@ -512,6 +535,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
         raise UserError("bench perf train --device cuda: no CUDA device is visible to torch")
+    for override in args.against:
+        if "=" not in override:
+            raise UserError(
+                f"bench perf train --against {override!r}: expected KEY.PATH=VALUE, e.g. engine.compile=true"
+            )
     from bench.engine.distributed import Dist
 
     torch.set_num_threads(args.threads or resolve("auto"))
@@ -533,6 +561,9 @@ def main(argv: list[str] | None = None) -> int:
         }
         for name, (variant, label) in ghost_cases(recipe, trainer).items():
             cases[name], labels[name] = BenchCase(_with_loader(variant, "random"), dist, Path(scratch)), label
+        for override in args.against:
+            variant = _with_loader(_recipe(args, override), "random")
+            cases[override], labels[override] = BenchCase(variant, dist, Path(scratch)), f"bench, {override}"
         if "sequential" in cases:  # ghost BatchNorm's cost: the bare loop again with torch's BatchNorm
             plain = recipe.model_copy(update={"model": recipe.model.model_copy(update={"bn_batch": None})})
             cases["bare_bn"] = BareCase(plain, device, batch, classes, accum)
@@ -569,6 +600,8 @@ def main(argv: list[str] | None = None) -> int:
         report(recipe, device, rates, splits, peaks, labels, flops)
         if "sequential" in cases:
             print(ghost_ratio(rates, trainer))
+        for override in args.against:
+            print(against_ratio(rates, override))
         if shared:
             alone, beside = (statistics.median(r) for r in shared)
             ratios = sorted(b / a for a, b in zip(*shared))
