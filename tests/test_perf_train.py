@@ -4,6 +4,7 @@ documented GPU command run on the CPU."""
 import json
 import tempfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -132,11 +133,23 @@ def test_against_times_the_runner_with_one_key_changed_side_by_side(tiny_recipe,
         assert line.endswith(")") and "x its img/s (median of 2 paired repeats; range (too few repeats" in line
     from bench.cli import main
 
-    assert main(["perf", "train", *args[:-2], "--against", "engine.channels_last"]) == 2
-    assert capsys.readouterr().err == (
-        "bench: error: bench perf train --against 'engine.channels_last': expected KEY.PATH=VALUE, e.g. "
-        "engine.compile=true\n"
-    )
+    bad = {
+        "engine.channels_last": "expected KEY.PATH=VALUE, e.g. engine.compile=true",
+        "global_batch=16": "every case counts the recipe's batch in its img/s; give --batch for another batch",
+        "engine.nosuch=1": f"{tiny_recipe}: 'engine.nosuch' is not a recipe key; `bench recipe keys` lists them",
+    }
+    for override, words in bad.items():
+        assert main(["perf", "train", *args[:-2], "--against", override]) == 2
+        assert capsys.readouterr().err == f"bench: error: bench perf train --against {override!r}: {words}\n"
+
+
+def test_an_against_case_is_the_recipe_with_that_key_changed(tiny_recipe):
+    flags = dict.fromkeys(("model", "image_size", "batch", "micro_batch", "precision", "channels_last"))
+    args = SimpleNamespace(recipe=str(tiny_recipe), set=[], compile=None, bn_batch=None, warmup=1, steps=1, repeats=1)
+    args.__dict__.update(flags)
+    recipe, variant = perf_train._recipe(args), perf_train._recipe(args, "micro_batch=8")
+    assert (recipe.micro_batch, variant.micro_batch) == (4, 8)
+    assert variant.model_dump(exclude={"micro_batch"}) == recipe.model_dump(exclude={"micro_batch"})
 
 
 def test_the_against_ratio_pairs_within_repeats_and_gives_an_interval_from_six():

@@ -70,6 +70,12 @@ CPU_DEFAULT_BATCH = 32
 PEAK_BF16 = {"H100": 989e12, "H200": 989e12, "A100": 312e12, "V100": 125e12}
 REFERENCE = Path(__file__).resolve().parents[2] / "results" / "reference" / "throughput_reference.csv"
 NOT_PREEMPTED = types.SimpleNamespace(is_set=False)
+# --against keys whose change the side-by-side cases cannot measure, and why
+UNMEASURED = {
+    "global_batch": "every case counts the recipe's batch in its img/s; give --batch for another batch",
+    "data.loader": "the cases beside the recipe's run on the random loader; the recipe's own loader is its third row",
+    "engine.threads": "the cases share one process and its thread count; give --threads",
+}
 
 
 def _recipe(args, override: str | None = None):
@@ -411,15 +417,16 @@ def _reference(precision: str) -> list[dict]:
 
 def report(recipe, device, rates, splits, peaks, labels, flops) -> float:
     median = {name: statistics.median(r) for name, r in rates.items()}
+    width = max(44, *(len(label) + 2 for label in labels.values()))
     print(
-        f"{'case':<44}{'img/s':>9}{'x bare':>8}{'step ms':>9}{'data':>8}{'fwd+bwd':>9}{'optim':>8}{'other':>8}"
+        f"{'case':<{width}}{'img/s':>9}{'x bare':>8}{'step ms':>9}{'data':>8}{'fwd+bwd':>9}{'optim':>8}{'other':>8}"
         f"{'peak GiB':>10}"
     )
     for name, rate in median.items():
         split = splits[name]
         peak = f"{peaks[name]:>10.2f}" if device.type == "cuda" else f"{'':>10}"
         print(
-            f"{labels[name]:<44}{rate:>9.1f}{rate / median['bare']:>8.3f}{sum(split.values()) * 1e3:>9.1f}"
+            f"{labels[name]:<{width}}{rate:>9.1f}{rate / median['bare']:>8.3f}{sum(split.values()) * 1e3:>9.1f}"
             + "".join(
                 f"{split[key] * 1e3:>{w}.1f}"
                 for key, w in (("data", 8), ("forward+backward", 9), ("optimizer", 8), ("other", 8))
@@ -535,11 +542,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
         raise UserError("bench perf train --device cuda: no CUDA device is visible to torch")
+    args.against = list(dict.fromkeys(args.against))  # one case a setting
     for override in args.against:
         if "=" not in override:
             raise UserError(
                 f"bench perf train --against {override!r}: expected KEY.PATH=VALUE, e.g. engine.compile=true"
             )
+        if override.split("=", 1)[0] in UNMEASURED:
+            raise UserError(f"bench perf train --against {override!r}: {UNMEASURED[override.split('=', 1)[0]]}")
     from bench.engine.distributed import Dist
 
     torch.set_num_threads(args.threads or resolve("auto"))
@@ -562,7 +572,12 @@ def main(argv: list[str] | None = None) -> int:
         for name, (variant, label) in ghost_cases(recipe, trainer).items():
             cases[name], labels[name] = BenchCase(_with_loader(variant, "random"), dist, Path(scratch)), label
         for override in args.against:
-            variant = _with_loader(_recipe(args, override), "random")
+            try:
+                variant = _with_loader(_recipe(args, override), "random")
+            except UserError as error:  # the recipe's own words name --set: name the flag given
+                raise UserError(
+                    f"bench perf train --against {override!r}: {str(error).replace(f'--set {override!r}: ', '')}"
+                ) from None
             cases[override], labels[override] = BenchCase(variant, dist, Path(scratch)), f"bench, {override}"
         if "sequential" in cases:  # ghost BatchNorm's cost: the bare loop again with torch's BatchNorm
             plain = recipe.model_copy(update={"model": recipe.model.model_copy(update={"bn_batch": None})})
