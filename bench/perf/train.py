@@ -548,8 +548,8 @@ def main(argv: list[str] | None = None) -> int:
             raise UserError(
                 f"bench perf train --against {override!r}: expected KEY.PATH=VALUE, e.g. engine.compile=true"
             )
-        if override.split("=", 1)[0] in UNMEASURED:
-            raise UserError(f"bench perf train --against {override!r}: {UNMEASURED[override.split('=', 1)[0]]}")
+        if (key := override.split("=", 1)[0]) in UNMEASURED:
+            raise UserError(f"bench perf train --against {override!r}: {UNMEASURED[key]}")
     from bench.engine.distributed import Dist
 
     torch.set_num_threads(args.threads or resolve("auto"))
