@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 HEADLINES = ("scaling", "verdict", "matched")  # the tables the write-ups quote
 COMMITTED = sorted(
     path
-    for study in ("ladder-speed", "ladder-quality", "fashion-mnist-superseded")
+    for study in ("field-ladder", "ladder-speed", "ladder-quality", "fashion-mnist-superseded")
     for name in HEADLINES
     if (path := ROOT / "results" / study / f"{name}.md").exists()
 ) + [ROOT / "results" / "mlperf-scaling" / "mlperf-scaling.md"]  # a published ladder through the fit (no runs)
@@ -56,7 +56,7 @@ def test_the_write_ups_quote_the_tables_claims_verbatim(write_up):
     assert not misquoted_claims(text)
     quoted = [line for line in text.splitlines() if CLAIM.match(line)]
     if write_up == "README.md":
-        assert len(quoted) >= 4  # the speed verdict's sentences at 64-512
+        assert len(quoted) >= 3  # the field study's critical-batch ratios to LARS
     for line in quoted:  # one word or one figure changed, or a word of strength added, is caught
         assert misquoted_claims(re.sub(r"\b[a-z]{4,}\b", "other", line, count=1))
         if re.search(r"\d", line):
@@ -65,7 +65,9 @@ def test_the_write_ups_quote_the_tables_claims_verbatim(write_up):
 
 
 def test_the_headline_studies_have_committed_tables():
-    assert {"fashion-mnist-superseded", "ladder-speed", "ladder-quality"} <= {p.parent.name for p in COMMITTED}
+    assert {"field-ladder", "fashion-mnist-superseded", "ladder-speed", "ladder-quality"} <= {
+        p.parent.name for p in COMMITTED
+    }
 
 
 def page_tables(page: str, start: str = "", end: str = "") -> list[list[list[str]]]:
@@ -83,17 +85,42 @@ def page_tables(page: str, start: str = "", end: str = "") -> list[list[list[str
     return found
 
 
-def test_the_readmes_speed_table_quotes_the_committed_tables():
-    """Each steps figure and ratio interval of the README's ladder table is in the committed tables (which the
-    test below recomputes from the tree): an edited README cannot drift from the study's numbers."""
+def test_the_ladder_speed_table_quotes_the_committed_tables():
+    """Each steps figure and ratio interval of docs/studies.md's ladder table is in the committed tables (which the
+    test below recomputes from the tree): an edited write-up cannot drift from the study's numbers."""
     scaling = (ROOT / "results" / "ladder-speed" / "scaling.md").read_text()
     verdict = (ROOT / "results" / "ladder-speed" / "verdict.md").read_text()
-    (table,) = page_tables("README.md", "<!-- ladder-status -->", "<!-- /ladder-status -->")
-    rows = [row for row in table if "]" in row[3]]
+    table = page_tables("docs/studies.md", "<!-- ladder-results -->", "<!-- /ladder-results -->")[0]
+    rows = [row for row in table if "]" in row[4]]
     assert len(rows) == 4  # the batches with a ratio: 64-512
-    for batch, lars, vrgd, ratio, *_ in rows:
+    for batch, _, lars, vrgd, ratio, _ in rows:
         assert f"| {batch} " in scaling and lars in scaling and vrgd in scaling, (batch, lars, vrgd)
         assert f"99.21% interval {ratio.split(' ', 1)[1]}" in verdict, (batch, ratio)
+
+
+FIELD_ARMS = ("LARS", "VRGD-LARS", "Nesterov SGD", "NAdamW")
+
+
+def test_the_readmes_field_table_quotes_the_committed_tables():
+    """Each arm's steps in the README's field table are that arm's row at that batch in the committed scaling
+    table, and each VRGD-LARS / LARS cell is that batch's verdict (its point, its 99.21% interval, its word); the
+    tables themselves are recomputed from the tree below."""
+    tree = ROOT / "results" / "field-ladder"
+    scaling, verdict = ((tree / f"{name}.md").read_text().splitlines() for name in ("scaling", "verdict"))
+    block = ("<!-- field-status -->", "<!-- /field-status -->")
+    text = (ROOT / "README.md").read_text()
+    assert f"| batch | {' | '.join(FIELD_ARMS)} | VRGD-LARS / LARS" in text[text.index(block[0]) :]
+    (table,) = page_tables("README.md", *block)
+    assert [row[0] for row in table] == ["64", "128", "256", "512", "1,024", "2,048"]
+    for batch, *steps, ratio in table:
+        at = batch.replace(",", "")
+        for arm, cell in zip(FIELD_ARMS, steps):
+            (line,) = [line for line in scaling if re.match(rf"\| {arm} +\| {at} +\|", line)]
+            assert f"| {cell} (" in re.sub(r" +", " ", line), (arm, batch, cell)
+        (line,) = [line for line in verdict if re.match(rf"\| {at} +\| VRGD-LARS +\| LARS +\|", line)]
+        point, interval, word = re.fullmatch(r"([\d.]+) (\[[\d.]+, [\d.]+\]) (.+)", ratio).groups()
+        assert f"| {point} [" in re.sub(r" +", " ", line) and f"99.21% interval {interval}" in line, (batch, ratio)
+        assert f"speed: {word} (" in line, (batch, word)
 
 
 def test_the_quality_table_quotes_the_committed_tables():
