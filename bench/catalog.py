@@ -350,7 +350,7 @@ OPTIMIZERS = {
             "nadamw",
             "bench.optim.library:Library",
             "NAdamW",
-            "#c49c94",
+            "#b8860b",
             "d",
             _NADAMW,
             "nadamw",

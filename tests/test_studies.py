@@ -121,6 +121,15 @@ def test_the_readmes_field_table_quotes_the_committed_tables():
         point, interval, word = re.fullmatch(r"([\d.]+) (\[[\d.]+, [\d.]+\]) (.+)", ratio).groups()
         assert f"| {point} [" in re.sub(r" +", " ", line) and f"99.21% interval {interval}" in line, (batch, ratio)
         assert f"speed: {word} (" in line, (batch, word)
+    # the bold headline's critical batches ("NAdamW's (139)") and ratios ("0.86 x", "1.01 x [0.89, 1.15]") are the claims'
+    headline, claims = text[text.index(block[0]) :].split("**")[1], " ".join(table_claims("\n".join(scaling)))
+    for arm in FIELD_ARMS:
+        (figure,) = re.findall(rf"(?<![\w-]){arm}'s \((\d[^)]*)\)", headline)
+        assert f"{arm}: critical batch {figure}" in claims, (arm, figure)
+    ratios = re.findall(r"(\d\.\d\d) x( \[[\d., ]+\])?", headline)
+    assert len(ratios) == 3
+    for arm, (point, interval) in zip(("NAdamW", "Nesterov SGD", "VRGD-LARS"), ratios):
+        assert f"{arm} / LARS critical batch: {point}{interval or ' ['}" in claims, (arm, point, interval)
 
 
 def test_the_quality_table_quotes_the_committed_tables():
