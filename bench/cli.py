@@ -24,6 +24,7 @@ import functools
 import importlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -31,7 +32,7 @@ import sys
 import textwrap
 import time
 import warnings
-from datetime import datetime
+from datetime import datetime, timedelta
 from itertools import zip_longest
 from pathlib import Path
 
@@ -444,11 +445,14 @@ def _sweep(args) -> int:
     plots = Path(args.plots or Path("plots") / spec.name)
     try:
         runs, waiting, held = sweep.run_sweep(
-            args.sweep, results, args.only, args.allow_dirty, args.allow_mixed_kernels
+            args.sweep, results, args.only, args.allow_dirty, args.allow_mixed_kernels, until_time(args.until)
         )
     except sweep.Preempted as e:
         print(f"preempted: {e}; run the same command to resume")
         return stop_code(e.signal_name)
+    except sweep.Until as e:
+        print(f"--until {args.until} has passed: no run starts after it ({e}); run the same command to go on")
+        return 0
     if held:  # the process that finishes them writes the tables, with every run in
         print(f"nothing left to claim: other processes hold {len(held)} run(s) ({', '.join(held)}); they go on")
     elif waiting:
@@ -459,6 +463,24 @@ def _sweep(args) -> int:
     written = analysis_commands.regenerate_sweep(results, plots, args.baseline, getattr(args, "paper", False))
     print("\n".join(_sweep_end(results, plots, written)))
     return 0
+
+
+def until_time(text: str | None) -> float | None:
+    """bench sweep --until: HH:MM (its next occurrence, local time) or an ISO date and time, as a POSIX time."""
+    if text is None:
+        return None
+    try:
+        if re.fullmatch(r"\d{1,2}:\d{2}", text):
+            now = datetime.now()
+            hour, minute = map(int, text.split(":"))
+            at = now.replace(hour=hour, minute=minute, second=0, microsecond=0)
+            return (at + timedelta(days=at <= now)).timestamp()
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        raise UserError(
+            f"bench sweep --until {text!r}: expected HH:MM (its next occurrence, local time) or an ISO date and "
+            "time such as 2026-11-29T09:00"
+        ) from None
 
 
 MAIN_FIGURES = ("tuned_top1_vs_batch.png", "steps_to_result.png")  # a sweep's main figure, the first it drew (a
@@ -697,6 +719,12 @@ def parser() -> argparse.ArgumentParser:
         "NVIDIA's MLPerf H100 figure, not bench's; `bench perf train RECIPE --device cuda` measures bench's)",
     )
     s.add_argument("--only", metavar="TEXT", help="run only the trials whose names contain TEXT (no reruns, no report)")
+    s.add_argument(
+        "--until",
+        metavar="TIME",
+        help="start no run after TIME (HH:MM, its next occurrence in local time, or an ISO date and time): the run "
+        "going then finishes and the sweep stops, to go on with the same command (an allocation's or a session's end)",
+    )
     report_arguments(s, "sweep name", "the arm the verdict compares the others with", "ARM")
     s.add_argument(
         "--paper",

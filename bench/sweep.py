@@ -681,10 +681,19 @@ def selection_score(run: Path, recipe: recipe_mod.Recipe, select: Select) -> tup
     return (1.0, -float(reached["step"].iloc[0]), top1) if len(reached) else (0.0, 0.0, top1)
 
 
+class Until(Exception):
+    """The sweep's --until time passed: no run starts after it (the runs going finished); the same command goes on."""
+
+    def __init__(self, trained: int):
+        super().__init__(f"{trained} run(s) trained by this process")
+
+
 @dataclass
 class Progress:
     done: int = 0
+    trained: int = 0  # of `done`, the runs this process trained
     best: dict = field(default_factory=dict)  # (arm, batch) -> (score, trial name)
+    until: float | None = None  # POSIX time after which no run starts (bench sweep --until)
 
 
 def run_trials(
@@ -697,12 +706,15 @@ def run_trials(
     for trial in trials:
         run = finished_run(results, trial.recipe)
         if run is None:
+            if progress.until is not None and time.time() >= progress.until:
+                raise Until(progress.trained)
             claim = Claim(results, trial.name)
             if not claim.take():
                 held.append(trial)
                 bar.update(1)
                 continue
             run = _train_claimed(trial, results, claim, bar)
+            progress.trained += run is not None
         _finished(trial, run, finished, spec, bar, progress)
     return finished, held
 
@@ -867,11 +879,13 @@ def run_sweep(
     only: str | None = None,
     allow_dirty: bool = False,
     allow_mixed_kernels: bool = False,
+    until: float | None = None,
 ) -> tuple[list[Trial], list[str], list[str]]:
     """Run the trials nobody holds, then the reruns of each cell whose trials have all finished; returns (all
     trials and reruns, waiting cells, the runs other processes hold). A process whose trials other processes
     hold ends without waiting: the one that finishes a cell's last trial finds the cell complete and starts its
-    reruns. `only`: run just the trials whose names contain it (no reruns). Refuses an uncommitted tree or a
+    reruns. `only`: run just the trials whose names contain it (no reruns). `until`: a POSIX time after which no
+    run starts (Until is raised instead; the run going when it passes finishes). Refuses an uncommitted tree or a
     kernel platform other than the study's (check_provenance)."""
     from tqdm import tqdm
 
@@ -884,7 +898,7 @@ def run_sweep(
     chosen = [t for t in trials if only in t.name] if only else trials
     if only and not chosen:
         raise UserError(f"--only {only!r}: no trial of {path} has that in its name (see bench sweep {path} --list)")
-    progress = Progress()
+    progress = Progress(until=until)
     with tqdm(total=len(chosen), unit="trial", desc=f"sweep {spec.name}", dynamic_ncols=True) as bar:
         _, held = run_trials(chosen, results, spec, bar, progress)
     if only:

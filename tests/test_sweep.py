@@ -6,7 +6,10 @@ import os
 import signal
 import subprocess
 import sys
+import time
+from datetime import datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -430,6 +433,47 @@ def test_a_worker_with_nothing_to_claim_exits_and_runs_no_rerun_of_an_incomplete
     runs, waiting, others = sweep.run_sweep(sweep_file, out, allow_dirty=True)
     assert others == [t.name for t in trials[1:]] and len(waiting) == 2
     assert [p.parent.parent.name for p in out.glob("*/*/meta.json")] == [trials[0].name]  # no rerun yet
+
+
+def test_until_starts_no_run_after_its_time_and_the_same_command_goes_on(sweep_file, tmp_path, capsys, monkeypatch):
+    """--until TIME: a time already passed starts no run and says so (exit 0, nothing written); a time that passes
+    during a run lets that run finish and starts no other; the same call goes on from there. A bad time is exit
+    2."""
+    out = tmp_path / "results"
+    cmd = ["sweep", str(sweep_file), "--out", str(out), "--plots", str(tmp_path / "plots"), "--allow-dirty"]
+    past = (datetime.now() - timedelta(minutes=1)).isoformat(timespec="seconds")
+    assert main([*cmd, "--until", past]) == 0
+    assert capsys.readouterr().out.endswith(
+        f"--until {past} has passed: no run starts after it (0 run(s) trained by this process); run the same "
+        "command to go on\n"
+    )
+    assert not list(out.glob("*/*/meta.json")) and not (out / "verdict.md").exists()
+    from bench.engine import train as engine_train
+
+    clock, real = [0.0], engine_train.train
+    monkeypatch.setattr(sweep, "time", SimpleNamespace(time=lambda: clock[0]))
+
+    def train_past_the_time(*args, **kwargs):
+        done = real(*args, **kwargs)
+        clock[0] += 2.0  # the time passes while the run trains
+        return done
+
+    monkeypatch.setattr(engine_train, "train", train_past_the_time)
+    for finished in (1, 2):
+        with pytest.raises(sweep.Until, match="^1 run"):
+            sweep.run_sweep(sweep_file, out, allow_dirty=True, until=clock[0] + 1.0)
+        assert len(list(out.glob("*/*/meta.json"))) == finished  # the one going finished; none started after
+    assert main([*cmd, "--until", "9pm"]) == 2
+    assert "bench sweep --until '9pm': expected HH:MM (its next occurrence, local time)" in capsys.readouterr().err
+
+
+def test_until_hh_mm_is_its_next_occurrence():
+    from bench.cli import until_time
+
+    now = time.time()
+    for text in ("00:00", "12:30", "23:59", datetime.fromtimestamp(now - 60).strftime("%H:%M")):
+        assert now < until_time(text) <= now + 86400
+    assert until_time("2026-11-29T09:00") == datetime(2026, 11, 29, 9, 0).timestamp()
 
 
 def test_claims_are_atomic_files_and_a_dead_holders_claim_is_taken_over(tmp_path, monkeypatch):

@@ -484,6 +484,18 @@ def against_ratio(rates: dict, override: str) -> str:
     )
 
 
+def parse_against(overrides: list[str], prog: str, unmeasured: dict[str, str] | None = None) -> list[str]:
+    """The --against settings, each once, in order; one that is not KEY.PATH=VALUE, or whose key the benchmark
+    cannot measure (`unmeasured`: key -> why), is a UserError."""
+    overrides = list(dict.fromkeys(overrides))  # one case a setting
+    for override in overrides:
+        if "=" not in override:
+            raise UserError(f"{prog} --against {override!r}: expected KEY.PATH=VALUE, e.g. engine.compile=true")
+        if (key := override.split("=", 1)[0]) in (unmeasured or {}):
+            raise UserError(f"{prog} --against {override!r}: {unmeasured[key]}")
+    return overrides
+
+
 def compile_words(setting) -> str:
     return "" if not setting else ", compiled" + (f" ({setting})" if isinstance(setting, str) else "")
 
@@ -542,14 +554,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
         raise UserError("bench perf train --device cuda: no CUDA device is visible to torch")
-    args.against = list(dict.fromkeys(args.against))  # one case a setting
-    for override in args.against:
-        if "=" not in override:
-            raise UserError(
-                f"bench perf train --against {override!r}: expected KEY.PATH=VALUE, e.g. engine.compile=true"
-            )
-        if (key := override.split("=", 1)[0]) in UNMEASURED:
-            raise UserError(f"bench perf train --against {override!r}: {UNMEASURED[key]}")
+    args.against = parse_against(args.against, "bench perf train", UNMEASURED)
     from bench.engine.distributed import Dist
 
     torch.set_num_threads(args.threads or resolve("auto"))
