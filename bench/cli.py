@@ -384,6 +384,7 @@ def _run_sweep(args) -> int:
             baseline=None,
             allow_dirty=True,
             allow_mixed_kernels=False,
+            until=None,
         )
     )
 
