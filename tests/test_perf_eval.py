@@ -34,8 +34,10 @@ def test_perf_eval_times_each_case_and_pairs_the_against_ratio(tiny_recipe, caps
     rows = {line.rsplit(maxsplit=2)[0]: line.rsplit(maxsplit=2)[1:] for line in lines[header + 1 : header + 4]}
     assert set(rows) == {"the recipe", "data.eval_batch=40", "engine.channels_last=true"}
     assert all(float(rate) > 0 for rate, _ in rows.values())
-    top1 = {float(top1) for _, top1 in rows.values()}
-    assert len(top1) == 1 and 0 <= top1.pop() <= 100  # 40 images: one image that moved would show as 2.5 points
+    top1 = [float(top1) for _, top1 in rows.values()]
+    # the same weights: the same Top-1, up to one of the 40 images (2.5 points) whose logits tie at another kernel
+    # path's rounding (AVX2 or AVX-512)
+    assert all(0 <= t <= 100 for t in top1) and max(top1) - min(top1) <= 2.5
     for override in ("data.eval_batch=40", "engine.channels_last=true"):
         line = next(line for line in lines if line.startswith(f"against the recipe, {override}: "))
         assert "x its img/s (median of 2 paired repeats; range (too few repeats for an interval)" in line
