@@ -385,6 +385,7 @@ def _run_sweep(args) -> int:
             allow_dirty=True,
             allow_mixed_kernels=False,
             until=None,
+            wait=False,
         )
     )
 
@@ -446,7 +447,13 @@ def _sweep(args) -> int:
     plots = Path(args.plots or Path("plots") / spec.name)
     try:
         runs, waiting, held = sweep.run_sweep(
-            args.sweep, results, args.only, args.allow_dirty, args.allow_mixed_kernels, until_time(args.until)
+            args.sweep,
+            results,
+            args.only,
+            args.allow_dirty,
+            args.allow_mixed_kernels,
+            until_time(args.until),
+            args.wait,
         )
     except sweep.Preempted as e:
         print(f"preempted: {e}; run the same command to resume")
@@ -725,6 +732,13 @@ def parser() -> argparse.ArgumentParser:
         metavar="TIME",
         help="start no run after TIME (HH:MM, its next occurrence in local time, or an ISO date and time): the run "
         "going then finishes and the sweep stops, to go on with the same command (an allocation's or a session's end)",
+    )
+    s.add_argument(
+        "--wait",
+        action="store_true",
+        help="while other processes hold runs this one needs (a trial, a local point), check again every minute and go "
+        "on when they finish, instead of ending: processes side by side on one machine (a job array's tasks should "
+        "end, not hold their GPUs idle)",
     )
     report_arguments(s, "sweep name", "the arm the verdict compares the others with", "ARM")
     s.add_argument(

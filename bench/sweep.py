@@ -57,8 +57,9 @@ Choices where the papers leave room, named:
 - Reruns use seeds other than the trials' seed, so the quoted figures carry no selection luck.
 - Each trial is claimed by a file created atomically in `<results>/<name>/` while it trains (Claim; no
   flock, which Lustre and BeeGFS may refuse or keep per node), so several processes (or nodes on a shared
-  file system) can run one sweep: a trial is trained once. A process with nothing left to claim ends; the
-  reruns of a cell start in whichever process finds its trials all finished.
+  file system) can run one sweep: a trial is trained once. A process with nothing left to claim ends (with
+  `wait`, it checks again every WAIT_S seconds); the reruns of a cell start in whichever process finds its trials
+  all finished.
 """
 
 from __future__ import annotations
@@ -880,15 +881,16 @@ def run_sweep(
     allow_dirty: bool = False,
     allow_mixed_kernels: bool = False,
     until: float | None = None,
+    wait: bool = False,
 ) -> tuple[list[Trial], list[str], list[str]]:
     """Run the trials nobody holds, then the reruns of each cell whose trials have all finished; returns (all
     trials and reruns, waiting cells, the runs other processes hold). A process whose trials other processes
     hold ends without waiting: the one that finishes a cell's last trial finds the cell complete and starts its
-    reruns. `only`: run just the trials whose names contain it (no reruns). `until`: a POSIX time after which no
-    run starts (Until is raised instead; the run going when it passes finishes). Refuses an uncommitted tree or a
-    kernel platform other than the study's (check_provenance)."""
-    from tqdm import tqdm
-
+    reruns. `wait`: instead, check again every WAIT_S seconds while others hold runs, and go on once they let go
+    (processes side by side on one machine; a job array's tasks would hold their GPUs idle). `only`: run just
+    the trials whose names contain it (no reruns). `until`: a POSIX time after which no run starts (Until is
+    raised instead; the run going when it passes finishes). Refuses an uncommitted tree or a kernel platform
+    other than the study's (check_provenance)."""
     spec = load(path)
     trials = expand(path, spec)
     check_provenance(spec, results, allow_dirty, allow_mixed_kernels, (Path(path), spec.base))
@@ -899,15 +901,36 @@ def run_sweep(
     if only and not chosen:
         raise UserError(f"--only {only!r}: no trial of {path} has that in its name (see bench sweep {path} --list)")
     progress = Progress(until=until)
+    while True:
+        ran, waiting, held = _sweep_pass(spec, trials, chosen, results, only, progress)
+        if not (wait and held):
+            return ran, waiting, held
+        if until is not None and time.time() + WAIT_S >= until:
+            raise Until(progress.trained)  # no run would start before the time: as if it had passed
+        print(f"waiting for {len(held)} run(s) other processes hold ({', '.join(held)})", file=sys.stderr)
+        time.sleep(WAIT_S)
+
+
+WAIT_S = 60.0  # bench sweep --wait: how often a process checks whether the runs it waits on have finished
+
+
+def _sweep_pass(
+    spec: SweepSpec, trials: list[Trial], chosen: list[Trial], results: Path, only: str | None, progress: Progress
+) -> tuple[list[Trial], list[str], list[str]]:
+    """One pass of run_sweep over what nobody holds: the chosen trials, the local stage, the complete cells'
+    reruns; returns run_sweep's three lists."""
+    from tqdm import tqdm
+
     with tqdm(total=len(chosen), unit="trial", desc=f"sweep {spec.name}", dynamic_ncols=True) as bar:
         _, held = run_trials(chosen, results, spec, bar, progress)
     if only:
-        return chosen, [], held
+        return chosen, [], [t.name for t in held if finished_run(results, t.recipe) is None]
     # other processes finished trials meanwhile: the cells are read from the results, not from this process
     finished = {t.name: run for t in trials if (run := finished_run(results, t.recipe)) is not None}
     ranked, waiting = ranked_trials(trials, finished, spec)
     if spec.local is not None:
-        trials = trials + local_stage(spec, trials, ranked, finished, results, progress)
+        local, held_local = local_stage(spec, trials, ranked, finished, results, progress)
+        trials, held = trials + local, held + held_local
         ranked, waiting = ranked_trials(trials, finished, spec)
     reruns = all_reruns(spec, ranked)
     with tqdm(total=len(reruns), unit="run", desc=f"reruns {spec.name}", dynamic_ncols=True) as bar:
@@ -953,15 +976,18 @@ def run_counts(spec: SweepSpec, trials: list[Trial], images: int | None = None) 
     return counts
 
 
-def local_stage(spec: SweepSpec, trials: list[Trial], ranked: dict, finished: dict, results: Path, progress) -> list:
+def local_stage(
+    spec: SweepSpec, trials: list[Trial], ranked: dict, finished: dict, results: Path, progress
+) -> tuple[list[Trial], list[Trial]]:
     """Round after round, the next local points of every ranked cell (next_local_steps), centred on its best
-    quasi-random trial, until no cell steps further; returns the local trials (`finished` gets their runs).
-    Deterministic given the finished trials, so a resumed sweep finds the same points."""
+    quasi-random trial, until no cell steps further; returns the local trials (`finished` gets their runs) and
+    those other processes hold. Deterministic given the finished trials, so a resumed sweep finds the same points."""
     from tqdm import tqdm
 
     centers = {cell: members[0] for cell, members in ranked.items()}
     tried: dict[tuple, list[int]] = {cell: [] for cell in centers}
     local: list[Trial] = []
+    held: list[Trial] = []
     while batch := [
         t
         for cell, center in centers.items()
@@ -969,13 +995,14 @@ def local_stage(spec: SweepSpec, trials: list[Trial], ranked: dict, finished: di
         for t in local_trials(spec, center, next_local_steps(spec, ranked[cell], tried[cell]))
     ]:
         with tqdm(total=len(batch), unit="trial", desc=f"local {spec.name}", dynamic_ncols=True) as bar:
-            done, _ = run_trials(batch, results, spec, bar, progress)  # a held point leaves its cell waiting
+            done, others = run_trials(batch, results, spec, bar, progress)  # a held point leaves its cell waiting
             finished.update(done)
+            held += others
         for t in batch:
             tried[(t.arm, t.batch)].append(t.recipe.tags["local_step"])
         local += batch
         ranked = ranked_trials(trials + local, finished, spec)[0]
-    return local
+    return local, held
 
 
 def write_space(spec: SweepSpec, results: Path) -> Path:

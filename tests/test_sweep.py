@@ -1216,6 +1216,40 @@ def test_a_tiny_sweep_with_a_local_stage_reruns_the_best_of_all_and_resumes_with
     assert len(results.load([out])) == len(runs)
 
 
+@pytest.mark.slow
+def test_a_held_local_point_is_named_and_wait_goes_on_once_it_is_let_go(sweep_file, tmp_path, capsys, monkeypatch):
+    """Another process holds the local points: a process without --wait ends naming them held (the holder goes
+    on and writes the tables); with --until due before its next check, --wait stops as --until does; with --wait
+    it checks again every WAIT_S seconds and, once they are let go, trains them and the rerun."""
+    text = LOCAL.replace("reruns: {seeds: [1, 2]}", "reruns: {seeds: [1]}").replace("epochs: 2}", "epochs: 1}")
+    write_recipe(sweep_file, text[: text.index("  sgd:")] + text[text.index("  lars:") :])
+    out = tmp_path / "results"
+    sweep.run_sweep(sweep_file, out, only="-t0", allow_dirty=True)  # the two quasi-random trials
+    names = ["tiny-lars-b32-down1", "tiny-lars-b32-up1"]
+    held = [sweep.Claim(out, name) for name in names]
+    assert all(c.take() for c in held)
+    _, waiting, others = sweep.run_sweep(sweep_file, out, allow_dirty=True)
+    assert sorted(others) == names and waiting == ["lars at batch 32"]
+    with pytest.raises(sweep.Until, match="^0 run"):
+        sweep.run_sweep(sweep_file, out, allow_dirty=True, until=time.time() + sweep.WAIT_S / 2, wait=True)
+    sleeps = []
+
+    def let_go(seconds):
+        sleeps.append(seconds)
+        for claim in held:
+            claim.release()
+
+    monkeypatch.setattr(sweep, "time", SimpleNamespace(time=time.time, sleep=let_go))
+    capsys.readouterr()
+    runs, waiting, others = sweep.run_sweep(sweep_file, out, allow_dirty=True, wait=True)
+    assert sleeps == [sweep.WAIT_S] and waiting == [] and others == []
+    assert f"waiting for 2 run(s) other processes hold ({', '.join(sorted(names))})" in capsys.readouterr().err
+    assert {t.name for t in runs} >= set(names) and [t.role for t in runs].count("rerun") == 1
+    assert all(sweep.finished_run(out, t.recipe) for t in runs)
+    cmd = ["sweep", str(sweep_file), "--out", str(out), "--plots", str(tmp_path / "plots"), "--allow-dirty"]
+    assert main([*cmd, "--wait"]) == 0 and (out / "verdict.md").is_file()  # nothing held: it writes the tables
+
+
 PAIRED = """
 base: base.yaml
 set: {model.name: test_resnet, epochs: 1, micro_batch: 16}
