@@ -986,6 +986,7 @@ def test_the_scaling_table_gives_steps_images_over_linear_and_each_arms_fit(tmp_
     fitted = {line.get_gid() for line in ax.get_lines() if (line.get_gid() or "").startswith(("fit-", "perfect-"))}
     assert fitted == {f"{kind}-{arm}" for arm in ("lars", "vrgd_lars", "lamb") for kind in ("fit", "perfect-scaling")}
     assert "Zhang et al. 2024" in " ".join(table.notes)
+    assert table.notes[0].startswith("This sweep selected each cell's point on the final Top-1")  # not on steps
 
 
 def test_a_steps_sweep_ranks_its_trials_by_steps_and_flags_a_tie_within_the_grid(tmp_path):
@@ -996,6 +997,9 @@ def test_a_steps_sweep_ranks_its_trials_by_steps_and_flags_a_tie_within_the_grid
     assert c["select_metric"] == "steps_to_target" and c["best_trial"] == "s-lars-b100-t01-s0"
     assert c["best_steps"] == 10 and c["runner_up_steps"] == 20
     assert c["near_tie"] is False  # 10 steps apart, one grid of 10: resolved
+    assert "selected each cell's point on the final Top-1" not in " ".join(
+        tuning.scaling(results.load_study([tmp_path])).notes
+    )
     table = tuning.tuning(results.load_study([tmp_path]))
     [row] = [Row(r, table.columns) for r in table.rows]
     assert row["runner-up"].value == 20  # the runner-up's steps, what the selection ranked on

@@ -1652,6 +1652,12 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
             ]
         )
     table.notes = [
+        *[
+            "This sweep selected each cell's point on the final Top-1 (select.metric top1), not on steps to the "
+            "target: the steps and critical batches here are a secondary reading of runs tuned for another question "
+            "(a sweep with select.metric steps_to_target tunes each cell for them)."
+        ]
+        * (len(table_cells) > 0 and not selects_on_steps(table_cells)),
         "fewest over trials: the fewest steps to the target over the cell's trials (Shallue et al. 2018's steps to "
         "result, chosen after the fact, so it carries the winner's luck; ∞: no trial reached it), with its grid.",
         "steps to result: the median over the reruns (the selected point of each cell with seeds other than the "
