@@ -281,6 +281,8 @@ def test_each_arm_across_batches_against_its_smallest_batch(tmp_path):
     lars = rows[("LARS", 400)]
     assert rows[("LARS", 100)]["Δ gap [95%]"] == "reference (100)" and rows[("LARS", 100)]["verdict"] == "the reference"
     assert rows[("LARS", 100)]["gap [95%]"].startswith("8.10 [") and rows[("LARS", 100)]["gap [95%]"].endswith("(n=5)")
+    assert rows[("LARS", 100)]["train-eval Top-1 [95%]"].startswith("98.10 [")  # how well the budget fitted
+    assert rows[("LARS", 400)]["train-eval Top-1 [95%]"].startswith("87.10 [")
     assert lars["verdict"] == "gap smaller at 400; val Top-1 lower at 400"
     assert lars["Δ gap [95%]"] == "-7.02 [-7.20, -6.84]"
     vrgd = rows[("VRGD-LARS", 400)]["verdict"]

@@ -155,6 +155,7 @@ def cells(study: Study) -> pd.DataFrame:
                 "n_rerun_diverged": len(done) - len(trained),
                 "val_top1": tuple(trained["val_top1"]),
                 "gap_top1": tuple(trained["gap_top1"]),
+                "train_eval_top1": tuple(trained["train_eval_top1"]),
                 "seeds": tuple(trained["seed"]),
                 "kernels": tuple(sorted(set(done["kernels"]))),
                 "clip_frac": _mean_logged(study, trained["run"], "gsnr_clip_frac"),
@@ -860,6 +861,7 @@ def across_batches(study: Study, baseline: str | None = None) -> Table:
             "arm",
             "batch",
             "val Top-1 [95%]",
+            "train-eval Top-1 [95%]",
             "gap [95%]",
             "Δ val Top-1 [95%]",
             "p Holm (val)",
@@ -904,6 +906,7 @@ def across_batches(study: Study, baseline: str | None = None) -> Table:
                 display(r["arm"]),
                 batch,
                 _interval_cell(c["val_top1"], c["n_reruns"]),
+                _interval_cell(c["train_eval_top1"], c["n_reruns"]),
                 _interval_cell(c["gap_top1"], c["n_reruns"]),
                 reference if r["reference"] else diff(val),
                 Cell(holm["val_top1"][k], kind="p"),
@@ -916,9 +919,10 @@ def across_batches(study: Study, baseline: str | None = None) -> Table:
     one_batch = ["One batch per arm: nothing to compare across batches (bench table verdict compares the arms)."]
     table.notes = [
         *(one_batch if rows and all(r["reference"] for r in rows) else []),
-        f"val Top-1, gap: the final val Top-1 (%) and the gap (train-eval Top-1 − val Top-1, pp) of each cell's "
-        f"reruns (the best trial's point, other seeds), their mean with its {CONFIDENCE:.0%} t interval (n = reruns "
-        "that trained).",
+        f"val Top-1, train-eval Top-1, gap: the final val Top-1 (%), the final Top-1 on the fixed train-eval subset "
+        "(training images in evaluation mode: how well the budget fitted them) and the gap (train-eval Top-1 − val "
+        f"Top-1, pp) of each cell's reruns (the best trial's point, other seeds), their mean with its "
+        f"{CONFIDENCE:.0%} t interval (n = reruns that trained).",
         f"Δ: the cell's mean minus the same arm's at its smallest batch, with Welch's {CONFIDENCE:.0%} interval "
         "(uncorrected): another batch is another experiment, so its reruns are not paired by seed with the smallest "
         "batch's even where the seeds coincide.",
