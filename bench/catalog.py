@@ -942,7 +942,7 @@ TABLES = {
             "batches",
             "bench.analysis.tuning:across_batches",
             sweep=True,
-            help="a Top-1 sweep's arms across batches: each cell's val Top-1 and generalization gap with 95% "
+            help="a Top-1 sweep's arms across batches: each cell's val Top-1, train-eval Top-1 and generalization gap with 95% "
             "intervals, and each against the same arm at its smallest batch (Welch, Holm-adjusted, MDE)",
         ),
         TableRecord(

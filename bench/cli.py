@@ -445,6 +445,11 @@ def _sweep(args) -> int:
         return 0
     results = Path(args.out or Path("results") / spec.name)
     plots = Path(args.plots or Path("plots") / spec.name)
+    if args.only and args.wait:
+        raise UserError(
+            f"bench sweep {args.sweep}: --only runs no local stage and no reruns, so --wait has nothing to wait for; "
+            "give one of them"
+        )
     try:
         runs, waiting, held = sweep.run_sweep(
             args.sweep,
@@ -459,6 +464,12 @@ def _sweep(args) -> int:
         print(f"preempted: {e}; run the same command to resume")
         return stop_code(e.signal_name)
     except sweep.Until as e:
+        if e.held:
+            print(
+                f"--until {args.until}: other processes hold {', '.join(e.held)}, past it; this process stops ({e}); "
+                "run the same command to go on"
+            )
+            return 0
         print(f"--until {args.until} has passed: no run starts after it ({e}); run the same command to go on")
         return 0
     if held:  # the process that finishes them writes the tables, with every run in

@@ -683,9 +683,11 @@ def selection_score(run: Path, recipe: recipe_mod.Recipe, select: Select) -> tup
 
 
 class Until(Exception):
-    """The sweep's --until time passed: no run starts after it (the runs going finished); the same command goes on."""
+    """The sweep's --until time passed: no run starts after it (the runs going finished); the same command goes on.
+    `held`: the runs others held when a --wait would have passed the time."""
 
-    def __init__(self, trained: int):
+    def __init__(self, trained: int, held: list[str] | None = None):
+        self.held = held or []
         super().__init__(f"{trained} run(s) trained by this process")
 
 
@@ -902,12 +904,18 @@ def run_sweep(
         raise UserError(f"--only {only!r}: no trial of {path} has that in its name (see bench sweep {path} --list)")
     progress = Progress(until=until)
     while True:
-        ran, waiting, held = _sweep_pass(spec, trials, chosen, results, only, progress)
-        if not (wait and held):
+        ran, waiting, held, contended = _sweep_pass(spec, trials, chosen, results, only, progress)
+        if not (wait and (held or (contended and waiting))):
             return ran, waiting, held
+        if not held:  # what others held finished during the pass, too late for its cells: another pass now
+            continue
         if until is not None and time.time() + WAIT_S >= until:
-            raise Until(progress.trained)  # no run would start before the time: as if it had passed
-        print(f"waiting for {len(held)} run(s) other processes hold ({', '.join(held)})", file=sys.stderr)
+            raise Until(progress.trained, held)  # no run would start before the time: as if it had passed
+        print(
+            f"waiting for {len(held)} run(s) other processes hold ({', '.join(held)}); a holder that died on another "
+            f"host keeps its claim: remove {results}/<run>/.claim-* once it is gone (docs/cluster.md)",
+            file=sys.stderr,
+        )
         time.sleep(WAIT_S)
 
 
@@ -916,15 +924,16 @@ WAIT_S = 60.0  # bench sweep --wait: how often a process checks whether the runs
 
 def _sweep_pass(
     spec: SweepSpec, trials: list[Trial], chosen: list[Trial], results: Path, only: str | None, progress: Progress
-) -> tuple[list[Trial], list[str], list[str]]:
+) -> tuple[list[Trial], list[str], list[str], bool]:
     """One pass of run_sweep over what nobody holds: the chosen trials, the local stage, the complete cells'
-    reruns; returns run_sweep's three lists."""
+    reruns; returns run_sweep's three lists and whether others held any run during the pass (one they finished
+    meanwhile leaves its cell waiting until the next pass)."""
     from tqdm import tqdm
 
     with tqdm(total=len(chosen), unit="trial", desc=f"sweep {spec.name}", dynamic_ncols=True) as bar:
         _, held = run_trials(chosen, results, spec, bar, progress)
     if only:
-        return chosen, [], [t.name for t in held if finished_run(results, t.recipe) is None]
+        return chosen, [], [t.name for t in held if finished_run(results, t.recipe) is None], bool(held)
     # other processes finished trials meanwhile: the cells are read from the results, not from this process
     finished = {t.name: run for t in trials if (run := finished_run(results, t.recipe)) is not None}
     ranked, waiting = ranked_trials(trials, finished, spec)
@@ -936,7 +945,8 @@ def _sweep_pass(
     with tqdm(total=len(reruns), unit="run", desc=f"reruns {spec.name}", dynamic_ncols=True) as bar:
         _, held_reruns = run_trials(reruns, results, spec, bar, progress)
     # held runs the others finished meanwhile are in: the process that finishes last sees none held, and writes
-    return trials + reruns, waiting, [t.name for t in held + held_reruns if finished_run(results, t.recipe) is None]
+    still = [t.name for t in held + held_reruns if finished_run(results, t.recipe) is None]
+    return trials + reruns, waiting, still, bool(held + held_reruns)
 
 
 def measured_speed(results: Path) -> float | None:

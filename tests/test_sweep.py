@@ -412,6 +412,8 @@ def test_only_runs_a_subset_and_an_unknown_subset_is_exit_2(sweep_file, tmp_path
     assert [p.name for p in out.iterdir() if p.is_dir()] == ["tiny-sgd-b32-t01"]
     assert main(["sweep", str(sweep_file), "--out", str(out), "--only", "adamw", "--allow-dirty"]) == 2
     assert "no trial of" in capsys.readouterr().err
+    assert main(["sweep", str(sweep_file), "--out", str(out), "--only", "sgd", "--wait", "--allow-dirty"]) == 2
+    assert "--only runs no local stage and no reruns, so --wait has nothing to wait for" in capsys.readouterr().err
 
 
 def test_a_worker_with_nothing_to_claim_exits_and_runs_no_rerun_of_an_incomplete_cell(sweep_file, tmp_path, capsys):
@@ -1234,8 +1236,9 @@ def test_a_held_local_point_is_named_and_wait_goes_on_once_it_is_let_go(sweep_fi
     assert all(c.take() for c in held)
     _, waiting, others = sweep.run_sweep(sweep_file, out, allow_dirty=True)
     assert sorted(others) == names and waiting == ["lars at batch 32"]
-    with pytest.raises(sweep.Until, match="^0 run"):
+    with pytest.raises(sweep.Until, match="^0 run") as stopped:
         sweep.run_sweep(sweep_file, out, allow_dirty=True, until=time.time() + sweep.WAIT_S / 2, wait=True)
+    assert sorted(stopped.value.held) == names  # the wait would pass the time, not a run's start
     sleeps = []
 
     def let_go(seconds):
@@ -1252,6 +1255,35 @@ def test_a_held_local_point_is_named_and_wait_goes_on_once_it_is_let_go(sweep_fi
     assert all(sweep.finished_run(out, t.recipe) for t in runs)
     cmd = ["sweep", str(sweep_file), "--out", str(out), "--plots", str(tmp_path / "plots"), "--allow-dirty"]
     assert main([*cmd, "--wait"]) == 0 and (out / "verdict.md").is_file()  # nothing held: it writes the tables
+
+
+@pytest.mark.slow
+def test_wait_goes_on_at_once_when_what_others_held_finished_during_the_pass(sweep_file, tmp_path, monkeypatch):
+    """The other process finishes the local points it held while this one's pass goes on: their cell was left
+    waiting in that pass, so --wait starts another pass at once (no sleep) and trains the cell's next round and its
+    rerun, rather than ending with the cell waiting."""
+    text = LOCAL.replace("reruns: {seeds: [1, 2]}", "reruns: {seeds: [1]}").replace("epochs: 2}", "epochs: 1}")
+    write_recipe(sweep_file, text[: text.index("  sgd:")] + text[text.index("  lars:") :])
+    out = tmp_path / "results"
+    sweep.run_sweep(sweep_file, out, only="-t0", allow_dirty=True)
+    held = [sweep.Claim(out, f"tiny-lars-b32-{side}1") for side in ("down", "up")]
+    assert all(c.take() for c in held)
+    real, sleeps = sweep.run_trials, []
+
+    def the_other_finishes_them(trials, results, spec, bar, progress):
+        done, others = real(trials, results, spec, bar, progress)
+        if others and held:  # the other process trains what it held, then lets go, before this pass ends
+            for claim in held:
+                claim.release()
+            held.clear()
+            real(others, results, spec, bar, sweep.Progress())
+        return done, others
+
+    monkeypatch.setattr(sweep, "run_trials", the_other_finishes_them)
+    monkeypatch.setattr(sweep, "time", SimpleNamespace(time=time.time, sleep=sleeps.append))
+    runs, waiting, others = sweep.run_sweep(sweep_file, out, allow_dirty=True, wait=True)
+    assert sleeps == [] and waiting == [] and others == []
+    assert [t.role for t in runs].count("rerun") == 1 and all(sweep.finished_run(out, t.recipe) for t in runs)
 
 
 PAIRED = """

@@ -850,7 +850,7 @@ def _across_word(metric: str, batch: int, c: power.Comparison | None, p_holm: fl
 
 def across_batches(study: Study, baseline: str | None = None) -> Table:
     """Each arm of a sweep selected on Top-1 at each batch against itself at its smallest batch (Keskar et al.
-    2017's question: does the gap grow with the batch?): the reruns' final val Top-1 and gap with their 95% t
+    2017's question: does the gap grow with the batch?): the reruns' final val Top-1, train-eval Top-1 and gap with their 95% t
     intervals, each difference from the smallest batch with Welch's interval (another batch is another experiment:
     not paired by seed), p Holm over the table's tests of that metric, the MDE at the corrected level, the verdict
     in words. `baseline` is not used: each arm is its own reference."""
@@ -1656,12 +1656,15 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
             ]
         )
     table.notes = [
-        *[
-            "This sweep selected each cell's point on the final Top-1 (select.metric top1), not on steps to the "
-            "target: the steps and critical batches here are a secondary reading of runs tuned for another question "
-            "(a sweep with select.metric steps_to_target tunes each cell for them)."
-        ]
-        * (len(table_cells) > 0 and not selects_on_steps(table_cells)),
+        *(
+            [
+                "This sweep selected each cell's point on the final Top-1 (select.metric top1), not on steps to the "
+                "target: the steps and critical batches here are a secondary reading of runs tuned for another "
+                "question (a sweep with select.metric steps_to_target tunes each cell for them)."
+            ]
+            if len(table_cells) and (table_cells["select_metric"] == "top1").all()
+            else []
+        ),
         "fewest over trials: the fewest steps to the target over the cell's trials (Shallue et al. 2018's steps to "
         "result, chosen after the fact, so it carries the winner's luck; ∞: no trial reached it), with its grid.",
         "steps to result: the median over the reruns (the selected point of each cell with seeds other than the "
