@@ -464,13 +464,8 @@ def _sweep(args) -> int:
         print(f"preempted: {e}; run the same command to resume")
         return stop_code(e.signal_name)
     except sweep.Until as e:
-        if e.held:
-            print(
-                f"--until {args.until}: other processes hold {', '.join(e.held)}, past it; this process stops ({e}); "
-                "run the same command to go on"
-            )
-            return 0
-        print(f"--until {args.until} has passed: no run starts after it ({e}); run the same command to go on")
+        why = f"other processes hold {', '.join(e.held)}, past it" if e.held else "has passed: no run starts after it"
+        print(f"--until {args.until}{':' * bool(e.held)} {why} ({e}); run the same command to go on")
         return 0
     if held:  # the process that finishes them writes the tables, with every run in
         print(f"nothing left to claim: other processes hold {len(held)} run(s) ({', '.join(held)}); they go on")
