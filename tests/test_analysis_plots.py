@@ -306,6 +306,7 @@ def test_a_performance_profile_with_no_result_says_so():
             "global_batch": [64, 64, 512, 512],
             "steps_to_result": [float("inf")] * 4,
             "rerun_steps": [(float("inf"),) * 5] * 4,  # the profile reads the reruns
+            "select_metric": ["steps_to_target"] * 4,
             "n_trials": [4] * 4,
             "n_reruns": [5] * 4,
             "problem_label": ["Fashion-MNIST"] * 4,
@@ -536,6 +537,8 @@ def test_every_figure_keeps_the_style(styled, kind):
 
 
 def test_each_figure_has_its_caption_and_a_one_line_title(styled):
+    from bench.analysis import tuning
+
     _, root = styled
     for folder in (root / "plots", root / "sweep-plots"):
         for png in folder.glob("*.png"):
@@ -545,6 +548,10 @@ def test_each_figure_has_its_caption_and_a_one_line_title(styled):
     # the details the title left out: what the sweep ran on, its trials and seeds
     assert "6,400" not in (sweep / "steps_to_result.caption.txt").read_text()  # (not this study's numbers)
     assert "trials per cell" in (sweep / "steps_to_result.caption.txt").read_text()
+    note = tuning.steps_are_secondary(tuning.cells(results.load_study([root / "sweep"])))
+    assert note.startswith("This sweep selected each cell's point on the final Top-1")  # its steps: secondary
+    for stem in ("steps_to_result", "performance_profile"):
+        assert note in (sweep / f"{stem}.caption.txt").read_text()
     assert "synthetic data" in (root / "plots" / "steps_to_target.caption.txt").read_text()
 
 
@@ -561,6 +568,28 @@ def test_the_tuned_curves_draw_each_cells_reruns(styled):
     assert sorted(map(len, groups["runs"])) == sorted(map(len, with_reruns["reruns"]))
     text = (root / "sweep-plots" / "tuned_curves.caption.txt").read_text()
     assert "of each arm's reruns at its selected point" in text and "train-eval Top-1 (dashed)" in text
+
+
+def test_train_eval_measured_only_at_the_end_is_a_dot_not_an_invisible_line(tmp_path):
+    """Runs that evaluate the train split only at their last evaluation (as the ladder-quality study's) give one
+    train-eval point per curve: a dashed line through one point draws nothing, so it is drawn as a dot, and the
+    legend and caption say so; runs measuring it at every evaluation keep a plain dashed line."""
+    for seed in (1, 2):
+        make_run(tmp_path / "end", "a", "lars", 64, seed, [50, 60, 70 + seed], [np.nan, np.nan, 75 + seed])
+        make_run(tmp_path / "every", "a", "lars", 64, seed, [50, 60, 70 + seed])
+    drawn = {}
+    for tree in ("end", "every"):
+        study = results.load_study([tmp_path / tree])
+        groups = pd.DataFrame(
+            [{"optimizer": "lars", "global_batch": 64, "runs": list(study.runs["run"]), "target_top1": 60}]
+        )
+        with style.plt.rc_context(style.STYLE):
+            fig = plots.plot_curves(study, groups, ["lars"], "t")
+        [dashed] = [line for line in fig.axes[0].lines if line.get_linestyle() == "--"]
+        drawn[tree] = (len(dashed.get_xdata()), dashed.get_marker(), fig.bench_caption)
+        plots.plt.close(fig)
+    assert drawn["end"][:2] == (1, "o") and "a dot: train-eval measured at the last evaluation only" in drawn["end"][2]
+    assert drawn["every"][0] == 3 and drawn["every"][1] in (None, "None", "") and "a dot" not in drawn["every"][2]
 
 
 def _page_width(path) -> float:

@@ -131,15 +131,18 @@ def plot_curves(
         nrows, ncols, figsize=size(True, 1.9 * nrows + 0.9), sharey=True, squeeze=False, layout="constrained"
     )
     target_top1 = groups["target_top1"].iloc[0]
-    any_diverged = False
+    any_diverged = final_only = False
     for ax, b in zip(axes.flat, batches):
         for _, g in groups[groups["global_batch"] == b].iterrows():
             c = color(g["optimizer"], order)
             m = study.mean_curve(g["runs"])
             for column, linestyle in (("val_top1", "-"), ("train_eval_top1", "--")):
-                std = m[f"{column}_std"].fillna(0)
-                ax.plot(m["epoch"], m[column], linestyle, color=c)
-                ax.fill_between(m["epoch"], m[column] - std, m[column] + std, color=c, alpha=0.15, linewidth=0)
+                m_ok = m[m[column].notna()]  # runs that measure train-eval only at the end: one point, no line
+                std = m_ok[f"{column}_std"].fillna(0)
+                lone = len(m_ok) == 1
+                final_only |= lone and column == "train_eval_top1"
+                ax.plot(m_ok["epoch"], m_ok[column], linestyle, color=c, marker="o" if lone else None, markersize=4)
+                ax.fill_between(m_ok["epoch"], m_ok[column] - std, m_ok[column] + std, color=c, alpha=0.15, linewidth=0)
             diverged = study.runs[study.runs["run"].isin(g["runs"]) & study.runs["diverged"]]
             for run in diverged["run"]:
                 last = study.curves_of([run]).tail(1)
@@ -159,7 +162,7 @@ def plot_curves(
     handles = [Line2D([], [], color=color(o, order), label=display(o)) for o in present]
     handles += [
         Line2D([], [], color="k", label="val"),
-        Line2D([], [], color="k", linestyle="--", label="train-eval"),
+        Line2D([], [], color="k", linestyle="--", marker="o" if final_only else None, markersize=4, label="train-eval"),
     ]
     if target:
         handles.append(Line2D([], [], color="0.4", linestyle=":", label=f"target {target_top1:g}%"))
@@ -170,6 +173,7 @@ def plot_curves(
         fig,
         f"Top-1 during training: {title}. Val Top-1 (solid) and train-eval Top-1 (dashed) against epochs, a panel per "
         f"global batch, the mean over seeds with a ± 1 sample std band, {which}"
+        + ("; a dot: train-eval measured at the last evaluation only" if final_only else "")
         + ("; dotted: the target." if target else ".")
         + (" x: a diverged run's last evaluation." if any_diverged else ""),
     )

@@ -69,6 +69,18 @@ def selects_on_steps(table_cells: pd.DataFrame) -> bool:
     return bool(len(table_cells)) and bool((table_cells["select_metric"] == "steps_to_target").all())
 
 
+def steps_are_secondary(table_cells: pd.DataFrame) -> str:
+    """For a sweep that selected every cell on the final Top-1, the sentence that says its steps to the target are a
+    secondary reading (the scaling table's note, the steps figures' captions); otherwise ''."""
+    if not len(table_cells) or not (table_cells["select_metric"] == "top1").all():
+        return ""
+    return (
+        "This sweep selected each cell's point on the final Top-1 (select.metric top1), not on steps to the target: "
+        "the steps and critical batches here are a secondary reading of runs tuned for another question (a sweep "
+        "with select.metric steps_to_target tunes each cell for them)."
+    )
+
+
 def _min_steps(trials: pd.DataFrame) -> float:
     finished = trials[trials["finished"]]
     return float(finished["steps_to_target"].min()) if len(finished) else math.nan
@@ -1656,15 +1668,7 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
             ]
         )
     table.notes = [
-        *(
-            [
-                "This sweep selected each cell's point on the final Top-1 (select.metric top1), not on steps to the "
-                "target: the steps and critical batches here are a secondary reading of runs tuned for another "
-                "question (a sweep with select.metric steps_to_target tunes each cell for them)."
-            ]
-            if len(table_cells) and (table_cells["select_metric"] == "top1").all()
-            else []
-        ),
+        *([secondary] if (secondary := steps_are_secondary(table_cells)) else []),
         "fewest over trials: the fewest steps to the target over the cell's trials (Shallue et al. 2018's steps to "
         "result, chosen after the fact, so it carries the winner's luck; ∞: no trial reached it), with its grid.",
         "steps to result: the median over the reruns (the selected point of each cell with seeds other than the "

@@ -212,9 +212,8 @@ def plot_steps_to_result(table_cells: pd.DataFrame, order: list[str]) -> plt.Fig
         + ("; open markers: each rerun's steps" if any_reruns else "")
         + "."
         + _critical_caption(drawn)
-        + (
-            f" x in the band above: {MISSED} (half or more of the reruns missed, or every trial)." if any_missed else ""
-        ),
+        + (f" x in the band above: {MISSED} (half or more of the reruns missed, or every trial)." if any_missed else "")
+        + _secondary(table_cells),
     )
     legend_below(fig, handles, ncol=2)
     return fig
@@ -576,10 +575,15 @@ def plot_performance_profile(table_cells: pd.DataFrame, order: list[str]) -> plt
         f"Performance profile over batch sizes: {tuning.describe(table_cells)}. For each arm, the fraction of the {n} "
         "batch sizes at which its reruns' median steps to the target is within τ times the best arm's there (AlgoPerf's "
         "performance profile, over batches; a miss never counts). Equal curves lie one inside the other, the later "
-        "arm thinner; markers where a curve steps.",
+        "arm thinner; markers where a curve steps." + _secondary(table_cells),
     )
     ax.legend(loc="lower right", fontsize="small")
     return fig
+
+
+def _secondary(table_cells: pd.DataFrame) -> str:
+    """The caption's last sentence where the steps drawn are a secondary reading of a Top-1 sweep."""
+    return f" {note}" if (note := tuning.steps_are_secondary(table_cells)) else ""
 
 
 def rerun_groups(table_cells: pd.DataFrame) -> pd.DataFrame:
