@@ -289,14 +289,24 @@ def test_each_arm_across_batches_against_its_smallest_batch(tmp_path):
     assert vrgd.startswith("gap within noise (could detect ≥ ") and "; val Top-1 within noise" in vrgd
     welch = power.compare([1.0, 1.2, 1.2, 1.1, 0.9], [8.0, 8.1, 8.1, 8.0, 8.3])
     low, high = welch.low, welch.high
+    _, gap_low, gap_high = power.mean_interval([8.0, 8.1, 8.1, 8.0, 8.3])  # LARS at 100: does a gap exist?
+    assert table.claims[0] == (
+        f"LARS gap at batch 100: between {gap_low:.2f} pp and {gap_high:.2f} pp (95% t, uncorrected); "
+        "a gap (train-eval Top-1 above val)."
+    )
     assert (
-        table.claims[0]
+        table.claims[2]
         == f"LARS gap at batch 400 − at 100: between {low:.2f} pp and {high:.2f} pp (95%, uncorrected); gap smaller at 400."
     )
-    assert len(table.claims) == 4 and all("Holm" in n for n in table.notes[2:3])
+    assert len(table.claims) == 4 + 4 and all("Holm" in n for n in table.notes[2:3])  # a gap a cell, 2 tests a row
     speed_tree(tmp_path / "speed")
     steps = tables.build("batches", results.load_study([tmp_path / "speed"]))
     assert not steps.rows and steps.notes == [tuning.STEPS_SWEEP]
+
+
+def test_a_cells_gap_in_words_follows_its_interval():
+    words = [tuning._gap_word(*ends) for ends in ((0.1, 2.0), (-2.0, -0.1), (-0.5, 0.5), (0.0, 1.0))]
+    assert words == ["a gap (train-eval Top-1 above val)", "val Top-1 above train-eval", *["no gap resolved"] * 2]
 
 
 def test_across_batches_says_why_a_cell_has_no_test(tmp_path):
@@ -322,6 +332,10 @@ def test_across_batches_says_why_a_cell_has_no_test(tmp_path):
     assert row["gap [95%]"].text() == "no rerun has one" and row["Δ gap [95%]"].empty
     assert row["verdict"] == "gap: too few seeds (0 vs 3, a test needs 2 a side); val Top-1: no spread to test"
     assert all("nan" not in claim for claim in table.claims)
+    assert (
+        table.claims[0]
+        == "LARS gap at batch 100: between 5.00 pp and 5.00 pp (95% t, uncorrected); a gap (train-eval Top-1 above val)."
+    )
 
 
 def test_across_batches_of_a_one_batch_sweep_says_there_is_nothing_to_compare(tmp_path):
@@ -329,7 +343,8 @@ def test_across_batches_of_a_one_batch_sweep_says_there_is_nothing_to_compare(tm
     for run in tmp_path.glob("s-*-b400-*"):
         shutil.rmtree(run)
     table = tables.build("batches", results.load_study([tmp_path]))
-    assert [row[-1] for row in table.rows] == ["the reference"] * 2 and not table.claims
+    assert [row[-1] for row in table.rows] == ["the reference"] * 2
+    assert [c.split(":")[0] for c in table.claims] == ["LARS gap at batch 100", "VRGD-LARS gap at batch 100"]
     assert table.notes[0].startswith("One batch per arm: nothing to compare across batches")
 
 

@@ -860,6 +860,15 @@ def _across_word(metric: str, batch: int, c: power.Comparison | None, p_holm: fl
     return f"{name} within noise (could detect ≥ {detectable:.1f} pp)"
 
 
+def _gap_word(low: float, high: float) -> str:
+    """A cell's gap in words from its interval: whether the train-eval Top-1 is resolved above the val Top-1."""
+    if low > 0:
+        return "a gap (train-eval Top-1 above val)"
+    if high < 0:
+        return "val Top-1 above train-eval"
+    return "no gap resolved"
+
+
 def across_batches(study: Study, baseline: str | None = None) -> Table:
     """Each arm of a sweep selected on Top-1 at each batch against itself at its smallest batch (Keskar et al.
     2017's question: does the gap grow with the batch?): the reruns' final val Top-1, train-eval Top-1 and gap with their 95% t
@@ -900,6 +909,17 @@ def across_batches(study: Study, baseline: str | None = None) -> Table:
         c, first, gap, val = r["cell"], r["first"], r["gap_top1"], r["val_top1"]
         batch, base = int(c["global_batch"]), int(first["global_batch"])
         mdes = {m: power.comparison_mde(r[m], alpha[m]) if r[m] else math.nan for m in holm}
+        if (gap_ci := power.mean_interval(_numbers(c["gap_top1"]))) is not None:  # does a gap exist in this cell?
+            table.claims.append(
+                claim(
+                    f"{display(r['arm'])} gap at batch {batch}",
+                    _gap_word(*gap_ci[1:]),
+                    gap_ci[1:],
+                    f"{CONFIDENCE:.0%} t, uncorrected",
+                    "pct",
+                    " pp",
+                )
+            )
         words = []
         for metric in () if r["reference"] else ACROSS:
             test, n = r[metric], (len(_numbers(c[metric])), len(_numbers(first[metric])))
@@ -944,7 +964,8 @@ def across_batches(study: Study, baseline: str | None = None) -> Table:
         "else 'within noise (could detect ≥ MDE pp)'. MDE 80% at α/m: the smallest true gap difference this test "
         "detects with 80% power at the observed noise at Holm's first level; [95%]: its interval from the noise's "
         "uncertainty (as in the verdict table).",
-        "Claims: each comparison's conclusion as a sentence made from its numbers, under the table.",
+        "Claims: each cell's gap (whether its 95% t interval lies above 0: a gap; uncorrected, one test a cell) and "
+        "each comparison's conclusion, as sentences made from their numbers, under the table.",
         *_selection_notes(table_cells),
         *provenance_notes(study),
     ]
