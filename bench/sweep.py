@@ -697,6 +697,7 @@ class Progress:
     trained: int = 0  # of `done`, the runs this process trained
     best: dict = field(default_factory=dict)  # (arm, batch) -> (score, trial name)
     until: float | None = None  # POSIX time after which no run starts (bench sweep --until)
+    quiet: bool = False  # draw no progress bars (bench sweep --wait's passes after its first wait)
 
 
 def run_trials(
@@ -903,6 +904,7 @@ def run_sweep(
     if only and not chosen:
         raise UserError(f"--only {only!r}: no trial of {path} has that in its name (see bench sweep {path} --list)")
     progress = Progress(until=until)
+    said = []  # the held runs the last waiting line named: a line a change, not a minute
     while True:
         ran, waiting, held, contended = _sweep_pass(spec, trials, chosen, results, only, progress)
         if not (wait and (held or (contended and waiting))):
@@ -911,11 +913,14 @@ def run_sweep(
             continue
         if until is not None and time.time() + WAIT_S >= until:
             raise Until(progress.trained, held)  # no run would start before the time: as if it had passed
-        print(
-            f"waiting for {len(held)} run(s) other processes hold ({', '.join(held)}); a holder that died on another "
-            f"host keeps its claim: remove {results}/<run>/.claim-* once it is gone (docs/cluster.md)",
-            file=sys.stderr,
-        )
+        if held != said:
+            print(
+                f"waiting for {len(held)} run(s) other processes hold ({', '.join(held)}); a holder that died on "
+                f"another host keeps its claim: remove {results}/<run>/.claim-* once it is gone (docs/cluster.md)",
+                file=sys.stderr,
+            )
+            said = held
+        progress.quiet = True  # the passes that check again redraw no bars; the runs they start print as ever
         time.sleep(WAIT_S)
 
 
@@ -930,7 +935,9 @@ def _sweep_pass(
     meanwhile leaves its cell waiting until the next pass)."""
     from tqdm import tqdm
 
-    with tqdm(total=len(chosen), unit="trial", desc=f"sweep {spec.name}", dynamic_ncols=True) as bar:
+    with tqdm(
+        total=len(chosen), unit="trial", desc=f"sweep {spec.name}", dynamic_ncols=True, disable=progress.quiet
+    ) as bar:
         _, held = run_trials(chosen, results, spec, bar, progress)
     if only:
         return chosen, [], [t.name for t in held if finished_run(results, t.recipe) is None], bool(held)
@@ -942,7 +949,9 @@ def _sweep_pass(
         trials, held = trials + local, held + held_local
         ranked, waiting = ranked_trials(trials, finished, spec)
     reruns = all_reruns(spec, ranked)
-    with tqdm(total=len(reruns), unit="run", desc=f"reruns {spec.name}", dynamic_ncols=True) as bar:
+    with tqdm(
+        total=len(reruns), unit="run", desc=f"reruns {spec.name}", dynamic_ncols=True, disable=progress.quiet
+    ) as bar:
         _, held_reruns = run_trials(reruns, results, spec, bar, progress)
     # held runs the others finished meanwhile are in: the process that finishes last sees none held, and writes
     still = [t.name for t in held + held_reruns if finished_run(results, t.recipe) is None]
@@ -1004,7 +1013,9 @@ def local_stage(
         if cell in ranked  # a cell whose local point did not finish steps no further
         for t in local_trials(spec, center, next_local_steps(spec, ranked[cell], tried[cell]))
     ]:
-        with tqdm(total=len(batch), unit="trial", desc=f"local {spec.name}", dynamic_ncols=True) as bar:
+        with tqdm(
+            total=len(batch), unit="trial", desc=f"local {spec.name}", dynamic_ncols=True, disable=progress.quiet
+        ) as bar:
             done, others = run_trials(batch, results, spec, bar, progress)  # a held point leaves its cell waiting
             finished.update(done)
             held += others

@@ -1241,16 +1241,19 @@ def test_a_held_local_point_is_named_and_wait_goes_on_once_it_is_let_go(sweep_fi
     assert sorted(stopped.value.held) == names  # the wait would pass the time, not a run's start
     sleeps = []
 
-    def let_go(seconds):
+    def let_go(seconds):  # at the second check
         sleeps.append(seconds)
-        for claim in held:
+        for claim in held if len(sleeps) == 2 else ():
             claim.release()
 
     monkeypatch.setattr(sweep, "time", SimpleNamespace(time=time.time, sleep=let_go))
     capsys.readouterr()
     runs, waiting, others = sweep.run_sweep(sweep_file, out, allow_dirty=True, wait=True)
-    assert sleeps == [sweep.WAIT_S] and waiting == [] and others == []
-    assert f"waiting for 2 run(s) other processes hold ({', '.join(sorted(names))})" in capsys.readouterr().err
+    assert sleeps == [sweep.WAIT_S] * 2 and waiting == [] and others == []
+    err = capsys.readouterr().err
+    line = f"waiting for 2 run(s) other processes hold ({', '.join(sorted(names))})"
+    assert err.count(line) == 1  # named once while the same runs are held, not once a check
+    assert "sweep tiny" in err[: err.index(line)] and "sweep tiny" not in err[err.index(line) :]  # no bars redrawn
     assert {t.name for t in runs} >= set(names) and [t.role for t in runs].count("rerun") == 1
     assert all(sweep.finished_run(out, t.recipe) for t in runs)
     cmd = ["sweep", str(sweep_file), "--out", str(out), "--plots", str(tmp_path / "plots"), "--allow-dirty"]
