@@ -744,7 +744,8 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="while other processes hold runs this one needs (a trial, a local point), check again every minute and go "
         "on when they finish, instead of ending: processes side by side on one machine (a job array's tasks should "
-        "end, not hold their GPUs idle)",
+        "end, not hold their GPUs idle); it names the held runs when they change, and a check that finds nothing to "
+        "do draws no progress bars",
     )
     report_arguments(s, "sweep name", "the arm the verdict compares the others with", "ARM")
     s.add_argument(

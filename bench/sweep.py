@@ -697,7 +697,17 @@ class Progress:
     trained: int = 0  # of `done`, the runs this process trained
     best: dict = field(default_factory=dict)  # (arm, batch) -> (score, trial name)
     until: float | None = None  # POSIX time after which no run starts (bench sweep --until)
-    quiet: bool = False  # draw no progress bars (bench sweep --wait's passes after its first wait)
+    checking: bool = False  # bench sweep --wait's passes after its first wait: a bar shows only after BAR_DELAY_S
+
+    def bar(self, total: int, unit: str, desc: str):
+        """A pass's progress bar; while --wait checks, one that finds nothing to do within BAR_DELAY_S prints
+        nothing (a check a minute, not three bars a minute), and one that trains shows as ever."""
+        from tqdm import tqdm
+
+        return tqdm(total=total, unit=unit, desc=desc, dynamic_ncols=True, delay=BAR_DELAY_S if self.checking else 0)
+
+
+BAR_DELAY_S = 5.0
 
 
 def run_trials(
@@ -752,8 +762,9 @@ def _finished(trial: Trial, run: Path | None, finished: dict, spec: SweepSpec, b
                 progress.best[cell] = (score, trial.name)
             if not spec.keep_checkpoints:  # a trial is read for its curve only: its disk goes back
                 checkpoint.prune(run, 0)
+    # the postfix first, drawn by the update: a refresh of its own would show a bar --wait's checks keep quiet
+    bar.set_postfix_str(_best_so_far(progress) if trial.role in ("trial", "local") else f"{trial.name} done", False)
     bar.update(1)
-    bar.set_postfix_str(_best_so_far(progress) if trial.role in ("trial", "local") else f"{trial.name} done")
 
 
 def _best_so_far(progress: Progress) -> str:
@@ -920,7 +931,7 @@ def run_sweep(
                 file=sys.stderr,
             )
             said = held
-        progress.quiet = True  # the passes that check again redraw no bars; the runs they start print as ever
+        progress.checking = True
         time.sleep(WAIT_S)
 
 
@@ -933,11 +944,8 @@ def _sweep_pass(
     """One pass of run_sweep over what nobody holds: the chosen trials, the local stage, the complete cells'
     reruns; returns run_sweep's three lists and whether others held any run during the pass (one they finished
     meanwhile leaves its cell waiting until the next pass)."""
-    from tqdm import tqdm
 
-    with tqdm(
-        total=len(chosen), unit="trial", desc=f"sweep {spec.name}", dynamic_ncols=True, disable=progress.quiet
-    ) as bar:
+    with progress.bar(len(chosen), "trial", f"sweep {spec.name}") as bar:
         _, held = run_trials(chosen, results, spec, bar, progress)
     if only:
         return chosen, [], [t.name for t in held if finished_run(results, t.recipe) is None], bool(held)
@@ -949,9 +957,7 @@ def _sweep_pass(
         trials, held = trials + local, held + held_local
         ranked, waiting = ranked_trials(trials, finished, spec)
     reruns = all_reruns(spec, ranked)
-    with tqdm(
-        total=len(reruns), unit="run", desc=f"reruns {spec.name}", dynamic_ncols=True, disable=progress.quiet
-    ) as bar:
+    with progress.bar(len(reruns), "run", f"reruns {spec.name}") as bar:
         _, held_reruns = run_trials(reruns, results, spec, bar, progress)
     # held runs the others finished meanwhile are in: the process that finishes last sees none held, and writes
     still = [t.name for t in held + held_reruns if finished_run(results, t.recipe) is None]
@@ -1001,7 +1007,6 @@ def local_stage(
     """Round after round, the next local points of every ranked cell (next_local_steps), centred on its best
     quasi-random trial, until no cell steps further; returns the local trials (`finished` gets their runs) and
     those other processes hold. Deterministic given the finished trials, so a resumed sweep finds the same points."""
-    from tqdm import tqdm
 
     centers = {cell: members[0] for cell, members in ranked.items()}
     tried: dict[tuple, list[int]] = {cell: [] for cell in centers}
@@ -1013,9 +1018,7 @@ def local_stage(
         if cell in ranked  # a cell whose local point did not finish steps no further
         for t in local_trials(spec, center, next_local_steps(spec, ranked[cell], tried[cell]))
     ]:
-        with tqdm(
-            total=len(batch), unit="trial", desc=f"local {spec.name}", dynamic_ncols=True, disable=progress.quiet
-        ) as bar:
+        with progress.bar(len(batch), "trial", f"local {spec.name}") as bar:
             done, others = run_trials(batch, results, spec, bar, progress)  # a held point leaves its cell waiting
             finished.update(done)
             held += others

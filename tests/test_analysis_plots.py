@@ -5,6 +5,7 @@ one-line titles, plain tick labels on log axes, captions beside the figures, pap
 
 import itertools
 import json
+import math
 import re
 import shutil
 import subprocess
@@ -548,7 +549,7 @@ def test_each_figure_has_its_caption_and_a_one_line_title(styled):
     # the details the title left out: what the sweep ran on, its trials and seeds
     assert "6,400" not in (sweep / "steps_to_result.caption.txt").read_text()  # (not this study's numbers)
     assert "trials per cell" in (sweep / "steps_to_result.caption.txt").read_text()
-    note = tuning.steps_are_secondary(tuning.cells(results.load_study([root / "sweep"])))
+    note = tuning.secondary_steps_note(tuning.cells(results.load_study([root / "sweep"])))
     assert note.startswith("This sweep selected each cell's point on the final Top-1")  # its steps: secondary
     for stem in ("steps_to_result", "performance_profile"):
         assert note in (sweep / f"{stem}.caption.txt").read_text()
@@ -572,24 +573,32 @@ def test_the_tuned_curves_draw_each_cells_reruns(styled):
 
 def test_train_eval_measured_only_at_the_end_is_a_dot_not_an_invisible_line(tmp_path):
     """Runs that evaluate the train split only at their last evaluation (as the ladder-quality study's) give one
-    train-eval point per curve: a dashed line through one point draws nothing, so it is drawn as a dot, and the
-    legend and caption say so; runs measuring it at every evaluation keep a plain dashed line."""
+    train-eval point per curve: a dashed line and band through one point draw nothing, so it is a dot with its
+    ± 1 std bar, and the legend and caption say so; runs measuring it at every evaluation keep a dashed line."""
     for seed in (1, 2):
-        make_run(tmp_path / "end", "a", "lars", 64, seed, [50, 60, 70 + seed], [np.nan, np.nan, 75 + seed])
+        make_run(tmp_path / "end", "a", "lars", 64, seed, [50, 60, 70 + seed], [np.nan, np.nan, 75 + 2 * seed])
         make_run(tmp_path / "every", "a", "lars", 64, seed, [50, 60, 70 + seed])
     drawn = {}
     for tree in ("end", "every"):
         study = results.load_study([tmp_path / tree])
-        groups = pd.DataFrame(
-            [{"optimizer": "lars", "global_batch": 64, "runs": list(study.runs["run"]), "target_top1": 60}]
-        )
+        runs = list(study.runs["run"])
+        groups = pd.DataFrame([{"optimizer": "lars", "global_batch": 64, "runs": runs, "target_top1": 60}])
         with style.plt.rc_context(style.STYLE):
             fig = plots.plot_curves(study, groups, ["lars"], "t")
-        [dashed] = [line for line in fig.axes[0].lines if line.get_linestyle() == "--"]
-        drawn[tree] = (len(dashed.get_xdata()), dashed.get_marker(), fig.bench_caption)
+        ax = fig.axes[0]
+        dots = [line for line in ax.lines if line.get_marker() == "o"]
+        bars = [seg for coll in ax.collections if hasattr(coll, "get_segments") for seg in coll.get_segments()]
+        [key] = [h for h in fig.legends[0].legend_handles if h.get_label() == "train-eval"]
+        drawn[tree] = dots, bars, [line for line in ax.lines if line.get_linestyle() == "--"], key, fig.bench_caption
         plots.plt.close(fig)
-    assert drawn["end"][:2] == (1, "o") and "a dot: train-eval measured at the last evaluation only" in drawn["end"][2]
-    assert drawn["every"][0] == 3 and drawn["every"][1] in (None, "None", "") and "a dot" not in drawn["every"][2]
+    dots, bars, dashed, key, caption = drawn["end"]
+    [dot] = dots
+    assert list(dot.get_xydata()[0]) == pytest.approx([3.0, 78.0]) and not dashed  # the mean of 77 and 79
+    assert any(seg[:, 1].tolist() == pytest.approx([78 - math.sqrt(2), 78 + math.sqrt(2)]) for seg in bars)
+    assert key.get_marker() == "o" and "a dot with a ± 1 std bar: train-eval measured at the last" in caption
+    dots, _, dashed, key, caption = drawn["every"]
+    assert not dots and len(dashed) == 1 and len(dashed[0].get_xdata()) == 3 and key.get_marker() in (None, "None", "")
+    assert "a dot" not in caption
 
 
 def _page_width(path) -> float:

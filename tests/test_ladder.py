@@ -435,6 +435,7 @@ def test_the_steps_figure_draws_the_reruns_and_scales_from_them(tmp_path):
     fig = tuning_plots.plot_steps_to_result(table_cells, ["lars", "vrgd_lars"])
     assert fig.axes[0].get_ylabel().endswith("(reruns' median, 75% interval)")
     assert "interval (75% exact coverage: the smallest to the largest" in fig.bench_caption
+    assert tuning.secondary_steps_note(table_cells) == "" and "secondary reading" not in fig.bench_caption  # speed
     # the fit's lines: the fitted curve is 20% above the perfect-scaling line at the critical batch
     f = tuning.ladder_fits(table_cells)["lars"]
     drawn = tuning_plots.fit_lines(f, [100, 200])

@@ -247,3 +247,24 @@ def test_too_few_values_reach_only_their_widest_interval_and_ratio_seeds_says_ho
     assert power.ratio_seeds(0.95) == (4, pytest.approx(1 - 2 / 70))
     assert power.ratio_seeds(0.99) == (5, pytest.approx(1 - 2 / 252))
     assert power.ratio_seeds(1 - 0.05 / 2) == (5, pytest.approx(1 - 4 / 252))  # two tests: 97.5%, k = 2
+
+
+def test_a_mean_interval_with_a_shared_error_covers_what_the_seeds_spread_cannot_show():
+    """mean_interval: without a shared error, the textbook t interval (df n - 1); with one (the fixed image sets
+    every seed is scored on), its variance added and Welch-Satterthwaite's df, so that it covers about 95% where
+    the seeds-only interval, blind to an error all values share, covers far less; with no spread, a normal one."""
+    values = [8.0, 8.1, 8.1, 8.0, 8.3]
+    half = stats.t.ppf(0.975, 4) * np.std(values, ddof=1) / math.sqrt(5)
+    assert power.mean_interval(values) == (np.mean(values), np.mean(values) - half, np.mean(values) + half)
+    assert power.mean_interval([5.0] * 5, shared_var=0.25) == pytest.approx(
+        (5.0, 5.0 - 1.96 * 0.5, 5.0 + 1.96 * 0.5), abs=1e-3
+    )
+    rng = np.random.default_rng(0)
+    shared, seeds = 0.4**2, 0.3  # an image-set error about as large as the seeds' spread
+    cover = {"seeds only": 0, "with the sets": 0}
+    for _ in range(4000):
+        v = rng.normal(rng.normal(0, math.sqrt(shared)), seeds, 5)  # one draw of the sets, five seeds on them
+        for name, extra in (("seeds only", 0.0), ("with the sets", shared)):
+            _, low, high = power.mean_interval(v, shared_var=extra)
+            cover[name] += low <= 0 <= high
+    assert 0.93 <= cover["with the sets"] / 4000 <= 0.985 and cover["seeds only"] / 4000 < 0.75

@@ -2,6 +2,7 @@
 why a side has no reruns, the primary family a sweep file declares (or --baseline sets), and no Python warning on
 the way."""
 
+import math
 import shutil
 
 import pytest
@@ -289,10 +290,13 @@ def test_each_arm_across_batches_against_its_smallest_batch(tmp_path):
     assert vrgd.startswith("gap within noise (could detect ≥ ") and "; val Top-1 within noise" in vrgd
     welch = power.compare([1.0, 1.2, 1.2, 1.1, 0.9], [8.0, 8.1, 8.1, 8.0, 8.3])
     low, high = welch.low, welch.high
-    _, gap_low, gap_high = power.mean_interval([8.0, 8.1, 8.1, 8.0, 8.3])  # LARS at 100: does a gap exist?
+    # LARS at 100: does a gap exist? The seeds' spread and the two 300-image sets' binomial error (98.1%, 90.0%)
+    sets = 1e4 * (0.981 * 0.019 + 0.9 * 0.1) / 300
+    _, gap_low, gap_high = power.mean_interval([8.0, 8.1, 8.1, 8.0, 8.3], shared_var=sets)
+    assert gap_high - gap_low > 2 * 1.96 * math.sqrt(sets)  # wider than the sets' error alone, let alone the seeds'
     assert table.claims[0] == (
-        f"LARS gap at batch 100: between {gap_low:.2f} pp and {gap_high:.2f} pp (95% t, uncorrected); "
-        "a gap (train-eval Top-1 above val)."
+        f"LARS gap at batch 100: between {gap_low:.2f} pp and {gap_high:.2f} pp (95%: seeds and image sampling, "
+        "uncorrected); a gap (train-eval Top-1 above val)."
     )
     assert (
         table.claims[2]
@@ -305,7 +309,7 @@ def test_each_arm_across_batches_against_its_smallest_batch(tmp_path):
 
 
 def test_a_cells_gap_in_words_follows_its_interval():
-    words = [tuning._gap_word(*ends) for ends in ((0.1, 2.0), (-2.0, -0.1), (-0.5, 0.5), (0.0, 1.0))]
+    words = [tuning._gap_exists_word(*ends) for ends in ((0.1, 2.0), (-2.0, -0.1), (-0.5, 0.5), (0.0, 1.0))]
     assert words == ["a gap (train-eval Top-1 above val)", "val Top-1 above train-eval", *["no gap resolved"] * 2]
 
 
@@ -332,9 +336,11 @@ def test_across_batches_says_why_a_cell_has_no_test(tmp_path):
     assert row["gap [95%]"].text() == "no rerun has one" and row["Δ gap [95%]"].empty
     assert row["verdict"] == "gap: too few seeds (0 vs 3, a test needs 2 a side); val Top-1: no spread to test"
     assert all("nan" not in claim for claim in table.claims)
-    assert (
-        table.claims[0]
-        == "LARS gap at batch 100: between 5.00 pp and 5.00 pp (95% t, uncorrected); a gap (train-eval Top-1 above val)."
+    # no spread between the seeds: the image sets' error alone, a normal interval (95%, 90% on 300 images each)
+    half = 1.959964 * math.sqrt(1e4 * (0.95 * 0.05 + 0.9 * 0.1) / 300)
+    assert table.claims[0] == (
+        f"LARS gap at batch 100: between {5 - half:.2f} pp and {5 + half:.2f} pp (95%: seeds and image sampling, "
+        "uncorrected); a gap (train-eval Top-1 above val)."
     )
 
 

@@ -90,6 +90,7 @@ COLUMNS = {
     "train_size": "training images",
     "val_size": "validation images",
     "val_images": "validation images the last evaluation counted (fewer than val_size when some were unreadable)",
+    "train_eval_images": "images in the fixed train-eval subset the train-eval Top-1 is measured on",
     "target_top1": "the recipe's target validation Top-1 (%)",
     "train_time_s": "training seconds (training steps only, slowest rank); a wall time on a possibly shared "
     "machine, not a speed claim",

@@ -139,9 +139,11 @@ def plot_curves(
             for column, linestyle in (("val_top1", "-"), ("train_eval_top1", "--")):
                 m_ok = m[m[column].notna()]  # runs that measure train-eval only at the end: one point, no line
                 std = m_ok[f"{column}_std"].fillna(0)
-                lone = len(m_ok) == 1
-                final_only |= lone and column == "train_eval_top1"
-                ax.plot(m_ok["epoch"], m_ok[column], linestyle, color=c, marker="o" if lone else None, markersize=4)
+                if len(m_ok) == 1:  # a band over one point draws nothing: a dot with its ± 1 std bar
+                    final_only |= column == "train_eval_top1"
+                    ax.errorbar(m_ok["epoch"], m_ok[column], yerr=std, fmt="o", color=c, markersize=4, capsize=2)
+                    continue
+                ax.plot(m_ok["epoch"], m_ok[column], linestyle, color=c)
                 ax.fill_between(m_ok["epoch"], m_ok[column] - std, m_ok[column] + std, color=c, alpha=0.15, linewidth=0)
             diverged = study.runs[study.runs["run"].isin(g["runs"]) & study.runs["diverged"]]
             for run in diverged["run"]:
@@ -173,7 +175,7 @@ def plot_curves(
         fig,
         f"Top-1 during training: {title}. Val Top-1 (solid) and train-eval Top-1 (dashed) against epochs, a panel per "
         f"global batch, the mean over seeds with a ± 1 sample std band, {which}"
-        + ("; a dot: train-eval measured at the last evaluation only" if final_only else "")
+        + ("; a dot with a ± 1 std bar: train-eval measured at the last evaluation only" if final_only else "")
         + ("; dotted: the target." if target else ".")
         + (" x: a diverged run's last evaluation." if any_diverged else ""),
     )

@@ -66,14 +66,20 @@ class Comparison:
     n: int  # seeds per side (paired: pairs; Welch: the smaller side)
 
 
-def mean_interval(values, confidence: float = 1 - ALPHA) -> tuple[float, float, float] | None:
-    """The mean of `values` with its t interval at `confidence` (mean, low, high); None with fewer than 2."""
+def mean_interval(values, confidence: float = 1 - ALPHA, shared_var: float = 0.0) -> tuple[float, float, float] | None:
+    """The mean of `values` with its t interval at `confidence` (mean, low, high); None with fewer than 2.
+    `shared_var`: the variance of an error every value shares, which their spread cannot show (the sampling of the
+    fixed image sets every seed is scored on): added to the mean's, with Welch-Satterthwaite's df (the shared part
+    taken as known); 0 gives the plain t interval (df n - 1)."""
     from scipy import stats
 
     v = np.asarray(values, float)
     if len(v) < 2:
         return None
-    mean, half = float(v.mean()), stats.t.ppf(0.5 + confidence / 2, len(v) - 1) * v.std(ddof=1) / math.sqrt(len(v))
+    n, var = len(v), float(v.var(ddof=1))
+    total = var + n * shared_var  # n x the mean's variance
+    df = (n - 1) * (total / var) ** 2 if var > 0 else math.inf
+    mean, half = float(v.mean()), stats.t.ppf(0.5 + confidence / 2, df) * math.sqrt(total) / math.sqrt(n)
     return mean, mean - half, mean + half
 
 

@@ -392,6 +392,9 @@ def summarize(record: Run) -> tuple[dict, pd.DataFrame]:
         "library": library_of(recipe["optimizer"]["name"], meta),
         "val_size": meta.get("val_size"),
         "val_images": (meta.get("evaluated_images") or {}).get("val", meta.get("val_size")),
+        "train_eval_images": (meta.get("evaluated_images") or {}).get(
+            "train_eval", meta.get("train_eval_size") or meta.get("val_size")
+        ),  # the runner's default subset: as many as val
         "stopped_at_target": bool(meta.get("stopped_at_target")),
         "target_top1": target,
         "train_time_s": float(meta.get("train_time_s") or math.nan),

@@ -69,15 +69,15 @@ def selects_on_steps(table_cells: pd.DataFrame) -> bool:
     return bool(len(table_cells)) and bool((table_cells["select_metric"] == "steps_to_target").all())
 
 
-def steps_are_secondary(table_cells: pd.DataFrame) -> str:
+def secondary_steps_note(table_cells: pd.DataFrame) -> str:
     """For a sweep that selected every cell on the final Top-1, the sentence that says its steps to the target are a
     secondary reading (the scaling table's note, the steps figures' captions); otherwise ''."""
     if not len(table_cells) or not (table_cells["select_metric"] == "top1").all():
         return ""
     return (
         "This sweep selected each cell's point on the final Top-1 (select.metric top1), not on steps to the target: "
-        "the steps and critical batches here are a secondary reading of runs tuned for another question (a sweep "
-        "with select.metric steps_to_target tunes each cell for them)."
+        "its steps to the target, and what is read from them, are a secondary reading of runs tuned for another "
+        "question (a sweep with select.metric steps_to_target tunes each cell for them)."
     )
 
 
@@ -168,6 +168,8 @@ def cells(study: Study) -> pd.DataFrame:
                 "val_top1": tuple(trained["val_top1"]),
                 "gap_top1": tuple(trained["gap_top1"]),
                 "train_eval_top1": tuple(trained["train_eval_top1"]),
+                "val_images": tuple(trained["val_images"]),  # the image sets' sizes: their sampling error
+                "train_eval_images": tuple(trained["train_eval_images"]),
                 "seeds": tuple(trained["seed"]),
                 "kernels": tuple(sorted(set(done["kernels"]))),
                 "clip_frac": _mean_logged(study, trained["run"], "gsnr_clip_frac"),
@@ -860,7 +862,18 @@ def _across_word(metric: str, batch: int, c: power.Comparison | None, p_holm: fl
     return f"{name} within noise (could detect ≥ {detectable:.1f} pp)"
 
 
-def _gap_word(low: float, high: float) -> str:
+def _sets_var(c) -> float:
+    """The variance (pp²) a cell's mean gap carries from the two fixed image sets every seed is scored on: the
+    binomial error of its mean train-eval and val Top-1 on the subset's and val set's images (the smaller where
+    reruns differ); nan where a size is unknown."""
+    te, val = _numbers(c["train_eval_top1"]), _numbers(c["val_top1"])
+    if not te or not val:
+        return math.nan
+    sizes = [min(_numbers(c[k]), default=math.nan) for k in ("train_eval_images", "val_images")]
+    return sum(selection_se(float(np.mean(x)), n) ** 2 for x, n in zip((te, val), sizes))
+
+
+def _gap_exists_word(low: float, high: float) -> str:
     """A cell's gap in words from its interval: whether the train-eval Top-1 is resolved above the val Top-1."""
     if low > 0:
         return "a gap (train-eval Top-1 above val)"
@@ -874,7 +887,8 @@ def across_batches(study: Study, baseline: str | None = None) -> Table:
     2017's question: does the gap grow with the batch?): the reruns' final val Top-1, train-eval Top-1 and gap with their 95% t
     intervals, each difference from the smallest batch with Welch's interval (another batch is another experiment:
     not paired by seed), p Holm over the table's tests of that metric, the MDE at the corrected level, the verdict
-    in words. `baseline` is not used: each arm is its own reference."""
+    in words; its claims say of each cell whether a gap exists (seeds and image sampling) and each difference's
+    conclusion. `baseline` is not used: each arm is its own reference."""
     table_cells = cells(study)
     table = Table(
         _title("Across batches: each arm against itself at its smallest batch", table_cells),
@@ -909,13 +923,13 @@ def across_batches(study: Study, baseline: str | None = None) -> Table:
         c, first, gap, val = r["cell"], r["first"], r["gap_top1"], r["val_top1"]
         batch, base = int(c["global_batch"]), int(first["global_batch"])
         mdes = {m: power.comparison_mde(r[m], alpha[m]) if r[m] else math.nan for m in holm}
-        if (gap_ci := power.mean_interval(_numbers(c["gap_top1"]))) is not None:  # does a gap exist in this cell?
-            table.claims.append(
+        if (gap_ci := power.mean_interval(_numbers(c["gap_top1"]), shared_var=_sets_var(c))) is not None:
+            table.claims.append(  # does a gap exist in this cell?
                 claim(
                     f"{display(r['arm'])} gap at batch {batch}",
-                    _gap_word(*gap_ci[1:]),
+                    _gap_exists_word(*gap_ci[1:]),
                     gap_ci[1:],
-                    f"{CONFIDENCE:.0%} t, uncorrected",
+                    f"{CONFIDENCE:.0%}: seeds and image sampling, uncorrected",
                     "pct",
                     " pp",
                 )
@@ -964,8 +978,13 @@ def across_batches(study: Study, baseline: str | None = None) -> Table:
         "else 'within noise (could detect ≥ MDE pp)'. MDE 80% at α/m: the smallest true gap difference this test "
         "detects with 80% power at the observed noise at Holm's first level; [95%]: its interval from the noise's "
         "uncertainty (as in the verdict table).",
-        "Claims: each cell's gap (whether its 95% t interval lies above 0: a gap; uncorrected, one test a cell) and "
-        "each comparison's conclusion, as sentences made from their numbers, under the table.",
+        "Claims: each cell's gap and each comparison's conclusion, as sentences made from their numbers, under the "
+        "table. A cell's gap claim: 'a gap' where its interval lies above 0, 'val Top-1 above train-eval' where "
+        "below, else 'no gap resolved' (uncorrected: one test a cell); its interval adds to the seeds' spread the "
+        "sampling error of the two fixed image sets every seed is scored on (binomial, p(1 − p) / N for the "
+        "train-eval subset and for the val set; Welch-Satterthwaite df), which the gap column, the seeds' alone, "
+        "cannot show. A difference across batches leaves it out: both batches are scored on the same sets, so "
+        "their sampling largely cancels.",
         *_selection_notes(table_cells),
         *provenance_notes(study),
     ]
@@ -1689,7 +1708,7 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
             ]
         )
     table.notes = [
-        *([secondary] if (secondary := steps_are_secondary(table_cells)) else []),
+        *([secondary] if (secondary := secondary_steps_note(table_cells)) else []),
         "fewest over trials: the fewest steps to the target over the cell's trials (Shallue et al. 2018's steps to "
         "result, chosen after the fact, so it carries the winner's luck; ∞: no trial reached it), with its grid.",
         "steps to result: the median over the reruns (the selected point of each cell with seeds other than the "

@@ -583,7 +583,7 @@ def plot_performance_profile(table_cells: pd.DataFrame, order: list[str]) -> plt
 
 def _secondary(table_cells: pd.DataFrame) -> str:
     """The caption's last sentence where the steps drawn are a secondary reading of a Top-1 sweep."""
-    return f" {note}" if (note := tuning.steps_are_secondary(table_cells)) else ""
+    return f" {note}" if (note := tuning.secondary_steps_note(table_cells)) else ""
 
 
 def rerun_groups(table_cells: pd.DataFrame) -> pd.DataFrame:
