@@ -944,7 +944,6 @@ def _sweep_pass(
     """One pass of run_sweep over what nobody holds: the chosen trials, the local stage, the complete cells'
     reruns; returns run_sweep's three lists and whether others held any run during the pass (one they finished
     meanwhile leaves its cell waiting until the next pass)."""
-
     with progress.bar(len(chosen), "trial", f"sweep {spec.name}") as bar:
         _, held = run_trials(chosen, results, spec, bar, progress)
     if only:
@@ -1007,7 +1006,6 @@ def local_stage(
     """Round after round, the next local points of every ranked cell (next_local_steps), centred on its best
     quasi-random trial, until no cell steps further; returns the local trials (`finished` gets their runs) and
     those other processes hold. Deterministic given the finished trials, so a resumed sweep finds the same points."""
-
     centers = {cell: members[0] for cell, members in ranked.items()}
     tried: dict[tuple, list[int]] = {cell: [] for cell in centers}
     local: list[Trial] = []
