@@ -207,6 +207,14 @@ def test_a_ratio_of_two_located_critical_batches_is_judged_with_its_power_and_it
     )
     [y_claim] = [c for c in claims if c.startswith("y: critical")]
     assert "its batches scatter about the fit more than their reruns do (lack of fit p 0.010)" in y_claim
+    # a sweep tuned on the final Top-1: each critical batch and ratio says it is a secondary reading, quoted alone
+    tuned = tuning.scaling_claims(
+        {"x": x, "y": y}, ["x", "y"], "y", {"x": {}, "y": {}}, ratio_of={"x": r}, secondary=True
+    )
+    caveat = f"; {tuning.SECONDARY_TEXT}."
+    assert [c.endswith(caveat) for c in tuned] == [True, True, True] and [c.endswith(caveat) for c in claims] == [
+        False
+    ] * 3
 
 
 def test_a_sweep_may_take_linear_scaling_from_the_fits_batch_0_limit(tree):

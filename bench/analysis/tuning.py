@@ -81,6 +81,10 @@ def secondary_steps_note(table_cells: pd.DataFrame) -> str:
     )
 
 
+# what a scaling claim of such a sweep carries, so that it keeps the caveat when quoted alone
+SECONDARY_TEXT = "a secondary reading (every cell selected on the final Top-1, not on steps to the target)"
+
+
 def _min_steps(trials: pd.DataFrame) -> float:
     finished = trials[trials["finished"]]
     return float(finished["steps_to_target"].min()) if len(finished) else math.nan
@@ -1505,12 +1509,21 @@ def untested_ties(table_cells: pd.DataFrame) -> dict[str, list[int]]:
 
 
 def scaling_claims(
-    fits: dict, names: list[str], reference: str | None, crossings: dict, checks=None, ratio_of=None, ties=None
+    fits: dict,
+    names: list[str],
+    reference: str | None,
+    crossings: dict,
+    checks=None,
+    ratio_of=None,
+    ties=None,
+    secondary: bool = False,
 ):
     """The scaling table's claims in words, made from its numbers: each arm's critical batch with its checks and
     the near ties it rests on (untested_ties), the ratios to the reference arm, and where the crossings fell in the
-    schedule from the smallest batch to the largest."""
+    schedule from the smallest batch to the largest. secondary: the sweep selected its cells on the final Top-1
+    (secondary_steps_note), which each critical batch and ratio says, so a claim quoted alone keeps it."""
     checks, ratio_of, ties = checks or {}, ratio_of or {}, ties or {}
+    caveat = f"; {SECONDARY_TEXT}" if secondary else ""
     claims = []
     for arm in names:
         f = fits[arm]
@@ -1547,7 +1560,7 @@ def scaling_claims(
             words.append(f"it rests on near-tied selections at {at} whose runner-ups were not rerun")
         if f.base:
             words.append("batch-0 reference (0.2 B_noise): " + ladder.interval_text(*f.critical_at_zero))
-        claims.append("; ".join(words) + ".")
+        claims.append("; ".join(words) + caveat + ".")
     for arm in names:
         if arm == reference or arm not in ratio_of:
             continue
@@ -1575,7 +1588,7 @@ def scaling_claims(
                     word += (
                         f" (too narrow: the batches of {' and '.join(scatter)} scatter more than the seeds it redraws)"
                     )
-            claims.append(f"{pair}: {r.text}, seed-paired bootstrap): {word}.")
+            claims.append(f"{pair}: {r.text}, seed-paired bootstrap): {word}{caveat}.")
     for arm in names:
         ends = [crossings[arm][b] for b in sorted(crossings[arm]) if crossings[arm][b][0] == crossings[arm][b][0]]
         if len(ends) > 1:
@@ -1776,7 +1789,9 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
         *provenance_notes(study),
         *(
             f"Claim: {claim}"
-            for claim in scaling_claims(fits, names, reference, crossings, checks, ratio_of, untested_ties(table_cells))
+            for claim in scaling_claims(
+                fits, names, reference, crossings, checks, ratio_of, untested_ties(table_cells), bool(secondary)
+            )
         ),
     ]
     return table
