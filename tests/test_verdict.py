@@ -2,6 +2,7 @@
 why a side has no reruns, the primary family a sweep file declares (or --baseline sets), and no Python warning on
 the way."""
 
+import json
 import math
 import shutil
 
@@ -306,6 +307,19 @@ def test_each_arm_across_batches_against_its_smallest_batch(tmp_path):
     speed_tree(tmp_path / "speed")
     steps = tables.build("batches", results.load_study([tmp_path / "speed"]))
     assert not steps.rows and steps.notes == [tuning.STEPS_SWEEP]
+
+
+def test_a_cell_whose_runs_lack_their_image_set_sizes_is_not_judged(tmp_path):
+    """A run's meta without its sets' sizes (no val_size, no evaluated_images): the sets' error is unknown, so the
+    cell's gap is not judged, in words, rather than a claim of nan."""
+    gap_tree(tmp_path)
+    for meta in tmp_path.glob("s-lars-b100-*/*/meta.json"):
+        record = json.loads(meta.read_text())
+        record.pop("evaluated_images", None), record.pop("val_size", None), record.pop("train_eval_size", None)
+        meta.write_text(json.dumps(record))
+    claims = tables.build("batches", results.load_study([tmp_path])).claims
+    assert claims[0] == "LARS gap at batch 100: not judged (its runs do not record the image sets' sizes)."
+    assert claims[1].startswith("LARS gap at batch 400: between ") and all("nan" not in c for c in claims)
 
 
 def test_a_cells_gap_in_words_follows_its_interval():

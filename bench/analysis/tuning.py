@@ -927,10 +927,15 @@ def across_batches(study: Study, baseline: str | None = None) -> Table:
         c, first, gap, val = r["cell"], r["first"], r["gap_top1"], r["val_top1"]
         batch, base = int(c["global_batch"]), int(first["global_batch"])
         mdes = {m: power.comparison_mde(r[m], alpha[m]) if r[m] else math.nan for m in holm}
-        if (gap_ci := power.mean_interval(_numbers(c["gap_top1"]), shared_var=_sets_var(c))) is not None:
+        gap_subject, sets_var = f"{display(r['arm'])} gap at batch {batch}", _sets_var(c)
+        if (gap_ci := power.mean_interval(_numbers(c["gap_top1"]), shared_var=sets_var)) is None:
+            pass  # fewer than 2 reruns with a gap: the table's cell says why
+        elif sets_var != sets_var:  # an older run without its image sets' sizes: no interval without their error
+            table.claims.append(claim(gap_subject, "not judged (its runs do not record the image sets' sizes)"))
+        else:
             table.claims.append(  # does a gap exist in this cell?
                 claim(
-                    f"{display(r['arm'])} gap at batch {batch}",
+                    gap_subject,
                     _gap_exists_word(*gap_ci[1:]),
                     gap_ci[1:],
                     f"{CONFIDENCE:.0%}: seeds and image sampling, uncorrected",
