@@ -1223,10 +1223,8 @@ def test_a_tiny_sweep_with_a_local_stage_reruns_the_best_of_all_and_resumes_with
 
 
 @pytest.mark.slow
-def test_a_held_local_point_is_named_and_wait_goes_on_once_it_is_let_go(sweep_file, tmp_path, capsys, monkeypatch):
-    """Another process holds the local points: a process without --wait ends naming them held (the holder goes
-    on and writes the tables); with --until due before its next check, --wait stops as --until does; with --wait
-    it checks again every WAIT_S seconds and, once they are let go, trains them and the rerun."""
+def held_local_points(sweep_file, tmp_path):
+    """LARS at batch 32 after its two trials, its two local points held by another process: (out, names, claims)."""
     text = LOCAL.replace("reruns: {seeds: [1, 2]}", "reruns: {seeds: [1]}").replace("epochs: 2}", "epochs: 1}")
     write_recipe(sweep_file, text[: text.index("  sgd:")] + text[text.index("  lars:") :])
     out = tmp_path / "results"
@@ -1234,6 +1232,14 @@ def test_a_held_local_point_is_named_and_wait_goes_on_once_it_is_let_go(sweep_fi
     names = ["tiny-lars-b32-down1", "tiny-lars-b32-up1"]
     held = [sweep.Claim(out, name) for name in names]
     assert all(c.take() for c in held)
+    return out, names, held
+
+
+def test_a_held_local_point_is_named_and_wait_goes_on_once_it_is_let_go(sweep_file, tmp_path, capsys, monkeypatch):
+    """Another process holds the local points: a process without --wait ends naming them held (the holder goes
+    on and writes the tables); with --until due before its next check, --wait stops as --until does; with --wait
+    it checks again every WAIT_S seconds and, once they are let go, trains them and the rerun."""
+    out, names, held = held_local_points(sweep_file, tmp_path)
     _, waiting, others = sweep.run_sweep(sweep_file, out, allow_dirty=True)
     assert sorted(others) == names and waiting == ["lars at batch 32"]
     with pytest.raises(sweep.Until, match="^0 run") as stopped:
@@ -1261,6 +1267,28 @@ def test_a_held_local_point_is_named_and_wait_goes_on_once_it_is_let_go(sweep_fi
 
 
 @pytest.mark.slow
+def test_wait_names_the_held_runs_again_when_they_change(sweep_file, tmp_path, capsys, monkeypatch):
+    """--wait prints its waiting line when the set of held runs changes (2 held, then 1 after the first check),
+    once for each set, not once a check."""
+    out, names, held = held_local_points(sweep_file, tmp_path)
+    sleeps = []
+
+    def let_go(seconds):  # one claim at each check
+        sleeps.append(seconds)
+        held[len(sleeps) - 1].release()
+
+    monkeypatch.setattr(sweep, "time", SimpleNamespace(time=time.time, sleep=let_go))
+    capsys.readouterr()
+    sweep.run_sweep(sweep_file, out, allow_dirty=True, wait=True)
+    err = capsys.readouterr().err
+    lines = [
+        f"waiting for 2 run(s) other processes hold ({', '.join(names)})",
+        f"waiting for 1 run(s) other processes hold ({names[1]})",
+    ]
+    assert sleeps == [sweep.WAIT_S] * 2 and [err.count(line) for line in lines] == [1, 1]
+    assert err.index(lines[0]) < err.index(lines[1])
+
+
 def test_wait_goes_on_at_once_when_what_others_held_finished_during_the_pass(sweep_file, tmp_path, monkeypatch):
     """The other process finishes the local points it held while this one's pass goes on: their cell was left
     waiting in that pass, so --wait starts another pass at once (no sleep) and trains the cell's next round and its
