@@ -13,7 +13,7 @@ from bench.analysis import results, tables
 from bench.analysis.render import claims_of
 
 ROOT = Path(__file__).resolve().parents[1]
-HEADLINES = ("scaling", "verdict", "matched")  # the tables the write-ups quote
+HEADLINES = ("scaling", "verdict", "matched", "batches")  # the tables the write-ups quote
 COMMITTED = sorted(
     path
     for study in ("field-ladder", "field-decay", "ladder-speed", "ladder-quality", "fashion-mnist-superseded")
