@@ -70,6 +70,34 @@ def test_the_headline_studies_have_committed_tables():
     }
 
 
+def test_the_readmes_gap_figures_are_the_committed_tables():
+    """The README's gap-study words are the committed tables' numbers: LARS's gap per batch, its train-eval Top-1
+    and val Top-1 at 2,048 against 128, VRGD-LARS's gap and train-eval difference at 2,048; 'a gap exists at both
+    batches' is every cell's claim, 'smaller at 2,048' each arm's Holm-resolved difference, and 'at neither batch'
+    every verdict's Holm p at 0.05 or above (the tables themselves are recomputed from the tree above)."""
+    import pandas as pd
+
+    tree = ROOT / "results" / "gap"
+    text = (ROOT / "README.md").read_text()
+    text = " ".join(text[text.index("## The gap study") : text.index("## Earlier")].split())
+    batches = pd.read_csv(tree / "batches.csv").set_index(["arm", "batch"])
+    verdict = pd.read_csv(tree / "verdict.csv").set_index("batch")
+    lars, lars0, vrgd = batches.loc[("LARS", 2048)], batches.loc[("LARS", 128)], batches.loc[("VRGD-LARS", 2048)]
+    assert f"LARS: {lars0['gap [95%]']:.1f} pp at 128, {lars['gap [95%]']:.1f} at 2,048" in text
+    te = "train-eval Top-1 [95%]"
+    assert f"train-eval Top-1 {lars[te]:.1f}% against {lars0[te]:.1f}%" in text
+    assert f"reaches {-lars['Δ val Top-1 [95%]']:.2f} pp less val Top-1" in text
+    at = verdict.loc[2048]
+    assert f"its gap at 2,048 is {-at['Δ gap (X − Y)']:.2f} pp smaller" in text
+    assert f"its train-eval Top-1 {lars[te] - vrgd[te]:.1f} pp lower" in text
+    cells = [c for c in table_claims((tree / "batches.md").read_text()) if re.match(r"[\w-]+ gap at batch \d+:", c)]
+    assert len(cells) == 4 and all(c.endswith("; a gap (train-eval Top-1 above val).") for c in cells)
+    assert "smaller at 2,048, not larger" in text
+    assert all(batches.loc[(arm, 2048), "verdict"].startswith("gap smaller at 2048") for arm in ("LARS", "VRGD-LARS"))
+    assert "resolved from LARS at neither batch" in text
+    assert (verdict[["p Holm", "p Holm (gap)"]] >= 0.05).all().all()
+
+
 def page_tables(page: str, start: str = "", end: str = "") -> list[list[list[str]]]:
     """A write-up's tables (between the markers `start` and `end` when given), in order, as rows of stripped cells
     without the header and rule."""
