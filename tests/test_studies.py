@@ -88,7 +88,7 @@ def test_the_readmes_gap_figures_are_the_committed_tables():
     assert f"train-eval Top-1 {lars[te]:.1f}% against {lars0[te]:.1f}%" in text
     assert f"reaches {-lars['Δ val Top-1 [95%]']:.2f} pp less val Top-1" in text
     at = verdict.loc[2048]
-    assert f"gap is {-at['Δ gap (X − Y)']:.2f} pp smaller, Holm p {at['p Holm (gap)']:.3f}," in text
+    assert f"gap is {-at['Δ gap (X − Y)']:.2f} pp smaller," in text
     assert f"its train-eval Top-1 {lars[te] - vrgd[te]:.1f} pp lower" in text
     cells = [c for c in table_claims((tree / "batches.md").read_text()) if re.match(r"[\w-]+ gap at batch \d+:", c)]
     assert len(cells) == 4 and all(c.endswith("; a gap (train-eval Top-1 above val).") for c in cells)

@@ -322,6 +322,24 @@ def test_a_cell_whose_runs_lack_their_image_set_sizes_is_not_judged(tmp_path):
     assert claims[1].startswith("LARS gap at batch 400: between ") and all("nan" not in c for c in claims)
 
 
+def test_a_within_noise_claim_whose_uncorrected_interval_excludes_0_says_so():
+    """A claim prints the uncorrected 95% interval beside a word judged on Holm's p: where the interval excludes 0
+    and the word is 'within noise', the sentence says the interval excludes 0 only uncorrected, with Holm's p;
+    an interval holding 0, or a resolved word, is left as it is."""
+    apart = power.compare([1.0, 1.3, 1.1, 1.4, 1.2], [0.0, 0.1, 0.0, 0.2, 0.1], seeds_x=range(5), seeds_y=range(5))
+    assert apart.low > 0
+    word = "within noise (could detect ≥ 1.0 pp)"
+    assert (
+        tuning.uncorrected_only(word, apart, 0.0649)
+        == f"{word}; the interval excludes 0 only uncorrected (p Holm 0.0649)"
+    )
+    assert tuning.uncorrected_only("gap " + word, apart, 0.2).endswith("only uncorrected (p Holm 0.2)")  # batches'
+    across = power.compare([1.0, -1.3, 1.1, -1.4, 1.2], [0.0, 0.1, 0.0, 0.2, 0.1])
+    assert across.low < 0 < across.high and tuning.uncorrected_only(word, across, 0.9) == word
+    assert tuning.uncorrected_only("LARS smaller gap", apart, 0.01) == "LARS smaller gap"
+    assert tuning.uncorrected_only("depends on the selection: within noise", apart, 0.3).endswith("noise")
+
+
 def test_a_cells_gap_in_words_follows_its_interval():
     words = [tuning._gap_exists_word(*ends) for ends in ((0.1, 2.0), (-2.0, -0.1), (-0.5, 0.5), (0.0, 1.0))]
     assert words == ["a gap (train-eval Top-1 above val)", "val Top-1 above train-eval", *["no gap resolved"] * 2]

@@ -35,6 +35,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+import re
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -627,6 +628,21 @@ def mde_cell(c: power.Comparison | None, detectable: float) -> Cell:
     return Cell(detectable, kind="pct", ci=(detectable * low, detectable * high))
 
 
+UNCORRECTED_ONLY = (
+    "A claim prints the uncorrected 95% interval; where it excludes 0 while the word, judged on Holm's p, is "
+    "'within noise', the claim adds 'the interval excludes 0 only uncorrected (p Holm P)'."
+)
+
+
+def uncorrected_only(word: str, test: power.Comparison | None, p_holm: float) -> str:
+    """A claim's word for a test its table calls 'within noise' while the claim's uncorrected 95% interval excludes
+    0: it says the interval excludes 0 only uncorrected, with Holm's p, so the sentence alone does not read as a
+    contradiction."""
+    if not re.match(r"([\w-]+ ){0,2}within noise", word) or test is None or test.low <= 0 <= test.high:
+        return word
+    return f"{word}; the interval excludes 0 only uncorrected (p Holm {p_holm:.3g})"
+
+
 def verdict_claim(r: Pair, word: str) -> str:
     """Pair r's conclusion in words (render.claim): the steps ratio's interval at the family's level with its
     attained coverage (speed), or the Top-1 difference's uncorrected 95% interval, then the verdict word."""
@@ -645,6 +661,7 @@ def verdict_claim(r: Pair, word: str) -> str:
     subject = f"{display(r.x)} − {display(r.y)} val Top-1 {r.subject}"
     if r.c is None:
         return claim(subject, word)
+    word = uncorrected_only(word, r.c, r.p_holm)
     return claim(subject, word, (r.c.low, r.c.high), f"{CONFIDENCE:.0%}, uncorrected", "pct", " pp")
 
 
@@ -695,7 +712,14 @@ def verdict(study: Study, baseline: str | None = None) -> Table:
         if gap:
             subject = f"{display(r.x)} − {display(r.y)} generalization gap {r.subject}"
             table.claims.append(
-                claim(subject, gap_word(r), (gap.low, gap.high), f"{CONFIDENCE:.0%}, uncorrected", "pct", " pp")
+                claim(
+                    subject,
+                    uncorrected_only(gap_word(r), gap, r.gap_p_holm),
+                    (gap.low, gap.high),
+                    f"{CONFIDENCE:.0%}, uncorrected",
+                    "pct",
+                    " pp",
+                )
             )
         table.rows.append(
             [
@@ -805,7 +829,7 @@ def verdict(study: Study, baseline: str | None = None) -> Table:
         "seeds), swapped in alone and together, reach the same conclusion (X ahead, Y ahead, or neither) with the "
         "same test at the same family level; else 'depends on the selection', with every result. A runner-up "
         "without reruns is named ('rests on a near tie ... whose runner-up was not rerun').",
-        "Claims: each row's conclusion as a sentence made from its numbers (render.claim), under the table.",
+        f"Claims: each row's conclusion as a sentence made from its numbers (render.claim), under the table. {UNCORRECTED_ONLY}",
         "steps to target X / Y: the median of the ratios of each of X's reruns' steps to the first evaluation ≥ the "
         "target to each of Y's (Hodges-Lehmann; a miss counts as ∞) with the exact Mann-Whitney interval on log "
         "steps at 95% or the nearest coverage above it that the seeds allow, that coverage printed (5 vs 5: "
@@ -950,7 +974,14 @@ def across_batches(study: Study, baseline: str | None = None) -> Table:
             words.append(word)
             subject = f"{display(r['arm'])} {ACROSS[metric][0]} at batch {batch} − at {base}"
             table.claims.append(
-                claim(subject, word, (test.low, test.high), f"{CONFIDENCE:.0%}, uncorrected", "pct", " pp")
+                claim(
+                    subject,
+                    uncorrected_only(word, test, holm[metric][k]),
+                    (test.low, test.high),
+                    f"{CONFIDENCE:.0%}, uncorrected",
+                    "pct",
+                    " pp",
+                )
                 if test
                 else claim(subject, word)
             )
@@ -993,7 +1024,7 @@ def across_batches(study: Study, baseline: str | None = None) -> Table:
         "sampling error of the two fixed image sets every seed is scored on (binomial, p(1 − p) / N for the "
         "train-eval subset and for the val set; Welch-Satterthwaite df), which the gap column, the seeds' alone, "
         "cannot show. A difference across batches leaves it out: both batches are scored on the same sets, so "
-        "their sampling largely cancels.",
+        f"their sampling largely cancels. {UNCORRECTED_ONLY}",
         *_selection_notes(table_cells),
         *provenance_notes(study),
     ]
