@@ -1222,7 +1222,6 @@ def test_a_tiny_sweep_with_a_local_stage_reruns_the_best_of_all_and_resumes_with
     assert len(results.load([out])) == len(runs)
 
 
-@pytest.mark.slow
 def held_local_points(sweep_file, tmp_path):
     """LARS at batch 32 after its two trials, its two local points held by another process: (out, names, claims)."""
     text = LOCAL.replace("reruns: {seeds: [1, 2]}", "reruns: {seeds: [1]}").replace("epochs: 2}", "epochs: 1}")
@@ -1235,6 +1234,7 @@ def held_local_points(sweep_file, tmp_path):
     return out, names, held
 
 
+@pytest.mark.slow
 def test_a_held_local_point_is_named_and_wait_goes_on_once_it_is_let_go(sweep_file, tmp_path, capsys, monkeypatch):
     """Another process holds the local points: a process without --wait ends naming them held (the holder goes
     on and writes the tables); with --until due before its next check, --wait stops as --until does; with --wait
@@ -1289,6 +1289,7 @@ def test_wait_names_the_held_runs_again_when_they_change(sweep_file, tmp_path, c
     assert err.index(lines[0]) < err.index(lines[1])
 
 
+@pytest.mark.slow
 def test_wait_goes_on_at_once_when_what_others_held_finished_during_the_pass(sweep_file, tmp_path, monkeypatch):
     """The other process finishes the local points it held while this one's pass goes on: their cell was left
     waiting in that pass, so --wait starts another pass at once (no sleep) and trains the cell's next round and its

@@ -315,7 +315,8 @@ def test_a_cell_whose_runs_lack_their_image_set_sizes_is_not_judged(tmp_path):
     gap_tree(tmp_path)
     for meta in tmp_path.glob("s-lars-b100-*/*/meta.json"):
         record = json.loads(meta.read_text())
-        record.pop("evaluated_images", None), record.pop("val_size", None), record.pop("train_eval_size", None)
+        for size in ("evaluated_images", "val_size", "train_eval_size"):
+            record.pop(size, None)
         meta.write_text(json.dumps(record))
     claims = tables.build("batches", results.load_study([tmp_path])).claims
     assert claims[0] == "LARS gap at batch 100: not judged (its runs do not record the image sets' sizes)."
@@ -324,20 +325,17 @@ def test_a_cell_whose_runs_lack_their_image_set_sizes_is_not_judged(tmp_path):
 
 def test_a_within_noise_claim_whose_uncorrected_interval_excludes_0_says_so():
     """A claim prints the uncorrected 95% interval beside a word judged on Holm's p: where the interval excludes 0
-    and the word is 'within noise', the sentence says the interval excludes 0 only uncorrected, with Holm's p;
-    an interval holding 0, or a resolved word, is left as it is."""
+    and Holm's p resolves nothing, the sentence says the interval excludes 0 only uncorrected, with Holm's p; an
+    interval holding 0, or a resolved difference, is left as it is."""
     apart = power.compare([1.0, 1.3, 1.1, 1.4, 1.2], [0.0, 0.1, 0.0, 0.2, 0.1], seeds_x=range(5), seeds_y=range(5))
-    assert apart.low > 0
-    word = "within noise (could detect ≥ 1.0 pp)"
-    assert (
-        tuning.uncorrected_only(word, apart, 0.0649)
-        == f"{word}; the interval excludes 0 only uncorrected (p Holm 0.0649)"
-    )
-    assert tuning.uncorrected_only("gap " + word, apart, 0.2).endswith("only uncorrected (p Holm 0.2)")  # batches'
     across = power.compare([1.0, -1.3, 1.1, -1.4, 1.2], [0.0, 0.1, 0.0, 0.2, 0.1])
-    assert across.low < 0 < across.high and tuning.uncorrected_only(word, across, 0.9) == word
-    assert tuning.uncorrected_only("LARS smaller gap", apart, 0.01) == "LARS smaller gap"
-    assert tuning.uncorrected_only("depends on the selection: within noise", apart, 0.3).endswith("noise")
+    assert apart.low > 0 and across.low < 0 < across.high
+    word = "within noise (could detect ≥ 1.0 pp)"
+    ends = f"between {apart.low:.2f} pp and {apart.high:.2f} pp (95%, uncorrected)"
+    said = tuning.difference_claim("x − y", word, apart, 0.0649)
+    assert said == f"x − y: {ends}; {word}; the interval excludes 0 only uncorrected (p Holm 0.0649)."
+    assert tuning.difference_claim("x − y", "x better", apart, 0.01) == f"x − y: {ends}; x better."
+    assert tuning.difference_claim("x − y", word, across, 0.9).endswith(f"; {word}.")
 
 
 def test_a_cells_gap_in_words_follows_its_interval():

@@ -35,7 +35,6 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-import re
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -629,18 +628,18 @@ def mde_cell(c: power.Comparison | None, detectable: float) -> Cell:
 
 
 UNCORRECTED_ONLY = (
-    "A claim prints the uncorrected 95% interval; where it excludes 0 while the word, judged on Holm's p, is "
-    "'within noise', the claim adds 'the interval excludes 0 only uncorrected (p Holm P)'."
+    "A claim prints the uncorrected 95% interval; where it excludes 0 while Holm's p is 0.05 or above (no "
+    "difference resolved), the claim adds 'the interval excludes 0 only uncorrected (p Holm P)'."
 )
 
 
-def uncorrected_only(word: str, test: power.Comparison | None, p_holm: float) -> str:
-    """A claim's word for a test its table calls 'within noise' while the claim's uncorrected 95% interval excludes
-    0: it says the interval excludes 0 only uncorrected, with Holm's p, so the sentence alone does not read as a
-    contradiction."""
-    if not re.match(r"([\w-]+ ){0,2}within noise", word) or test is None or test.low <= 0 <= test.high:
-        return word
-    return f"{word}; the interval excludes 0 only uncorrected (p Holm {p_holm:.3g})"
+def difference_claim(subject: str, word: str, test: power.Comparison, p_holm: float) -> str:
+    """A tested difference in words (render.claim): its uncorrected 95% interval, then the word judged on Holm's
+    p; where that interval excludes 0 but Holm's p resolves nothing, the sentence says so (UNCORRECTED_ONLY), so
+    that it does not read as a contradiction when quoted alone."""
+    if (test.low > 0 or test.high < 0) and p_holm >= power.ALPHA:
+        word = f"{word}; the interval excludes 0 only uncorrected (p Holm {p_holm:.3g})"
+    return claim(subject, word, (test.low, test.high), f"{CONFIDENCE:.0%}, uncorrected", "pct", " pp")
 
 
 def verdict_claim(r: Pair, word: str) -> str:
@@ -661,8 +660,7 @@ def verdict_claim(r: Pair, word: str) -> str:
     subject = f"{display(r.x)} − {display(r.y)} val Top-1 {r.subject}"
     if r.c is None:
         return claim(subject, word)
-    word = uncorrected_only(word, r.c, r.p_holm)
-    return claim(subject, word, (r.c.low, r.c.high), f"{CONFIDENCE:.0%}, uncorrected", "pct", " pp")
+    return difference_claim(subject, word, r.c, r.p_holm)
 
 
 def comparisons_table(study: Study, baseline: str | None, title: str, columns: list[str]):
@@ -711,16 +709,7 @@ def verdict(study: Study, baseline: str | None = None) -> Table:
         table.claims.append(verdict_claim(r, word))
         if gap:
             subject = f"{display(r.x)} − {display(r.y)} generalization gap {r.subject}"
-            table.claims.append(
-                claim(
-                    subject,
-                    uncorrected_only(gap_word(r), gap, r.gap_p_holm),
-                    (gap.low, gap.high),
-                    f"{CONFIDENCE:.0%}, uncorrected",
-                    "pct",
-                    " pp",
-                )
-            )
+            table.claims.append(difference_claim(subject, gap_word(r), gap, r.gap_p_holm))
         table.rows.append(
             [
                 r.batch,
@@ -974,16 +963,7 @@ def across_batches(study: Study, baseline: str | None = None) -> Table:
             words.append(word)
             subject = f"{display(r['arm'])} {ACROSS[metric][0]} at batch {batch} − at {base}"
             table.claims.append(
-                claim(
-                    subject,
-                    uncorrected_only(word, test, holm[metric][k]),
-                    (test.low, test.high),
-                    f"{CONFIDENCE:.0%}, uncorrected",
-                    "pct",
-                    " pp",
-                )
-                if test
-                else claim(subject, word)
+                difference_claim(subject, word, test, holm[metric][k]) if test else claim(subject, word)
             )
         diff = lambda t: Cell(t.diff, kind="pct", ci=(t.low, t.high)) if t else Cell(None, kind="pct")  # noqa: E731
         reference = Cell(None, note=f"reference ({base})")
