@@ -569,3 +569,39 @@ def test_thinned_events_hold_every_nth_step_and_the_last_and_change_no_number(tm
     ]
     stopped = api.run(api.load_recipe(RECIPES / "demo-sgd.yaml", early), out=tmp_path / "early")
     assert [json.loads(line)["step"] for line in event_lines(stopped)] == [0, 1]
+
+
+def test_evaluation_builds_no_graph_and_frees_each_batch_before_the_next(tmp_path):
+    """evaluate() runs without autograd: no module's output requires grad, and when a batch's forward starts, the
+    previous batch's convolution outputs are gone, so memory is one batch's, not the pass's (with gradients on the
+    running totals keep every batch's graph, and with it every activation, to the end of the pass)."""
+    import gc
+    import weakref
+
+    from bench import api
+    from bench.engine import train as train_mod
+
+    sets = ["data.synth.val_per_class=8", "data.eval_batch=16", "model.name=resnet8_cifar"]
+    recipe = api.load_recipe(RECIPES / "demo-sgd.yaml", sets)
+    trainer = Trainer(recipe, distributed.Dist(0, 1, 0, torch.device("cpu")))
+    grads, alive, earlier = [], [], []
+
+    def keep(module, inputs, output):
+        grads.append(output.requires_grad)
+        earlier.append(weakref.ref(output))
+
+    def check(module, inputs):
+        gc.collect()
+        alive.append(sum(ref() is not None for ref in earlier))
+        earlier.clear()
+
+    convs = [m for m in trainer.model.modules() if isinstance(m, torch.nn.Conv2d)]
+    hooks = [m.register_forward_hook(keep) for m in convs] + [trainer.model.register_forward_pre_hook(check)]
+    result = train_mod.evaluate(trainer.model, trainer.data.val(), recipe, trainer.device)
+    for hook in hooks:
+        hook.remove()
+    batches = -(-result["images"] // 16)
+    assert batches >= 4 and len(alive) == batches and len(grads) == batches * len(convs)
+    assert not any(grads)
+    assert alive == [0] * batches  # with the graph kept: 0, then len(convs), 2 x len(convs), ...
+    assert trainer.model.training  # evaluate() hands the model back in training mode

@@ -94,9 +94,12 @@ def ema_model(model: torch.nn.Module, recipe: Recipe, train_size: int):
     return AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(decay), use_buffers=True)
 
 
+@torch.inference_mode()
 def evaluate(model: torch.nn.Module, batches, recipe: Recipe, device: torch.device) -> dict[str, float]:
     """Top-1 / Top-5 (percent), mean cross-entropy and the number of images, over every (readable) image of
-    `batches` on all ranks."""
+    `batches` on all ranks. No autograd: a batch's activations are freed before the next is read, so memory is
+    one batch's whatever the number of batches (with gradients on, the running totals would keep every batch's
+    graph to the end of the pass)."""
     model.eval()
     totals = torch.zeros(4, dtype=torch.float64, device=device)  # top1 hits, top5 hits, loss sum, count
     for batch in batches:
