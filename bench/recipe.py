@@ -532,6 +532,12 @@ def _check_names(recipe: Recipe, models: bool = True) -> None:
 
         model_checks.check(recipe.model.name, recipe.model.kwargs, recipe.model.bn_batch)
     record = catalog.check_optimizer(recipe.optimizer.name, recipe.optimizer.hparams)
+    if record.schedule_free and recipe.eval.ema_epochs is not None:
+        raise UserError(
+            f"key 'eval.ema_epochs': optimizer '{record.name}' is schedule-free and evaluates its own average of the "
+            "iterates (optimizer.eval()), while an EMA would average the other sequence it trains; set "
+            "eval.ema_epochs: null"
+        )
     if record.schedule_free and recipe.schedule.decay != "constant":
         warnings.warn(
             f"optimizer '{record.name}' is schedule-free, yet schedule.decay is '{recipe.schedule.decay}': it needs no "

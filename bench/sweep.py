@@ -20,6 +20,7 @@ A sweep file names a base recipe and crosses optimizer "arms" with global batche
     seed: 0                                 # the search's seed; trials train with seed `trial_seed`
     budget: {epochs: 3}                     # or {steps: N} or {images: N}, per run; or by batch:
                                             # {16: {epochs: 2}, 64: {epochs: 3}, ...}, one for each batch
+    at_batch: {16: {micro_batch: 16}}       # recipe keys fixed at some batches only (dotted, as set)
     select: {split: holdout, metric: top1}  # holdout | validation; top1 | steps_to_target (validation only)
     reruns: {seeds: [1, 2, 3], top: 2, matched: [[vrgd_lars, lars]]}
     local: {key: optimizer.lr, factor: 1.41421, steps: 1, extend: 2}   # a local stage (default: none)
@@ -257,6 +258,11 @@ class SweepSpec(Strict):
         description="one budget for every run, or one per batch ({32768: {epochs: 72}, 65536: {epochs: 86}}: "
         "MLPerf's epochs differ by batch)"
     )
+    at_batch: dict[PositiveInt, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="recipe keys fixed at some batches only, over set and the arms' set (a micro-batch no larger "
+        "than a small batch); the other batches' recipes are as without it",
+    )
     select: Select = Select()
     reruns: Reruns
     local: Local | None = Field(None, description="a local stage after the trials (null: none)")
@@ -280,6 +286,9 @@ class SweepSpec(Strict):
                 + (f"; none for {', '.join(map(str, sorted(missing)))}" if missing else "")
                 + (f"; {', '.join(map(str, sorted(extra)))} is not in batches" if extra else "")
             )
+        for b in self.at_batch:
+            if b not in self.batches:
+                raise ValueError(f"at_batch: {b} is not in batches ({', '.join(map(str, self.batches))})")
         for label, arm in self.arms.items():
             recipe_mod.check_path_component(label, f"arms.{label}")
             if not arm.space:
@@ -411,6 +420,7 @@ def _recipe(
     sets = {
         **spec.set,
         **spec.arms[arm_label].set,
+        **spec.at_batch.get(batch, {}),
         "global_batch": batch,
         "epochs": epochs,
         "seed": seed,
@@ -435,7 +445,13 @@ def check_arms(path: str | Path, spec: SweepSpec, batch: int, epochs: float) -> 
     recipe at `batch`, before any trial: one the recipe refuses is named by its key in the sweep file, not blamed
     on the base recipe, nor found only where a draw happens to fall. A base that fails with the sweep's own `set`
     is left to the trials (their error names the base)."""
-    fixed = {**spec.set, "global_batch": batch, "epochs": epochs, "seed": spec.trial_seed}
+    fixed = {
+        **spec.set,
+        **spec.at_batch.get(batch, {}),
+        "global_batch": batch,
+        "epochs": epochs,
+        "seed": spec.trial_seed,
+    }
 
     def refusal(sets: dict) -> str:
         try:

@@ -171,6 +171,12 @@ BAD = [
         ["logging.events_every_steps 10 needs a fixed pace", "'adascale_sgd' (its gain moves the schedule)"],
     ),
     (
+        "an EMA over a schedule-free optimizer",
+        BASE,
+        ['optimizer={"name": "schedulefree_adamw", "lr": 0.01}', "eval.ema_epochs=0.5"],
+        ["key 'eval.ema_epochs'", "'schedulefree_adamw' is schedule-free", "set eval.ema_epochs: null"],
+    ),
+    (
         "fractional holdout count",
         BASE.replace("image_size", "holdout: 2.5, image_size"),
         [],

@@ -68,6 +68,7 @@ BAD = [
         ["one for each of the batches", "none for 32", "64 is not in batches"],
     ),
     ("grid with a range", SWEEP + "search: grid\n", ["a grid needs a list of values"]),
+    ("at_batch of no swept batch", SWEEP + "at_batch: {16: {micro_batch: 16}}\n", ["at_batch: 16 is not in batches"]),
     ("rerun seed = trial seed", SWEEP.replace("seeds: [1, 2]", "seeds: [0, 1]"), ["0 is the trials' seed"]),
     ("missing base", SWEEP.replace("base: base.yaml", "base: nowhere.yaml"), ["key 'base'", "nowhere.yaml"]),
     ("arm name with a slash", SWEEP.replace("  lars:\n", "  ../lars:\n"), ["must be one folder name"]),
@@ -193,6 +194,19 @@ def test_a_budget_by_batch_gives_each_batchs_runs_their_own(sweep_file):
     assert {(t.batch, t.recipe.epochs) for t in trials} == {(32, 2.0), (64, 2.0)}  # 4 steps x 64 of 128 images
     sweep_file.write_text(sweep_file.read_text().replace("64: {steps: 4}", "64: {epochs: 3}"))
     assert {(t.batch, t.recipe.epochs) for t in load(sweep_file)[1]} == {(32, 2.0), (64, 3.0)}
+
+
+def test_at_batch_sets_keys_at_its_batches_only_and_leaves_the_others_recipes_as_they_were(sweep_file):
+    sweep_file.write_text(SWEEP.replace("batches: [32]", "batches: [16, 32]"))
+    before = {t.name: t.recipe for t in load(sweep_file)[1]}
+    sweep_file.write_text(sweep_file.read_text() + "at_batch: {16: {micro_batch: 8}}\n")
+    after = {t.name: t.recipe for t in load(sweep_file)[1]}
+    assert before.keys() == after.keys() and any(t.global_batch == 32 for t in after.values())
+    for name, recipe in after.items():
+        if recipe.global_batch == 16:
+            assert recipe.micro_batch == 8 and before[name].micro_batch != 8
+        else:
+            assert recipe == before[name]
 
 
 def test_a_budget_in_steps_or_images_becomes_epochs_of_the_training_set_left_after_the_holdout(sweep_file):
