@@ -25,6 +25,7 @@ import errno
 import fcntl
 import functools
 import gzip
+import hashlib
 import io
 import json
 import math
@@ -99,29 +100,57 @@ PACKAGE = Path(__file__).resolve().parent  # bench/: every subpackage and top-le
 
 
 @functools.lru_cache(maxsize=8)
-def git_commit(*files: Path) -> str | None:
-    """The commit of the checkout bench runs from, if any, '+dirty' when what a run reads may differ from it: a
-    tracked file of the checkout (bench's code, recipes, pyproject.toml, ...) differs from HEAD in the working tree
-    or the index; an untracked file that git does not ignore lies in bench/ (an untracked bench/optim/lars/
-    __init__.py is imported instead of the tracked lars.py) or recipes/; or one of `files` (a sweep's sweep file
-    and base recipe, which may live in another git tree) is modified or not committed in the git tree that holds
-    it. A file in no git tree cannot be checked and is not counted (a run's recipe.yaml records what it resolved
-    to anyway). Read once per process, so every run of a suite names the code the process loaded."""
+def checkout_state(*inputs: Path) -> tuple[str, tuple[str, ...]] | None:
+    """bench's checkout: its HEAD commit and what may differ from it (git status lines), if it is a git checkout.
+    Counted: a tracked file that differs from HEAD in the working tree or the index (bench's code, recipes,
+    pyproject.toml, the README, ...), and an untracked file that git does not ignore in bench/ (an untracked
+    bench/optim/lars/__init__.py is imported instead of the tracked lars.py) or recipes/. Not counted: what bench
+    writes (results/, plots/; a study in progress changes them, no run reads them), and `inputs`, the user's files
+    a run is made from (its recipe, a sweep file and its base recipe), wherever they lie: their content is recorded
+    instead (input_records), so a study needs no commit into bench. Read once per process, so every run of a
+    suite names the code the process loaded."""
     checkout = PACKAGE.parent
+    inside = []
+    for file in inputs:
+        try:
+            inside.append(f":(exclude){Path(file).resolve().relative_to(checkout.resolve())}")
+        except ValueError:
+            continue  # outside bench's checkout: not its state
     try:
         sha = _git(checkout, "rev-parse", "HEAD")
-        # not results/ and plots/: bench writes them (a study in progress changes them), no run reads them
-        dirty = _git(checkout, "status", "--porcelain", "--untracked-files=no", "--", ".", ":!results", ":!plots")
-        dirty += _git(checkout, "status", "--porcelain", "--untracked-files=all", "--", PACKAGE.name, "recipes")
+        lines = _git(
+            checkout, "status", "--porcelain", "--untracked-files=no", "--", ".", ":!results", ":!plots", *inside
+        )
+        lines += "\n" + _git(
+            checkout, "status", "--porcelain", "--untracked-files=all", "--", PACKAGE.name, "recipes", *inside
+        )
     except (OSError, subprocess.CalledProcessError):
         return None
-    for file in files:
-        file = Path(file).resolve()
-        try:  # an untracked sweep file is no commit's: it counts
-            dirty += _git(file.parent, "status", "--porcelain", "--untracked-files=all", "--", file.name)
+    return sha, tuple(dict.fromkeys(line.strip() for line in lines.splitlines() if line.strip()))
+
+
+def git_commit(*inputs: Path) -> str | None:
+    """The commit of bench's checkout (checkout_state), '+dirty' when bench's own files may differ from it."""
+    state = checkout_state(*inputs)
+    return None if state is None else state[0] + ("+dirty" if state[1] else "")
+
+
+def input_records(*inputs: Path) -> list[dict]:
+    """The user's files a run is made from, as its meta.json records them: path, content digest (sha256), and the
+    commit of the git tree that holds the file with whether the file is committed there unchanged (null: in no
+    git tree)."""
+    records = []
+    for file in inputs:
+        path = Path(file)
+        record = {"path": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest(), "git_commit": None}
+        try:
+            where = path.resolve().parent
+            record["git_commit"] = _git(where, "rev-parse", "HEAD")
+            record["committed"] = not _git(where, "status", "--porcelain", "--untracked-files=all", "--", path.name)
         except (OSError, subprocess.CalledProcessError):
-            continue  # not in a git tree
-    return sha + ("+dirty" if dirty else "")
+            pass
+        records.append(record)
+    return records
 
 
 def _git(where: Path, *args: str) -> str:

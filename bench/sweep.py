@@ -714,6 +714,7 @@ class Progress:
     best: dict = field(default_factory=dict)  # (arm, batch) -> (score, trial name)
     until: float | None = None  # POSIX time after which no run starts (bench sweep --until)
     checking: bool = False  # bench sweep --wait's passes after its first wait: a bar shows only after BAR_DELAY_S
+    inputs: tuple[Path, ...] = ()  # the sweep file and its base: each run records them by content (rundir)
 
     def bar(self, total: int, unit: str, desc: str):
         """A pass's progress bar; while --wait checks, one that finds nothing to do within BAR_DELAY_S prints
@@ -743,13 +744,13 @@ def run_trials(
                 held.append(trial)
                 bar.update(1)
                 continue
-            run = _train_claimed(trial, results, claim, bar)
+            run = _train_claimed(trial, results, claim, bar, progress.inputs)
             progress.trained += run is not None
         _finished(trial, run, finished, spec, bar, progress)
     return finished, held
 
 
-def _train_claimed(trial: Trial, results: Path, claim: Claim, bar) -> Path | None:
+def _train_claimed(trial: Trial, results: Path, claim: Claim, bar, inputs: tuple[Path, ...]) -> Path | None:
     """Train a claimed trial unless another process finished it meanwhile; the finished run, if any."""
     from bench.engine.train import train
 
@@ -757,7 +758,7 @@ def _train_claimed(trial: Trial, results: Path, claim: Claim, bar) -> Path | Non
         run = finished_run(results, trial.recipe)
         if run is None:
             bar.set_postfix_str(f"{trial.name} ...")
-            done = train(trial.recipe, results, progress=False)
+            done = train(trial.recipe, results, progress=False, inputs=inputs)
             status = done.meta.get("status") if done else None
             if status == "preempted":
                 raise Preempted(f"trial {trial.name} checkpointed in {done.path}", done.meta.get("stopped_by"))
@@ -826,16 +827,18 @@ def this_platform() -> str:
     )
 
 
-def refuse_dirty(spec: SweepSpec, allow_dirty: bool, sweep_files: tuple[Path, ...]) -> None:
-    """Refuse a study from an uncommitted tree: bench's checkout (rundir.git_commit), or `sweep_files` (the sweep
-    file and its base recipe), unless allow_dirty. `bench submit` asks too, before the job array queues."""
-    commit = rundir.git_commit(*sweep_files)
-    if commit and commit.endswith("+dirty") and not allow_dirty:
+def refuse_dirty(spec: SweepSpec, allow_dirty: bool, inputs: tuple[Path, ...]) -> None:
+    """Refuse a study from an uncommitted bench checkout (rundir.checkout_state), naming each file that differs,
+    unless allow_dirty. `inputs`, the sweep file and its base recipe, may be anywhere and in any state: each run
+    records them by content. `bench submit` asks too, before the job array queues."""
+    state = rundir.checkout_state(*inputs)
+    if state and state[1] and not allow_dirty:
+        shown = list(state[1][:8]) + [f"and {len(state[1]) - 8} more"] * (len(state[1]) > 8)
         raise UserError(
-            f"sweep {spec.name}: bench's checkout, the sweep file or its base recipe has uncommitted changes or "
-            f"untracked files in bench/ or recipes/ (git status in {rundir.PACKAGE.parent} and of "
-            f"{', '.join(map(str, sweep_files))}); a study's runs come from one clean commit: commit them, or pass "
-            "--allow-dirty (each run then records its commit as +dirty, and the verdict warns)"
+            f"sweep {spec.name}: bench's checkout ({rundir.PACKAGE.parent}) differs from its commit "
+            f"{state[0][:12]} ({'; '.join(shown)}); a study's runs come from one clean commit of bench: commit or "
+            "undo those, or pass --allow-dirty (each run then records bench's commit as +dirty, and the verdict "
+            "warns). Your sweep file and recipes need no commit: each run records them by content (meta.json inputs)"
         )
 
 
@@ -846,7 +849,7 @@ def check_provenance(
     uncommitted tree (refuse_dirty), or on a platform other than that of the study's finished runs (unless
     allow_mixed_kernels); warn when the finished runs came from another commit."""
     refuse_dirty(spec, allow_dirty, sweep_files)
-    commit = rundir.git_commit()  # what each run records: the checkout's state
+    commit = rundir.git_commit(*sweep_files)  # what each run records: the checkout's state
     done = [read_meta(run) for run in runs_in(results)]
     done = [m for m in done if m.get("status") in FINISHED]
     theirs = sorted({kernels(m) for m in done})
@@ -923,14 +926,15 @@ def run_sweep(
     other than the study's (check_provenance)."""
     spec = load(path)
     trials = expand(path, spec)
-    check_provenance(spec, results, allow_dirty, allow_mixed_kernels, (Path(path), spec.base))
+    inputs = (Path(path), spec.base)
+    check_provenance(spec, results, allow_dirty, allow_mixed_kernels, inputs)
     for warning in [*search_warnings(spec), *filter(None, [schedule_warning(spec, trials)])]:
         print(f"bench: warning: {path}: {warning}", file=sys.stderr)
     write_space(spec, results)
     chosen = [t for t in trials if only in t.name] if only else trials
     if only and not chosen:
         raise UserError(f"--only {only!r}: no trial of {path} has that in its name (see bench sweep {path} --list)")
-    progress = Progress(until=until)
+    progress = Progress(until=until, inputs=inputs)
     said = []  # the held runs the last waiting line named: a line a change, not a minute
     while True:
         ran, waiting, held, contended = _sweep_pass(spec, trials, chosen, results, only, progress)

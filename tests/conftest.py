@@ -165,9 +165,9 @@ def checkout(tmp_path, monkeypatch) -> Path:
     for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "x"]):
         git(root, *args)
     monkeypatch.setattr(rundir, "PACKAGE", root / "bench")
-    rundir.git_commit.cache_clear()  # read once per process: this checkout's, then this repository's again
+    rundir.checkout_state.cache_clear()  # read once per process: this checkout's, then this repository's again
     yield root
-    rundir.git_commit.cache_clear()
+    rundir.checkout_state.cache_clear()
 
 
 def write_recipe(path: Path, text: str) -> Path:

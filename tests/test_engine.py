@@ -448,12 +448,12 @@ def test_each_progress_field_has_one_writer():
 def test_the_recorded_commit_sees_everything_a_run_reads(checkout, tmp_path):
     """git_commit() (what each run records; a sweep refuses '+dirty') says '+dirty' for a tracked file that differs
     from HEAD anywhere in the checkout, in the working tree or only in the index (the code of each subpackage and a
-    top-level module, a recipe, pyproject.toml, the README), for an untracked file in bench/ (a package that
+    top-level module, a recipe, pyproject.toml, the README), and for an untracked file in bench/ (a package that
     shadows a tracked module: an untracked bench/optim/lars/__init__.py is imported instead of lars.py; LARS then
-    ran as SGD) or in recipes/, and for an edited or uncommitted sweep file it is given from another git tree; not
-    for what bench writes (results/, plots/), an ignored file, or an untracked file elsewhere. On a throwaway
-    checkout."""
-    from bench.rundir import git_commit
+    ran as SGD) or in recipes/; not for what bench writes (results/, plots/), an ignored file, an untracked file
+    elsewhere, or the run's own input files (its recipe, a sweep file and its base), edited or uncommitted, in
+    bench's checkout or another git tree: input_records holds those by content. On a throwaway checkout."""
+    from bench.rundir import checkout_state, git_commit, input_records
 
     mine = tmp_path / "my-sweeps"  # a user's sweep files in a git tree of their own
     (mine / "sweeps").mkdir(parents=True)
@@ -461,9 +461,10 @@ def test_the_recorded_commit_sees_everything_a_run_reads(checkout, tmp_path):
     for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "x"]):
         git(mine, *args)
     sha = git(checkout, "rev-parse", "HEAD").strip()
+    theirs = git(mine, "rev-parse", "HEAD").strip()
 
     def state(*files: Path) -> str | None:
-        git_commit.cache_clear()
+        checkout_state.cache_clear()
         commit = git_commit(*files)
         for repo in (checkout, mine):  # undo the change for the next probe
             git(repo, "reset", "-q", "--hard")
@@ -475,20 +476,35 @@ def test_the_recorded_commit_sees_everything_a_run_reads(checkout, tmp_path):
         with open(path, "a") as f:
             f.write("# edited\n")
 
-    assert state(mine / "sweeps" / "ladder.yaml") == sha
+    ladder = mine / "sweeps" / "ladder.yaml"
+    assert state(ladder) == sha
     for name in (n for n in CHECKOUT_FILES if not n.startswith(("results/", "plots/"))):
         write(checkout / name)
         assert state() == f"{sha}+dirty", name
+        if name.startswith("recipes/"):  # the run's own recipe: recorded by content instead
+            write(checkout / name)
+            assert state(checkout / name) == sha, name
     write(checkout / "bench/optim/lars.py")
     git(checkout, "add", "bench/optim/lars.py")
     assert git(checkout, "status", "--porcelain") == "M  bench/optim/lars.py\n" and state() == f"{sha}+dirty"
     for name in ("bench/optim/lars/__init__.py", "recipes/new.yaml"):
         write(checkout / name)
         assert state() == f"{sha}+dirty", name
-    write(mine / "sweeps" / "ladder.yaml")
-    assert state(mine / "sweeps" / "ladder.yaml") == f"{sha}+dirty"
+    write(checkout / "bench/optim/lars.py")
+    checkout_state.cache_clear()
+    assert checkout_state()[1] == ("M bench/optim/lars.py",)  # what a refusal names
+    state()
+    [committed] = input_records(ladder)
+    assert committed == {"path": str(ladder), "sha256": committed["sha256"], "git_commit": theirs, "committed": True}
+    write(ladder)
     write(mine / "sweeps" / "new.yaml")
-    assert state(mine / "sweeps" / "new.yaml") == f"{sha}+dirty"
+    assert state(ladder, mine / "sweeps" / "new.yaml") == sha  # the user's files need no commit
+    write(ladder)
+    [edited] = input_records(ladder)
+    assert edited["sha256"] != committed["sha256"] and not edited["committed"] and edited["git_commit"] == theirs
+    outside = tmp_path / "loose.yaml"
+    outside.write_text("arms: {}\n")
+    assert input_records(outside)[0]["git_commit"] is None
     for name in ("results/study/run/meta.json", "results/study/run-2/meta.json", "plots/study/scaling.png"):
         write(checkout / name)  # what bench writes
     write(checkout / "notes.txt")  # untracked, outside bench/ and recipes/

@@ -601,7 +601,7 @@ def test_submit_a_sweep_file_as_a_job_array_of_workers(sweep_file, tmp_path, mon
     from bench import rundir
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(rundir, "git_commit", lambda *files: "c0ffee")  # a clean tree, whatever this checkout's is
+    monkeypatch.setattr(rundir, "checkout_state", lambda *files: ("c0ffee", ()))  # a clean tree, whatever this one's
     cmd = ["submit", str(sweep_file), "--nodes", "1", "--gpus-per-node", "1", "--dry-run"]
     done = cli(*cmd)
     assert done.returncode == 0, done.stderr
@@ -617,9 +617,9 @@ def test_submit_a_sweep_file_as_a_job_array_of_workers(sweep_file, tmp_path, mon
     bad = cli(*cmd[:3], "2", "--gpus-per-node", "1", "--dry-run")
     assert bad.returncode == 2 and "job array of one-GPU workers" in bad.stderr
     # an uncommitted tree is refused at submit, not in each array task once the queue starts them
-    monkeypatch.setattr(rundir, "git_commit", lambda *files: "c0ffee+dirty")
+    monkeypatch.setattr(rundir, "checkout_state", lambda *files: ("c0ffee", ("M bench/optim/lars.py",)))
     dirty = cli(*cmd)
-    assert dirty.returncode == 2 and dirty.stdout == "" and "uncommitted changes" in dirty.stderr
+    assert dirty.returncode == 2 and dirty.stdout == "" and "(M bench/optim/lars.py)" in dirty.stderr
     assert "pass --allow-dirty" in dirty.stderr and not (tmp_path / "slurm").exists()
     allowed = cli(*cmd, "--allow-dirty")
     assert allowed.returncode == 0 and f"-m bench sweep {sweep_file} --out results/tiny --allow-dirty" in allowed.stdout
@@ -789,10 +789,11 @@ def test_a_sweep_refuses_an_uncommitted_tree_and_another_kernel_platform(sweep_f
     from bench import rundir
 
     out = tmp_path / "results"
-    monkeypatch.setattr(rundir, "git_commit", lambda *files: "0123456789abcdef+dirty")
+    monkeypatch.setattr(rundir, "checkout_state", lambda *files: ("0123456789abcdef", ("M bench/optim/lars.py",)))
     assert main(["sweep", str(sweep_file), "--out", str(out), "--only", "sgd-b32-t00"]) == 2
-    assert "uncommitted changes" in capsys.readouterr().err and not any(out.glob("*/*/meta.json"))
-    monkeypatch.setattr(rundir, "git_commit", lambda *files: "0123456789abcdef")
+    err = capsys.readouterr().err
+    assert "differs from its commit 0123456789ab (M bench/optim/lars.py)" in err and not any(out.glob("*/*/meta.json"))
+    monkeypatch.setattr(rundir, "checkout_state", lambda *files: ("0123456789abcdef", ()))
     finished = make_run(
         out,
         "tiny-sgd-b32-t01",
@@ -833,7 +834,7 @@ def test_an_allowed_dirty_tree_is_recorded_in_each_run_and_the_verdict_counts_it
     out = tmp_path / "results"
     with open(checkout / "recipes" / "base.yaml", "a") as f:
         f.write("# edited\n")
-    with pytest.raises(UserError, match="uncommitted changes"):
+    with pytest.raises(UserError, match=r"differs from its commit \w{12} \(M recipes/base.yaml\)"):
         sweep.run_sweep(sweep_file, out, only="sgd-b32-t00")
     sweep.run_sweep(sweep_file, out, only="sgd-b32-t00", allow_dirty=True)
     [meta] = [json.loads(path.read_text()) for path in out.glob("*/*/meta.json")]

@@ -66,6 +66,7 @@ from bench.rundir import (
     git_commit,
     held_by_a_process,
     host_info,
+    input_records,
     now,
     read_meta,
     versions,
@@ -663,15 +664,22 @@ def _curves(recipe: Recipe, run: RunDir, state) -> list:
 
 
 def train(
-    recipe: Recipe, results: Path, progress: bool = True, restart: bool = False, run_dir: Path | None = None
+    recipe: Recipe,
+    results: Path,
+    progress: bool = True,
+    restart: bool = False,
+    run_dir: Path | None = None,
+    inputs: tuple[Path, ...] = (),
 ) -> RunDir | None:
     """Run `recipe` in this process (one rank of a torchrun job, or alone), resuming an
-    unfinished run of it unless `restart`. Rank 0 writes and returns the run directory."""
+    unfinished run of it unless `restart`. Rank 0 writes and returns the run directory. `inputs`: the user's files
+    the recipe was made from (its recipe file; a sweep file and its base), recorded by content in meta.json and
+    left out of bench's checkout state (rundir.checkout_state)."""
     dist = distributed.init()
     threads.apply(recipe.engine.threads)
     try:
         with PreemptionFlag() as preempted:  # before any data thread or worker starts
-            return _train(recipe, results, dist, progress, restart, run_dir, preempted)
+            return _train(recipe, results, dist, progress, restart, run_dir, preempted, inputs)
     finally:
         distributed.shutdown()
 
@@ -684,13 +692,14 @@ def _train(
     restart: bool,
     run_dir: Path | None,
     preempted: PreemptionFlag,
+    inputs: tuple[Path, ...],
 ) -> RunDir | None:
     """A run's phases: open it (or resume it), start its records, train, close its records."""
     trainer = Trainer(recipe, dist)
     run, state, resumed = _open(trainer, results, restart, run_dir)
     try:
         if run:
-            _start_records(run, trainer, state, resumed)
+            _start_records(run, trainer, state, resumed, inputs)
         status, reason = _train_loop(trainer, run, state, progress, preempted)
         if run:
             if status in FINISHED:  # nothing left to resume: the disk gets back all but the final one
@@ -763,7 +772,7 @@ def _open(trainer: Trainer, results: Path, restart: bool, run_dir: Path | None) 
     return run, Progress(**checkpoint.restore(trainer, resume_from)), True
 
 
-def _start_records(run: RunDir, trainer: Trainer, state: Progress, resumed: bool) -> None:
+def _start_records(run: RunDir, trainer: Trainer, state: Progress, resumed: bool, inputs: tuple[Path, ...]) -> None:
     """The run's meta (a new run's facts, or a resumption), the opening lines, the live curves."""
     recipe, data, pace = trainer.recipe, trainer.data, trainer.pace
     if resumed:
@@ -783,7 +792,8 @@ def _start_records(run: RunDir, trainer: Trainer, state: Progress, resumed: bool
                 recipe=recipe.name,
                 start_time=now(),
                 end_time=None,
-                git_commit=git_commit(),
+                git_commit=git_commit(*inputs),
+                inputs=input_records(*inputs),
                 versions=versions(),
                 device=str(trainer.dist.device),
                 world_size=trainer.dist.world,
