@@ -57,7 +57,7 @@ def run_suite(folder: Path, results: Path, sets: list[str] = ()) -> list[tuple[s
     if len(set(names)) != len(names):
         raise UserError(f"{folder}: two recipes share a name; each recipe needs its own name")
     outcomes = []
-    bar = tqdm(recipes, unit="run", desc="suite", dynamic_ncols=True)
+    bar = tqdm(recipes, unit="run", desc="suite", dynamic_ncols=True, disable=None)  # no bar where no terminal
     for recipe in bar:
         bar.set_postfix_str(recipe.name)
         if finished_run(results, recipe):

@@ -721,7 +721,9 @@ class Progress:
         nothing (a check a minute, not three bars a minute), and one that trains shows as ever."""
         from tqdm import tqdm
 
-        return tqdm(total=total, unit=unit, desc=desc, dynamic_ncols=True, delay=BAR_DELAY_S if self.checking else 0)
+        delay = BAR_DELAY_S if self.checking else 0
+        # disable None: no bar where stderr is no terminal (a log file, a pipe), a line a trial instead
+        return tqdm(total=total, unit=unit, desc=desc, dynamic_ncols=True, delay=delay, disable=None)
 
 
 BAR_DELAY_S = 5.0
@@ -758,6 +760,8 @@ def _train_claimed(trial: Trial, results: Path, claim: Claim, bar, inputs: tuple
         run = finished_run(results, trial.recipe)
         if run is None:
             bar.set_postfix_str(f"{trial.name} ...")
+            if bar.disable:
+                print(f"sweep: training {trial.name}", file=sys.stderr, flush=True)
             done = train(trial.recipe, results, progress=False, inputs=inputs)
             status = done.meta.get("status") if done else None
             if status == "preempted":

@@ -1413,3 +1413,12 @@ def test_the_imagenet_kit_validates_with_mlperfs_schedule_and_epochs_by_batch(ca
             assert (r.schedule.decay, r.schedule.power, r.schedule.end_lr, r.data.loader) == ("poly", 2, 1e-4, "dali")
     for path in (recipes / "paper/imagenet").glob("*.yaml"):
         assert "results/reference/mlperf_resnet50_rcp.csv" in path.read_text(), path
+
+
+def test_no_progress_bar_where_output_is_no_terminal_but_a_line_a_trial(sweep_file, tmp_path):
+    """Output to a file or a pipe (tqdm's non-terminal rule): no bar redrawn between the log lines, a line naming
+    each trial as it starts, and the evaluation lines as ever."""
+    done = cli("sweep", str(sweep_file), "--out", str(tmp_path / "out"), "--only", "sgd-b32-t00", "--allow-dirty")
+    assert done.returncode == 0, done.stderr
+    assert "sweep: training tiny-sgd-b32-t00\n" in done.stderr and "val top1" in done.stderr
+    assert "\r" not in done.stderr and "trial/s" not in done.stderr and "step/s" not in done.stderr

@@ -387,7 +387,7 @@ class Trainer:
             initial=progress.position,
             total=self.pace.schedule_steps,
             unit="step",
-            disable=not (show_bar and run),
+            disable=None if show_bar and run else True,  # None: no bar where stderr is no terminal (tqdm's rule)
             dynamic_ncols=True,
         )
         self.model.train()
