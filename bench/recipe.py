@@ -782,9 +782,16 @@ def load(path: str | Path, sets: list[str] = (), models: bool = True, notes: lis
     try:
         recipe = Recipe.model_validate(raw)
     except ValidationError as e:
-        raise UserError(f"{path}: {describe_error(e)}") from None
+        raise UserError(_blamed(path, describe_error(e), sets)) from None
     try:
         _check_names(recipe, models)
     except UserError as e:
-        raise UserError(f"{path}: {e}") from None
+        raise UserError(_blamed(path, str(e), sets)) from None
     return recipe
+
+
+def _blamed(path: Path, message: str, sets: list[str]) -> str:
+    """An error as `path: message`, naming the --set assignments whose keys the message names: a value given on
+    the command line is not blamed on the file alone."""
+    named = [s for s in sets if re.search(rf"\b{re.escape(s.partition('=')[0])}\b", message)]
+    return f"{path} with --set {', '.join(named)}: {message}" if named else f"{path}: {message}"

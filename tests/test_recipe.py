@@ -151,6 +151,12 @@ BAD = [
         [],
         ["global_batch 64", "micro_batch 24"],
     ),
+    (
+        "indivisible batch from --set",  # the command line's value is named, not blamed on the file alone
+        BASE,
+        ["micro_batch=24", "optimizer.lr=0.2"],
+        ["bad.yaml with --set micro_batch=24: global_batch 64", "micro_batch 24"],
+    ),
     ("unknown model", BASE.replace("resnet10t", "resnet5O"), [], ["model.name", "resnet50"]),
     ("unknown optimizer", BASE.replace("name: sgd", "name: lasr"), [], ["lasr", "lars"]),
     ("unknown optimizer hparam", BASE.replace("momentum: 0.9", "momentun: 0.9"), [], ["momentun", "momentum"]),
@@ -419,7 +425,7 @@ def test_validate_refuses_what_run_refuses_and_names_what_it_did_not_check(tmp_p
     for flags in ([], ["--models"]):
         code, said = validate("--set", "model.name=resnet18x", *flags)
         assert code == 2 and said.err.strip() == (
-            f"bench: error: {path}: key 'model.name': unknown timm model "
+            f"bench: error: {path} with --set model.name=resnet18x: key 'model.name': unknown timm model "
             "'resnet18x'; did you mean resnet18, resnet18d, skresnet18?"
         )
     code, said = validate("--models")

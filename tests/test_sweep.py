@@ -1269,6 +1269,7 @@ def test_a_held_local_point_is_named_and_wait_goes_on_once_it_is_let_go(sweep_fi
 
     monkeypatch.setattr(sweep, "time", SimpleNamespace(time=time.time, sleep=let_go))
     capsys.readouterr()
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)  # bars are drawn on a terminal only
     runs, waiting, others = sweep.run_sweep(sweep_file, out, allow_dirty=True, wait=True)
     assert sleeps == [sweep.WAIT_S] * 2 and waiting == [] and others == []
     err = capsys.readouterr().err
