@@ -156,13 +156,13 @@ def test_without_the_package_the_key_is_one_sentence(recipe, tmp_path, capsys, m
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "tensorboard" else real(name, *a))
-    for args in (
+    for args in (  # --tensorboard is the key set on the command line, and the error says so as for --set
         ["validate", str(recipe), "--set", "logging.tensorboard=true"],
         ["run", str(recipe), "--out", str(tmp_path / "out"), "--tensorboard"],
     ):
         assert main(args) == 2
         assert capsys.readouterr().err == (
-            f"bench: error: {recipe}: key 'logging.tensorboard' asks for the tensorboard package, which is not "
+            f"bench: error: {recipe} with --set logging.tensorboard=true: key 'logging.tensorboard' asks for the tensorboard package, which is not "
             "installed; pip install -e '.[tensorboard]' (./setup.sh installs it)\n"
         )
     assert not (tmp_path / "out").exists()
