@@ -1,7 +1,8 @@
 """What more than one test module uses, in one plain module (fixtures live in conftest.py): hand-made run
 directories (recipe.yaml, meta.json, metrics.csv, events.jsonl) for the analysis tests, the float64 optimizer
 references, the multi-rank parameter runs of the equivalence tests (top-level functions, for
-conftest.start_ranks), recipe and sweep texts. No test module imports another."""
+conftest.start_ranks), recipe and sweep texts, the LaTeX document pdflatex sets tables in. No test module imports
+another."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import contextlib
 import gzip
 import json
 import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -277,6 +280,9 @@ class RefAdam(Ref):
                 trusts.append(trust)
             self.w[i] = w - lr * trust * u
         self.trusts.append(trusts)
+
+
+TIGHT = dict(rtol=1e-10, atol=1e-12)  # fp64 parameters against the float64 references, so fp64 statistics
 
 
 def assert_history(ours, ref, **tol):
@@ -560,3 +566,34 @@ target_top1: 40
 def only_run(results_dir):
     [run] = list((results_dir / "tb").iterdir())
     return run
+
+
+# The tests' LaTeX documents: bare article, letter paper (550 pt of text height: LATEX_TEXT_HEIGHT_PT), two columns or
+# one at NeurIPS's 5.5 in (LATEX_PAGE_PT)
+LAYOUTS = {
+    "two-column": "\\documentclass[twocolumn]{article}",
+    "one-column 5.5 in": "\\documentclass{article}\\setlength{\\textwidth}{397pt}",
+}
+needs_pdflatex = pytest.mark.skipif(
+    shutil.which("pdflatex") is None, reason="no pdflatex here (apt-get install texlive-latex-base)"
+)
+
+
+def compile_latex(folder, name: str, layout: str, body: str):
+    """`body` in a bare article (`layout`, one of LAYOUTS) compiled by plain pdflatex in `folder`: no error, no
+    missing glyph, nothing wider than the page (Overfull \\hbox) or taller (Float too large: pdflatex drops the
+    rows past the page's foot). Returns the PDF's path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.tex").write_text(f"{layout}\n\\begin{{document}}\n{body}\\end{{document}}\n")
+    done = subprocess.run(
+        ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", f"{name}.tex"],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0 and (folder / f"{name}.pdf").exists(), done.stdout[-2000:]
+    log = (folder / f"{name}.log").read_text(errors="replace")
+    for problem in ("Missing character", "Overfull \\hbox", "Float too large"):
+        assert problem not in log, [line for line in log.splitlines() if problem in line][:5]
+    return folder / f"{name}.pdf"

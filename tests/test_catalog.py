@@ -283,6 +283,22 @@ def test_every_paper_setting_is_recognised_from_a_run_that_is_it_and_from_none_t
     assert setting.image_size is None or f"image_size {setting.image_size}" in said
 
 
+def test_every_record_is_written_by_keyword():
+    """A record reads without counting arguments: each field named (name="lars", target=..., marker=...), as timm
+    writes its OptimInfo records."""
+    import ast
+    import dataclasses
+
+    kinds = {name for name, obj in vars(catalog).items() if dataclasses.is_dataclass(obj) and isinstance(obj, type)}
+    calls = [
+        node
+        for node in ast.walk(ast.parse((ROOT / "catalog.py").read_text()))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in kinds
+    ]
+    assert len(calls) > len(catalog.OPTIMIZERS) + len(catalog.TABLES)  # the records were found
+    assert [f"{c.func.id} at line {c.lineno}" for c in calls if c.args] == []
+
+
 def test_the_analysis_reads_facts_not_names():
     """No optimizer family, baseline order, loader or dataset name is guessed in bench/analysis/ (the paper's own
     methods, LARS and VRGD-LARS, are the tables' subject and stay named)."""

@@ -110,8 +110,8 @@ def test_auto_falls_back_to_torchvision_with_one_warning_naming_the_import_error
     import sys
     import warnings
 
-    from bench import cli
     from bench.cli import main
+    from bench.commands import recipe as recipe_commands
     from bench.data import pipeline
     from tests.conftest import RECIPES
 
@@ -131,11 +131,11 @@ def test_auto_falls_back_to_torchvision_with_one_warning_naming_the_import_error
     (fake.parent / "__init__.py").write_text("")
     (fake / "__init__.py").write_text("raise ImportError('libcudart.so.13: cannot open shared object file')")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(fake.parents[1]), os.environ.get("PYTHONPATH", "")]))
-    cli._import_error.cache_clear()
+    recipe_commands._import_error.cache_clear()
     with warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always")
         assert main(["validate", str(RECIPES / "demo-sgd.yaml"), "--schema-only"]) == 0
-    cli._import_error.cache_clear()
+    recipe_commands._import_error.cache_clear()
     assert ", loader torchvision here)" in capsys.readouterr().out
     assert [str(w.message) for w in said] == [
         f"{RECIPES / 'demo-sgd.yaml'}: data.loader auto uses torchvision: nvidia.dali does not import (ImportError: "

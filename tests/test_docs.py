@@ -11,6 +11,7 @@ import pytest
 
 from bench import cli, errors
 from bench.cli import main
+from bench.commands.perf import cmd_perf
 from tests.helpers import family
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -141,7 +142,7 @@ def test_every_bench_command_of_the_readme_parses(command, monkeypatch):
     except SystemExit as e:  # --version and --help print and exit
         assert e.code == 0, command
         return
-    if args.func is not cli.cmd_perf:
+    if args.func is not cmd_perf:
         assert rest == [], f"{command}: unrecognized {rest}"
         return
     import importlib

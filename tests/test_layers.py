@@ -1,6 +1,7 @@
-"""The layers of DESIGN.md hold in the code. The analysis knows nothing about torch: it reads records (bench.rundir)
-and the catalog, never the engine, the optimizers, the data, the models or the sweep that make runs, nor the
-commands above it. The run directory's module and the catalog stay below both engine and analysis.
+"""The layers docs/extending.md describes ("Where things live") hold in the code. The analysis knows nothing about
+torch: it reads records (bench.rundir) and the catalog, never the engine, the optimizers, the data, the models or
+the sweep that make runs, nor the commands above it. The run directory's module and the catalog stay below both
+engine and analysis.
 
 Each rule is checked on the source (every import, at the top of a module or inside a function, and every
 importlib.import_module of a constant name) and, for the analysis, in a fresh interpreter that imports every one
@@ -20,7 +21,7 @@ import bench
 ROOT = Path(bench.__file__).parent
 TORCH = ("torch", "torchvision", "timm", "nvidia.dali", "triton")
 RUNNER = ("bench.engine", "bench.optim", "bench.data", "bench.models", "bench.sweep", "bench.suite")
-COMMANDS = ("bench.cli", "bench.api", "bench.perf")
+COMMANDS = ("bench.cli", "bench.commands", "bench.api", "bench.perf")
 # file or folder under bench/ -> the modules it may not import
 RULES = {
     "analysis": TORCH + RUNNER + COMMANDS,

@@ -11,18 +11,18 @@ from bench import optim
 from tests.conftest import start_ranks
 from tests.helpers import (
     LRS,
+    TIGHT,
     RefLARS,
     RefSGD,
     assert_history,
     backward,
     gradients,
     run,
+    run_steps,
     weights,
 )
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py
-
-TIGHT = dict(rtol=1e-10, atol=1e-12)
 
 
 def ref_noise(groups):
@@ -388,11 +388,7 @@ def test_plain_optimizers_log_the_noise_from_their_first_group_and_the_mean(name
     params = [nn.Parameter(w.clone()) for w in ws]
     opt = optim.create(params, name, lr=0.1)
     for groups in steps:
-        for grads in groups:
-            backward(params, grads)
-            opt.observe()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        run_steps(opt, params, [groups])
         diag = opt.diagnostics()
         assert (diag["grad_var"], diag["grad_sqnorm"]) == pytest.approx(ref_noise_first(groups), rel=1e-10)
     backward(params, gradients(steps=1, k=1)[0][0])
@@ -419,12 +415,7 @@ def test_plain_optimizers_log_the_noise_when_one_pass_holds_several_groups(m):
         assert (diag["grad_var"], diag["grad_sqnorm"]) == pytest.approx(ref_noise_first(groups, m), rel=1e-10)
     one_by_one = [nn.Parameter(w.clone()) for w in ws]
     reference = optim.create(one_by_one, "lars", lr=0.1)
-    for groups in steps:
-        for grads in groups:
-            backward(one_by_one, grads)
-            reference.observe()
-        reference.step()
-        reference.zero_grad(set_to_none=True)
+    run_steps(reference, one_by_one, steps)
     for p, q in zip(params, one_by_one):
         torch.testing.assert_close(p, q, rtol=1e-12, atol=1e-12)
 
@@ -439,11 +430,7 @@ def test_noise_from_the_first_group_is_unbiased():
     opt = optim.create([p], "sgd", lr=0.1)  # the gradients are given: where p moves changes none of them
     out = []
     for _ in range(2000):
-        for _ in range(k):
-            backward([p], [true + sigma * torch.randn(n, generator=gen, dtype=torch.float64)])
-            opt.observe()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        run_steps(opt, [p], [[[true + sigma * torch.randn(n, generator=gen, dtype=torch.float64)] for _ in range(k)]])
         out.append((opt.diagnostics()["grad_var"], opt.diagnostics()["grad_sqnorm"]))
     var, sqnorm = (sum(x) / len(out) for x in zip(*out))
     assert var == pytest.approx(n * sigma**2, rel=0.05)

@@ -12,6 +12,7 @@ import torch
 from bench import optim
 from tests.helpers import (
     LRS,
+    TIGHT,
     RefVRGD,
     assert_history,
     gradients,
@@ -20,8 +21,6 @@ from tests.helpers import (
 )
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py
-
-TIGHT = dict(rtol=1e-10, atol=1e-12)
 
 
 def merit_weights():

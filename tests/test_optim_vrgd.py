@@ -14,6 +14,7 @@ from tests.conftest import start_ranks
 from tests.helpers import (
     LRS,
     SHAPES,
+    TIGHT,
     RefAdam,
     RefLARS,
     RefSGD,
@@ -41,8 +42,6 @@ CASES = [  # registry name, hyperparameters, reference
     ("vrgd_adam", dict(weight_decay=0.1, gsnr_eps=0.5), lambda ws: RefVRGD(RefAdam(ws, 0.1), eps=0.5, beta3=0.9)),
     ("vrgd_lamb", dict(weight_decay=0.1), lambda ws: RefVRGD(RefAdam(ws, 0.1, eps=1e-6, lamb=True), beta3=0.9)),
 ]  # fmt: skip
-
-TIGHT = dict(rtol=1e-10, atol=1e-12)  # fp64 parameters, so fp64 statistics
 
 
 @pytest.mark.parametrize("name,hparams,make_ref", CASES)

@@ -255,7 +255,7 @@ def test_a_run_whose_reader_left_still_completes(tiny_dataset, tmp_path):
 def test_output_to_a_closed_pipe_goes_nowhere_instead_of_failing():
     import os
 
-    from bench.cli import _Unbroken
+    from bench.commands import _Unbroken
 
     read, write = os.pipe()
     os.close(read)

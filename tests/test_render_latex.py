@@ -1,6 +1,6 @@
 """LaTeX tables as pdflatex sets them (bench/analysis/render.py): a table too wide for the page is split into
-column parts, one too tall into row parts, and pdflatex loses nothing past the page's edge or foot. compile_latex
-is the tests' document (test_verdict and test_studies compile with it too)."""
+column parts, one too tall into row parts, and pdflatex loses nothing past the page's edge or foot (compile_latex,
+tests/helpers.py: the tests' document, which test_verdict and test_studies compile with too)."""
 
 import shutil
 import subprocess
@@ -9,37 +9,7 @@ import pytest
 
 from bench.analysis import render as rendering
 from bench.analysis.render import Cell, Table, latex_columns, latex_rows, render
-
-# The tests' documents: bare article, letter paper (550 pt of text height: LATEX_TEXT_HEIGHT_PT), two columns or
-# one at NeurIPS's 5.5 in (LATEX_PAGE_PT)
-LAYOUTS = {
-    "two-column": "\\documentclass[twocolumn]{article}",
-    "one-column 5.5 in": "\\documentclass{article}\\setlength{\\textwidth}{397pt}",
-}
-needs_pdflatex = pytest.mark.skipif(
-    shutil.which("pdflatex") is None, reason="no pdflatex here (apt-get install texlive-latex-base)"
-)
-
-
-def compile_latex(folder, name: str, layout: str, body: str):
-    """`body` in a bare article (`layout`, one of LAYOUTS) compiled by plain pdflatex in `folder`: no error, no
-    missing glyph, nothing wider than the page (Overfull \\hbox) or taller (Float too large: pdflatex drops the
-    rows past the page's foot). Returns the PDF's path."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{name}.tex").write_text(f"{layout}\n\\begin{{document}}\n{body}\\end{{document}}\n")
-    done = subprocess.run(
-        ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", f"{name}.tex"],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0 and (folder / f"{name}.pdf").exists(), done.stdout[-2000:]
-    log = (folder / f"{name}.log").read_text(errors="replace")
-    for problem in ("Missing character", "Overfull \\hbox", "Float too large"):
-        assert problem not in log, [line for line in log.splitlines() if problem in line][:5]
-    return folder / f"{name}.pdf"
-
+from tests.helpers import LAYOUTS, compile_latex, needs_pdflatex
 
 PAIRS = ("AdamW / LARS", "AdamW / Nesterov SGD", "LARS / VRGD-LARS", "Nesterov SGD / LARS", "VRGD-LARS / LARS")
 

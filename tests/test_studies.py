@@ -11,6 +11,7 @@ import pytest
 
 from bench.analysis import results, tables
 from bench.analysis.render import claims_of
+from tests.helpers import LAYOUTS, compile_latex
 
 ROOT = Path(__file__).resolve().parents[1]
 HEADLINES = ("scaling", "verdict", "matched", "batches")  # the tables the write-ups quote
@@ -206,7 +207,6 @@ def test_a_committed_trees_tables_are_ascii_in_latex(tree, studies, tmp_path):
     tall."""
     from bench.analysis import report
     from bench.analysis.render import render, side_notes
-    from tests.test_render_latex import LAYOUTS, compile_latex
 
     names = [path.stem for path in sorted(tree.glob("*.md")) if path.stem in tables.TABLES]
     if tree not in studies:

@@ -484,7 +484,7 @@ def test_until_starts_no_run_after_its_time_and_the_same_command_goes_on(sweep_f
 
 
 def test_until_hh_mm_is_its_next_occurrence():
-    from bench.cli import until_time
+    from bench.commands.sweep import until_time
 
     now = time.time()
     for text in ("00:00", "12:30", "23:59", datetime.fromtimestamp(now - 60).strftime("%H:%M")):
@@ -627,15 +627,13 @@ def test_submit_a_sweep_file_as_a_job_array_of_workers(sweep_file, tmp_path, mon
     assert one.returncode == 2 and "--allow-dirty is a sweep file's option" in one.stderr
 
 
-def test_a_near_tie_selection_is_flagged_and_a_better_that_rests_on_it_says_so(tmp_path):
-    """Reruns whose holdout Top-1 varies 1 pp from seed to seed: the trials' 80.6 against 80.4 is 0.2 pp apart, well
-    inside the sqrt(2) x 1 pp two one-seed trials differ by: a near tie; 85 against 80 is not. The verdict's
-    'better' names the near-tie selection it rests on."""
-    meta = {"holdout_size": 1000}
+def near_tie_trials(root):
+    """Two trials of each arm at batch 64 (1,000 holdout images): LARS's 80.6 against 80.4, a near tie; VRGD-LARS's
+    85 against 80, clear."""
     for arm, scores in (("lars", [80.6, 80.4]), ("vrgd_lars", [85.0, 80.0])):
         for trial, score in enumerate(scores):
             make_run(
-                tmp_path,
+                root,
                 f"s-{arm}-b64-t{trial:02d}",
                 "lars",
                 64,
@@ -643,8 +641,16 @@ def test_a_near_tie_selection_is_flagged_and_a_better_that_rests_on_it_says_so(t
                 [50, 70],
                 holdout=[50, score],
                 tags={"sweep": "s", "arm": arm, "trial": trial, "study": 0, "role": "trial"},
-                meta_extra=meta,
+                meta_extra={"holdout_size": 1000},
             )
+
+
+def test_a_near_tie_selection_is_flagged_and_a_better_that_rests_on_it_says_so(tmp_path):
+    """Reruns whose holdout Top-1 varies 1 pp from seed to seed: the trials' 80.6 against 80.4 is 0.2 pp apart, well
+    inside the sqrt(2) x 1 pp two one-seed trials differ by: a near tie; 85 against 80 is not. The verdict's
+    'better' names the near-tie selection it rests on."""
+    near_tie_trials(tmp_path)
+    for arm in ("lars", "vrgd_lars"):
         for seed in (1, 2, 3):
             val = [50, (70 if arm == "lars" else 60) + seed * 0.1]
             sweep_run(tmp_path, arm, 64, "rerun", seed, val, holdout=[50, 70 + seed])
@@ -663,22 +669,11 @@ def test_a_near_tie_selection_is_flagged_and_a_better_that_rests_on_it_says_so(t
 
 
 def near_tie_tree(root, runner_up_val):
-    """LARS's selection a near tie (80.6 vs 80.4 on 1,000 holdout images), its reruns at 70.1-70.3 against
-    VRGD-LARS's 60.1-60.3 (clear, but the seeds' spread is 0.1 on both sides), its runner-up rerun with the same
-    seeds at `runner_up_val` + seed/10; VRGD-LARS's selection clear."""
-    for arm, scores in (("lars", [80.6, 80.4]), ("vrgd_lars", [85.0, 80.0])):
-        for trial, score in enumerate(scores):
-            make_run(
-                root,
-                f"s-{arm}-b64-t{trial:02d}",
-                "lars",
-                64,
-                0,
-                [50, 70],
-                holdout=[50, score],
-                tags={"sweep": "s", "arm": arm, "trial": trial, "study": 0, "role": "trial"},
-                meta_extra={"holdout_size": 1000},
-            )
+    """LARS's selection a near tie (near_tie_trials), its reruns at 70.1-70.3 against VRGD-LARS's 60.1-60.3 (clear,
+    but the seeds' spread is 0.1 on both sides), its runner-up rerun with the same seeds at `runner_up_val` +
+    seed/10; VRGD-LARS's selection clear."""
+    near_tie_trials(root)
+    for arm in ("lars", "vrgd_lars"):
         for seed in (1, 2, 3, 4, 5):
             sweep_run(root, arm, 64, "rerun", seed, [50, (70 if arm == "lars" else 60) + seed * 0.1 + seed**2 * 0.01])
     for seed in (1, 2, 3, 4, 5):

@@ -12,8 +12,7 @@ from bench import sweep
 from bench.analysis import power, results, tables, tuning
 from bench.analysis.render import render, side_notes
 from tests.conftest import cli, write_recipe
-from tests.helpers import BASE, make_run
-from tests.test_render_latex import LAYOUTS, compile_latex, needs_pdflatex
+from tests.helpers import BASE, LAYOUTS, compile_latex, make_run, needs_pdflatex
 
 
 def run(root, arm, batch, role, seed, val, trial=0, status="completed", select="top1"):

@@ -159,10 +159,11 @@ def test_without_the_package_the_key_is_one_sentence(recipe, tmp_path, capsys, m
 
 
 def test_the_wandb_flag_sets_the_project(tmp_path, tiny_dataset):
-    from bench.cli import _recipe, _worker_args, parser
+    from bench.cli import parser
+    from bench.commands.run import load_recipe, worker_args
 
     path = write_recipe(tmp_path / "r.yaml", TENSORBOARD_RECIPE.replace("DATA", str(tiny_dataset)))
     args = parser().parse_args(["run", str(path), "--wandb", "my-project"])
-    r = _recipe(args)
+    r = load_recipe(args)
     assert r.logging.wandb.project == "my-project" and r.logging.wandb.mode == "offline"
-    assert _worker_args(args)[-2:] == ["--wandb", "my-project"]  # torchrun's workers get it too
+    assert worker_args(args)[-2:] == ["--wandb", "my-project"]  # torchrun's workers get it too

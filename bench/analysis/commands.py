@@ -5,7 +5,7 @@
     bench plot [PATH...] --out DIR [--paper]
 
 PATH: run directories or results trees (any folder holding run directories). Torch-free, as all of the analysis:
-`bench project`, `bench export` and `bench clean`, which need the runner's side too, are bench/results_commands.py.
+`bench project`, `bench export` and `bench clean`, which need the runner's side too, are bench/commands/results.py.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Data behind one interface, whatever the backend: `build()` and `Data` (pipeline.py), the loaders
 (loaders.py), the layouts (folder.py), sampling and crops (sampling.py, augment.py), the datasets bench
-generates or converts (synthetic, digits, cifar, idx), the check of a recipe's data (check.py) and `bench data`
-(commands.py).
+generates or converts (synthetic, digits, cifar, idx) and the check of a recipe's data (check.py); `bench data`
+is bench/commands/data.py.
 
 The names of pipeline.py are re-exported lazily, so importing this package (for `bench data`, `bench
 --version`, the analysis) does not import torch until a pipeline is asked for.

@@ -1,5 +1,6 @@
 """`bench project`, `bench export` and `bench clean`: the commands over results that need the runner's side besides
-(or instead of) the analysis, which stays torch-free and reads records only (bench/analysis/, DESIGN.md).
+(or instead of) the analysis, which stays torch-free and reads records only (bench/analysis/; docs/extending.md,
+"Where things live").
 
     bench project [PATH... | RECIPE | SWEEP] --cluster NAME [--throughput IMG_S] [...]
     bench export tensorboard [PATH...] --out DIR
@@ -22,6 +23,7 @@ from pathlib import Path
 from bench import catalog
 from bench.analysis.commands import FORMAT_OPTION, STRICT_OPTION, paths_option
 from bench.analysis.render import Table, cell, render, side_notes
+from bench.commands import DEFAULT_RESULTS
 from bench.engine import checkpoint, tensorboard
 from bench.engine.plan import recipe_plan
 from bench.errors import UserError
@@ -273,8 +275,8 @@ def _pair(text: str) -> tuple[str, str]:
     return names
 
 
-def add_parsers(sub, default_results: Path) -> None:
-    where = paths_option(default_results)
+def add_parsers(sub) -> None:
+    where = paths_option(DEFAULT_RESULTS)
     s = sub.add_parser("export", help="the runs' curves for another tool: TensorBoard event files")
     s.add_argument(
         "what",

@@ -1,5 +1,9 @@
 """`bench data ...`: dataset commands: the converters (generate, convert; each built from its record in
-catalog.CONVERTERS) and check."""
+catalog.CONVERTERS) and check.
+
+    bench data synth | digits | cifar | idx ... --out DIR
+    bench data check DIR
+"""
 
 from __future__ import annotations
 
@@ -67,7 +71,7 @@ def cmd_check(args) -> int:
     return 1 if bad else 0
 
 
-def add_parser(sub) -> None:
+def add_parsers(sub) -> None:
     data = sub.add_parser("data", help="datasets").add_subparsers(dest="data_command", required=True, metavar="COMMAND")
     for record in catalog.CONVERTERS.values():
         add_converter(data, record)
