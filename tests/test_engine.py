@@ -1,5 +1,6 @@
 """The large-batch engine: batch plans, equivalence across ranks and micro-batches, launch."""
 
+import hashlib
 import json
 import math
 import subprocess
@@ -396,7 +397,13 @@ def test_a_small_image_model_runs_without_the_warning(tmp_path):
         warnings.simplefilter("error", BenchWarning)
         assert main_run(write_recipe(tmp_path / "cifar.yaml", text), tmp_path) == 0
     [run] = (tmp_path / "out" / "cifar").iterdir()
-    assert json.loads((run / "meta.json").read_text())["dead_params"] == {"share": 0.0, "count": 0, "total": 269_722}
+    meta = json.loads((run / "meta.json").read_text())
+    assert meta["dead_params"] == {"share": 0.0, "count": 0, "total": 269_722}
+    # bench run records its recipe file by content: a recipe outside bench's checkout needs no commit into it
+    [recorded] = meta["inputs"]
+    recipe = tmp_path / "cifar.yaml"
+    assert recorded["path"] == str(recipe) and recorded["git_commit"] is None
+    assert recorded["sha256"] == hashlib.sha256(recipe.read_bytes()).hexdigest()
 
 
 def test_a_run_on_images_upscaled_far_beyond_the_dataset_s_warns():

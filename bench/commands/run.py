@@ -95,6 +95,7 @@ def _run(args) -> int:
         progress=not args.no_progress,
         restart=args.restart,
         run_dir=Path(args.run_dir) if args.run_dir else None,
+        inputs=(Path(args.recipe),),  # recorded by content: a user's recipe needs no commit into bench
     )
     if run:  # rank 0; the others never import pandas (half a second of every worker's start)
         from bench.analysis import report, results
