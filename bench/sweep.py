@@ -1064,22 +1064,58 @@ def write_space(spec: SweepSpec, results: Path) -> Path:
     return path
 
 
-def trial_table(trials: list[Trial]) -> str:
-    """The trials as a markdown table (bench sweep --list)."""
+def trial_table(spec: SweepSpec, trials: list[Trial], images: int | None = None) -> str:
+    """The trials as a markdown table (bench sweep --list): each one's budget as the sweep declares it and, with
+    `images` (an epoch's), the whole steps it runs (an images budget rounds to the nearest step, so its epochs are
+    not the declared ones to the last digit)."""
     keys = list(dict.fromkeys(k for t in trials for k in t.point))
-    head = ["name", "arm", "batch", "epochs", *keys]
+    head = ["name", "arm", "batch", "budget", "steps", *keys]
     rows = [
         [
             t.name,
             t.arm,
             str(t.batch),
-            f"{t.recipe.epochs:g}",
+            budget_words(budget_at(spec, t.batch)),
+            f"{math.ceil(t.recipe.epochs * images / t.batch - 1e-9):,}" if images else "—",
             *(_show(t.point[k]) if k in t.point else "—" for k in keys),
         ]
         for t in trials
     ]
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows]) + "\n"
+
+
+def budget_words(budget: Budget) -> str:
+    """'5 epochs', '1,000 steps', '85,000 images': a budget as the sweep file gives it."""
+    unit = next(k for k in ("epochs", "steps", "images") if getattr(budget, k) is not None)
+    return f"{getattr(budget, unit):,g} {unit}"
+
+
+# a run's role -> its run_counts keys (count, epochs)
+ROLE_COUNTS = {
+    "trial": ("trials", "trial_epochs"),
+    "local": ("local", "local_epochs"),
+    **dict.fromkeys(("rerun", "rerun_top", "matched"), ("reruns", "rerun_epochs")),
+}
+
+
+def finished_counts(spec: SweepSpec, results: Path) -> dict[str, float]:
+    """The sweep's finished runs under `results` in run_counts' keys: how many of each kind, and their epochs at
+    their budgets (what run_counts counts them at), so that the bound less these is what is left; and the seconds
+    they took (training and evaluation), the pace a stop at the target gives (the bound assumes none stops)."""
+    done = dict.fromkeys([key for keys in ROLE_COUNTS.values() for key in keys] + ["seconds"], 0.0)
+    for run in find_runs([results]) if results.is_dir() else []:
+        try:
+            recipe, meta = rundir.read_recipe_and_meta(run)
+        except UserError:
+            continue  # a damaged run is the analysis' to name
+        tags = recipe.get("tags") or {}
+        if meta.get("status") in FINISHED and tags.get("sweep") == spec.name and tags.get("role") in ROLE_COUNTS:
+            count, epochs = ROLE_COUNTS[tags["role"]]
+            done[count] += 1
+            done[epochs] += recipe["epochs"]
+            done["seconds"] += (meta.get("train_time_s") or 0) + (meta.get("eval_time_s") or 0)
+    return done
 
 
 def _show(value) -> str:

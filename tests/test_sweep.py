@@ -417,7 +417,12 @@ def test_a_tiny_sweep_killed_once_resumes_and_reports(sweep_file, tmp_path, caps
     capsys.readouterr()
     assert main(cmd) == 0 and "run directory" not in capsys.readouterr().out  # nothing left to train
     assert len(results.load([out])) == 8
-    assert main([*cmd, "--list"]) == 0 and capsys.readouterr().out.count("tiny-") == 4
+    assert main([*cmd, "--list"]) == 0
+    listed = capsys.readouterr().out
+    assert listed.count("tiny-") == 4 and "| tiny-lars-b32-t00 | lars | 32 | 2 epochs | 8 |" in listed
+    # the bound split into what finished (and the hours it took) and what is left
+    assert "finished: 4 trials, 0 local points, 4 reruns (2,048 images at their budgets; " in listed
+    assert "left: at most 0 runs (0 trials, at most 0 local, at most 0 reruns), at most 0 images" in listed
 
 
 def test_only_runs_a_subset_and_an_unknown_subset_is_exit_2(sweep_file, tmp_path, capsys):

@@ -172,10 +172,13 @@ def model_parameters(name: str, kwargs: dict, classes: int) -> int:
         return sum(p.numel() for p in create_model(name, kwargs, classes).parameters())
 
 
-def sweep_cost(spec, trials, throughput: float | None = None, measured: float | None = None) -> str:
+def sweep_cost(
+    spec, trials, throughput: float | None = None, measured: float | None = None, done: dict | None = None
+) -> str:
     """The runs of `bench sweep --list`, their training images and steps (at most: every run to its budget), and
     their time: GPU-hours at a stated throughput (or ResNet-50's preset), and hours on this machine at `measured`
-    img/s (the sweep's finished runs' median, where some exist). Evaluation and start-up left out."""
+    img/s (the sweep's finished runs' median, where some exist); `done`: the finished runs (sweep.finished_counts),
+    split from what is left. Evaluation and start-up left out."""
     from bench import sweep
     from bench.analysis.project import IMAGENET_TRAIN_IMAGES, load_presets, resnet50_224, stack_words
 
@@ -214,6 +217,17 @@ def sweep_cost(spec, trials, throughput: float | None = None, measured: float | 
         lines.append(
             f"GPU-hours of training: {_hours(hours['trial'])} trials + at most {_hours(hours['local'])} local + at most "
             f"{_hours(hours['rerun'])} reruns = at most {_hours(sum(hours.values()))}, at {words}"
+        )
+    if done and done["trials"] + done["local"] + done["reruns"]:
+        runs = {k: n[k] - done[k] for k in ("trials", "local", "reruns")}
+        left = sum(epochs[k] - done[f"{k}_epochs"] for k in epochs) * images
+        lines.append(
+            f"finished: {done['trials']:,.0f} trials, {done['local']:,.0f} local points, {done['reruns']:,.0f} "
+            f"reruns ({(total - left):,.0f} images at their budgets; {_hours(done['seconds'] / 3600)} hours of one "
+            f"process as they ran, stops at the target included); left: at most {sum(runs.values()):,.0f} runs "
+            f"({runs['trials']:,.0f} trials, at most {runs['local']:,.0f} local, at most {runs['reruns']:,.0f} "
+            f"reruns), at most {left:,.0f} images"
+            + (f", at most {_hours(left / measured / 3600)} hours of one process here" if measured else "")
         )
     if measured:
         lines.append(

@@ -31,11 +31,16 @@ def run_and_report(args) -> int:
     spec = sweep.load(args.sweep)
     if args.list:
         trials = sweep.expand(args.sweep, spec)
-        print(sweep.trial_table(trials), end="")
+        try:
+            images = sweep.training_images(spec)
+        except UserError:
+            images = None  # the data is not here: no steps, and the cost says why
+        print(sweep.trial_table(spec, trials, images), end="")
         for warning in sweep.search_warnings(spec):
             print(f"bench: warning: {args.sweep}: {warning}", file=sys.stderr)
-        measured = sweep.measured_speed(Path(args.out or Path("results") / spec.name))
-        print("\n" + sweep_cost(spec, trials, args.throughput, measured))
+        results = Path(args.out or Path("results") / spec.name)
+        measured = sweep.measured_speed(results)
+        print("\n" + sweep_cost(spec, trials, args.throughput, measured, sweep.finished_counts(spec, results)))
         return 0
     results = Path(args.out or Path("results") / spec.name)
     plots = Path(args.plots or Path("plots") / spec.name)
