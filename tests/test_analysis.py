@@ -296,6 +296,18 @@ def test_toy_runs_never_fill_paper_tables(tmp_path):
         assert measured and all(c.empty for c in measured), name
 
 
+@pytest.mark.parametrize("name", ["vrgd-imagenet", "vrgd-gap", "vrgd-cifar10", "mlperf-epochs"])
+def test_a_papers_table_prints_alone_where_the_default_results_folder_does_not_exist(
+    name, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.chdir(tmp_path)  # no results/runs here
+    assert main(["table", name]) == 0
+    said = capsys.readouterr()
+    assert "the published numbers alone" in said.out and " — |" in said.out  # no measured cell
+    assert main(["table", name, "nowhere"]) == 2  # a folder named and missing is still an error
+    assert "nowhere: no such run or results directory" in capsys.readouterr().err
+
+
 def test_gap_and_mlperf_tables(tmp_path):
     imagenet_runs(tmp_path)
     study = results.load_study([tmp_path])

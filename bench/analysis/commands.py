@@ -63,7 +63,10 @@ def cmd_table(args) -> int:
     """The table on stdout; as csv, a plain table for read_csv, its title and notes on stderr."""
     from bench.analysis import results, tables
 
-    reads_runs = catalog.TABLES[args.name].runs if args.name in catalog.TABLES else True
+    record = catalog.TABLES.get(args.name)
+    reads_runs = record.runs if record else True
+    if record and record.needs and args.paths == args.default_paths and not Path(args.paths[0]).exists():
+        reads_runs = False  # a paper's table where the default results folder does not exist: published alone
     study = results.load_study(args.paths, args.strict) if reads_runs else None
     table = tables.build(args.name, study, args.baseline, args.batch)
     print(render(table, args.format), end="")
@@ -173,7 +176,7 @@ def add_parsers(sub, default_results: Path) -> None:
             if name == "compare"
             else SUPPRESS,
         )
-        t.set_defaults(func=cmd_table)
+        t.set_defaults(func=cmd_table, default_paths=where["default"])
 
     s = sub.add_parser("plot", help="figures (PNG and SVG) of the runs")
     s.add_argument("paths", **where)

@@ -68,13 +68,16 @@ def _several(groups: pd.DataFrame) -> list[str]:
 class PaperRuns:
     """The seed aggregates of one paper setting, looked up by published method name and batch."""
 
-    def __init__(self, study: Study, setting: str):
-        groups = study.groups
+    def __init__(self, study: Study | None, setting: str):
+        """`study` None: no runs (`bench table NAME` where the default results folder does not exist), the
+        published numbers alone."""
+        no_runs = pd.DataFrame({k: [] for k in ("paper", "setting", "optimizer", "global_batch")})
+        groups = study.groups if study else no_runs
         self.study, self.setting = study, setting
         self.groups = groups[groups["paper"] == setting]
         self.others = int((groups["paper"] != setting).sum())
-        self.best = {(b, o): g for (_, b, o), g in best_groups(self.groups).items()}
-        self.finals = study.runs.set_index("run")["val_top1"]  # each run's final val Top-1, for judged cells
+        self.best = {(b, o): g for (_, b, o), g in best_groups(self.groups).items()} if study else {}
+        self.finals = study.runs.set_index("run")["val_top1"] if study else None  # each run's final val Top-1
         self.used_names: set[str] = set()
 
     def get(self, method: str, batch: int) -> pd.Series | None:
@@ -120,6 +123,10 @@ class PaperRuns:
         substitutes = sorted(u for u in self.used_names if u.split("=")[0] != u.split("=")[1])
         if substitutes:
             out.append("Measured with another registry name: " + ", ".join(substitutes) + ".")
+        if self.study is None:
+            out.append(
+                "Measured: no runs given (the default results folder does not exist): the published numbers alone."
+            )
         if self.others:
             out.append(
                 f"{self.others} recipe group(s) outside this setting are not used here (see `bench table compare`)."
