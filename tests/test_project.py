@@ -2,6 +2,7 @@
 validation against published time-to-train results, and the CLI's bad inputs."""
 
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -211,6 +212,33 @@ def test_a_recipe_or_sweep_file_is_projected_and_the_throughput_says_whose_it_is
     out = capsys.readouterr().out
     assert "560 trials + at most 0 local points + at most 84 reruns = at most 644 runs" in out
     assert "GPU-hours of training: 1,519 trials" in out
+
+
+def test_two_recipes_project_side_by_side_with_their_break_even_and_one_says_what_it_cannot(capsys):
+    """`bench project A.yaml B.yaml` (it was 'no run directories found'): both rows, and the break-even between
+    them, whose measured column is empty (a recipe's steps are its budget); one recipe prints no empty break-even
+    table, and 'efficient up to' at the most accelerators projected says that no more were."""
+    imagenet = Path(__file__).parents[1] / "recipes" / "paper" / "imagenet"
+    lars, vrgd = (str(imagenet / f"{name}-32k.yaml") for name in ("lars", "vrgd_lars"))
+    assert main(["project", lars, vrgd, "--cluster", "dgx-h100", "--accelerators", "8,64"]) == 0
+    out = capsys.readouterr().out
+    assert "| LARS      | 32768 |           2,229 |" in out and "| VRGD-LARS | 32768 |           2,229 |" in out
+    assert "Break-even" in out and re.search(r"\| 32768 \|\s+0\.\d\d \|\s+0\.\d\d \|\s+— \|", out)
+    assert main(["project", lars, "--cluster", "dgx-h100", "--accelerators", "8,64"]) == 0
+    out = capsys.readouterr().out
+    assert "Break-even" not in out and "No break-even table: it needs VRGD-LARS and LARS at one batch" in out
+    assert "64 (the most projected: more were not)" in out
+
+
+def test_recipes_of_two_models_are_one_sentence(capsys, tmp_path, tiny_dataset):
+    imagenet = Path(__file__).parents[1] / "recipes" / "paper" / "imagenet" / "lars-32k.yaml"
+    other = tmp_path / "r.yaml"
+    other.write_text(
+        f"name: r\nmodel: {{name: resnet8_cifar}}\ndata: {{dataset: folder, path: {tiny_dataset}, image_size: 32}}\n"
+        "global_batch: 32\nepochs: 1\noptimizer: {name: lars, lr: 1.0}\ntarget_top1: 50\n"
+    )
+    assert main(["project", str(imagenet), str(other), "--cluster", "dgx-h100", "--throughput", "1000"]) == 2
+    assert "its model, training set or precision is not" in capsys.readouterr().err
 
 
 def test_a_recipe_of_another_model_is_projected_with_its_counted_parameters(capsys, tmp_path, tiny_dataset):

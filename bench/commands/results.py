@@ -51,14 +51,13 @@ def cmd_project(args) -> int:
     if not args.cluster:
         raise UserError("bench project: give --cluster NAME (--list shows the presets), or --validate")
     cluster, acc = project.cluster_of(presets, args.cluster)
-    recipe_file = len(args.paths) == 1 and Path(args.paths[0]).is_file()
-    if recipe_file and _project_file(args, acc):
+    recipe_files = bool(args.paths) and all(Path(p).is_file() for p in args.paths)
+    if recipe_files and len(args.paths) == 1 and _project_file(args, acc):
         return 0
-    if recipe_file:
-        r, train, groups, classes = _recipe_facts(args.paths[0])
-        inputs, facts = project.recipe_inputs(r, train, groups)
-        what = f"the recipe's {facts['epochs']:g} epochs of {facts['images']:,} images ({args.paths[0]})"
-        parameters = args.parameters or facts["parameters"] or model_parameters(r.model.name, r.model.kwargs, classes)
+    if recipe_files:
+        inputs, facts, parameters = _recipes_inputs(args.paths, args.parameters)
+        one = f" ({args.paths[0]})" if len(args.paths) == 1 else ""
+        what = f"the recipe{'s' * (len(args.paths) > 1)}' {facts['epochs']} of {facts['images']:,} images{one}"
     elif args.reference:
         inputs, what = project.reference_inputs(), "LARS' epochs to 75.9% from MLPerf's reference convergence points"
         parameters = project.RESNET50_PARAMETERS
@@ -91,10 +90,17 @@ def cmd_project(args) -> int:
         f"Projection (bench project, not a measurement): {what}; {args.cluster} ({cluster.source}); {speed}; "
         f"{parameters:,} parameters"
     )
-    tables = [
-        project.minutes_table(frame, f"Projected minutes to target on {args.cluster}", [note]),
-        project.break_even_table(project.break_even(frame_all, slow, fast), slow, fast),
-    ]
+    tables = [project.minutes_table(frame, f"Projected minutes to target on {args.cluster}", [note])]
+    even = project.break_even(frame_all, slow, fast)
+    if recipe_files:  # a recipe's steps are its budget, not steps to target: nothing measured to set beside
+        even = even.assign(measured_steps_ratio=math.nan)
+    if len(even):  # both optimizers at some batch; otherwise there is nothing to break even with
+        tables.append(project.break_even_table(even, slow, fast))
+    else:
+        tables[0].notes.append(
+            f"No break-even table: it needs {project.paper.display(slow)} and {project.paper.display(fast)} at one "
+            "batch (--compare SLOW,FAST names the pair)"
+        )
     efficient = project.saturation(frame)
     if len(efficient):
         sat = Table(
@@ -102,8 +108,17 @@ def cmd_project(args) -> int:
             f"{project.SATURATED:.0%} against the fewest",
             ["optimizer", "batch", "efficient up to"],
         )
+        most = max(counts)  # efficient at every count projected: it says no more than that
         sat.rows = [
-            [project.paper.display(r.optimizer), cell(r.global_batch, "int"), cell(r.efficient_up_to, "int")]
+            [
+                project.paper.display(r.optimizer),
+                cell(r.global_batch, "int"),
+                cell(
+                    r.efficient_up_to,
+                    "int",
+                    note="the most projected: more were not" if r.efficient_up_to == most else "",
+                ),
+            ]
             for r in efficient.itertuples()
         ]
         tables.append(sat)
@@ -125,6 +140,35 @@ def _project_file(args, acc) -> bool:
     spec = sweep.load(args.paths[0])
     print(sweep_cost(spec, sweep.expand(args.paths[0], spec), args.throughput))
     return True
+
+
+def _recipes_inputs(paths: list[str], parameters: int | None) -> tuple:
+    """The steps and images of recipe files (project.recipe_inputs, one row each), their facts (the first's, with
+    every recipe's epochs in words) and the model's parameters (--parameters, else the first's); recipes of
+    different models, training sets or precisions are refused (one projection prices one model's all-reduce)."""
+    import pandas as pd
+
+    from bench import sweep
+    from bench.analysis import project
+
+    rows, epochs, first, found = [], [], None, {}
+    for path in paths:
+        if sweep.is_sweep_file(path):
+            raise UserError(f"{path}: a sweep file is projected alone (bench project {path} --cluster NAME)")
+        r, train, groups, classes = _recipe_facts(path)
+        row, facts = project.recipe_inputs(r, train, groups)
+        same = (r.model.name, r.model.kwargs, train, facts["element_bytes"])
+        if first is None:
+            first, found = same, facts
+            parameters = parameters or facts["parameters"] or model_parameters(r.model.name, r.model.kwargs, classes)
+        elif same != first:
+            raise UserError(
+                f"{path}: its model, training set or precision is not {paths[0]}'s; project the recipes of one model "
+                "at a time (one projection prices one model's all-reduce)"
+            )
+        rows.append(row)
+        epochs.append(f"{r.epochs:g} epochs" + (f" ({path})" if len(paths) > 1 else ""))
+    return pd.concat(rows, ignore_index=True), {**found, "epochs": ", ".join(epochs)}, parameters
 
 
 def _recipe_facts(path: str) -> tuple:
