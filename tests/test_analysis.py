@@ -149,6 +149,18 @@ def test_compare_table_lists_every_recipe_with_speedups(tmp_path):
     assert tables.build("compare", study, baseline="vrgd_lars").rows[1][-1].text() == "baseline B"
 
 
+def test_a_speedup_of_one_run_a_side_says_it_has_no_interval_and_its_grid(tmp_path):
+    """One run each (a newcomer's first look): the speedup is one draw of the seeds' noise on the evaluation grid,
+    and the row says so; with two seeds a side the std beside each mean shows the spread, and no note is added."""
+    make_run(tmp_path, "b", "lars", 256, 0, [50, 58, 61])  # 1,000 images at 256: an evaluation every 4 steps
+    make_run(tmp_path, "a", "vrgd_lars", 256, 0, [50, 61, 62])
+    speedups = tables.build("compare", results.load_study([tmp_path])).rows[1][10:]
+    assert speedups[0].text() == "1.50 (1 run each: no interval; grid 4 and 4 steps)"
+    assert [c.text() for c in speedups[1:3]] == ["1.50 (1 run each: no interval)"] * 2
+    table = tables.build("compare", study_ab(tmp_path / "two"))
+    assert "no interval" not in render(table)
+
+
 def imagenet_runs(root):
     make_run(
         root,

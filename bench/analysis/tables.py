@@ -330,6 +330,19 @@ def fixed_batch_notes(rows: pd.DataFrame) -> list[str]:
     ]
 
 
+def few_runs_note(study: Study, a: pd.Series, b: pd.Series) -> str:
+    """'1 run each: no interval; grid 39 and 39 steps' where a side has one run: its speedup is one draw of the
+    seeds' noise, read on the evaluation grid (the steps between the evaluation that saw the target and the one
+    before); '' with two or more a side (their spread is the std beside each mean)."""
+    if min(a["n"], b["n"]) > 1:
+        return ""
+    runs = " each" if a["n"] == b["n"] else f" and {b['n']}"
+    grid = study.runs.set_index("run")["steps_to_target_grid"]
+    grids = [grid.loc[list(g["runs"])].max() for g in (a, b)]
+    said = " and ".join("—" if v != v else f"{v:,.0f}" for v in grids)
+    return f"{a['n']} run{'s' * (a['n'] > 1)}{runs}: no interval; grid {said} steps"
+
+
 def compare(study: Study, baseline: str | None = None, batch: int | None = None) -> Table:
     """Every recipe group (any optimizer) against the baseline optimizer's best recipe at the same global batch and
     setting; `batch`: only that global batch (an adaptive run's is its starting batch)."""
@@ -371,9 +384,12 @@ def compare(study: Study, baseline: str | None = None, batch: int | None = None)
         elif base["group"] == g["group"]:
             ratios = [Cell(None, note="baseline B", kind="ratio")] * 4
         else:
+            few = few_runs_note(study, g, base)  # said in full once, its first words in the other speedups
             ratios = [
-                Cell(None, note="not reached", kind="ratio") if v == 0.0 else Cell(v, kind="ratio")
-                for v in speedups(study, g, base).values()
+                Cell(None, note="not reached", kind="ratio")
+                if v == 0.0
+                else Cell(v, kind="ratio", note=few if i == 0 else few.partition(";")[0])
+                for i, v in enumerate(speedups(study, g, base).values())
             ]
         used = best.get((g["setting"], g["global_batch"], g["optimizer"]))
         marker = "" if used is None or used["group"] == g["group"] else " (not best)"
