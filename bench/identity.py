@@ -13,7 +13,8 @@ from bench.catalog import LOADER_ALIASES
 # Removed from the resolved recipe before comparing runs for seed aggregation:
 # the run's identity (name, seed) and fields that do not change the mathematics
 # of training (loader threads, eval batch, how unreadable files are reported,
-# checkpoint cadence, compile/memory format, CPU threads, how the gradient groups of a micro-batch are computed:
+# checkpoint cadence, compile/memory format, CPU threads, how the gradient groups of a micro-batch, ghost BatchNorm
+# and LARS's update are computed:
 # these change float rounding at most; the dead-parameter check, which only warns or refuses).
 # data.loader is reduced to whether
 # it reads the images (auto, dali and torchvision give the same crops) or
@@ -34,6 +35,8 @@ SEED_NEUTRAL = (
     ("engine", "threads"),
     ("engine", "micro_batch_cap"),
     ("engine", "group_pass"),
+    ("engine", "ghost_bn"),
+    ("engine", "optimizer_step"),
     ("engine", "dead_params"),
     ("optimizer", "fused"),
     ("logging",),

@@ -178,11 +178,13 @@ def run_steps(opt, params, steps) -> list[list[torch.Tensor]]:
     return history
 
 
-def run(name, ws, steps, lrs, names=None, **hparams):
+def run(name, ws, steps, lrs, names=None, step_path="eager", **hparams):
     """Our optimizer from create(): per step, observe each group (none when k = 1), step; params after each step.
-    names: the parameters' names (create() then gets named parameters, as from model.named_parameters())."""
+    names: the parameters' names (create() then gets named parameters, as from model.named_parameters());
+    step_path: how its update runs (use_step: LARS's "compiled", engine.optimizer_step)."""
     params = [nn.Parameter(w.clone()) for w in ws]
     opt = optim.create(list(zip(names, params)) if names else params, name, lr=lrs[0], **hparams)
+    opt.use_step(step_path)
     history = []
     for lr, groups in zip(lrs, steps):
         for group in opt.param_groups:

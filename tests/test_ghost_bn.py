@@ -11,7 +11,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 from bench import recipe as recipe_mod
-from bench.engine import distributed, ghost_bn
+from bench.engine import defaults, distributed, ghost_bn
 from bench.engine.group_pass import BatchedGroups
 from bench.engine.plan import make_plan
 from bench.engine.train import Trainer
@@ -168,7 +168,7 @@ def test_batched_groups_on_two_ranks_equal_micro_batches_of_bn_batch(tmp_path, t
 def test_running_statistics_follow_the_sequential_rule(fmt):
     """A ghost layer given 3 chunks updates its running statistics as 3 plain BatchNorm calls in order, for an
     exponential momentum and for momentum None (the cumulative average), and normalises each chunk on its own; in
-    channels_last too (the layer's own forward and backward, _GhostNormNHWC)."""
+    channels_last too (the layer's own forward and backward, _GhostNorm)."""
     torch.manual_seed(0)
     for momentum in (0.1, None):
         plain = nn.BatchNorm2d(5, momentum=momentum).double()
@@ -193,11 +193,11 @@ def test_running_statistics_follow_the_sequential_rule(fmt):
 
 def test_channels_last_layers_equal_micro_batches_of_bn_batch_in_float64(tmp_path, tiny_dataset, monkeypatch):
     """engine.channels_last outside vmap: the ghost layers take their channels_last forward and backward
-    (_GhostNormNHWC, counted), and LARS's 3 steps in micro-batches of 16 with bn_batch 4 are those of micro-batches
+    (_GhostNorm, counted), and LARS's 3 steps in micro-batches of 16 with bn_batch 4 are those of micro-batches
     of 4 in channels_last: parameters, running statistics, optimizer state, loss, to ~1e-12 in float64."""
     calls = []
-    apply = ghost_bn._GhostNormNHWC.apply
-    monkeypatch.setattr(ghost_bn._GhostNormNHWC, "apply", lambda *args: calls.append(args[0].shape) or apply(*args))
+    apply = ghost_bn._GhostNorm.apply
+    monkeypatch.setattr(ghost_bn._GhostNorm, "apply", lambda *args: calls.append(args[0].shape) or apply(*args))
     paths = [
         _recipe(tmp_path, tiny_dataset, "lars", 2.0, 4, channels_last=True),
         _recipe(tmp_path, tiny_dataset, "lars", 2.0, 16, 4, channels_last=True),
@@ -205,6 +205,24 @@ def test_channels_last_layers_equal_micro_batches_of_bn_batch_in_float64(tmp_pat
     reference, ghost = _states(tmp_path, paths)
     assert len(calls) >= STEPS and all(shape[0] == 16 for shape in calls)
     _assert_same(ghost, reference, "lars, channels_last", PLAIN_NOISE)
+
+
+@pytest.mark.parametrize("impl,channels_last", [("custom", False), ("batch_norm", True)])
+def test_a_named_ghost_bn_candidate_runs_in_the_runner_and_equals_micro_batches(
+    tmp_path, tiny_dataset, monkeypatch, impl, channels_last
+):
+    """engine.ghost_bn named in a recipe runs that candidate in the runner, in the layout auto gives the other one
+    (custom on a contiguous input, batch_norm on a channels_last one: _GhostNorm counted), and LARS's 3 steps in
+    micro-batches of 16 with bn_batch 4 are still those of micro-batches of 4, to ~1e-12 in float64."""
+    calls = []
+    apply = ghost_bn._GhostNorm.apply
+    monkeypatch.setattr(ghost_bn._GhostNorm, "apply", lambda *args: calls.append(args[0].shape) or apply(*args))
+    reference = _recipe(tmp_path, tiny_dataset, "lars", 2.0, 4, channels_last=channels_last)
+    named = _recipe(tmp_path, tiny_dataset, "lars", 2.0, 16, 4, channels_last=channels_last)
+    named.write_text(named.read_text().replace("group_pass:", f"ghost_bn: {impl}, group_pass:"))
+    want, got = _states(tmp_path, [reference, named])
+    assert (len(calls) >= STEPS) == (impl == "custom") and all(shape[0] == 16 for shape in calls)
+    _assert_same(got, want, f"lars, ghost_bn {impl}", PLAIN_NOISE)
 
 
 COPIES = (torch.ops.aten.clone, torch.ops.aten.copy_, torch.ops.aten._to_copy)
@@ -258,34 +276,76 @@ def _chunk_by_chunk(x, weight, bias, g, eps):
 @pytest.mark.parametrize("affine", [True, False])
 @pytest.mark.parametrize("eps", [1e-5, 0.3])
 @pytest.mark.parametrize("gpu_moments", [False, True])
-def test_channels_last_function_equals_batch_norm_chunk_by_chunk(affine, eps, gpu_moments, monkeypatch):
-    """_GhostNormNHWC in float64 against F.batch_norm chunk by chunk: y, the chunk means and unbiased variances,
-    and the gradients of x, weight and bias for a channels_last dy and for a contiguous one; gradcheck's numerical
-    Jacobians too. gpu_moments: the statistics as on a GPU (torch.var_mean), on the CPU."""
+@pytest.mark.parametrize("fmt", [torch.channels_last, torch.contiguous_format])
+def test_the_custom_function_equals_batch_norm_chunk_by_chunk(affine, eps, gpu_moments, fmt, monkeypatch):
+    """_GhostNorm (engine.ghost_bn: custom) in float64 against F.batch_norm chunk by chunk, on a channels_last and
+    on a contiguous input: y, the chunk means and unbiased variances, and the gradients of x, weight and bias for a
+    channels_last dy and for a contiguous one; gradcheck's numerical Jacobians too. gpu_moments: the statistics as
+    on a GPU (torch.var_mean), on the CPU."""
     moments = ghost_bn._moments
     monkeypatch.setattr(ghost_bn, "_moments", lambda v, dtype, welford: moments(v, dtype, gpu_moments))
     torch.manual_seed(0)
     g, j, c = 4, 3, 5
-    x = (torch.randn(g * j, c, 3, 4, dtype=torch.float64) * 3 + 1).contiguous(memory_format=torch.channels_last)
+    x = (torch.randn(g * j, c, 3, 4, dtype=torch.float64) * 3 + 1).contiguous(memory_format=fmt)
     weight = torch.rand(c, dtype=torch.float64) + 0.5 if affine else None
     bias = torch.rand(c, dtype=torch.float64) - 0.5 if affine else None
     leaves = [t.requires_grad_() for t in (x, weight, bias) if t is not None]
-    y, means, variances = ghost_bn._GhostNormNHWC.apply(x, weight, bias, g, eps)
+    y, means, variances = ghost_bn._GhostNorm.apply(x, weight, bias, g, eps)
     want, want_means, want_variances = _chunk_by_chunk(x.detach(), weight, bias, g, eps)
-    assert y.is_contiguous(memory_format=torch.channels_last) and not means.requires_grad
+    assert y.is_contiguous(memory_format=fmt) and not means.requires_grad
     close = dict(rtol=1e-10, atol=1e-12)
     torch.testing.assert_close(y, want, **close)
     torch.testing.assert_close(means, want_means, **close)
     torch.testing.assert_close(variances, want_variances, **close)
-    for dy in (torch.randn_like(y), torch.randn(y.shape, dtype=y.dtype)):  # channels_last, then contiguous
+    dys = [torch.randn(y.shape, dtype=y.dtype).contiguous(memory_format=f) for f in (torch.channels_last, fmt)]
+    for dy in dys:
         got = torch.autograd.grad(y, leaves, dy, retain_graph=True)
         reference = torch.autograd.grad(_chunk_by_chunk(x, weight, bias, g, eps)[0], leaves, dy)
-        assert got[0].is_contiguous(memory_format=torch.channels_last)
+        assert got[0].is_contiguous(memory_format=fmt)
         for a, b, name in zip(got, reference, ("x", "weight", "bias")):
             torch.testing.assert_close(a, b, **close, msg=f"gradient of {name}")
-    small = torch.randn(4, 3, 2, 3, dtype=torch.float64).contiguous(memory_format=torch.channels_last)
+    small = torch.randn(4, 3, 2, 3, dtype=torch.float64).contiguous(memory_format=fmt)
     w, b = [torch.rand(3, dtype=torch.float64, requires_grad=True) if affine else None for _ in range(2)]
-    torch.autograd.gradcheck(lambda *t: ghost_bn._GhostNormNHWC.apply(*t, 2, eps)[0], (small.requires_grad_(), w, b))
+    torch.autograd.gradcheck(lambda *t: ghost_bn._GhostNorm.apply(*t, 2, eps)[0], (small.requires_grad_(), w, b))
+
+
+@pytest.mark.parametrize("impl", defaults.GHOST)
+@pytest.mark.parametrize("fmt", [torch.channels_last, torch.contiguous_format])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_each_ghost_bn_candidate_equals_the_float64_reference(impl, fmt, dtype, monkeypatch):
+    """engine.ghost_bn's candidates (convert's impl), on either layout: a ghost layer's output, its gradients and its
+    running statistics are plain BatchNorm's on each chunk in turn, in float64 (to float64's rounding; in float32
+    within float32's margins), its output in its input's layout; custom runs _GhostNorm, batch_norm torch's kernel."""
+    calls = []
+    apply = ghost_bn._GhostNorm.apply
+    monkeypatch.setattr(ghost_bn._GhostNorm, "apply", lambda *args: calls.append(1) or apply(*args))
+    torch.manual_seed(0)
+    g, j, c = 4, 3, 5
+    plain = nn.BatchNorm2d(c).double()
+    with torch.no_grad():
+        plain.weight.uniform_(0.5, 2.0), plain.bias.uniform_(-1, 1), plain.running_mean.uniform_(-1, 1)
+    model = ghost_bn.convert(nn.Sequential(copy.deepcopy(plain)), g, "test", dict.fromkeys(defaults.LAYOUTS, impl))
+    layer = model.to(dtype)[0]
+    layouts = []
+    layer.register_forward_pre_hook(lambda m, args: (args[0].contiguous(memory_format=fmt),))
+    layer.register_forward_hook(lambda m, args, out: layouts.append(out.is_contiguous(memory_format=fmt)))
+    x = torch.randn(g * j, c, 3, 4, dtype=torch.float64) * 3 + 1
+    dy = torch.randn_like(x)
+    ours = x.to(dtype).requires_grad_()
+    got = [model(ours)]
+    got += torch.autograd.grad(got[0], [ours, layer.weight, layer.bias], dy.to(dtype))
+    ref = x.clone().requires_grad_()
+    want = [torch.cat([plain(chunk) for chunk in ref.split(g)])]  # the model's chunks: g consecutive images each
+    want += torch.autograd.grad(want[0], [ref, plain.weight, plain.bias], dy)
+    got += [layer.running_mean, layer.running_var]
+    want += [plain.running_mean, plain.running_var]
+    for a, b, name in zip(got, want, ("y", "dx", "dweight", "dbias", "running mean", "running var")):
+        if dtype == torch.float64:
+            torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12, msg=name)
+        else:  # a few float32 roundings of values near the largest
+            torch.testing.assert_close(a.double(), b, rtol=1e-4, atol=1e-5 * float(b.detach().abs().max()), msg=name)
+    assert int(layer.num_batches_tracked) == j == int(plain.num_batches_tracked)
+    assert layouts == [True] and len(calls) == (impl == "custom")
 
 
 def test_channels_last_bf16_input_with_float32_weights():

@@ -4,6 +4,7 @@ the same script and steps with tiny sizes, CUDA-only steps skipped, the report's
 import base64
 import hashlib
 import importlib.util
+import json
 import re
 import subprocess
 import sys
@@ -144,3 +145,112 @@ def test_a_step_past_its_time_is_killed_with_its_children_and_reported(tmp_path,
     assert step.status.startswith("TIMEOUT after") and time.monotonic() - start < 3
     time.sleep(3)
     assert not marker.exists()  # the process group went with it: torchrun's workers would too
+
+
+# ----- --matrix: the candidate matrix (bench/perf/matrix.py), rehearsed the same way -----
+
+MATRIX_NAMES = [name for name, *_ in gpu_check.MATRIX_STEPS]
+
+
+@pytest.mark.slow
+def test_the_matrix_rehearsal_measures_every_candidate_and_writes_the_table_and_the_proposal(tmp_path):
+    """`--matrix --device cpu --tiny`: every row's candidates measured side by side (none failed), each of issue 85's
+    rows in matrix.md with a figure, a proposal beside the report, and bench/engine/defaults.json untouched."""
+    from bench.engine import defaults
+    from bench.perf import matrix
+
+    committed = defaults.FILE.read_bytes()
+    wheels = str(probe_wheel(tmp_path / "wheels").parent)
+    done, report = check(tmp_path, "--matrix", "--wheels", wheels, "--budget", "1500")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    results = rows(report)
+    assert list(results) == MATRIX_NAMES and all(r.startswith("ok") for r in results.values()), results
+    assert "--matrix" in report and "matrix choice engine.compile = false" in section(report, "matrix-runner")
+    out = tmp_path / "out"
+    measured = json.loads((out / matrix.REPORT).read_text())
+    assert [row["row"] for row in measured["rows"]] == list(matrix.ROWS) and measured["not measured"] == {}
+    cases = {row["row"]: set(row["cases"]) for row in measured["rows"]}
+    assert set(matrix.COMPILE_CANDIDATES) | {"bare", "bare, compiled"} == cases["runner"]
+    assert {f"ghost {i}, {layout}" for i in defaults.GHOST for layout in defaults.LAYOUTS} < cases["ghost_bn"]
+    assert {"sgd", "lars", "lars_compiled", "vrgd", "vrgd_eager", "vrgd_compiled", "observe_eager"} < cases["optimizer"]
+    assert all(row["failed"] == {} for row in measured["rows"])
+    table = (out / matrix.TABLE).read_text()
+    for _, what, target in matrix.GOALS:  # every row of issue 85, with its figure or why there is none
+        assert re.search(rf"^\| {re.escape(what)} \| {re.escape(target)} \| [^|]+ \| [^|]+ \|$", table, re.M), what
+    proposal = json.loads((out / matrix.PROPOSAL).read_text())["gpus"]["cpu (a rehearsal)"]
+    assert defaults.check_entry("the proposal", proposal) and set(proposal) == {*defaults.CANDIDATES, "measured"}
+    assert defaults.FILE.read_bytes() == committed  # --write-defaults alone edits it
+
+
+def test_the_matrix_steps_fit_eight_minutes_and_name_the_rows_bench_measures():
+    from bench.perf import matrix
+
+    assert gpu_check.MATRIX_ROWS == matrix.ROWS
+    assert sum(cap for _, _, cap, _, _ in gpu_check.MATRIX_STEPS) <= 480 - 10  # the default --budget, a margin
+    with pytest.raises(SystemExit) as refused:
+        gpu_check.main(["--out", "x", "--write-defaults"])
+    assert refused.value.code == 2  # --write-defaults goes with --matrix
+
+
+def _row(name: str, gpu: str | None, choices: dict) -> dict:
+    from bench.perf import matrix
+
+    figure = {"goal": next(what for row, what, _ in matrix.GOALS if row == name)}
+    figure |= {"target": "-", "measured": "1.0 x", "result": "PASS"}
+    return {"row": name, "device": "cuda" if gpu else "cpu", "gpu": gpu, "tiny": False, "torch": "2.x", "seconds": 1,
+            "cases": {"a": {"unit": "s", "median": 1.0, "values": [1.0]}}, "failed": {}, "figures": [figure],
+            "choices": {key: {"value": value, "why": "a test"} for key, value in choices.items()}}  # fmt: skip
+
+
+def test_the_report_proposes_a_gpus_defaults_and_writes_them_only_when_told(tmp_path):
+    from bench.engine import defaults
+    from bench.errors import UserError
+    from bench.perf import matrix
+
+    files = []
+    for name, choices in (("runner", {"engine.compile": "reduce-overhead"}), ("optimizer", {"optimizer.fused": True})):
+        files.append(tmp_path / f"{name}.json")
+        files[-1].write_text(json.dumps(_row(name, "NVIDIA H200", choices)))
+    target = tmp_path / "defaults.json"
+    target.write_text(json.dumps({"gpus": {"NVIDIA H100": {"engine.compile": True}}}))
+    matrix.report([*files, tmp_path / "eval_memory.json"], tmp_path / "out", write_defaults=False, defaults_file=target)
+    proposal = json.loads((tmp_path / "out" / matrix.PROPOSAL).read_text())["gpus"]["NVIDIA H200"]
+    assert proposal["engine.compile"] == "reduce-overhead" and proposal["optimizer.fused"] is True
+    assert proposal["measured"].startswith("tools/gpu_check.py --matrix, ")
+    assert "NVIDIA H200" not in target.read_text()  # a proposal only
+    table = (tmp_path / "out" / matrix.TABLE).read_text()
+    assert "| not measured: the row did not finish (gpu-check.md says why) | - |" in table  # ghost_bn, eval_memory
+    matrix.report(files, tmp_path / "out", write_defaults=True, defaults_file=target)
+    assert defaults.read(target) == {"NVIDIA H100": {"engine.compile": True}, "NVIDIA H200": proposal}
+    target.write_text(json.dumps({"gpus": {}}))
+    assert matrix.adopt(tmp_path / "out" / matrix.PROPOSAL, target) == ["NVIDIA H200"]  # reviewed, then adopted
+    assert defaults.read(target) == {"NVIDIA H200": proposal}
+    cpu = tmp_path / "cpu.json"
+    cpu.write_text(json.dumps(_row("runner", None, {"engine.compile": False})))
+    with pytest.raises(UserError, match="this matrix ran on a CPU; defaults.json lists GPU models only"):
+        matrix.report([cpu], tmp_path / "cpu-out", write_defaults=True, defaults_file=target)
+    with pytest.raises(UserError, match="a CPU rehearsal's proposal; defaults.json lists GPU models only"):
+        matrix.adopt(tmp_path / "cpu-out" / matrix.PROPOSAL, target)
+
+
+def test_a_candidate_replaces_todays_only_when_resolved_faster_and_a_failing_one_is_dropped():
+    from bench.perf import matrix
+    from bench.perf.train import alternate
+
+    assert matrix.faster([0.9] * 6) is True and matrix.faster([1.1] * 6) is False
+    assert matrix.faster([0.9, 1.1] * 3) is None and matrix.faster([0.5] * 5) is None  # a tie; too few rounds
+    order, failed = [], {}
+
+    def unit(name):
+        def run():
+            order.append(name)
+            if name == "b" and len(order) > 3:
+                raise RuntimeError("compile failed\nmore lines")
+            return name
+
+        return run
+
+    results = alternate({name: unit(name) for name in "abc"}, 3, failed=failed)
+    assert order[:6] == ["a", "b", "c", "b", "c", "a"]  # the order rotates each round
+    assert results == {"a": ["a"] * 3, "c": ["c"] * 3} and failed == {"b": "RuntimeError: compile failed"}
+    assert len(alternate({"a": unit("a")}, 100, deadline=time.monotonic() - 1)["a"]) == 1  # at least one round

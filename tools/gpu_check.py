@@ -4,11 +4,12 @@
     python3 tools/gpu_check.py --fetch-wheels       # here, with network: the wheels the GPU machine lacks -> .whl/
     python3 tools/gpu_check.py --out DIR            # there: install them, check, measure -> DIR/gpu-check.md
     python3 tools/gpu_check.py --out DIR --device cpu --tiny   # the rehearsal (tests/test_gpu_check.py)
+    python3 tools/gpu_check.py --out DIR --matrix   # the candidate matrix instead -> DIR/matrix.{json,md}, proposal
 
 Standard library only, so it runs before anything is installed; every step is a subprocess with its own time
 limit (the caps below fit the whole in --budget seconds) and a failed step never stops the later ones. The
 report is rewritten after every step, so a call cut short still returns what was done. docs/performance.md
-("Checking a GPU machine") says how to run it and what the report holds.
+("Checking a GPU machine", "The candidate matrix") says how to run it and what the report holds.
 """
 
 from __future__ import annotations
@@ -41,8 +42,10 @@ MIN_STEP_S = 5  # a step with less time left than this is skipped, not started
 TAIL = 25  # output lines quoted per step in the report (the log holds all)
 FIGURE_LINES = re.compile(
     r"^(bench perf \w+:|bare loop|bench runner|runner overhead|model FLOPs|published reference|copy bandwidth"
-    r"|case |ghost BatchNorm|bench, |torch\.optim|bench (LARS|VRGD)|timm Lars|run: |installed: )"
+    r"|case |ghost BatchNorm|bench, |torch\.optim|bench (LARS|VRGD)|timm Lars|run: |installed: |matrix )"
 )
+MATRIX_ROWS = ("runner", "ghost_bn", "optimizer", "eval_memory")  # bench/perf/matrix.py's ROWS, in its order
+MATRIX_EXIT_S = 10  # a row's process gets its step's time less this: it writes its JSON and exits before the kill
 
 
 @dataclass
@@ -451,6 +454,34 @@ def dali(c: Checker, step: Step) -> str | None:
     return None
 
 
+def matrix_row(row: str):
+    """One row of the candidate matrix (bench/perf/matrix.py) in a process of its own, its JSON into the scratch
+    folder for matrix-report. The rehearsal runs torch.compile's candidates eagerly (TORCH_COMPILE_DISABLE: a CPU
+    compile takes minutes; tests/test_candidates.py compiles them) and without the CPU kernels."""
+
+    def step_fn(c: Checker, step: Step) -> str | None:
+        left = min(c.step_deadline, c.deadline - MATRIX_REPORT_S) - time.monotonic() - MATRIX_EXIT_S
+        if left < MIN_STEP_S:
+            return "skipped: the budget is spent (matrix-report keeps its time)"
+        env = without_cpu_kernels(c) | ({} if c.cuda else {"TORCH_COMPILE_DISABLE": "1"})
+        sizes = ["--tiny"] if c.args.tiny else []
+        json_file = str(c.scratch / f"matrix-{row}.json")
+        module = ["-m", "bench.perf.matrix", row, "--device", c.args.device, "--budget", f"{left:.0f}", *sizes]
+        checked(c.python(step, *module, "--json", json_file, extra_env=env))
+        return None
+
+    return step_fn
+
+
+def matrix_report(c: Checker, step: Step) -> str | None:
+    """matrix.json, matrix.md and defaults-proposal.json into --out (bench/engine/defaults.json too with
+    --write-defaults); a row whose step did not finish is "not measured" there."""
+    files = [str(c.scratch / f"matrix-{row}.json") for row in MATRIX_ROWS]
+    writes = ["--write-defaults"] if c.args.write_defaults else []
+    checked(c.python(step, "-m", "bench.perf.matrix", "report", *files, "--out", str(c.out), *writes))
+    return None
+
+
 STEPS = [  # name, title, cap on a GPU (s), CUDA only, function
     ("install", "install the carried wheels (pydantic ...)", 15, False, install),
     ("environment", "versions, device, torch floor", 15, False, environment),
@@ -482,6 +513,42 @@ STEPS = [  # name, title, cap on a GPU (s), CUDA only, function
     ("torchrun", "torchrun --nproc-per-node 1 (NCCL; gloo on the CPU)", 30, False, torchrun),
     ("dali", "DALI GPU pipeline", 30, True, dali),
 ]
+MATRIX_REPORT_S = 15
+MATRIX_STEPS = [  # --matrix: the caps sum to 465 s of the default 480 (8 minutes)
+    STEPS[0],
+    STEPS[1],
+    (
+        "matrix-runner",
+        "the runner at each engine.compile candidate beside the bare loop, eager and compiled (ResNet-50, 224 px, "
+        "bf16, channels_last, batch 256)",
+        230,
+        False,
+        matrix_row("runner"),
+    ),
+    (
+        "matrix-ghost-bn",
+        "the bare loop with ghost BatchNorm 32 in 256 at each engine.ghost_bn candidate against BatchNorm2d, "
+        "in both layouts",
+        70,
+        False,
+        matrix_row("ghost_bn"),
+    ),
+    (
+        "matrix-optimizer",
+        "LARS's and VRGD-LARS's steps eager, compiled and fused against torch's fused SGD; VRGD's observe()",
+        90,
+        False,
+        matrix_row("optimizer"),
+    ),
+    (
+        "matrix-eval-memory",
+        "evaluate() over 10 and 50 batches of 256: peak memory",
+        30,
+        False,
+        matrix_row("eval_memory"),
+    ),
+    ("matrix-report", "matrix.json, matrix.md, defaults-proposal.json", MATRIX_REPORT_S, False, matrix_report),
+]
 
 
 def write_report(c: Checker, steps: list[Step]) -> None:
@@ -489,7 +556,8 @@ def write_report(c: Checker, steps: list[Step]) -> None:
     lines = [
         "# bench GPU check",
         "",
-        f"`python3 tools/gpu_check.py --out DIR --device {a.device}{' --tiny' if a.tiny else ''} --budget {a.budget}`"
+        f"`python3 tools/gpu_check.py --out DIR --device {a.device}{' --tiny' if a.tiny else ''}"
+        f"{' --matrix' if a.matrix else ''}{' --write-defaults' if a.write_defaults else ''} --budget {a.budget}`"
         f", {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; sizes: {'tiny (a rehearsal)' if a.tiny else 'full'}",
         "",
         "## Versions and device",
@@ -521,24 +589,38 @@ def main(argv=None) -> int:
     parser.add_argument("--out", help=f"folder for {REPORT} and {LOG}")
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="cpu: the rehearsal")
     parser.add_argument("--tiny", action="store_true", help="tiny models and sizes (the CPU rehearsal)")
-    parser.add_argument("--budget", type=int, default=540, help="seconds for all the steps (default 540: nine minutes)")
+    parser.add_argument(
+        "--budget", type=int, help="seconds for all the steps (default 540: nine minutes; --matrix: 480, eight)"
+    )
     parser.add_argument("--only", help="comma-separated step names (default: all)")
     parser.add_argument("--wheels", type=Path, default=WHEELS, help="the carried wheels (default .whl)")
     parser.add_argument("--fetch-wheels", action="store_true", help="download the wheels into --wheels and stop")
+    parser.add_argument(
+        "--matrix", action="store_true", help="measure the candidate matrix instead (bench/perf/matrix.py; 8 minutes)"
+    )
+    parser.add_argument(
+        "--write-defaults",
+        action="store_true",
+        help="--matrix: also write the proposed defaults into bench/engine/defaults.json (default: beside the report)",
+    )
     args = parser.parse_args(argv)
+    if args.write_defaults and not args.matrix:
+        parser.error("--write-defaults goes with --matrix")
+    args.budget = args.budget or (480 if args.matrix else 540)
+    steps_of = MATRIX_STEPS if args.matrix else STEPS
     if args.fetch_wheels:
         return fetch_wheels(args.wheels)
     if not args.out:
         parser.error("--out is required (or --fetch-wheels)")
-    chosen = args.only.split(",") if args.only else [name for name, *_ in STEPS]
-    unknown = set(chosen) - {name for name, *_ in STEPS}
+    chosen = args.only.split(",") if args.only else [name for name, *_ in steps_of]
+    unknown = set(chosen) - {name for name, *_ in steps_of}
     if unknown:
-        parser.error(f"--only: unknown step {sorted(unknown)}; steps: {', '.join(name for name, *_ in STEPS)}")
+        parser.error(f"--only: unknown step {sorted(unknown)}; steps: {', '.join(name for name, *_ in steps_of)}")
     c = Checker(args)
     steps = []
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))  # a timeout's kill: clean up first
     try:
-        for name, title, cap, cuda_only, fn in STEPS:
+        for name, title, cap, cuda_only, fn in steps_of:
             if name in chosen:
                 steps.append(Step(name, title, cap, cuda_only))
                 c.run(steps[-1], lambda step, fn=fn: fn(c, step))

@@ -6,7 +6,12 @@ statistics). The model interleaves its input's chunks (arrange), so that each la
 is one BatchNorm input with a channel for each (chunk, channel): the fused kernel normalises all chunks in one
 call without a copy (the layer costs what plain BatchNorm costs: docs/performance.md). A channels_last input is
 not such a BatchNorm input (its channel for (chunk, channel) has no single stride), so it takes a forward and
-backward of its own on a free view of its memory (_GhostNormNHWC): no layout copy there either.
+backward of its own on a free view of its memory (_GhostNorm): no layout copy there either.
+
+Two implementations, `engine.ghost_bn` (the layers' `impl`: input layout -> which): batch_norm, torch's kernel on
+that view (a channels_last input copied to it and the output back), and custom, _GhostNorm on a free view of
+either layout. auto, unmeasured, is the choice above per layout (bench/engine/defaults.py: a GPU model's measured
+default may differ). Both are the same mathematics (tests/test_ghost_bn.py, against F.batch_norm chunk by chunk).
 
 Running statistics rule: a layer's input of n = j x bn_batch images updates the running statistics exactly as
 j sequential micro-batches of bn_batch images would, in order: with momentum m, chunk statistics (mean_i,
@@ -37,6 +42,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.autograd.function import once_differentiable
 
+from bench.engine.defaults import TODAY
 from bench.models import ghost_layers
 
 
@@ -44,6 +50,7 @@ class GhostMixin:
     """The training forward of ghost BatchNorm over a BatchNorm2d class (see convert)."""
 
     bn_batch: int
+    impl: dict  # input layout ("channels_last" | "contiguous") -> "batch_norm" | "custom" (engine.ghost_bn)
     _arranged: list  # [the model's input batch as arranged by its pre-hook (arrange), or None], shared by its layers
     _deferred: list | None = None
 
@@ -75,8 +82,9 @@ def ghost_normalize(bn: GhostMixin, x: torch.Tensor, in_vmap: bool = False):
 
     x comes arranged (arrange): chunk i is the images i, i + j, i + 2j, ..., so x is (g, j*C, ...) as it lies in
     memory, each (chunk, channel) a channel of its own: no copy. The kernel's running update at momentum 1 into fresh
-    buffers gives the chunk statistics without another pass. A channels_last 4-D input, which that view would copy
-    (and the output back), goes to _GhostNormNHWC instead: the same mathematics on a free view, no layout copy.
+    buffers gives the chunk statistics without another pass. A channels_last 4-D input, which that view copies (and
+    the output back), goes to _GhostNorm by default: the same mathematics on a free view, no layout copy; bn.impl
+    chooses per input layout (engine.ghost_bn).
 
     `in_vmap` (the batched groups pass, group_pass.py): buffers cannot be written in place under vmap, so the
     statistics take a pass of their own; and it works around two refusals of torch.func (torch 2.14, found
@@ -87,8 +95,10 @@ def ghost_normalize(bn: GhostMixin, x: torch.Tensor, in_vmap: bool = False):
     g = bn.bn_batch
     j = n // g
     tracked = bn.track_running_stats and bn.running_mean is not None
-    if not in_vmap and x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last) and not x.is_contiguous():
-        y, mean, var = _GhostNormNHWC.apply(x, bn.weight, bn.bias, g, bn.eps)
+    nhwc = x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last) and not x.is_contiguous()
+    custom = x.dim() == 4 and (nhwc or x.is_contiguous()) and bn.impl[_layout(nhwc)] == "custom"
+    if custom and not in_vmap:
+        y, mean, var = _GhostNorm.apply(x, bn.weight, bn.bias, g, bn.eps)
         return y, ((mean, var) if tracked else None)
     grouped = x.reshape(g, j * c, *rest)
     w = None if bn.weight is None else bn.weight.repeat(j)
@@ -100,6 +110,8 @@ def ghost_normalize(bn: GhostMixin, x: torch.Tensor, in_vmap: bool = False):
     mixed = in_vmap and grouped.dtype != dtype
     y = F.batch_norm(grouped.to(dtype) if mixed else grouped, mean, var, w, b, True, 1.0, bn.eps).to(x.dtype)
     y = y.reshape(x.shape)
+    if nhwc and not in_vmap:  # the layout the next layer expects (the view copied it to contiguous)
+        y = y.contiguous(memory_format=torch.channels_last)
     if not tracked:
         return y, None
     if in_vmap:
@@ -108,16 +120,23 @@ def ghost_normalize(bn: GhostMixin, x: torch.Tensor, in_vmap: bool = False):
     return y, (mean.view(j, c), var.view(j, c))
 
 
-def _chunks_nhwc(t: torch.Tensor, g: int) -> torch.Tensor:
-    """A channels_last (N, C, H, W), arranged, as the free view (g, j, H*W, C): chunk i of position a at [a, i]."""
+def _layout(nhwc: bool) -> str:
+    return "channels_last" if nhwc else "contiguous"
+
+
+def _chunks(t: torch.Tensor, g: int, nhwc: bool) -> torch.Tensor:
+    """An arranged (N, C, H, W), channels_last or contiguous, as the free view (g, j, H*W, C): chunk i of position
+    a at [a, i] (channels_last: a contiguous view; contiguous: one with H*W innermost)."""
     n, c, h, w = t.shape
-    return t.permute(0, 2, 3, 1).view(g, n // g, h * w, c)
+    if nhwc:
+        return t.permute(0, 2, 3, 1).view(g, n // g, h * w, c)
+    return t.view(g, n // g, c, h * w).transpose(2, 3)
 
 
-def _nchw(v: torch.Tensor, shape: torch.Size) -> torch.Tensor:
-    """_chunks_nhwc's inverse: a contiguous (g, j, H*W, C) as the channels_last (N, C, H, W) it lies as."""
+def _images(v: torch.Tensor, shape: torch.Size, nhwc: bool) -> torch.Tensor:
+    """_chunks' inverse: a (g, j, H*W, C) laid out as _chunks gives it, as the (N, C, H, W) it lies as."""
     n, c, h, w = shape
-    return v.view(n, h, w, c).permute(0, 3, 1, 2)
+    return v.view(n, h, w, c).permute(0, 3, 1, 2) if nhwc else v.transpose(2, 3).view(n, c, h, w)
 
 
 def _sum(v: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
@@ -137,13 +156,13 @@ def _moments(v: torch.Tensor, dtype: torch.dtype, welford: bool) -> tuple[torch.
     return _sum(torch.sub(v, mean).square_()) / m, mean  # v - mean in dtype by type promotion: the cast is folded in
 
 
-class _GhostNormNHWC(torch.autograd.Function):
-    """Ghost BatchNorm of an arranged channels_last x (N, C, H, W) in bn_batch g: each (chunk i, channel c) normalised
-    over its M = g*H*W values of the free view (g, j, H*W, C), with BatchNorm's gradient; returns (y, chunk means
-    (j, C), unbiased variances (j, C)). Statistics and per-channel terms in float32 at least (the weights' dtype),
-    y and dx in x's dtype and layout, each one elementwise pass: addcmul, which computes in its operands' promoted
-    dtype and casts on writing, always into out= (CUDA autocast's promote policy for addcmul would copy a bf16
-    operand to float32 first; it leaves the out= form alone). Eager torch has no fused reduction of a product nor an
+class _GhostNorm(torch.autograd.Function):
+    """Ghost BatchNorm of an arranged x (N, C, H, W), channels_last or contiguous, in bn_batch g: each (chunk i,
+    channel c) normalised over its M = g*H*W values of the free view (g, j, H*W, C), with BatchNorm's gradient;
+    returns (y, chunk means (j, C), unbiased variances (j, C)). Statistics and per-channel terms in float32 at least
+    (the weights' dtype), y and dx in x's dtype and layout, each one elementwise pass: addcmul, which computes in its
+    operands' promoted dtype and casts on writing, always into out= (CUDA autocast's promote policy for addcmul would
+    copy a bf16 operand to float32 first; it leaves the out= form alone). Eager torch has no fused reduction of a product nor an
     affine map of two tensors, so the backward materialises dy*x and dy*A + Cc: 3 reads and 2 writes of x's size
     more than torch's kernel; and it takes sum(dy*(x - mean)) as sum(dy*x - mean*sum(dy)/M), which loses
     ~|mean|/std of float32's precision to cancellation where the kernel does not. No double backward
@@ -151,7 +170,8 @@ class _GhostNormNHWC(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, weight, bias, g: int, eps: float):
-        v = _chunks_nhwc(x, g)
+        nhwc = not x.is_contiguous()  # channels_last (ghost_normalize sends no other layout)
+        v = _chunks(x, g, nhwc)
         m = v.shape[0] * v.shape[2]
         if m == 1:  # F.batch_norm's refusal, in its words
             raise ValueError(f"Expected more than 1 value per channel when training, got input size {x.shape}")
@@ -163,17 +183,17 @@ class _GhostNormNHWC(torch.autograd.Function):
         shift = -mean * scale if bias is None else bias.to(dtype) - mean * scale
         y = torch.addcmul(shift, v, scale, out=torch.empty_like(v))
         ctx.save_for_backward(x, weight, mean, rstd)
-        ctx.g, ctx.bias_dtype = g, None if bias is None else bias.dtype
+        ctx.g, ctx.nhwc, ctx.bias_dtype = g, nhwc, None if bias is None else bias.dtype
         stats = mean.view(v.shape[1], -1), (var * (m / (m - 1))).view(v.shape[1], -1)
         ctx.mark_non_differentiable(*stats)
-        return _nchw(y, x.shape), *stats
+        return _images(y, x.shape, nhwc), *stats
 
     @staticmethod
     @once_differentiable
     def backward(ctx, dy, _mean, _var):
         x, weight, mean, rstd = ctx.saved_tensors
-        v = _chunks_nhwc(x, ctx.g)
-        dyv = _chunks_nhwc(dy.contiguous(memory_format=torch.channels_last), ctx.g)
+        fmt = torch.channels_last if ctx.nhwc else torch.contiguous_format
+        v, dyv = _chunks(x, ctx.g, ctx.nhwc), _chunks(dy.contiguous(memory_format=fmt), ctx.g, ctx.nhwc)
         m = v.shape[0] * v.shape[2]
         sum_dy = _sum(dyv, mean.dtype)
         # dy*x in mean's dtype (a bf16 product is exact in float32) by addcmul's type promotion
@@ -185,7 +205,7 @@ class _GhostNormNHWC(torch.autograd.Function):
             b = -a * rstd * sum_dy_xhat / m
             dxv = torch.addcmul(-a * sum_dy / m - b * mean, dyv, a, out=t)
             dxv = dxv.addcmul_(v, b) if dxv.dtype == x.dtype else torch.addcmul(dxv, v, b, out=torch.empty_like(v))
-            dx = _nchw(dxv, x.shape)
+            dx = _images(dxv, x.shape, ctx.nhwc)
         if ctx.needs_input_grad[1]:
             grad_weight = sum_dy_xhat.sum(dim=(0, 1, 2)).to(weight.dtype)  # over the chunks
         if ctx.needs_input_grad[2]:
@@ -231,15 +251,15 @@ def _ghost_class(cls: type) -> type:
     return _CLASSES[cls]
 
 
-def convert(model: nn.Module, bn_batch: int, model_name: str) -> nn.Module:
+def convert(model: nn.Module, bn_batch: int, model_name: str, impl: dict | None = None) -> nn.Module:
     """Make every BatchNorm2d layer of `model` a ghost BatchNorm of `bn_batch` images (in place; state_dict keys
     and values unchanged), the model arranging its training input into interleaved chunks and its output back
     (hooks: a model's images meet only per-image operations before each BatchNorm); refuses other normalisation
-    layers (check)."""
+    layers (check). `impl`: input layout -> implementation (defaults.resolve's ghost_bn; default: TODAY's)."""
     model._ghost_arranged = arranged = [None]  # an attribute, not a closure, so that a deepcopy shares its own
     for bn in ghost_layers(model, model_name):
         bn.__class__ = _ghost_class(type(bn))
-        bn.bn_batch, bn._arranged = bn_batch, arranged
+        bn.bn_batch, bn._arranged, bn.impl = bn_batch, arranged, dict(impl or TODAY["engine.ghost_bn"])
     model._ghost_bn_batch = bn_batch
     model.register_forward_pre_hook(_arrange_input)
     model.register_forward_hook(_unarrange_output)

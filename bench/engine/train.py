@@ -49,7 +49,17 @@ from tqdm import tqdm
 
 from bench import catalog, optim
 from bench.data import Data, build, images, resolve_loader, scan
-from bench.engine import checkpoint, distributed, ghost_bn, group_pass, memory, tensorboard, threads, wandb_curves
+from bench.engine import (
+    checkpoint,
+    defaults,
+    distributed,
+    ghost_bn,
+    group_pass,
+    memory,
+    tensorboard,
+    threads,
+    wandb_curves,
+)
 from bench.engine.faults import crash_point
 from bench.engine.pace import Pace
 from bench.engine.plan import recipe_plan
@@ -204,8 +214,9 @@ class Trainer:
             warnings.warn(said, BenchWarning)
         if recipe.engine.sync_bn and dist.world > 1:
             model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)
+        self.chosen = defaults.resolve(recipe.engine, self.device)  # the auto keys' candidates on this device
         if recipe.model.bn_batch:
-            ghost_bn.convert(model, recipe.model.bn_batch, recipe.model.name)
+            ghost_bn.convert(model, recipe.model.bn_batch, recipe.model.name, self.chosen.ghost_bn)
         fmt = torch.channels_last if recipe.engine.channels_last else torch.contiguous_format
         self.model = model.to(self.device, dtype=param_dtype(recipe.engine.precision), memory_format=fmt)
         self.dead = self._dead_params()
@@ -216,13 +227,21 @@ class Trainer:
             weight_decay=recipe.weight_decay,
             **recipe.optimizer.hparams,
         )
+        step = self.chosen.optimizer_step
+        if step in self.opt.step_paths:
+            self.opt.use_step(step)
+        elif recipe.engine.optimizer_step != "auto":  # a measured default is for the optimizers that have it
+            raise UserError(
+                f"key 'engine.optimizer_step': {step}, but {recipe.optimizer.name} has no {step} step (LARS, LARC "
+                "and their VRGD, AdaScale and SimiGrad forms have): use eager or auto"
+            )
         self.ema = ema_model(self.model, recipe, self.data.train_size)
         self.ddp = None
         if dist.world > 1:
             ids = [self.device.index] if self.device.type == "cuda" else None
             self.ddp = DistributedDataParallel(self.model, device_ids=ids)
         net = self.ddp or self.model
-        self.net = compiled(net, recipe.engine.compile)
+        self.net = compiled(net, self.chosen.compile)
         self.pace = Pace(recipe, self.plan, self.data.train_size, self.opt.pace == "scale_invariant")
         batched = self.opt.reduces_gradients and self.plan.groups_per_micro > 1
         batched = batched and recipe.engine.group_pass == "batched"
@@ -809,6 +828,7 @@ def _start_records(run: RunDir, trainer: Trainer, state: Progress, resumed: bool
                 total_steps=pace.total_steps,
                 train_time_s=0.0,
                 dead_params=trainer.dead.as_dict(),
+                candidates=trainer.chosen.as_dict(),
             )
         except OutOfSpace:  # not even the meta fits: leave no empty run directory
             run.discard()

@@ -152,6 +152,8 @@ class GroupOptimizer(Optimizer):
     pace: Literal["fixed", "scale_invariant", "adaptive"] = "fixed"  # how the runner advances the schedule
     gain = 1.0  # schedule progress of the last step ("scale_invariant": AdaScale's gain)
     similarity = None  # the last step's similarity of the two halves ("adaptive": SimiGrad), None before one
+    step_paths: tuple[str, ...] = ("eager",)  # how its update can run (use_step): LARS has a "compiled" one too
+    step_path = "eager"
 
     def __init__(self, params, defaults: dict):
         validate(defaults)
@@ -161,6 +163,13 @@ class GroupOptimizer(Optimizer):
         self._noise: tuple[Tensor, Tensor] | None = None  # (grad_var, grad_sqnorm) of the last step, see noise()
         self._first_sq: Tensor | None = None  # ||g_1||^2 of the step's first observation (plain optimizers' noise)
         self._first_groups = 1  # the groups in that observation
+
+    def use_step(self, path: str) -> None:
+        """Run the update as `path`, one of step_paths (the runner's engine.optimizer_step): "eager", the code as
+        written; "compiled", the same under torch.compile (LARS). The same mathematics, rounded differently."""
+        if path not in self.step_paths:
+            raise ValueError(f"{type(self).__name__} has no {path} step (it has: {', '.join(self.step_paths)})")
+        self.step_path = path
 
     def observe(self, index: int | None = None, groups: int = 1) -> None:
         """Count `groups` groups (a micro-batch of several, one pass: ghost BatchNorm); p.grad keeps accumulating

@@ -11,7 +11,8 @@ torch's extension cache (~/.cache/torch_extensions, TORCH_EXTENSIONS_DIR moves i
 ninja: half a minute on an idle machine, minutes on a busy one, then never again (COMPILING says so; setup.sh
 builds them). Without them the optimizers keep their eager code (`fused=None` warns once;
 `fused=True` is an error). The GPU kernels have been run only in Triton's interpreter so far, so on
-GPU they run with `fused=True` alone; `fused=None` keeps the eager code there.
+GPU they run with `fused=True`, and with `fused=None` only on a GPU model whose measured defaults chose them
+(bench/engine/defaults.json, `optimizer.fused`; none so far); elsewhere `fused=None` keeps the eager code there.
 """
 
 import functools
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import torch
 
+from bench.engine.defaults import vrgd_fused
 from bench.errors import BenchWarning, UserError
 
 SOURCE = Path(__file__).with_name("csrc") / "vrgd_cpu.cpp"
@@ -87,7 +89,8 @@ def kernels(fused, params):
         return None
     reason = unsupported(params)
     if reason is None and params[0].device.type == "cuda":
-        return _triton() if fused else None  # unverified on a GPU: only when asked for
+        # null: where this GPU model's measured defaults chose them (none has yet: only when asked for)
+        return _triton() if fused or (fused is None and vrgd_fused(params[0].device)) else None
     module, failure = (None, None) if reason else _build()
     if module is not None:
         return module

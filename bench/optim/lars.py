@@ -4,6 +4,8 @@ Paper: You, Gitman, Ginsburg, "Large Batch Training of Convolutional Networks", 
 Reference: MLPerf Training ResNet (TensorFlow) `lars_optimizer.py`; timm `timm/optim/lars.py`.
 """
 
+import functools
+
 import torch
 
 from .base import GroupOptimizer, by_kind, norms
@@ -41,6 +43,27 @@ def momentum_step(params, grads, bufs, scales, weight_decay: float, momentum: fl
         torch._foreach_sub_(params, bufs)
 
 
+def lars_update(params, grads, trust_grads, bufs, lr, weight_decay, momentum, nesterov, eta, eps, clip, adapt):
+    """One param group's LARS update (LARS's docstring), per run of one device and dtype (by_kind): the trust
+    ratios from the norms of `trust_grads` (1 without `adapt`), then momentum_step; returns each run's trust ratios.
+    `bufs`: the momentum buffers, None without momentum. A pure function of its tensors, so that torch.compile can
+    take it whole (compiled_update)."""
+    trusts = []
+    for w, g, t, v in by_kind(params, grads, trust_grads, bufs if momentum else [None] * len(params)):
+        trust = trust_ratio(norms(w), norms(t), lr, weight_decay, eta, eps, clip) if adapt else w[0].new_ones(len(w))
+        momentum_step(w, g, v if momentum else None, (lr * trust).unbind(0), weight_decay, momentum, nesterov)
+        trusts.append(trust)
+    return trusts
+
+
+@functools.cache
+def compiled_update():
+    """lars_update under torch.compile (engine.optimizer_step: compiled), compiled at its first call per param group;
+    the first change of the lr recompiles it once with the lr as an input (dynamo's automatic dynamic: measured on
+    torch 2.14), and a schedule recompiles nothing after that."""
+    return torch.compile(lars_update)
+
+
 class LARS(GroupOptimizer):
     """LARS as in the MLPerf ResNet-50 reference: lr and the trust ratio sit inside the momentum buffer.
 
@@ -62,6 +85,7 @@ class LARS(GroupOptimizer):
     The step stays on the device: the norms in one multi-tensor kernel each (torch._foreach_norm), the
     trust ratios as a tensor, and the update in foreach ops that take them as 0-d tensors (momentum_step),
     per device and dtype; nothing is read to the host, so on a GPU a step never waits for the device.
+    use_step("compiled") runs the same update under torch.compile (lars_update; engine.optimizer_step).
 
     Args:
         params: tensors or param-group dicts.
@@ -74,6 +98,7 @@ class LARS(GroupOptimizer):
     """
 
     clip = False  # LARC
+    step_paths = ("eager", "compiled")
 
     def __init__(self, params, lr, weight_decay=0.0, momentum=0.9, eta=1e-3, eps=0.0, nesterov=False):
         defaults = dict(lr=lr, weight_decay=weight_decay, momentum=momentum, eta=eta, eps=eps, nesterov=nesterov)
@@ -81,18 +106,24 @@ class LARS(GroupOptimizer):
 
     def _update(self, group, params, grads, trust_grads=None):
         """trust_grads: the tensors whose norms enter the trust ratio (default: grads)."""
-        m, lr = group["momentum"], self._lr(group)
-        for w, g, t in by_kind(params, grads, grads if trust_grads is None else trust_grads):
-            trust = self._trust_ratio(group, w, t, lr) if group["adapt"] else w[0].new_ones(len(w))
-            bufs = self._state(w, "momentum_buffer") if m else None
-            momentum_step(w, g, bufs, (lr * trust).unbind(0), group["weight_decay"], m, group["nesterov"])
-
-    def _trust_ratio(self, group, params, grads, lr):
-        trust = trust_ratio(
-            norms(params), norms(grads), lr, group["weight_decay"], group["eta"], group["eps"], self.clip
+        m = group["momentum"]
+        update = compiled_update() if self.step_path == "compiled" else lars_update
+        trusts = update(
+            params,
+            grads,
+            grads if trust_grads is None else trust_grads,
+            self._state(params, "momentum_buffer") if m else None,
+            self._lr(group),
+            group["weight_decay"],
+            m,
+            group["nesterov"],
+            group["eta"],
+            group["eps"],
+            self.clip,
+            group["adapt"],
         )
-        self._trust.append(trust)
-        return trust
+        if group["adapt"]:
+            self._trust += trusts
 
 
 class LARC(LARS):

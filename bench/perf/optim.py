@@ -9,7 +9,8 @@ them alternately, `--repeats` times, and reports each case's median, its paired 
 repeat's time over SGD's in the same repeat: the median of those ratios with its 95% sign-test interval),
 and each step's "at copy rate" time: the bytes it must read and write (as one fused pass per data
 dependency) divided by the bandwidth of a large copy measured in the same run. It is a yardstick, not a
-lower bound: a step whose tensors stay in cache runs faster than a copy that cannot.
+lower bound: a step whose tensors stay in cache runs faster than a copy that cannot. --compiled adds LARS's and
+VRGD-LARS's steps under torch.compile (engine.optimizer_step: compiled; VRGD-LARS with fused=False beside it).
 
 Issue 66's goals, for a GPU: bench's LARS step <= 1.5 x and VRGD-LARS's step <= 2 x torch's fused SGD
 step; PASS when the whole interval lies under the goal, MISS when it lies above. On the CPU the ratios
@@ -29,7 +30,7 @@ from torch import nn
 from bench import optim
 from bench.errors import ArgumentParser, count
 from bench.models import check_name, timm_models
-from bench.perf.train import MIN_PAIRS, sign_interval
+from bench.perf.train import MIN_PAIRS, alternate, sign_interval
 from bench.perf.train import verdict as judge  # one verdict for every perf goal
 
 # Tensor passes (of N parameter elements) a step must read + write at least ("at copy rate"):
@@ -53,7 +54,9 @@ def _shapes(model: str) -> list:
 class Bench:
     """The optimizers under test, each with its own parameters, over one shared set of gradients."""
 
-    def __init__(self, shapes, device, lr: float, weight_decay: float, groups: int, family: bool = False):
+    def __init__(
+        self, shapes, device, lr: float, weight_decay: float, groups: int, family: bool = False, compiled: bool = False
+    ):
         from timm.optim import Lars
 
         self.device = device
@@ -65,21 +68,30 @@ class Bench:
         # kernels, which run only when asked for)
         fused = True if device.type == "cuda" and importlib.util.find_spec("triton") else None
         self.grouped = {"vrgd": ("vrgd_lars", fused), "vrgd_eager": ("vrgd_lars", False)}
+        self.grouped |= {"vrgd_compiled": ("vrgd_lars", False)} if compiled else {}
         for name in FAMILY if family else ():
             self.grouped.update({name: (name, fused), f"{name}_eager": (name, False)})
-        names = ("sgd", "lars", "timm", *self.grouped)
+        self.plain = ("sgd", "lars", *(("lars_compiled",) if compiled else ()), "timm")
+        names = (*self.plain, *self.grouped)
         self.params = {name: [nn.Parameter(w.clone()) for w in weights] for name in names}
         excluded = {name: optim.param_groups(self.params[name]) for name in names[1:]}
         self.sgd = "fused" if device.type == "cuda" else "foreach"  # torch's fastest SGD step on the device
         self.opts = {
             "sgd": torch.optim.SGD(self.params["sgd"], lr=lr, momentum=0.9, **{self.sgd: True}),
-            "lars": optim.create(excluded["lars"], "lars", lr=lr, weight_decay=weight_decay),
+            **{
+                name: optim.create(excluded[name], "lars", lr=lr, weight_decay=weight_decay)
+                for name in self.plain
+                if name.startswith("lars")
+            },
             "timm": Lars(excluded["timm"], lr=lr, momentum=0.9, weight_decay=weight_decay),
             **{
                 name: optim.create(excluded[name], registered, lr=lr, weight_decay=weight_decay, fused=fused)
                 for name, (registered, fused) in self.grouped.items()
             },
         }
+        for name, opt in self.opts.items():
+            if name.endswith("_compiled"):
+                opt.use_step("compiled")
 
     def _give_grads(self, name):
         for p, g in zip(self.params[name], self.grads):
@@ -89,13 +101,13 @@ class Bench:
         self._give_grads(name)
         return timer(self.opts[name].step)
 
-    def vrgd(self, name, timer) -> tuple[float, float]:
-        """(one observe() of a group after the first, the step over `groups` groups)."""
+    def vrgd(self, name, timer) -> tuple[list[float], float]:
+        """(each observe() of the step's `groups` groups, the step over them)."""
         opt, observed = self.opts[name], []
         for _ in range(self.groups):
             self._give_grads(name)
             observed.append(timer(opt.observe))
-        return observed[1], timer(opt.step)
+        return observed, timer(opt.step)
 
 
 def _timer(device):
@@ -111,22 +123,36 @@ def _timer(device):
     return timed
 
 
-def measure(bench: Bench, copy_elements: int, repeats: int, device) -> dict[str, list[float]]:
-    """Seconds of each case and of a large copy in every repeat, the cases alternating within each."""
+def measure(
+    bench: Bench, copy_elements: int, repeats: int, device, deadline: float | None = None, failed: dict | None = None
+) -> dict[str, list[float]]:
+    """Seconds of each case and of a large copy in every repeat, the cases taking turns in an order that rotates
+    each repeat (bench.perf.train.alternate, whose `deadline` and `failed` these are); a VRGD case gives its step,
+    one observe() after the first (observe, observe_eager: vrgd's and vrgd_eager's) and all of them with the step
+    (NAME_total)."""
     timed = _timer(device)
     src = torch.ones(copy_elements, device=device)
     dst = torch.empty_like(src)
-    times = {name: [] for name in ("copy", "sgd", "lars", "timm", "observe", "observe_eager", *bench.grouped)}
-    for rep in range(repeats + 1):  # the first round warms up (state allocation) and is dropped
-        sample = {"copy": timed(lambda: dst.copy_(src))}
-        for name in ("sgd", "lars", "timm"):
-            sample[name] = bench.plain_step(name, timed)
-        for name in bench.grouped:
-            observed, sample[name] = bench.vrgd(name, timed)
-            if name in ("vrgd", "vrgd_eager"):
-                sample[name.replace("vrgd", "observe")] = observed
-        for name, seconds in sample.items():
-            times[name] += [seconds] if rep else []
+
+    def plain(name):
+        return lambda: {name: bench.plain_step(name, timed)}
+
+    def grouped(name):
+        def unit():
+            observed, step = bench.vrgd(name, timed)
+            out = {name: step, f"{name}_total": sum(observed) + step}
+            return out | ({name.replace("vrgd", "observe"): observed[1]} if name in ("vrgd", "vrgd_eager") else {})
+
+        return unit
+
+    units = {"copy": lambda: {"copy": timed(lambda: dst.copy_(src))}}
+    units |= {name: plain(name) for name in bench.plain} | {name: grouped(name) for name in bench.grouped}
+    warm = alternate(units, 1, None, failed)  # the first round warms up (state allocation, torch.compile)
+    times = {}
+    for samples in alternate({name: units[name] for name in warm}, repeats, deadline, failed).values():
+        for sample in samples:
+            for name, seconds in sample.items():
+                times.setdefault(name, []).append(seconds)
     return times
 
 
@@ -150,6 +176,7 @@ def report(times: dict[str, list[float]], numel: int, copy_elements: int, bench:
     bandwidth = 2 * copy_elements * 4 / (ms["copy"] / 1e3)  # read + write, bytes/s
     at_copy_rate = {name: 1e3 * passes * numel * 4 / bandwidth for name, passes in MIN_PASSES.items()}
     at_copy_rate.update({f"{name}_eager": at_copy_rate[name] for name in ("vrgd", "observe")})
+    at_copy_rate.update({f"{name}_compiled": at_copy_rate[name] for name in ("lars", "vrgd")})
     ratio = {name: paired(t, times["sgd"]) for name, t in times.items() if name != "copy"}
     verdicts = {name: verdict(name, ratio[name], bench.device.type) for name in GOALS}
     verdicts["timm"] = ("> bench LARS", "PASS" if ms["lars"] < ms["timm"] else "MISS")
@@ -159,9 +186,11 @@ def report(times: dict[str, list[float]], numel: int, copy_elements: int, bench:
     rows = {
         "sgd": f"torch.optim.SGD(momentum, {bench.sgd}=True) step",
         "lars": "bench LARS step",
+        "lars_compiled": "bench LARS step, compiled",
         "timm": "timm Lars step (its default path)",
         "vrgd": f"bench VRGD-LARS step (k = {groups}){fused}",
         "vrgd_eager": f"bench VRGD-LARS step (k = {groups}), fused=False",
+        "vrgd_compiled": f"bench VRGD-LARS step (k = {groups}), fused=False, compiled",
         "observe": f"bench VRGD-LARS observe(), one group{fused}",
         "observe_eager": "bench VRGD-LARS observe(), fused=False",
     }
@@ -176,7 +205,7 @@ def report(times: dict[str, list[float]], numel: int, copy_elements: int, bench:
     copied = f"median copy of {copy_elements * 4 / 2**20:.0f} MiB, read + write"
     print(f"copy bandwidth {bandwidth / 1e9:.1f} GB/s ({copied})\n")
     print(f"{'case':<48}{'median ms':>10}{'x SGD':>8}{'interval':>14}{'copy-rate ms':>13}  {'goal':<14}result")
-    for name, label in rows.items():
+    for name, label in {name: label for name, label in rows.items() if name in ms}.items():
         goal, result = verdicts.get(name, ("", ""))
         middle, low, high, repeats = ratio[name]
         interval = f"{low:.3f}-{high:.3f}{'*' if repeats < MIN_PAIRS else ' '}"
@@ -211,6 +240,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lr", type=float, default=1.0)
     parser.add_argument("--weight-decay", type=float, default=5e-5, help="LARS and VRGD-LARS (default 5e-5, MLPerf)")
     parser.add_argument("--family", action="store_true", help="also VRGD-SGD, VRGD-Adam and VRGD-LAMB, fused and eager")
+    parser.add_argument(
+        "--compiled", action="store_true", help="also LARS's and VRGD-LARS's steps under torch.compile (slow to start)"
+    )
     args = parser.parse_args(argv)
     if not args.small:
         check_name(args.model, "bench perf optim --model")
@@ -219,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     device = torch.device(args.device)
     shapes = SMALL if args.small else _shapes(args.model)
     numel = sum(torch.Size(s).numel() for s in shapes)
-    bench = Bench(shapes, device, args.lr, args.weight_decay, max(args.groups, 2), args.family)
+    bench = Bench(shapes, device, args.lr, args.weight_decay, max(args.groups, 2), args.family, args.compiled)
     copy_elements = max(numel, 2**24)  # >= 64 MiB: beyond the CPU's L3 and the GPU's L2
     times = measure(bench, copy_elements, args.repeats, device)
     where = (

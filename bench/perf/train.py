@@ -54,6 +54,7 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
+from bench.engine import defaults
 from bench.engine.threads import resolve
 from bench.errors import ArgumentParser, UserError, count
 from bench.rundir import RunDir
@@ -98,23 +99,31 @@ def _recipe(args, override: str | None = None):
     needed = args.warmup + (args.repeats + 1) * args.steps
     if args.recipe:
         recipe = recipes.load(args.recipe, sets)
-    else:  # ResNet-50 at 224 px, batch 256: on a CPU, 32 (a few minutes, and memory a laptop has)
-        raw = {
-            "name": "perf-train",
-            "model": {"name": "resnet50"},
-            "data": {
-                "dataset": "synthetic",
-                "image_size": 224,
-                "workers": max(1, (os.cpu_count() or 2) // 2),
-                "synth": {"classes": 10, "train_per_class": 20, "val_per_class": 1, "size": 256},
-            },
-            "global_batch": CPU_DEFAULT_BATCH if args.device == "cpu" else 256,
-            "optimizer": {"name": "sgd", "lr": 0.1, "momentum": 0.9},
-            "epochs": 1,
-            "target_top1": 50,
-        }
-        recipe = recipes.recipe_from_dict("bench perf train", recipes.apply_sets(raw, sets))
+    else:
+        recipe = builtin_recipe("bench perf train", args.device, sets)
     return recipe.model_copy(update={"epochs": max(recipe.epochs, needed * recipe.global_batch)})
+
+
+def builtin_recipe(where: str, device: str, sets: list[str]):
+    """The benchmarks' own recipe, with `sets` (KEY=VALUE) applied: ResNet-50 at 224 px on the synthetic dataset,
+    batch 256; on a CPU, 32 (a few minutes, and memory a laptop has). `where` names it in errors."""
+    from bench import recipe as recipes
+
+    raw = {
+        "name": "perf-train",
+        "model": {"name": "resnet50"},
+        "data": {
+            "dataset": "synthetic",
+            "image_size": 224,
+            "workers": max(1, (os.cpu_count() or 2) // 2),
+            "synth": {"classes": 10, "train_per_class": 20, "val_per_class": 1, "size": 256},
+        },
+        "global_batch": CPU_DEFAULT_BATCH if device == "cpu" else 256,
+        "optimizer": {"name": "sgd", "lr": 0.1, "momentum": 0.9},
+        "epochs": 1,
+        "target_top1": 50,
+    }
+    return recipes.recipe_from_dict(where, recipes.apply_sets(raw, sets))
 
 
 def _with_loader(recipe, loader: str):
@@ -203,9 +212,10 @@ class BareCase:
         self.model = create_model(recipe.model.name, recipe.model.kwargs, num_classes).to(
             device, dtype=param_dtype(recipe.engine.precision), memory_format=fmt
         )
+        chosen = defaults.resolve(recipe.engine, device)  # the runner's candidates
         if recipe.model.bn_batch:  # the same mathematics as the runner's model
-            ghost_bn.convert(self.model, recipe.model.bn_batch, recipe.model.name)
-        self.net = compiled(self.model, recipe.engine.compile)
+            ghost_bn.convert(self.model, recipe.model.bn_batch, recipe.model.name, chosen.ghost_bn)
+        self.net = compiled(self.model, chosen.compile)
         self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1, momentum=0.9, weight_decay=recipe.weight_decay)
         self.images, self.labels = batch
         self.accum, self.smoothing = accum_steps, recipe.label_smoothing
@@ -303,6 +313,30 @@ def flops_per_image(recipe, num_classes: int, device: torch.device) -> float:
     return counter.get_total_flops() / 2
 
 
+def alternate(units: dict, rounds: int, deadline: float | None = None, failed: dict | None = None) -> dict:
+    """Each unit's result in every round ({name: [what unit() returned, ...]}), the units taking turns in an order
+    that rotates each round, so a shared machine's slow spell falls on all of them alike and none always runs
+    first. `deadline` (time.monotonic()): no round starts when the last one would end past it (at least one round
+    runs). `failed`: where given, a unit that raises is dropped, all its rounds with it, and its error kept there
+    as "Type: message"; else the error propagates."""
+    results = {name: [] for name in units}
+    for rnd in range(rounds):
+        start = time.monotonic()
+        names = list(results)
+        turn = rnd % max(1, len(names))
+        for name in names[turn:] + names[:turn]:
+            try:
+                results[name].append(units[name]())
+            except Exception as e:
+                if failed is None:
+                    raise
+                failed[name] = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+                del results[name]
+        if deadline is not None and time.monotonic() + (time.monotonic() - start) > deadline:
+            break
+    return results
+
+
 def measure(
     cases: dict,
     repeats: int,
@@ -311,36 +345,43 @@ def measure(
     device: torch.device,
     images_per_step: int,
     clock=time.perf_counter,
+    deadline: float | None = None,
+    failed: dict | None = None,
 ):
     """img/s of every case in every repeat, peak GPU memory per case, then one timed pass each for the split
-    of a step. Within a repeat the cases take turns step by step, in an order that rotates each step, so a
-    shared machine's slow spell falls on all of them alike and no case always runs first. `clock`: wall time,
-    or time.process_time (--clock cpu: this process's CPU seconds, which leave out the time other processes
-    hold the cores; not a loader's worker processes)."""
+    of a step. Within a repeat the cases take turns step by step, in an order that rotates each step (alternate).
+    `clock`: wall time, or time.process_time (--clock cpu: this process's CPU seconds, which leave out the time
+    other processes hold the cores; not a loader's worker processes). `deadline`, `failed`: alternate's (a case
+    that fails its warm-up is dropped too)."""
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    for case in cases.values():
-        case.steps(warmup)  # allocation, cudnn.benchmark, torch.compile, the loader's first batches
-    rates = {name: [] for name in cases}
     peaks = dict.fromkeys(cases, 0.0)
-    names = list(cases)
-    for rep in range(repeats):
-        seconds = dict.fromkeys(cases, 0.0)
-        for step in range(steps):
-            turn = (rep * steps + step) % len(names)
-            for name in names[turn:] + names[:turn]:
-                if device.type == "cuda":
-                    torch.cuda.reset_peak_memory_stats(device)
-                sync()
-                start = clock()
-                cases[name].steps(1)
-                sync()
-                seconds[name] += clock() - start
-                if device.type == "cuda":
-                    peaks[name] = max(peaks[name], torch.cuda.max_memory_allocated(device) / 2**30)
-        for name in cases:
-            rates[name].append(steps * images_per_step / seconds[name])
-    splits = {}
-    for name, case in cases.items():
+
+    def one_step(name: str):
+        def timed() -> float:
+            if device.type == "cuda":
+                torch.cuda.reset_peak_memory_stats(device)
+            sync()
+            start = clock()
+            cases[name].steps(1)
+            sync()
+            seconds = clock() - start
+            if device.type == "cuda":
+                peaks[name] = max(peaks[name], torch.cuda.max_memory_allocated(device) / 2**30)
+            return seconds
+
+        return timed
+
+    warm = alternate({name: lambda case=case: case.steps(warmup) for name, case in cases.items()}, 1, None, failed)
+    # allocation, cudnn.benchmark, torch.compile, the loader's first batches
+    seconds = alternate({name: one_step(name) for name in warm}, repeats * steps, deadline, failed)
+    done = min(len(times) for times in seconds.values()) // steps if seconds else 0
+    rates = {
+        name: [steps * images_per_step / sum(times[r * steps : (r + 1) * steps]) for r in range(done)]
+        for name, times in seconds.items()
+    }
+    peaks = {name: peaks[name] for name in rates}
+
+    def split(case) -> dict[str, float]:
         timers = Timers(device)
         with case.timed(timers):
             total = timers.wrap("total", case.steps)
@@ -348,13 +389,11 @@ def measure(
         seconds = {key: value / steps for key, value in timers.seconds.items()}
         step = seconds.get("step", seconds["total"])
         data, opt = seconds.get("data", 0.0), seconds["optimizer"]
-        splits[name] = {
-            "data": data,
-            "forward+backward": step - data - opt,
-            "optimizer": opt,
-            "other": seconds["total"] - step,
-        }
-    return rates, splits, peaks
+        return {"data": data, "forward+backward": step - data - opt, "optimizer": opt, "other": seconds["total"] - step}
+
+    # a case whose split pass fails (`failed` given) keeps its img/s and has no split
+    passes = alternate({name: lambda case=cases[name]: split(case) for name in rates}, 1, None, failed)
+    return rates, {name: done[0] for name, done in passes.items()}, peaks
 
 
 BUSY = "while True: pass"  # another user's CPU-bound process on a shared machine
