@@ -198,7 +198,7 @@ def test_a_ratio_of_two_located_critical_batches_is_judged_with_its_power_and_it
     x = ladder.Fit(400.0, 300.0, 500.0, base=64.0, lack_of_fit_p=0.5)
     y = ladder.Fit(420.0, 320.0, 520.0, base=64.0, lack_of_fit_p=0.01)
     r = ladder.Ratio(0.97, 0.8, 1.2, 0.95, 1.3, 1000, (1.15, 2.1), 3)
-    claims = tuning.scaling_claims({"x": x, "y": y}, ["x", "y"], "y", {"x": {}, "y": {}}, ratio_of={"x": r})
+    claims = tuning.scaling_claims({"x": x, "y": y}, ["x", "y"], "y", {"x": {}, "y": {}}, ratio_of={"x": {"curve": r}})
     [ratio] = [c for c in claims if c.startswith("x / y")]
     assert ratio == (
         "x / y critical batch: 0.97 [0.80, 1.20] (95.0%, seed-paired bootstrap): no difference resolved; could "
@@ -209,7 +209,7 @@ def test_a_ratio_of_two_located_critical_batches_is_judged_with_its_power_and_it
     assert "its batches scatter about the fit more than their reruns do (lack of fit p 0.010)" in y_claim
     # a sweep tuned on the final Top-1: each critical batch and ratio says it is a secondary reading, quoted alone
     tuned = tuning.scaling_claims(
-        {"x": x, "y": y}, ["x", "y"], "y", {"x": {}, "y": {}}, ratio_of={"x": r}, secondary=True
+        {"x": x, "y": y}, ["x", "y"], "y", {"x": {}, "y": {}}, ratio_of={"x": {"curve": r}}, secondary=True
     )
     caveat = f"; {tuning.SECONDARY_TEXT}."
     assert [c.endswith(caveat) for c in tuned] == [True] * 3
@@ -321,13 +321,18 @@ def simulated_arm(b_noise: float, rng, noise: float = 0.08, seeds: int = 5) -> p
 def test_the_bootstrap_ratio_resolves_a_tripled_b_noise_and_not_a_shared_one():
     rng = np.random.default_rng(11)
     reference = simulated_arm(200, rng)
-    tripled = ladder.ratio(simulated_arm(600, rng), reference, 0.95, draws=300)  # B_crit 197 against 117 from 64
+    tripled = ladder.ratios(simulated_arm(600, rng), reference, 0.95, draws=300)[
+        "curve"
+    ]  # B_crit 197 against 117 from 64
     assert tripled.word == "larger" and tripled.low > 1 and tripled.point == pytest.approx(197 / 117, rel=0.25)
-    same = ladder.ratio(simulated_arm(200, rng), reference, 0.95, draws=300)
+    same = ladder.ratios(simulated_arm(200, rng), reference, 0.95, draws=300)["curve"]
     assert same.low <= 1 <= same.high and same.word == "no difference resolved"
     assert 1 < same.resolvable < tripled.point  # it could have resolved the tripled arm's ratio
     arm = simulated_arm(600, np.random.default_rng(3))
-    assert ladder.ratio(arm, reference, 0.95, draws=300) == ladder.ratio(arm, reference, 0.95, draws=300)  # seeded
+    assert (
+        ladder.ratios(arm, reference, 0.95, draws=300)["curve"]
+        == ladder.ratios(arm, reference, 0.95, draws=300)["curve"]
+    )  # seeded
 
 
 def test_draws_without_a_finite_critical_batch_open_the_ratios_end_when_more_than_its_tail():
@@ -336,11 +341,11 @@ def test_draws_without_a_finite_critical_batch_open_the_ratios_end_when_more_tha
     interval the draws' percentiles, open at that end, without a resolvable ratio."""
     rng = np.random.default_rng(2)
     reference, near_linear = simulated_arm(200, rng), simulated_arm(16000, rng, noise=0.15)
-    r = ladder.ratio(near_linear, reference, 0.95, draws=200)
+    r = ladder.ratios(near_linear, reference, 0.95, draws=200)["curve"]
     assert math.isfinite(r.point) and r.low > 1 and math.isinf(r.high)
     assert r.unbounded > 0.025 * r.draws * 2  # well past the tail, on any kernel path (29 here)
     assert r.resolvable != r.resolvable and tuning._ratio_text(r).endswith("(95.0%)")  # no resolvable ratio
-    swapped = ladder.ratio(reference, near_linear, 0.95, draws=200)
+    swapped = ladder.ratios(reference, near_linear, 0.95, draws=200)["curve"]
     assert swapped.low == 0 and swapped.high < 1 and swapped.unbounded == r.unbounded
     assert swapped.point == pytest.approx(1 / r.point)
 
@@ -396,7 +401,7 @@ def test_the_bootstrap_ratio_covers_the_true_ratio_in_simulated_studies():
     rng = np.random.default_rng(2027)
     covered = 0
     for _ in range(80):
-        r = ladder.ratio(simulated_arm(500, rng), simulated_arm(500, rng), 0.95, draws=100)
+        r = ladder.ratios(simulated_arm(500, rng), simulated_arm(500, rng), 0.95, draws=100)["curve"]
         covered += r.low <= 1 <= r.high
     assert covered >= 72
 

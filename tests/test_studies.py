@@ -152,15 +152,21 @@ def test_the_readmes_field_table_quotes_the_committed_tables():
         point, interval, word = re.fullmatch(r"([\d.]+) (\[[\d.]+, [\d.]+\]) (.+)", ratio).groups()
         assert f"| {point} [" in line and f"99.21% interval {interval}" in line, (batch, ratio)
         assert f"speed: {word} (" in line, (batch, word)
-    # the bold headline's critical batches ("NAdamW's (139)") and ratios ("0.86 x", "1.01 x [0.89, 1.15]") are the claims'
-    headline, claims = text.split("**")[1], " ".join(table_claims(scaling_md))
-    for arm in FIELD_ARMS:
-        (figure,) = re.findall(rf"(?<![\w-]){arm}'s \((\d[^)]*)\)", headline)
-        assert f"{arm}: critical batch {figure}" in claims, (arm, figure)
-    ratios = re.findall(r"(\d\.\d\d) x( \[[\d., ]+\])?", headline)
-    assert len(ratios) == 3
-    for arm, (point, interval) in zip(("NAdamW", "Nesterov SGD", "VRGD-LARS"), ratios):
-        assert f"{arm} / LARS critical batch: {point}{interval or ' ['}" in claims, (arm, point, interval)
+    # the headline's critical batches ("NAdamW's (139)"), LARS's bent-curve figures and the ratios' word are the claims'
+    headline, claims = " ".join((text.split("**")[1] + text.split("**")[2]).split()), table_claims(scaling_md)
+    named = {arm: re.findall(rf"(?<![\w-]){arm}'s \((\d[^)]*)\)", headline) for arm in FIELD_ARMS}
+    assert sum(map(bool, named.values())) >= 3
+    for arm, figures in named.items():
+        assert all(f"{arm}: critical batch {figure}" in " ".join(claims) for figure in figures), (arm, figures)
+    (lars,) = [c for c in claims if c.startswith("LARS: critical batch")]
+    alpha, p = re.search(r"alpha (\d\.\d\d \[[\d., ]+\]), F test p (0\.\d+)", headline).groups()
+    assert f"(alpha {alpha})" in lars and f"(F test p {p})" in lars
+    bent = re.search(r"by that curve \(LARS (\d+ \[\d+, \d+\])\)", headline).group(1)
+    assert f"puts it at {bent} (alpha" in lars
+    assert "depends on the curve" in headline and "no ratio to LARS is resolved" in headline
+    for arm in ("NAdamW", "Nesterov SGD"):
+        (ratio,) = [c for c in claims if c.startswith(f"{arm} / LARS critical batch")]
+        assert ": depends on the curve (curve: smaller; bent curve: no difference resolved; model-free: no" in ratio
 
 
 def test_the_quality_table_quotes_the_committed_tables():

@@ -52,6 +52,7 @@ resampling of the seeds carries into the ratio; its coverage by simulation is in
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import math
 from dataclasses import dataclass, field
@@ -60,7 +61,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 import pandas as pd
 
-from bench.analysis import power
+from bench.analysis import critical, power
 
 if TYPE_CHECKING:
     from bench.analysis.results import Study
@@ -438,36 +439,100 @@ def _seeded(cells_of: pd.DataFrame) -> list[dict]:
     return out
 
 
-def ratio(
-    x: pd.DataFrame, y: pd.DataFrame, level: float, linear_from: str = "smallest", draws: int = BOOTSTRAP_DRAWS
-) -> Ratio | None:
-    """X's critical batch over Y's (their cells), by the seed-paired bootstrap (module docstring); None unless both
-    arms' selected fits are found. The generator is seeded (0), so the table repeats."""
-    fx, fy = (fit_ladder(c.assign(near_tie=False), linear_from) for c in (x, y))
-    if not (fx.found and fy.found):
-        return None
-    base = min(base_batch(x, linear_from), base_batch(y, linear_from)) if linear_from == "smallest" else 0.0
-    fx, fy = (dataclasses.replace(f, base=base) for f in (fx, fy))
-    cx, cy = _seeded(x), _seeded(y)
-    seeds = sorted({s for cells in (cx, cy) for cell in cells for s in cell})
+ESTIMATES = ("curve", "bent curve", "model-free")  # the critical batch three ways (critical.py's docstring)
+
+
+class ArmDraws(NamedTuple):
+    """One arm's critical batch by each estimate from its selected reruns (`points`) and from each draw of a seed
+    bootstrap (`draws`, nan where a draw gives no estimate), and each draw's median steps per batch (`medians`)."""
+
+    points: dict[str, float]
+    draws: dict[str, np.ndarray]
+    medians: np.ndarray  # draws x batches (ascending)
+    batches: np.ndarray
+    seeds: int
+
+
+@functools.lru_cache(maxsize=8)
+def _curve_grid(batches: tuple[float, ...]) -> critical.CurveGrid:
+    return critical.curve_grid(np.asarray(batches, float))  # the same ladder's grid for every arm and draw
+
+
+def arm_draws(cells_of: pd.DataFrame, seeds: list, base: float, draws: int = BOOTSTRAP_DRAWS) -> ArmDraws:
+    """`cells_of`' selected reruns (near ties off) and `draws` seed-bootstrap draws over `seeds` (the generator
+    seeded 0: arms given the same seeds share their draws, so a ratio's draws are paired); `base`: the batch
+    linear scaling is measured from (0: the fit's small-batch limit, which only the curve measures from: the
+    other two estimates are then nan)."""
+    cells = _seeded(cells_of)
+    order = [(i, s) for i, cell in enumerate(cells) for s in sorted(cell)]
+    flat = [cells[i][s] for i, s in order]
+    everything = critical.readings(*zip(*flat))
+    position = {key: j for j, key in enumerate(order)}
+    batches = np.array(sorted({b for cell in cells for b, *_ in cell.values()}), float)
+    others = base > 0 and len(batches) >= 2
+    bent = critical.Curve3Draws(_curve_grid(tuple(batches)), everything) if others else None
+
+    def estimates(index: np.ndarray) -> tuple[dict[str, float], np.ndarray]:
+        r = critical.Readings(*(v[index] for v in everything))
+        f = fit(*zip(*(flat[j] for j in index)), base=base)
+        steps = np.where(r.reached, r.middle, np.inf)
+        medians = np.array([np.median(steps[r.batches == b]) if (r.batches == b).any() else np.nan for b in batches])
+        return {
+            "curve": f.critical[0] if f.found else math.nan,
+            "bent curve": bent.critical(index) if others else math.nan,
+            "model-free": critical.crossing(batches, medians) if others else math.nan,
+        }, medians
+
+    points, _ = estimates(np.arange(len(flat)))
+    points["curve"] = dataclasses.replace(fit_ladder(cells_of.assign(near_tie=False)), base=base).critical[0]
     rng = np.random.default_rng(0)
-    logs, unbounded = [], 0
+    found, medians = {e: [] for e in ESTIMATES}, []
     for _ in range(draws):
         drawn = rng.choice(seeds, size=len(seeds))
-        pair = []
-        for cells in (cx, cy):
-            reruns = [cell[s] for cell in cells for s in drawn if s in cell]
-            f = fit(*zip(*reruns), base=base) if reruns else NO_FIT
-            pair.append(f.critical[0] if f.found else math.nan)
-        unbounded += any(math.isinf(v) for v in pair)
-        logs.append(_log_ratio(*pair))
-    logs = np.asarray(logs)
+        index = np.array([position[(i, s)] for i, cell in enumerate(cells) for s in drawn if s in cell], int)
+        one, m = estimates(index) if len(index) else (dict.fromkeys(ESTIMATES, math.nan), batches * math.nan)
+        for e in ESTIMATES:
+            found[e].append(one[e])
+        medians.append(m)
+    return ArmDraws(points, {e: np.asarray(v) for e, v in found.items()}, np.asarray(medians), batches, len(seeds))
+
+
+def ratios(
+    x: pd.DataFrame, y: pd.DataFrame, level: float, linear_from: str = "smallest", draws: int = BOOTSTRAP_DRAWS
+) -> dict[str, Ratio | None]:
+    """X's critical batch over Y's (their cells) by each estimate (ESTIMATES), by the seed-paired bootstrap (module
+    docstring); an estimate's ratio is None unless both arms have it. The generator is seeded (0), so the table
+    repeats."""
+    fx, fy = (fit_ladder(c.assign(near_tie=False), linear_from) for c in (x, y))
+    if not (fx.found and fy.found):
+        return dict.fromkeys(ESTIMATES)
+    base = min(base_batch(x, linear_from), base_batch(y, linear_from)) if linear_from == "smallest" else 0.0
+    seeds = sorted({s for c in (x, y) for cell in _seeded(c) for s in cell})
+    dx, dy = (arm_draws(c, seeds, base, draws) for c in (x, y))
+    return {e: draws_ratio(dx, dy, e, level) for e in ESTIMATES}
+
+
+def draws_ratio(dx: ArmDraws, dy: ArmDraws, estimate: str, level: float) -> Ratio | None:
+    """The ratio of two arms' critical batches by `estimate` from their paired draws (ratios)."""
+    logs = np.array([_log_ratio(a, b) for a, b in zip(dx.draws[estimate], dy.draws[estimate])])
+    unbounded = int(sum(math.isinf(a) or math.isinf(b) for a, b in zip(dx.draws[estimate], dy.draws[estimate])))
     logs = logs[~np.isnan(logs)]  # a draw that leaves an arm without a fit, or both unbounded, bounds neither end
-    if len(logs) < draws / 2 or len(seeds) < 2:
+    point = _log_ratio(dx.points[estimate], dy.points[estimate])
+    if len(logs) < len(dx.draws[estimate]) / 2 or dx.seeds < 2 or point != point:
         return None
-    point = _log_ratio(fx.critical[0], fy.critical[0])
-    low, high, resolvable, resolvable_range = ratio_interval(logs, point, level, len(seeds))
+    low, high, resolvable, resolvable_range = ratio_interval(logs, point, level, dx.seeds)
     return Ratio(math.exp(point), low, high, level, resolvable, len(logs), resolvable_range, unbounded)
+
+
+def interval_of(d: ArmDraws, estimate: str, level: float = LEVEL) -> tuple[float, float, float]:
+    """An arm's critical batch by `estimate` with its seed-bootstrap interval (ratio_interval's, on one arm's log
+    critical batch): (point, low, high), nan where there is none."""
+    point, values = d.points[estimate], d.draws[estimate]
+    logs = np.log(values[~np.isnan(values)])
+    if point != point or len(logs) < len(values) / 2 or d.seeds < 2:
+        return math.nan, math.nan, math.nan
+    low, high, *_ = ratio_interval(logs, math.log(point), level, d.seeds)
+    return point, low, high
 
 
 def _log_ratio(x: float, y: float) -> float:
@@ -547,3 +612,40 @@ def crossings(study: Study, cell: pd.Series) -> tuple[float, float]:
     found = np.array([crossing(study.record(run), s) for run, s in zip(cell["reruns"], cell["rerun_steps"])], float)
     found = found[np.isfinite(found[:, 0])] if len(found) else found
     return tuple(float(np.median(found[:, j])) for j in (0, 1)) if len(found) else (math.nan, math.nan)
+
+
+@dataclass(frozen=True)
+class Alternatives:
+    """One arm's critical batch beside the curve's (critical.py): the bent curve with alpha and their profile
+    intervals, the model-free crossing with its seed-bootstrap interval, the F test of alpha = 1 on the batch
+    means, and the batches seen in the linear regime (images / linear within the seeds' noise of 1)."""
+
+    bent: critical.Curve3
+    model_free: tuple[float, float, float]
+    alpha: critical.AlphaTest
+    linear: tuple[int, ...]
+    smallest: float
+
+    def near_smallest(self, f: Fit) -> list[str]:
+        """The estimates within a factor 2 of the smallest batch, in words ('the curve's 113'): the linear regime
+        they measure from is then seen at few batches."""
+        points = {
+            "the curve's": f.critical[0],
+            "the bent curve's": self.bent.critical,
+            "the model-free": self.model_free[0],
+        }
+        return [f"{k} {batch_text(v)}" for k, v in points.items() if v == v and v < 2 * self.smallest]
+
+
+def alternatives(cells_of: pd.DataFrame, d: ArmDraws, level: float = LEVEL) -> Alternatives:
+    """An arm's Alternatives from its cells (near ties off: the selected points' reruns) and its draws."""
+    reruns = [r for cell in selections(cells_of.assign(near_tie=False)) for r in cell[0]]
+    batches = d.batches
+    bent = critical.curve3(*zip(*reruns), level, _curve_grid(tuple(batches))) if len(reruns) else critical.NO_CURVE
+    return Alternatives(
+        bent if d.points["bent curve"] == d.points["bent curve"] else critical.NO_CURVE,
+        interval_of(d, "model-free", level),
+        critical.alpha_test(*zip(*reruns)) if reruns else critical.AlphaTest(math.nan, math.nan, math.nan, 0),
+        tuple(critical.linear_rungs(batches, d.medians, level)),
+        float(batches.min()),
+    )

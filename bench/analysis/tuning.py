@@ -1477,19 +1477,63 @@ def fit_checks(study: Study, table_cells: pd.DataFrame, fits: dict) -> dict[str,
     return out
 
 
-def ratios(table_cells: pd.DataFrame, names: list[str], reference: str | None) -> dict[str, ladder.Ratio | None]:
-    """arm -> its critical batch over the reference arm's (ladder.ratio), every arm against the reference at the
-    level Bonferroni's correction over those comparisons gives."""
+def estimates(table_cells: pd.DataFrame, names: list[str], reference: str | None, fits: dict) -> tuple[dict, dict]:
+    """arm -> its critical batch beside the curve's (ladder.alternatives), and arm -> its critical batch over the
+    reference arm's by each estimate (ladder.ESTIMATES -> ladder.Ratio or None), every arm against the reference
+    at the level Bonferroni's correction over those comparisons gives; each arm's seed-bootstrap draws made once,
+    the same draws for every arm (the seeds of all the arms with a fit)."""
     others = [a for a in names if a != reference and reference is not None]
     level = 1 - power.family_alpha(max(len(others), 1))
-    of = lambda arm: table_cells[table_cells["arm"] == arm]  # noqa: E731
-    waiting = lambda arm: not of(arm)["rerun_steps"].map(len).all()  # noqa: E731
-    return {
-        arm: None
-        if waiting(arm) or waiting(reference)
-        else ladder.ratio(of(arm), of(reference), level, of(arm)["linear_from"].iloc[0])
+    of = {arm: cells_of for arm, cells_of in table_cells.groupby("arm", sort=False)}
+    ready = [a for a in names if fits.get(a) is not None and fits[a].found]
+    seeds = sorted({s for a in ready for s in itertools.chain.from_iterable(of[a]["rerun_seeds"])})
+    linear = {a: of[a]["linear_from"].iloc[0] for a in ready}
+    base = min((ladder.base_batch(of[a], linear[a]) for a in ready), default=0.0)
+    draws = {a: ladder.arm_draws(of[a], seeds, base) for a in ready}
+    alternatives = {a: ladder.alternatives(of[a], draws[a]) for a in ready if base}
+    ratio_of = {
+        arm: {e: ladder.draws_ratio(draws[arm], draws[reference], e, level) for e in ladder.ESTIMATES}
+        if arm in draws and reference in draws
+        else None
         for arm in others
     }
+    return alternatives, ratio_of
+
+
+ALTERNATIVES_NOTE = (
+    "critical batch beside the curve's (bench/analysis/critical.py; a word on a ratio only where they agree): "
+    "bent curve: S(B) = S_min (1 + (B_noise / B)^alpha) fitted as the curve is (alpha = 1 is the curve), its "
+    "critical batch where S(B) B / (S(B0) B0) passes 1.2, [95%] the profile-likelihood interval of it and of "
+    "alpha; alpha = 1: F test p: the third parameter's F test on the batch means (each batch's mean log steps), a "
+    "test with power against the bend that the lack-of-fit test, which weighs it against the reruns' scatter, "
+    "misses; model-free: where the reruns' median steps x batch over the smallest batch's first pass 1.2, "
+    "interpolated on log batch between the two batches that bracket it (no curve), [95%] from the same seed "
+    "bootstrap as the ratios (its log's sd x sqrt(n / (n - 1)) x Student's t on n - 1 degrees of freedom); batches "
+    "in the linear regime: the smallest batch and those above it whose images / linear the seeds' noise does not "
+    "tell from 1 (its bootstrap interval holds 1), in a row. The ratio rows put each estimate's ratio in its "
+    "column, from the same draws. The coverage of each interval in simulated ladders, with alpha = 1 and bent: "
+    "docs/algorithms.md (tools/ladder_coverage.py --only estimates)."
+)
+
+
+def alternative_cells(a: ladder.Alternatives | None) -> list:
+    """The bent curve's, the F test's, the model-free and the linear regime's cells of an arm's first row."""
+    if a is None:
+        return [NO_NUMBER, Cell(None, kind="p"), NO_NUMBER, NO_NUMBER]
+    return [bent_text(a.bent), Cell(a.alpha.p, kind="p"), ladder.interval_text(*a.model_free), linear_text(a.linear)]
+
+
+def bent_text(c) -> str:
+    """'230 [163, 323] (alpha 1.16 [1.04, 1.28])': the bent curve's critical batch and alpha."""
+    if not c.found:
+        return NO_NUMBER
+    alpha = f"alpha {c.alpha:.2f} [{c.alpha_low:.2f}, {c.alpha_high:.2f}]"
+    return f"{ladder.interval_text(c.critical, c.critical_low, c.critical_high)} ({alpha})"
+
+
+def linear_text(batches: tuple[int, ...]) -> str:
+    """'2 (64, 128)': the batches seen in the linear regime, the smallest (the reference itself) included."""
+    return f"{len(batches)} ({', '.join(f'{b:,}' for b in batches)})"
 
 
 def _crossing_text(fraction: float, lr: float) -> str:
@@ -1533,12 +1577,13 @@ def scaling_claims(
     ratio_of=None,
     ties=None,
     secondary: bool = False,
+    alternatives=None,
 ):
     """The scaling table's claims in words, made from its numbers: each arm's critical batch with its checks and
     the near ties it rests on (untested_ties), the ratios to the reference arm, and where the crossings fell in the
     schedule from the smallest batch to the largest. secondary: the sweep selected its cells on the final Top-1
     (secondary_steps_note), which each critical batch and ratio says, so a claim quoted alone keeps it."""
-    checks, ratio_of, ties = checks or {}, ratio_of or {}, ties or {}
+    checks, ratio_of, ties, alternatives = checks or {}, ratio_of or {}, ties or {}, alternatives or {}
     caveat = f"; {SECONDARY_TEXT}" if secondary else ""
     claims = []
     for arm in names:
@@ -1576,35 +1621,42 @@ def scaling_claims(
             words.append(f"it rests on near-tied selections at {at} whose runner-ups were not rerun")
         if f.base:
             words.append("batch-0 reference (0.2 B_noise): " + ladder.interval_text(*f.critical_at_zero))
+        if arm in alternatives:
+            words += alternatives_words(alternatives[arm], f)
         claims.append("; ".join(words) + caveat + ".")
     for arm in names:
         if arm == reference or arm not in ratio_of:
             continue
-        r = ratio_of[arm]
+        estimated = ratio_of[arm] or {}
+        r = estimated.get("curve")
         pair = f"{display(arm)} / {display(reference)} critical batch"
         if r is None:
             claims.append(f"{pair}: no ratio (an arm has no fit, or lacks reruns at some batch).")
+            continue
+        others = {e: v for e, v in estimated.items() if e != "curve" and v is not None}
+        said = f"{pair}: {r.text}, seed-paired bootstrap)" + "".join(
+            f"; by the {e}: {v.text})" if e != "model-free" else f"; model-free: {v.text})" for e, v in others.items()
+        )
+        unlocated = [display(a) for a in (arm, reference) if not fits[a].resolved]
+        if unlocated:  # a ratio of critical batches the ladder does not locate is not read
+            word = f"not judged ({' and '.join(unlocated)}: critical batch not resolved)"
         else:
-            unlocated = [display(a) for a in (arm, reference) if not fits[a].resolved]
-            if unlocated:  # a ratio of critical batches the ladder does not locate is not read
-                word = f"not judged ({' and '.join(unlocated)}: critical batch not resolved)"
-            else:
-                could = ""
-                if r.word.startswith("no ") and r.resolvable == r.resolvable:
-                    low, high = r.resolvable_range
-                    could = f"; could resolve ≥ {ladder.ratio_text(r.resolvable)}x at 80% power" + (
-                        f" ([{ladder.ratio_text(low)}, {ladder.ratio_text(high)}] at 95%, from the seeds' noise)"
-                        * (low == low)
-                    )
-                word = r.word + could
-                if r.unbounded:
-                    word += f"; in {r.unbounded:,} of its {r.draws:,} draws an arm had no finite critical batch"
-                scatter = [display(a) for a in (arm, reference) if fits[a].lack_of_fit_p < ladder.LACK_OF_FIT_ALPHA]
-                if scatter:  # the bootstrap redraws seeds, not the batches' selections
-                    word += (
-                        f" (too narrow: the batches of {' and '.join(scatter)} scatter more than the seeds it redraws)"
-                    )
-            claims.append(f"{pair}: {r.text}, seed-paired bootstrap): {word}{caveat}.")
+            word = combined_word({"curve": r, **others})
+            if word.startswith("no ") and r.resolvable == r.resolvable:
+                low, high = r.resolvable_range
+                word += f"; could resolve ≥ {ladder.ratio_text(r.resolvable)}x at 80% power" + (
+                    f" ([{ladder.ratio_text(low)}, {ladder.ratio_text(high)}] at 95%, from the seeds' noise)"
+                    * (low == low)
+                )
+            if r.unbounded:
+                word += f"; in {r.unbounded:,} of its {r.draws:,} draws an arm had no finite critical batch"
+            scatter = [display(a) for a in (arm, reference) if fits[a].lack_of_fit_p < ladder.LACK_OF_FIT_ALPHA]
+            if scatter:  # the bootstrap redraws seeds, not the batches' selections
+                word += f" (too narrow: the batches of {' and '.join(scatter)} scatter more than the seeds it redraws)"
+        untested = [f"{display(a)} {len(ties[a])} of {len(crossings[a])}" for a in (arm, reference) if ties.get(a)]
+        if untested and others:  # what the intervals leave out: they hold each cell's selected point fixed
+            word += f"; the intervals hold the selections fixed, near ties not rerun ({', '.join(untested)} batches)"
+        claims.append(f"{said}: {word}{caveat}.")
     for arm in names:
         ends = [crossings[arm][b] for b in sorted(crossings[arm]) if crossings[arm][b][0] == crossings[arm][b][0]]
         if len(ends) > 1:
@@ -1622,6 +1674,34 @@ def scaling_claims(
 
 
 EXCESS_TEXT = f"{ladder.EXCESS - 1:.0%}"
+
+
+def combined_word(estimated: dict) -> str:
+    """A ratio's word over its estimates (ladder.ESTIMATES -> Ratio): 'larger' or 'smaller' only where every
+    estimate resolves it the same way, 'no difference resolved' where none resolves one, else 'depends on the
+    curve' with each estimate's word."""
+    words = {e: r.word for e, r in estimated.items()}
+    if len(set(words.values())) == 1:
+        return next(iter(words.values()))
+    return "depends on the curve (" + "; ".join(f"{e}: {w}" for e, w in words.items()) + ")"
+
+
+def alternatives_words(a: ladder.Alternatives, f: ladder.Fit) -> list[str]:
+    """An arm's critical batch beside the curve's, in words (scaling_claims)."""
+    words = []
+    if a.bent.found:
+        test = a.alpha
+        verdict = "rejected" if test.p < ladder.LACK_OF_FIT_ALPHA else "not rejected"
+        words.append(
+            f"the bent curve S_min (1 + (B_noise / B)^alpha) puts it at {bent_text(a.bent)}; alpha = 1 {verdict} on "
+            f"the {test.batches} batch means (F test p {test.p:.3f})"
+        )
+    if a.model_free[0] == a.model_free[0]:
+        words.append(f"model-free (where the reruns' medians pass 1.2 x linear): {ladder.interval_text(*a.model_free)}")
+    words.append(f"batches seen in the linear regime: {linear_text(a.linear)}")
+    if near := a.near_smallest(f):
+        words.append(f"within 2x of the smallest batch ({a.smallest:,.0f}): {', '.join(near)}; extend the ladder down")
+    return words
 
 
 def _no_fit_text(cells_of: pd.DataFrame) -> str:
@@ -1663,6 +1743,10 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
             "critical batch [95%]",
             "critical batch without this batch",
             "batch-0 reference, 0.2 B_noise [95%]",
+            "critical batch, bent curve [95%] (alpha [95%])",
+            "alpha = 1: F test p (batch means)",
+            "critical batch, model-free [95%]",
+            "batches in the linear regime",
         ],
         keys=2,
     )
@@ -1674,7 +1758,7 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
     reference = baseline or (
         declared if declared in fits else PRIMARY[1] if PRIMARY[1] in fits else names[0] if names else None
     )
-    ratio_of = ratios(table_cells, names, reference)
+    alternatives, ratio_of = estimates(table_cells, names, reference, fits)
     crossings = {arm: {} for arm in names}
     for arm in names:
         cells_of = table_cells[table_cells["arm"] == arm].sort_values("global_batch")
@@ -1697,6 +1781,7 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
                 fitted = ladder.interval_text(f.b_noise, f.low, f.high)
                 critical = ladder.interval_text(*f.critical)
                 at_zero = ladder.interval_text(*f.critical_at_zero)
+            others = alternative_cells(alternatives.get(arm)) if i == 0 else ["", Cell(None, kind="p"), "", ""]
             chance = check.misses_chance[i] if check else math.nan
             left_out = check.left_out.get(c["global_batch"], math.nan) if check else math.nan
             table.rows.append(
@@ -1717,6 +1802,7 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
                     critical,
                     NO_NUMBER if left_out != left_out else ladder.batch_text(left_out),
                     at_zero,
+                    *others,
                 ]
             )
     for arm, r in ratio_of.items():
@@ -1731,8 +1817,12 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
                 Cell(None, kind="images"),
                 "",
                 Cell(None, kind="p"),
-                _ratio_text(r),
+                _ratio_text(r and r["curve"]),
                 "",
+                "",
+                _ratio_text(r and r["bent curve"]),
+                Cell(None, kind="p"),
+                _ratio_text(r and r["model-free"]),
                 "",
             ]
         )
@@ -1794,6 +1884,7 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
         "draws; where more of them than the interval's tail are, or the point itself is 0 or ∞, the interval is the "
         "draws' percentiles (which cover less than asked at 5 seeds), with no resolvable ratio. Its coverage in "
         "simulated ladders: docs/algorithms.md.",
+        ALTERNATIVES_NOTE,
         f"B_simple: the simple gradient noise scale tr(Σ)/|G|² (McCandlish et al. 2018) over the steps each rerun "
         f"started within epochs {NOISE_WINDOW[0]:g} to {NOISE_WINDOW[1]:g} of the training set (the same images at "
         "every batch; a run that stopped before the window's end has none), median over the reruns; '—': no rerun "
@@ -1806,7 +1897,15 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
         *(
             f"Claim: {claim}"
             for claim in scaling_claims(
-                fits, names, reference, crossings, checks, ratio_of, untested_ties(table_cells), bool(secondary)
+                fits,
+                names,
+                reference,
+                crossings,
+                checks,
+                ratio_of,
+                untested_ties(table_cells),
+                bool(secondary),
+                alternatives,
             )
         ),
     ]
