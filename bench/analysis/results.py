@@ -418,21 +418,29 @@ def summarize(record: Run) -> tuple[dict, pd.DataFrame]:
             train_size=float(meta.get("train_size") or 0),
         ),
     }
-    if len(metrics):
-        last = metrics.iloc[-1]
-        row.update(
-            epochs=last["epoch"],
-            steps=last["step"],
-            images=last["images_seen"],
-            best_val_top1=metrics["val_top1"].max(),
-            best_val_top5=metrics["val_top5"].max(),
-        )
-        if not diverged:
-            row.update({name: last[col] for name, col in FINAL.items()}, holdout_top1=last["holdout_top1"])
-            row.update(
-                gap_top1=last["train_eval_top1"] - last["val_top1"], gap_loss=last["val_loss"] - last["train_eval_loss"]
-            )
+    row.update(last_evaluation(metrics, diverged))
     return row, metrics.assign(run=str(run))
+
+
+def last_evaluation(metrics: pd.DataFrame, diverged: bool) -> dict:
+    """A run's figures at its last evaluation (summarize's row keys): where it got to, its best val Top-1, and,
+    unless it diverged, its final accuracies and gaps; nothing before its first evaluation."""
+    if not len(metrics):
+        return {}
+    last = metrics.iloc[-1]
+    figures = {
+        "epochs": last["epoch"],
+        "steps": last["step"],
+        "images": last["images_seen"],
+        "best_val_top1": metrics["val_top1"].max(),
+        "best_val_top5": metrics["val_top5"].max(),
+    }
+    if not diverged:
+        figures.update({name: last[col] for name, col in FINAL.items()}, holdout_top1=last["holdout_top1"])
+        figures.update(
+            gap_top1=last["train_eval_top1"] - last["val_top1"], gap_loss=last["val_loss"] - last["train_eval_loss"]
+        )
+    return figures
 
 
 def sweep_place(recipe: dict) -> dict:

@@ -415,64 +415,10 @@ def plot_lr_sensitivity(runs: pd.DataFrame, table_cells: pd.DataFrame, order: li
     ncols = columns(len(arms), 4)
     nrows = math.ceil(len(arms) / ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=size(True, 2.3 * nrows + 0.6), layout="constrained", squeeze=False)
-    searched_warmup = False
     panels = list(axes.flat[: len(arms)])
+    searched_warmup = False
     for ax, arm in zip(panels, arms):
-        mine = trials[trials["arm"] == arm]
-        warmups = mine["warmup_epochs"].nunique(dropna=False) > 1  # the sweep searched it: each point says its own
-        searched_warmup |= warmups
-        for batch in batches:
-            t = mine[mine["global_batch"] == batch].sort_values("lr")
-            ok = t[t[column].notna()]
-            for segment in warmup_segments(ok):  # a line joins only trials of one warm-up: lr is all that moves
-                ax.plot(
-                    segment["lr"],
-                    segment[column],
-                    marker="o",
-                    color=shades[batch],
-                    markersize=3,
-                    label=f"batch {batch_label(batch)}",
-                )
-            if warmups:
-                for _, t_ in ok.iterrows():
-                    ax.annotate(
-                        f"{t_['warmup_epochs']:.2g}",
-                        (t_["lr"], t_[column]),
-                        fontsize=4.5,
-                        color=shades[batch],
-                        xytext=(2, 2),
-                        textcoords="offset points",
-                        gid="warmup-label",
-                    )
-            spiked = ok[ok["unstable"]]
-            if len(spiked):
-                ax.plot(
-                    spiked["lr"],
-                    spiked[column],
-                    linestyle="",
-                    marker="o",
-                    markersize=7,
-                    markerfacecolor="none",
-                    markeredgecolor="red",
-                    label=SPIKED,
-                )
-        if not mine[column].notna().any():
-            ax.text(
-                0.5,
-                0.5,
-                f"{NO_TRIAL}\n({len(mine)} trial{'s' * (len(mine) != 1)}: "
-                + ("none reached the target)" if by_steps else "all diverged)"),
-                transform=ax.transAxes,
-                ha="center",
-                va="center",
-                fontsize=7,
-                gid="no-successful-trial",
-            )
-            ax.set_yticks([])
-        ax.set_xscale("log")
-        plain_log_x(ax)
-        ax.set_xlabel(f"peak lr ({display(arm)})")
-        ax.set_title(display(arm), fontsize="medium")
+        searched_warmup |= _lr_panel(ax, trials[trials["arm"] == arm], arm, column, shades, by_steps)
     for ax in axes.flat[len(arms) :]:
         ax.set_visible(False)
     drawn = [ax for ax, arm in zip(panels, arms) if trials.loc[trials["arm"] == arm, column].notna().any()]
@@ -496,17 +442,88 @@ def plot_lr_sensitivity(runs: pd.DataFrame, table_cells: pd.DataFrame, order: li
             else f"final Top-1 (%), {'held-out' if column == 'holdout_top1' else 'val'} images"
         )
     present = sorted(set(trials.loc[trials[column].notna(), "global_batch"]))
-    empty = [display(arm) for ax, arm in zip(panels, arms) if ax not in drawn]
     handles = [Line2D([], [], color=shades[b], marker="o", label=f"batch {batch_label(b)}") for b in present]
-    miss = "target not reached (or diverged)" if by_steps else "diverged (no final accuracy)"
+    spiked = (trials["unstable"] & trials[column].notna()).any()
     if missing:
-        handles.append(Line2D([], [], color="k", marker="x", linestyle="", label=miss))
-    if (trials["unstable"] & trials[column].notna()).any():
+        handles.append(Line2D([], [], color="k", marker="x", linestyle="", label=_lr_miss(by_steps)))
+    if spiked:
         handles.append(Line2D([], [], color="red", marker="o", markerfacecolor="none", linestyle="", label=SPIKED))
     legend_below(fig, handles, ncol=7)
     fig.suptitle("Learning-rate sensitivity of the trials", fontsize="medium")
-    caption(
-        fig,
+    empty = [display(arm) for ax, arm in zip(panels, arms) if ax not in drawn]
+    caption(fig, _lr_caption(table_cells, by_steps, searched_warmup, bool(missing), spiked, empty))
+    return fig
+
+
+def _lr_panel(ax, mine: pd.DataFrame, arm: str, column: str, shades: dict, by_steps: bool) -> bool:
+    """One arm's panel of the lr sensitivity figure: its trials' `column` against lr, a line per batch and warm-up,
+    each point labelled with its warm-up where the arm searched it (returned), the spiked ones circled."""
+    warmups = mine["warmup_epochs"].nunique(dropna=False) > 1  # the sweep searched it: each point says its own
+    for batch, colour in shades.items():
+        t = mine[mine["global_batch"] == batch].sort_values("lr")
+        ok = t[t[column].notna()]
+        for segment in warmup_segments(ok):  # a line joins only trials of one warm-up: lr is all that moves
+            ax.plot(
+                segment["lr"],
+                segment[column],
+                marker="o",
+                color=colour,
+                markersize=3,
+                label=f"batch {batch_label(batch)}",
+            )
+        if warmups:
+            for _, t_ in ok.iterrows():
+                ax.annotate(
+                    f"{t_['warmup_epochs']:.2g}",
+                    (t_["lr"], t_[column]),
+                    fontsize=4.5,
+                    color=colour,
+                    xytext=(2, 2),
+                    textcoords="offset points",
+                    gid="warmup-label",
+                )
+        spiked = ok[ok["unstable"]]
+        if len(spiked):
+            ax.plot(
+                spiked["lr"],
+                spiked[column],
+                linestyle="",
+                marker="o",
+                markersize=7,
+                markerfacecolor="none",
+                markeredgecolor="red",
+                label=SPIKED,
+            )
+    if not mine[column].notna().any():
+        ax.text(
+            0.5,
+            0.5,
+            f"{NO_TRIAL}\n({len(mine)} trial{'s' * (len(mine) != 1)}: "
+            + ("none reached the target)" if by_steps else "all diverged)"),
+            transform=ax.transAxes,
+            ha="center",
+            va="center",
+            fontsize=7,
+            gid="no-successful-trial",
+        )
+        ax.set_yticks([])
+    ax.set_xscale("log")
+    plain_log_x(ax)
+    ax.set_xlabel(f"peak lr ({display(arm)})")
+    ax.set_title(display(arm), fontsize="medium")
+    return warmups
+
+
+def _lr_miss(by_steps: bool) -> str:
+    return "target not reached (or diverged)" if by_steps else "diverged (no final accuracy)"
+
+
+def _lr_caption(
+    table_cells: pd.DataFrame, by_steps: bool, searched_warmup: bool, missing: bool, spiked: bool, empty
+) -> str:
+    """The lr sensitivity figure's caption: what a point is, its lines and marks, and the arms without a trial."""
+    target = table_cells["target_top1"].iloc[0]
+    return (
         f"Learning-rate sensitivity of the trials: {tuning.describe(table_cells)}. Each point one trial: its "
         + (f"steps to {target:g}% val Top-1" if by_steps else "final Top-1 on the images it was selected on")
         + " against its peak lr, a panel per arm, a colour per batch; "
@@ -516,11 +533,14 @@ def plot_lr_sensitivity(runs: pd.DataFrame, table_cells: pd.DataFrame, order: li
             if searched_warmup
             else "lines join the trials of one batch (every trial had the same warm-up)."
         )
-        + (f" x in the band {'above' if by_steps else 'below'}: {miss}, a row per batch." if missing else "")
-        + (f" Circled in red: the {SPIKED}." if (trials["unstable"] & trials[column].notna()).any() else "")
-        + (f" {', '.join(empty)}: {NO_TRIAL}." if empty else ""),
+        + (
+            f" x in the band {'above' if by_steps else 'below'}: {_lr_miss(by_steps)}, a row per batch."
+            if missing
+            else ""
+        )
+        + (f" Circled in red: the {SPIKED}." if spiked else "")
+        + (f" {', '.join(empty)}: {NO_TRIAL}." if empty else "")
     )
-    return fig
 
 
 def _fraction_ticks(ax, n: int) -> None:
