@@ -260,20 +260,20 @@ class EngineSpec(Strict):
         False,
         description="torch.compile the model: false, true (torch's default mode) or a mode: reduce-overhead (CUDA "
         "graphs where torch finds them safe), max-autotune, max-autotune-no-cudagraphs; auto = the mode measured "
-        "fastest on this GPU model (bench/engine/defaults.json), else false (docs/performance.md)",
+        "fastest on this GPU model (bench/defaults.json), else false (docs/performance.md)",
     )
     ghost_bn: Literal["auto", "batch_norm", "custom"] = Field(
         "auto",
         description="ghost BatchNorm's implementation (model.bn_batch): batch_norm = torch's kernel on a view of the "
         "chunks (a layout copy in and out for a channels_last input), custom = bench's own forward and backward on "
-        "a free view; auto = the one measured fastest on this GPU model (bench/engine/defaults.json), else "
+        "a free view; auto = the one measured fastest on this GPU model (bench/defaults.json), else "
         "custom for a channels_last input and batch_norm for a contiguous one",
     )
     optimizer_step: Literal["auto", "eager", "compiled"] = Field(
         "auto",
         description="LARS's update (LARS, LARC and their VRGD, AdaScale and SimiGrad forms): eager = its foreach ops, "
         "compiled = the same under torch.compile (compiled at the first step); auto = the one measured fastest on "
-        "this GPU model (bench/engine/defaults.json), else eager",
+        "this GPU model (bench/defaults.json), else eager",
     )
     sync_bn: bool = Field(False, description="BatchNorm statistics over all ranks' micro-batches (SyncBatchNorm)")
     threads: Union[PositiveInt, Literal["auto"]] = Field(

@@ -1,4 +1,4 @@
-"""bench/engine/defaults.py: the measured defaults per GPU model that the `auto` engine keys read. A GPU model's
+"""bench/defaults.py: the measured defaults per GPU model that the `auto` engine keys read. A GPU model's
 entry picks its candidates; an unknown GPU and the CPU run today's; a recipe that names a candidate runs it
 everywhere; a damaged or invalid file is one sentence (exit 2); the matrix's write keeps the other models."""
 
@@ -7,8 +7,9 @@ import json
 import pytest
 import torch
 
+from bench import defaults
 from bench import recipe as recipes
-from bench.engine import defaults, ghost_bn
+from bench.engine import ghost_bn
 from bench.engine.distributed import Dist
 from bench.engine.train import Trainer
 from bench.errors import UserError

@@ -10,8 +10,9 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
+from bench import defaults
 from bench import recipe as recipe_mod
-from bench.engine import defaults, distributed, ghost_bn
+from bench.engine import distributed, ghost_bn
 from bench.engine.group_pass import BatchedGroups
 from bench.engine.plan import make_plan
 from bench.engine.train import Trainer

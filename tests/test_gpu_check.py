@@ -155,8 +155,8 @@ MATRIX_NAMES = [name for name, *_ in gpu_check.MATRIX_STEPS]
 @pytest.mark.slow
 def test_the_matrix_rehearsal_measures_every_candidate_and_writes_the_table_and_the_proposal(tmp_path):
     """`--matrix --device cpu --tiny`: every row's candidates measured side by side (none failed), each of issue 85's
-    rows in matrix.md with a figure, a proposal beside the report, and bench/engine/defaults.json untouched."""
-    from bench.engine import defaults
+    rows in matrix.md with a figure, a proposal beside the report, and bench/defaults.json untouched."""
+    from bench import defaults
     from bench.perf import matrix
 
     committed = defaults.FILE.read_bytes()
@@ -203,7 +203,7 @@ def _row(name: str, gpu: str | None, choices: dict) -> dict:
 
 
 def test_the_report_proposes_a_gpus_defaults_and_writes_them_only_when_told(tmp_path):
-    from bench.engine import defaults
+    from bench import defaults
     from bench.errors import UserError
     from bench.perf import matrix
 

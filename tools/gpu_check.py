@@ -474,7 +474,7 @@ def matrix_row(row: str):
 
 
 def matrix_report(c: Checker, step: Step) -> str | None:
-    """matrix.json, matrix.md and defaults-proposal.json into --out (bench/engine/defaults.json too with
+    """matrix.json, matrix.md and defaults-proposal.json into --out (bench/defaults.json too with
     --write-defaults); a row whose step did not finish is "not measured" there."""
     files = [str(c.scratch / f"matrix-{row}.json") for row in MATRIX_ROWS]
     writes = ["--write-defaults"] if c.args.write_defaults else []
@@ -601,7 +601,7 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--write-defaults",
         action="store_true",
-        help="--matrix: also write the proposed defaults into bench/engine/defaults.json (default: beside the report)",
+        help="--matrix: also write the proposed defaults into bench/defaults.json (default: beside the report)",
     )
     args = parser.parse_args(argv)
     if args.write_defaults and not args.matrix:

@@ -10,7 +10,7 @@ backward of its own on a free view of its memory (_GhostNorm): no layout copy th
 
 Two implementations, `engine.ghost_bn` (the layers' `impl`: input layout -> which): batch_norm, torch's kernel on
 that view (a channels_last input copied to it and the output back), and custom, _GhostNorm on a free view of
-either layout. auto, unmeasured, is the choice above per layout (bench/engine/defaults.py: a GPU model's measured
+either layout. auto, unmeasured, is the choice above per layout (bench/defaults.py: a GPU model's measured
 default may differ). Both are the same mathematics (tests/test_ghost_bn.py, against F.batch_norm chunk by chunk).
 
 Running statistics rule: a layer's input of n = j x bn_batch images updates the running statistics exactly as
@@ -42,7 +42,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.autograd.function import once_differentiable
 
-from bench.engine.defaults import TODAY
+from bench.defaults import TODAY
 from bench.models import ghost_layers
 
 

@@ -47,11 +47,10 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
-from bench import catalog, optim
+from bench import catalog, defaults, optim
 from bench.data import Data, build, images, resolve_loader, scan
 from bench.engine import (
     checkpoint,
-    defaults,
     distributed,
     ghost_bn,
     group_pass,

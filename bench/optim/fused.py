@@ -12,7 +12,7 @@ ninja: half a minute on an idle machine, minutes on a busy one, then never again
 builds them). Without them the optimizers keep their eager code (`fused=None` warns once;
 `fused=True` is an error). The GPU kernels have been run only in Triton's interpreter so far, so on
 GPU they run with `fused=True`, and with `fused=None` only on a GPU model whose measured defaults chose them
-(bench/engine/defaults.json, `optimizer.fused`; none so far); elsewhere `fused=None` keeps the eager code there.
+(bench/defaults.json, `optimizer.fused`; none so far); elsewhere `fused=None` keeps the eager code there.
 """
 
 import functools
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from bench.engine.defaults import vrgd_fused
+from bench.defaults import vrgd_fused
 from bench.errors import BenchWarning, UserError
 
 SOURCE = Path(__file__).with_name("csrc") / "vrgd_cpu.cpp"

@@ -65,7 +65,7 @@ class VRGD(GroupGradients):
         fused: the fused kernels (fused.py; torch.optim's `fused` convention) for observe() and the
             GSNR factors of every variant, and VRGD-LARS' whole step: null (default) uses them where
             they apply (dense fp32 CPU parameters; on GPU the Triton kernels, not yet run on a GPU,
-            only with true or where bench/engine/defaults.json measured them faster on that GPU model),
+            only with true or where bench/defaults.json measured them faster on that GPU model),
             true requires them (an error where they cannot run), false keeps the
             eager code. Both compute the same update up to fp32 rounding.
         **base: the base optimizer's arguments.

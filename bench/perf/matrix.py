@@ -1,5 +1,5 @@
 """The candidate matrix (issue 85): every implementation behind an `auto` key measured side by side on one device,
-paired, the GPU goals judged, and the defaults the measurement chooses (bench/engine/defaults.py).
+paired, the GPU goals judged, and the defaults the measurement chooses (bench/defaults.py).
 
     python -m bench.perf.matrix ROW --device cuda --budget S --json FILE [--tiny]     # one row
     python -m bench.perf.matrix report FILE... --out DIR [--write-defaults]           # the table and the proposal
@@ -43,7 +43,7 @@ from pathlib import Path
 
 import torch
 
-from bench.engine import defaults
+from bench import defaults
 from bench.engine.threads import resolve
 from bench.errors import ArgumentParser, UserError
 from bench.perf.train import GHOST_TARGET, MIN_PAIRS, TARGET, sign_interval, verdict

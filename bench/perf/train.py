@@ -54,7 +54,7 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from bench.engine import defaults
+from bench import defaults
 from bench.engine.threads import resolve
 from bench.errors import ArgumentParser, UserError, count
 from bench.rundir import RunDir
