@@ -979,7 +979,7 @@ TABLES = {
         ),
         TableRecord(
             name="verdict",
-            function="bench.analysis.tuning:verdict",
+            function="bench.analysis.verdict:verdict",
             sweep=True,
             help="a sweep's tuned optimizers at each batch: differences with 95% intervals (paired by seed), "
             "Holm-adjusted p, the minimum detectable effect",
@@ -993,27 +993,27 @@ TABLES = {
         ),
         TableRecord(
             name="plan",
-            function="bench.analysis.tuning:plan",
+            function="bench.analysis.verdict:plan",
             sweep=True,
             help="the seeds per side a next study needs for each of the verdict's comparisons, at this one's noise",
             baseline="plan each other arm's comparison with this one (default: every pair of arms)",
         ),
         TableRecord(
             name="matched",
-            function="bench.analysis.tuning:matched",
+            function="bench.analysis.verdict:matched",
             sweep=True,
             help="a sweep's matched points (reruns.matched): both arms at each arm's selected point, paired by seed",
         ),
         TableRecord(
             name="batches",
-            function="bench.analysis.tuning:across_batches",
+            function="bench.analysis.across:across_batches",
             sweep=True,
             help="a Top-1 sweep's arms across batches: each cell's val Top-1, train-eval Top-1 and generalization gap with 95% "
             "intervals, and each against the same arm at its smallest batch (Welch, Holm-adjusted, MDE)",
         ),
         TableRecord(
             name="scaling",
-            function="bench.analysis.tuning:scaling",
+            function="bench.analysis.scaling:scaling",
             sweep=True,
             help="steps to result along a sweep's batch ladder, the distance from perfect scaling, the critical batch",
             baseline="the arm the others' critical batches are divided by (default: lars, else the first arm)",

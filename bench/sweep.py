@@ -225,7 +225,7 @@ class Scaling(Strict):
 
 
 class Primary(Strict):
-    """The verdict's declared question, its own Holm family (bench/analysis/tuning.py): every other arm against
+    """The verdict's declared question, its own Holm family (bench/analysis/pairs.py): every other arm against
     `reference`, or the listed `pairs`, each read as X against Y (X / Y, X − Y)."""
 
     reference: str | None = Field(None, description="every other arm against this one")

@@ -682,7 +682,7 @@ def test_a_studys_tables_and_figures_open_no_run_file_after_loading(tmp_path, mo
     from pathlib import Path
 
     from bench import rundir
-    from bench.analysis import plots, tuning
+    from bench.analysis import cells, plots
     from tests.helpers import sweep_run
 
     root = tmp_path / "sweep"
@@ -717,7 +717,7 @@ def test_a_studys_tables_and_figures_open_no_run_file_after_loading(tmp_path, mo
     for name in ("tuning", "scaling"):  # the verdict's and the plan's cells are the tuning table's
         assert render(tables.build(name, study, tables.baseline_for(name, "sgd")))
     pd.testing.assert_frame_equal(plots.run_events(study, reruns), before)
-    assert len(before) == 2 * 20 and list(tuning.cells(study)["clip_frac"]) == [0.25] * 4  # the reruns logged 0.25
+    assert len(before) == 2 * 20 and list(cells.cells(study)["clip_frac"]) == [0.25] * 4  # the reruns logged 0.25
 
 
 def test_exports_name_runs_relative_to_the_reported_root_and_define_every_column(tmp_path, capsys):

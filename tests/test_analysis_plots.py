@@ -538,7 +538,7 @@ def test_every_figure_keeps_the_style(styled, kind):
 
 
 def test_each_figure_has_its_caption_and_a_one_line_title(styled):
-    from bench.analysis import tuning
+    from bench.analysis import cells
 
     _, root = styled
     for folder in (root / "plots", root / "sweep-plots"):
@@ -549,7 +549,7 @@ def test_each_figure_has_its_caption_and_a_one_line_title(styled):
     # the details the title left out: what the sweep ran on, its trials and seeds
     assert "6,400" not in (sweep / "steps_to_result.caption.txt").read_text()  # (not this study's numbers)
     assert "trials per cell" in (sweep / "steps_to_result.caption.txt").read_text()
-    note = tuning.secondary_steps_note(tuning.cells(results.load_study([root / "sweep"])))
+    note = cells.secondary_steps_note(cells.cells(results.load_study([root / "sweep"])))
     assert note.startswith("This sweep selected each cell's point on the final Top-1")  # its steps: secondary
     for stem in ("steps_to_result", "performance_profile"):
         assert note in (sweep / f"{stem}.caption.txt").read_text()
@@ -559,10 +559,10 @@ def test_each_figure_has_its_caption_and_a_one_line_title(styled):
 def test_the_tuned_curves_draw_each_cells_reruns(styled):
     """tuned_curves: each cell's finished reruns (rerun_groups) as one mean curve with its band, val and
     train-eval; the caption says which runs they are."""
-    from bench.analysis import tuning, tuning_plots
+    from bench.analysis import cells, tuning_plots
 
     _, root = styled
-    table_cells = tuning.cells(results.load_study([root / "sweep"]))
+    table_cells = cells.cells(results.load_study([root / "sweep"]))
     groups = tuning_plots.rerun_groups(table_cells)
     with_reruns = table_cells[table_cells["reruns"].map(len) > 0]
     assert len(groups) == len(with_reruns) > 0
@@ -666,10 +666,10 @@ def test_lion_beside_lars_gets_another_hue_and_its_own_marker():
 
 def test_two_arms_missing_at_one_batch_get_a_row_each(styled, tmp_path):
     """LARS and VRGD-LARS both miss at 512: their marks sit one above the other in the band, never on each other."""
-    from bench.analysis import tuning, tuning_plots
+    from bench.analysis import cells, tuning_plots
 
     style_sweep(tmp_path)
-    table_cells = tuning.cells(results.load_study([tmp_path]))
+    table_cells = cells.cells(results.load_study([tmp_path]))
     with style.plt.rc_context(style.STYLE):
         fig = tuning_plots.plot_steps_to_result(table_cells, ["lars", "vrgd_lars", "lion"])
     ax = fig.axes[0]
@@ -684,13 +684,13 @@ def test_two_arms_missing_at_one_batch_get_a_row_each(styled, tmp_path):
 
 
 def test_lr_sensitivity_labels_warmups_only_where_searched_and_says_when_an_arm_never_succeeded(styled, tmp_path):
-    from bench.analysis import tuning, tuning_plots
+    from bench.analysis import cells, tuning_plots
 
     style_sweep(tmp_path / "a")
     study = results.load_study([tmp_path / "a"])
-    table_cells, runs = tuning.cells(study), tuning.sweep_runs(study)
+    table_cells, runs = cells.cells(study), cells.sweep_runs(study)
     with style.plt.rc_context(style.STYLE):
-        fig = tuning_plots.plot_lr_sensitivity(runs, table_cells, tuning.arms(runs))
+        fig = tuning_plots.plot_lr_sensitivity(runs, table_cells, cells.arms(runs))
     texts = [t for ax in fig.axes for t in ax.texts]
     assert not [t for t in texts if t.get_gid() == "warmup-label"]  # one warm-up for every trial: nothing to say
     [lion] = [ax for ax in fig.axes if ax.get_title() == "Lion"]
@@ -710,7 +710,7 @@ def test_lr_sensitivity_labels_warmups_only_where_searched_and_says_when_an_arm_
             schedule={"warmup_epochs": warmup},
         )
     study = results.load_study([tmp_path / "b"])
-    table_cells, runs = tuning.cells(study), tuning.sweep_runs(study)
+    table_cells, runs = cells.cells(study), cells.sweep_runs(study)
     with style.plt.rc_context(style.STYLE):
         fig = tuning_plots.plot_lr_sensitivity(runs, table_cells, ["lars"])
     labels = sorted(t.get_text() for t in fig.axes[0].texts if t.get_gid() == "warmup-label")
@@ -721,14 +721,14 @@ def test_lr_sensitivity_labels_warmups_only_where_searched_and_says_when_an_arm_
 def test_a_sweep_of_one_batch_draws_its_arms_side_by_side(tmp_path):
     """The demo's figure: one batch is no axis 'against batch size': the arms stand at 0, 1 with their names as the
     x tick labels, each rerun an open marker beside its arm's mean."""
-    from bench.analysis import tuning, tuning_plots
+    from bench.analysis import cells, tuning_plots
 
     for arm in ("lars", "vrgd_lars"):
         sweep_run(tmp_path, arm, 100, "trial", 0, [50, 61, 62])
         for seed in (1, 2, 3):
             sweep_run(tmp_path, arm, 100, "rerun", seed, [50, 61, 62 + seed])
     study = results.load_study([tmp_path])
-    table_cells, order = tuning.cells(study), tuning.arms(tuning.sweep_runs(study))
+    table_cells, order = cells.cells(study), cells.arms(cells.sweep_runs(study))
     with style.plt.rc_context(style.STYLE):
         for fig in (
             tuning_plots.plot_reruns_vs_batch(table_cells, order, "val_top1", "Top-1 (%)", "Tuned Top-1"),
@@ -748,10 +748,10 @@ def test_a_sweep_of_one_batch_draws_its_arms_side_by_side(tmp_path):
 
 
 def test_a_profile_of_two_batches_says_its_fractions_and_draws_every_arm_solid(tmp_path):
-    from bench.analysis import tuning, tuning_plots
+    from bench.analysis import cells, tuning_plots
 
     style_sweep(tmp_path)
-    table_cells = tuning.cells(results.load_study([tmp_path]))
+    table_cells = cells.cells(results.load_study([tmp_path]))
     two = table_cells[table_cells["global_batch"].isin([64, 128])]
     with style.plt.rc_context(style.STYLE):
         fig = tuning_plots.plot_performance_profile(two, ["lars", "vrgd_lars", "lion"])

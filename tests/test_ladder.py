@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from bench.analysis import ladder, results, tuning, tuning_plots
+from bench.analysis import cells, ladder, power, results, scaling, tuning, tuning_plots
 from tests.helpers import make_run
 
 LADDER = np.array([64, 128, 256, 512, 1024])
@@ -137,7 +137,7 @@ def tree(tmp_path_factory):
         for seed in range(1, 6):
             ladder_run(root, "vrgd_lars", batch, "rerun", seed, LINEAR)
     study = results.load_study([root])
-    return study, tuning.cells(study)
+    return study, cells.cells(study)
 
 
 def reruns_fit(hits: dict) -> ladder.Fit:
@@ -160,9 +160,9 @@ def test_the_interval_holds_the_estimate_of_the_other_near_tied_selection(tree):
 
 def test_the_scaling_table_prints_the_declared_critical_batch_its_batch_0_reference_and_not_resolved(tree):
     study, table_cells = tree
-    table = tuning.scaling(study, baseline="nesterov")
+    table = scaling.scaling(study, baseline="nesterov")
     rows = {(r[0], r[1]): dict(zip(table.columns, r)) for r in table.rows}
-    fits = tuning.ladder_fits(table_cells)
+    fits = scaling.ladder_fits(table_cells)
     nesterov, vrgd = fits["nesterov"], fits["vrgd_lars"]
     assert nesterov.base == 25 and nesterov.resolved  # linear scaling from the ladder's smallest batch (default)
     first = rows[("Nesterov SGD", 25)]
@@ -198,7 +198,7 @@ def test_a_ratio_of_two_located_critical_batches_is_judged_with_its_power_and_it
     x = ladder.Fit(400.0, 300.0, 500.0, base=64.0, lack_of_fit_p=0.5)
     y = ladder.Fit(420.0, 320.0, 520.0, base=64.0, lack_of_fit_p=0.01)
     r = ladder.Ratio(0.97, 0.8, 1.2, 0.95, 1.3, 1000, (1.15, 2.1), 3)
-    claims = tuning.scaling_claims({"x": x, "y": y}, ["x", "y"], "y", {"x": {}, "y": {}}, ratio_of={"x": {"curve": r}})
+    claims = scaling.scaling_claims({"x": x, "y": y}, ["x", "y"], "y", {"x": {}, "y": {}}, ratio_of={"x": {"curve": r}})
     [ratio] = [c for c in claims if c.startswith("x / y")]
     assert ratio == (
         "x / y critical batch: 0.97 [0.80, 1.20] (95.0%, seed-paired bootstrap): no difference resolved; could "
@@ -208,10 +208,10 @@ def test_a_ratio_of_two_located_critical_batches_is_judged_with_its_power_and_it
     [y_claim] = [c for c in claims if c.startswith("y: critical")]
     assert "its batches scatter about the fit more than their reruns do (lack of fit p 0.010)" in y_claim
     # a sweep tuned on the final Top-1: each critical batch and ratio says it is a secondary reading, quoted alone
-    tuned = tuning.scaling_claims(
+    tuned = scaling.scaling_claims(
         {"x": x, "y": y}, ["x", "y"], "y", {"x": {}, "y": {}}, ratio_of={"x": {"curve": r}}, secondary=True
     )
-    caveat = f"; {tuning.SECONDARY_TEXT}."
+    caveat = f"; {cells.SECONDARY_TEXT}."
     assert [c.endswith(caveat) for c in tuned] == [True] * 3
     assert not any(c.endswith(caveat) for c in claims)
 
@@ -226,7 +226,7 @@ def test_a_sweep_may_take_linear_scaling_from_the_fits_batch_0_limit(tree):
 
 
 def ladder_cell(batch, steps, budget, seeds=(1, 2, 3, 4, 5)) -> dict:
-    """One tuning.cells row as the fit reads it: reruns' steps (inf: a miss at the budget) on a grid of 1 step."""
+    """One cells.cells row as the fit reads it: reruns' steps (inf: a miss at the budget) on a grid of 1 step."""
     steps = np.asarray(steps, float)
     return {
         "global_batch": int(batch),
@@ -260,7 +260,7 @@ def test_the_checks_flag_misses_the_fit_does_not_explain_and_a_batch_off_the_cur
     assert check.unexplained() == [f"3 of 5 missed at 1,024 (chance {check.misses_chance[-1]:.3f} under the fit)"]
     assert check.fitted == pytest.approx(tuple(f.steps(LADDER)))
     assert f.lack_of_fit_p < 0.05 and f.critical[1] <= check.left_out[1024] <= f.critical[2]
-    claims = tuning.scaling_claims({"lars": f}, ["lars"], None, {"lars": {}}, {"lars": check})
+    claims = scaling.scaling_claims({"lars": f}, ["lars"], None, {"lars": {}}, {"lars": check})
     assert (
         f"its batches scatter about the fit more than their reruns do (lack of fit p {f.lack_of_fit_p:.3f})"
         in (claims[0])
@@ -272,15 +272,15 @@ def test_the_checks_flag_misses_the_fit_does_not_explain_and_a_batch_off_the_cur
         f"without 512: {ladder.batch_text(f.critical[2] * 1.5)}",
         f"at 79%: {ladder.batch_text(f.critical[1] / 2)}",
     ]
-    claims = tuning.scaling_claims({"lars": f}, ["lars"], None, {"lars": {}}, {"lars": moved})
+    claims = scaling.scaling_claims({"lars": f}, ["lars"], None, {"lars": {}}, {"lars": moved})
     assert "not robust (outside the interval: without 512: " in claims[0]
     assert "near-tied" not in claims[0]
     # near ties whose runner-up was not rerun (untested_ties): the claim names the batches it rests on
     cells_of["arm"], cells_of["near_tie"] = "lars", [False, True, False, False, True]
     cells_of["runner_up_rerun_steps"] = [(), (), (), (), (300.0,) * 5]
-    ties = tuning.untested_ties(cells_of)
+    ties = scaling.untested_ties(cells_of)
     assert ties == {"lars": [128]}  # 1,024's runner-up was rerun: its fit widens the interval instead
-    claims = tuning.scaling_claims({"lars": f}, ["lars"], None, {"lars": {}}, {"lars": check}, ties=ties)
+    claims = scaling.scaling_claims({"lars": f}, ["lars"], None, {"lars": {}}, {"lars": check}, ties=ties)
     assert "it rests on near-tied selections at 128 whose runner-ups were not rerun" in claims[0]
 
 
@@ -303,7 +303,7 @@ def test_a_diverged_rerun_is_left_out_of_the_fit_and_named_not_counted_as_a_miss
     assert (f.b_noise, f.low, f.high, f.spread) == (f_trimmed.b_noise, f_trimmed.low, f_trimmed.high, f_trimmed.spread)
     check = ladder.checks(with_divergence, f)
     assert check.misses == (0,) * 5 and check.diverged == (0, 0, 0, 0, 1) and check.reruns[-1] == 4
-    claims = tuning.scaling_claims({"lars": f}, ["lars"], None, {"lars": {}}, {"lars": check})
+    claims = scaling.scaling_claims({"lars": f}, ["lars"], None, {"lars": {}}, {"lars": check})
     assert "reruns diverged, left out of the fit: 1 of 5 at 1,024" in claims[0]
     assert ladder.checks(clean, ladder.fit_ladder(clean)).diverged_text() == ""
 
@@ -344,7 +344,7 @@ def test_draws_without_a_finite_critical_batch_open_the_ratios_end_when_more_tha
     r = ladder.ratios(near_linear, reference, 0.95, draws=200)["curve"]
     assert math.isfinite(r.point) and r.low > 1 and math.isinf(r.high)
     assert r.unbounded > 0.025 * r.draws * 2  # well past the tail, on any kernel path (29 here)
-    assert r.resolvable != r.resolvable and tuning._ratio_text(r).endswith("(95.0%)")  # no resolvable ratio
+    assert r.resolvable != r.resolvable and scaling._ratio_text(r).endswith("(95.0%)")  # no resolvable ratio
     swapped = ladder.ratios(reference, near_linear, 0.95, draws=200)["curve"]
     assert swapped.low == 0 and swapped.high < 1 and swapped.unbounded == r.unbounded
     assert swapped.point == pytest.approx(1 / r.point)
@@ -387,7 +387,7 @@ def test_where_the_medians_pass_1_2_x_linear_is_checked_against_the_fits_interva
     assert check.medians_text(below).startswith(
         "the images / linear column (the reruns' medians) passes 1.2 between 256 and 512, outside the interval"
     )
-    claims = tuning.scaling_claims({"x": below}, ["x"], None, {"x": {}}, {"x": check})
+    claims = scaling.scaling_claims({"x": below}, ["x"], None, {"x": {}}, {"x": check})
     assert "outside the interval (the column measures from the smallest batch's median" in claims[0]
     never = dataclasses.replace(check, medians_cross=(1024.0, math.inf))
     assert never.medians_text(below).startswith("the images / linear column (the reruns' medians) stays at or under")
@@ -410,9 +410,9 @@ def test_an_arms_fit_does_not_depend_on_the_other_arms(tree):
     _, table_cells = tree
     lars = table_cells[table_cells["arm"] == "lars"]
     others = table_cells[table_cells["arm"] != "lars"]
-    alone = tuning.ladder_fits(lars)["lars"]
-    assert tuning.ladder_fits(pd.concat([others, lars]))["lars"] == alone  # after the others, not first
-    assert tuning.ladder_fits(pd.concat([lars.iloc[::-1], others]))["lars"] == alone  # its rows in any order
+    alone = scaling.ladder_fits(lars)["lars"]
+    assert scaling.ladder_fits(pd.concat([others, lars]))["lars"] == alone  # after the others, not first
+    assert scaling.ladder_fits(pd.concat([lars.iloc[::-1], others]))["lars"] == alone  # its rows in any order
 
 
 def test_the_crossing_is_placed_in_the_schedule_from_the_run_record(tmp_path):
@@ -423,9 +423,9 @@ def test_the_crossing_is_placed_in_the_schedule_from_the_run_record(tmp_path):
     study = results.load_study([tmp_path])
     assert ladder.crossing(study.record(run), 30.0) == (0.15, 0.25)
     assert all(math.isnan(v) for v in ladder.crossing(study.record(run), math.inf))  # a miss crossed nowhere
-    [c] = tuning.cells(study).to_dict("records")
+    [c] = cells.cells(study).to_dict("records")
     assert ladder.crossings(study, pd.Series(c)) == (0.15, 0.25)
-    row = tuning.scaling(results.load_study([tmp_path])).rows[0]
+    row = scaling.scaling(results.load_study([tmp_path])).rows[0]
     assert "15% (lr 0.25 of peak)" in row
 
 
@@ -437,7 +437,7 @@ def test_the_steps_figure_draws_the_reruns_and_scales_from_them(tmp_path):
             ladder_run(tmp_path, arm, batch, "trial", 0, trial_hit)
             for seed, hit in enumerate(reruns, 1):
                 ladder_run(tmp_path, arm, batch, "rerun", seed, hit)
-    table_cells = tuning.cells(results.load_study([tmp_path]))
+    table_cells = cells.cells(results.load_study([tmp_path]))
     lines = tuning_plots.steps_lines(table_cells, ["lars", "vrgd_lars"])
     assert list(lines["vrgd_lars"]["median"]) == [60, 30] and list(lines["vrgd_lars"]["best_trial"]) == [20, 10]
     assert tuple(lines["lars"].iloc[0][["low", "high"]]) == (40, 50)  # 3 reruns: the smallest to the largest
@@ -447,9 +447,9 @@ def test_the_steps_figure_draws_the_reruns_and_scales_from_them(tmp_path):
     fig = tuning_plots.plot_steps_to_result(table_cells, ["lars", "vrgd_lars"])
     assert fig.axes[0].get_ylabel().endswith("(reruns' median, 75% interval)")
     assert "interval (75% exact coverage: the smallest to the largest" in fig.bench_caption
-    assert tuning.secondary_steps_note(table_cells) == "" and "secondary reading" not in fig.bench_caption  # speed
+    assert cells.secondary_steps_note(table_cells) == "" and "secondary reading" not in fig.bench_caption  # speed
     # the fit's lines: the fitted curve is 20% above the perfect-scaling line at the critical batch
-    f = tuning.ladder_fits(table_cells)["lars"]
+    f = scaling.ladder_fits(table_cells)["lars"]
     drawn = tuning_plots.fit_lines(f, [100, 200])
     assert drawn["linear"][0] == pytest.approx(f.steps(100)) and drawn["batch"][[0, -1]].tolist() == [100, 200]
     assert drawn["fitted"] == pytest.approx(f.steps(drawn["batch"]))
@@ -472,9 +472,9 @@ def test_the_gap_figures_range_is_symmetric_and_no_narrower_than_the_mde():
     limit, mde = tuning_plots.gap_axis(table_cells, ["vrgd_lars", "lars"])
     diff = np.subtract(gaps["vrgd_lars"], gaps["lars"])
     assert mde > 0.56 and limit >= mde  # the difference cannot fill the axis
-    c = tuning.power.compare(gaps["vrgd_lars"], gaps["lars"], [1, 2, 3, 4, 5], [1, 2, 3, 4, 5])
+    c = power.compare(gaps["vrgd_lars"], gaps["lars"], [1, 2, 3, 4, 5], [1, 2, 3, 4, 5])
     assert c.test == "paired" and c.diff == pytest.approx(diff.mean())
-    assert mde == pytest.approx(tuning.power.comparison_mde(c, tuning.power.ALPHA))
+    assert mde == pytest.approx(power.comparison_mde(c, power.ALPHA))
 
 
 def test_mlperfs_published_ladder_goes_through_the_same_fit_and_reads_no_runs(tmp_path, monkeypatch):
@@ -512,6 +512,6 @@ def test_a_near_tie_is_judged_from_the_seed_noise_the_reruns_show():
             "near_tie": False,
         }
 
-    noisy, quiet = (tuning.near_ties_from_seeds(pd.DataFrame([cell(s)])) for s in (0.1, 0.02))
+    noisy, quiet = (cells.near_ties_from_seeds(pd.DataFrame([cell(s)])) for s in (0.1, 0.02))
     assert noisy["seed_noise"][0] == pytest.approx(0.1) and noisy["near_tie"][0]
     assert quiet["seed_noise"][0] == pytest.approx(0.02) and not quiet["near_tie"][0]

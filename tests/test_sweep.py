@@ -17,7 +17,7 @@ import pytest
 
 from bench import recipe as recipe_mod
 from bench import sweep
-from bench.analysis import results, tables, tuning
+from bench.analysis import cells, pairs, results, scaling, tables, tuning, verdict
 from bench.analysis.paper import display
 from bench.analysis.render import claims_of
 from bench.cli import main
@@ -259,7 +259,7 @@ def test_steps_to_result_is_the_fewest_over_trials_and_the_median_over_studies(t
     sweep_run(tmp_path, "lars", 100, "trial", 0, [65, 66, 67], trial=0, study=1)
     orphan = sweep_run(tmp_path, "lars", 100, "trial", 1, [50], trial=2, status="running")  # killed, run again
     orphan.rename(orphan.parent / "killed")
-    [c] = tuning.cells(results.load_study([tmp_path])).to_dict("records")
+    [c] = cells.cells(results.load_study([tmp_path])).to_dict("records")
     assert c["steps_to_result"] == 10 and c["n_trials"] == 4 and c["n_studies"] == 2
     assert c["median_study_steps"] == (20 + 10) / 2
     assert c["best_trial"] == "s-lars-b100-t00-s1" and c["best_selection_top1"] == 67
@@ -277,7 +277,7 @@ class Row(list):
 
 
 def verdict_rows(tmp_path, baseline=None):
-    table = tuning.verdict(results.load_study([tmp_path]), baseline)
+    table = verdict.verdict(results.load_study([tmp_path]), baseline)
     return {(r[0], r[1], r[2]): Row(r, table.columns) for r in table.rows}, table
 
 
@@ -334,13 +334,13 @@ def test_the_steps_ratio_takes_ties_and_a_miss():
 
     x = pd.Series({"arm": "lars", "rerun_steps": (20.0, 20.0, 30.0, 20.0, math.inf)})
     y = pd.Series({"arm": "nesterov", "rerun_steps": (10.0, 10.0, 10.0, 20.0, 10.0)})
-    ratio = tuning.steps_ratio(x, y)
+    ratio = pairs.steps_ratio(x, y)
     # the 25 ratios: three 1s, one 1.5, twelve 2s, four 3s, five ∞; 95%: the 3rd smallest to the 3rd largest
     assert ratio.value == 2.0 and ratio.ci is None and ratio.note == "[1.00, ∞] 96.83%; LARS missed 1/5"
     reordered = pd.Series({"arm": "lars", "rerun_steps": (math.inf, 20.0, 20.0, 30.0, 20.0)})
-    assert tuning.steps_ratio(reordered, y) == ratio  # the runs' order does not matter
+    assert pairs.steps_ratio(reordered, y) == ratio  # the runs' order does not matter
     x3 = pd.Series({"arm": "lars", "rerun_steps": (20.0, math.inf, math.inf)})
-    assert tuning.steps_ratio(x3, y).empty  # most missed: the median is a miss
+    assert pairs.steps_ratio(x3, y).empty  # most missed: the median is a miss
 
 
 def test_a_difference_of_exactly_one_grid_is_unresolved():
@@ -349,10 +349,10 @@ def test_a_difference_of_exactly_one_grid_is_unresolved():
 
     x = pd.Series({"arm": "vrgd_lars", "rerun_steps": (386.0, 372.0, 400.0, 386.0, 358.0), "rerun_grid": (14.0,) * 5})
     y = pd.Series({"arm": "lars", "rerun_steps": (372.0, 358.0, 386.0, 372.0, 344.0), "rerun_grid": (14.0,) * 5})
-    r = tuning.steps_ratio_of(x, y, 0.99)
-    assert r.unresolved and tuning.speed_word("vrgd_lars", "lars", r).startswith("unresolved")
+    r = pairs.steps_ratio_of(x, y, 0.99)
+    assert r.unresolved and pairs.speed_word("vrgd_lars", "lars", r).startswith("unresolved")
     finer = [pd.Series({**c, "rerun_grid": (13.0,) * 5}) for c in (x, y)]
-    assert not tuning.steps_ratio_of(*finer, 0.99).unresolved
+    assert not pairs.steps_ratio_of(*finer, 0.99).unresolved
 
 
 def test_verdict_is_a_cli_table_in_every_format(tmp_path):
@@ -659,11 +659,11 @@ def test_a_near_tie_selection_is_flagged_and_a_better_that_rests_on_it_says_so(t
         for seed in (1, 2, 3):
             val = [50, (70 if arm == "lars" else 60) + seed * 0.1]
             sweep_run(tmp_path, arm, 64, "rerun", seed, val, holdout=[50, 70 + seed])
-    cells = tuning.cells(results.load_study([tmp_path])).set_index("arm")
-    assert cells.loc["lars", "seed_noise"] == pytest.approx(1.0)  # the reruns' holdout Top-1: 71, 72, 73
-    assert cells.loc["lars", "near_tie"] and not cells.loc["vrgd_lars", "near_tie"]
-    assert cells.loc["lars", "runner_up_top1"] == 80.4
-    assert cells.loc["lars", "selection_se"] == pytest.approx(100 * math.sqrt(0.806 * 0.194 / 1000))
+    by_arm = cells.cells(results.load_study([tmp_path])).set_index("arm")
+    assert by_arm.loc["lars", "seed_noise"] == pytest.approx(1.0)  # the reruns' holdout Top-1: 71, 72, 73
+    assert by_arm.loc["lars", "near_tie"] and not by_arm.loc["vrgd_lars", "near_tie"]
+    assert by_arm.loc["lars", "runner_up_top1"] == 80.4
+    assert by_arm.loc["lars", "selection_se"] == pytest.approx(100 * math.sqrt(0.806 * 0.194 / 1000))
     rows, _ = verdict_rows(tmp_path)
     assert (
         rows[(64, "VRGD-LARS", "LARS")][-1] == "LARS better; rests on a near tie (LARS) whose runner-up was not rerun"
@@ -704,11 +704,11 @@ def test_a_verdict_on_a_near_tie_holds_only_if_the_runner_ups_reruns_agree(tmp_p
     names both results. Its claim sentence carries the same words."""
     near_tie_tree(tmp_path, runner_up_val)
     study = results.load_study([tmp_path])
-    cells = tuning.cells(study).set_index("arm")
-    assert cells.loc["lars", "near_tie"] and len(cells.loc["lars", "runner_up_seeds"]) == 5
+    by_arm = cells.cells(study).set_index("arm")
+    assert by_arm.loc["lars", "near_tie"] and len(by_arm.loc["lars", "runner_up_seeds"]) == 5
     rows, _ = verdict_rows(tmp_path)
     assert rows[(64, "VRGD-LARS", "LARS")][-1] == word
-    claims = tuning.verdict(study).claims
+    claims = verdict.verdict(study).claims
     assert len(claims) == 1 and claims[0].startswith("VRGD-LARS − LARS val Top-1 at batch 64: between -10.")
     assert claims[0].endswith(f"pp (95%, uncorrected); {word}.")
 
@@ -771,7 +771,7 @@ def test_the_plan_table_sizes_a_next_study_at_the_corrected_level(tmp_path):
         for seed in range(1, 6):
             sweep_run(tmp_path, "lars", batch, "rerun", seed, [50, shared[seed - 1]])
             sweep_run(tmp_path, "vrgd_lars", batch, "rerun", seed, [50, shared[seed - 1] + rng.normal(0.3, 0.3)])
-    table = tuning.plan(results.load_study([tmp_path]))
+    table = verdict.plan(results.load_study([tmp_path]))
     assert [r[0] for r in table.rows] == [64, 256]
     row = dict(zip(table.columns, table.rows[0]))
     assert row["tests m"] == 2 and row["level α/m"].value == pytest.approx(0.025) and row["seeds now"] == 5
@@ -841,7 +841,7 @@ def test_an_allowed_dirty_tree_is_recorded_in_each_run_and_the_verdict_counts_it
     sha = git(checkout, "rev-parse", "HEAD").strip()
     assert meta["git_commit"] == f"{sha}+dirty"
     assert {p: meta["versions"][p] for p in catalog.LIBRARIES} == {p: metadata.version(p) for p in catalog.LIBRARIES}
-    notes = tuning.provenance_notes(results.load_study([out]))
+    notes = cells.provenance_notes(results.load_study([out]))
     assert notes[0].startswith(f"Provenance: 1 finished runs from commit {sha[:7]}+dirty on cpu ")
     assert "Warning: 1 of the 1 runs are dirty (commit +dirty)" in " ".join(notes)
 
@@ -927,7 +927,7 @@ def test_the_matched_table_pairs_both_arms_at_each_ones_point(tmp_path):
                 [50, final],
                 tags={"sweep": "s", "arm": arm, "trial": 0, "study": 0, "role": "matched", "point_of": other},
             )
-    table = tuning.matched(results.load_study([tmp_path]))
+    table = verdict.matched(results.load_study([tmp_path]))
     rows = {r[1]: dict(zip(table.columns, r)) for r in table.rows}
     assert set(rows) == {"VRGD-LARS", "LARS"} and all(r["test"] == "paired" for r in rows.values())
     at_vrgd = rows["VRGD-LARS"]
@@ -949,7 +949,7 @@ def test_the_sweep_figures_say_what_their_bars_are_and_draw_no_value_above_one(t
         for seed in (1, 2, 3):
             sweep_run(tmp_path, arm, 100, "rerun", seed, [50, 61, 62])
     study = results.load_study([tmp_path])
-    table_cells, order = tuning.cells(study), tuning.arms(tuning.sweep_runs(study))
+    table_cells, order = cells.cells(study), cells.arms(cells.sweep_runs(study))
     profile = tuning_plots.plot_performance_profile(table_cells, order)
     assert max(max(line.get_ydata()) for line in profile.axes[0].get_lines()) == 1.0
     top1 = tuning_plots.plot_reruns_vs_batch(table_cells, order, "val_top1", "val", "Top-1")
@@ -967,7 +967,7 @@ def test_the_steps_figure_marks_a_median_that_missed_the_target(tmp_path):
     sweep_run(tmp_path, "lars", 100, "trial", 0, [50, 61])
     for seed, val in enumerate(([50, 61], [50, 55], [50, 56]), 1):
         sweep_run(tmp_path, "lars", 100, "rerun", seed, val)
-    table_cells = tuning.cells(results.load_study([tmp_path]))
+    table_cells = cells.cells(results.load_study([tmp_path]))
     fig = tuning_plots.plot_steps_to_result(table_cells, ["lars"])
     [band] = [line for line in fig.axes[0].get_lines() if line.get_gid() == "miss-band"]
     assert len(band.get_xdata()) == 1
@@ -986,16 +986,16 @@ def test_the_scaling_table_gives_steps_images_over_linear_and_each_arms_fit(tmp_
             for seed in (1, 2, 3):
                 sweep_run(tmp_path, arm, batch, "rerun", seed, val)
     study = results.load_study([tmp_path])
-    table = tuning.scaling(study)
+    table = scaling.scaling(study)
     rows = {(r[0], r[1]): Row(r, table.columns) for r in table.rows}
     assert rows[("LARS", 200)]["images / linear"].value == pytest.approx(1.5)
     assert rows[("LARS", 200)]["steps to result (reruns' median [≥ 95% or min-max])"].value == 15
-    fits = tuning.ladder_fits(tuning.cells(study))
+    fits = scaling.ladder_fits(cells.cells(study))
     assert rows[("VRGD-LARS", 50)]["critical batch [95%]"].startswith("above ")  # linear: open above
     assert math.isfinite(fits["lamb"].b_noise)  # the miss at 200 (a lower bound at 15 steps) bends the curve
     for arm in ("lars", "lamb"):
         assert rows[(display(arm), 50)]["critical batch [95%]"] == ladder.interval_text(*fits[arm].critical)
-    ax = tuning_plots.plot_steps_to_result(tuning.cells(study), ["lars", "vrgd_lars", "lamb"]).axes[0]
+    ax = tuning_plots.plot_steps_to_result(cells.cells(study), ["lars", "vrgd_lars", "lamb"]).axes[0]
     arrows = [a for a in ax.texts if a.arrow_patch is not None]
     assert len(arrows) == sum(math.isinf(f.high) for f in fits.values())  # an interval open above: an arrow
     dotted = [line.get_xdata()[0] for line in ax.get_lines() if line.get_linestyle() == ":"]
@@ -1010,12 +1010,12 @@ def test_a_steps_sweep_ranks_its_trials_by_steps_and_flags_a_tie_within_the_grid
     tags = {"sweep": "s", "arm": "lars", "study": 0, "role": "trial", "select": "steps_to_target"}
     for trial, val in enumerate(([50, 61, 80], [61, 62, 63], [40, 59, 90])):  # target 60: steps 20, 10, never
         make_run(tmp_path, f"s-lars-b100-t{trial:02d}-s0", "lars", 100, 0, val, tags={**tags, "trial": trial})
-    [c] = tuning.cells(results.load_study([tmp_path])).to_dict("records")
+    [c] = cells.cells(results.load_study([tmp_path])).to_dict("records")
     assert c["select_metric"] == "steps_to_target" and c["best_trial"] == "s-lars-b100-t01-s0"
     assert c["best_steps"] == 10 and c["runner_up_steps"] == 20
     assert c["near_tie"] is False  # 10 steps apart, one grid of 10: resolved
     assert "selected each cell's point on the final Top-1" not in " ".join(
-        tuning.scaling(results.load_study([tmp_path])).notes
+        scaling.scaling(results.load_study([tmp_path])).notes
     )
     table = tuning.tuning(results.load_study([tmp_path]))
     [row] = [Row(r, table.columns) for r in table.rows]
@@ -1059,7 +1059,7 @@ def test_a_steps_sweep_breaks_ties_on_val_top1_even_when_its_trials_held_images_
         make_run(
             tmp_path, f"s-lars-b100-t{trial:02d}-s0", "lars", 100, 0, val, holdout=held, tags={**tags, "trial": trial}
         )
-    [c] = tuning.cells(results.load_study([tmp_path])).to_dict("records")
+    [c] = cells.cells(results.load_study([tmp_path])).to_dict("records")
     assert c["best_trial"] == "s-lars-b100-t01-s0" and c["best_selection_top1"] == 64
     notes = " ".join(tuning.tuning(results.load_study([tmp_path])).notes)
     assert "Selection used the validation set (its steps to the target" in notes and "held-out" not in notes
@@ -1085,7 +1085,7 @@ def test_a_steps_sweep_gets_a_speed_verdict_on_the_steps_ratio_and_no_top1_test(
         assert row[column].value is None or math.isnan(row[column].value), column
     assert "all (pooled)" not in {key[0] for key in rows}  # no average Top-1 difference either
     assert "select.metric steps_to_target" in " ".join(table.notes)
-    assert not tuning.plan(results.load_study([tmp_path])).rows  # nothing to plan a Top-1 test on
+    assert not verdict.plan(results.load_study([tmp_path])).rows  # nothing to plan a Top-1 test on
     from bench.analysis import tuning_plots
 
     drawn = {path.stem for path in tuning_plots.plot_all(results.load_study([tmp_path]), tmp_path / "plots")}

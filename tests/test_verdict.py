@@ -1,4 +1,4 @@
-"""The verdict's words (bench/analysis/tuning.py) on hand-made sweep trees: no winner past what the seeds allow,
+"""The verdict's words (bench/analysis/pairs.py, verdict.py) on hand-made sweep trees: no winner past what the seeds allow,
 why a side has no reruns, the primary family a sweep file declares (or --baseline sets), and no Python warning on
 the way."""
 
@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from bench import sweep
-from bench.analysis import power, results, tables, tuning
+from bench.analysis import across, cells, pairs, power, results, scaling, tables, tuning, verdict
 from bench.analysis.render import render, side_notes
 from tests.conftest import cli, write_recipe
 from tests.helpers import BASE, LAYOUTS, compile_latex, make_run, needs_pdflatex
@@ -43,7 +43,7 @@ def speed_tree(root):
 
 
 def verdict_rows(root, baseline=None):
-    table = tuning.verdict(results.load_study([root]), baseline)
+    table = verdict.verdict(results.load_study([root]), baseline)
     return {(r[0], r[1], r[2]): dict(zip(table.columns, r)) for r in table.rows}, table
 
 
@@ -69,12 +69,12 @@ def test_the_headers_say_what_each_cell_ran_and_wait_only_for_reruns_a_sweep_can
     can still rerun it is waiting, one whose trials all diverged never will be (and the scaling table says which)."""
     speed_tree(tmp_path)
     study = results.load_study([tmp_path])
-    assert tuning.describe(tuning.cells(study)).endswith(
+    assert cells.describe(cells.cells(study)).endswith(
         "1 trial per cell (batch 400: 2 trials), 2 seeds per rerun (batch 200: 5 seeds; Lion at 400: no reruns "
         "yet; NAdamW at 400: no reruns, every trial diverged)"
     )
-    scaling = tuning.scaling(study)
-    fits = {row[0]: row[11] for row in scaling.rows if row[1] == 100}
+    table = scaling.scaling(study)
+    fits = {row[0]: row[11] for row in table.rows if row[1] == 100}
     assert fits == {"Lion": "waiting for reruns at 400", "NAdamW": "no reruns at 400 (every trial diverged)"}
 
 
@@ -108,14 +108,14 @@ def test_a_finished_sweeps_tables_wait_for_nothing(tmp_path):
     for seed in (1, 2):
         run(tmp_path, "lion", 400, "rerun", seed, [50, 55], select="steps_to_target")
     study = results.load_study([tmp_path])
-    assert tuning.describe(tuning.cells(study)).endswith(
+    assert cells.describe(cells.cells(study)).endswith(
         "1 trial per cell (batch 400: 2 trials), 2 seeds per rerun (batch 200: 5 seeds; NAdamW at 400: no reruns, "
         "every trial diverged)"
     )
-    for table in (tuning.verdict(study), tuning.scaling(study), tuning.tuning(study)):
+    for table in (verdict.verdict(study), scaling.scaling(study), tuning.tuning(study)):
         shown = " ".join([table.title, *(" ".join(row) for row in table.text_rows())])
         assert "waiting" not in shown and "yet" not in shown, table.title
-    fits = {row[0]: row[11] for row in tuning.scaling(study).rows if row[1] == 100}
+    fits = {row[0]: row[11] for row in scaling.scaling(study).rows if row[1] == 100}
     assert fits["NAdamW"] == "no reruns at 400 (every trial diverged)"
 
 
@@ -125,7 +125,7 @@ def test_a_latex_verdict_compiles_with_plain_pdflatex(top1_tree, layout):
     """The verdict's LaTeX float and its notes (±, Δ, α, ≥ and − as LaTeX commands) in a bare article, two columns
     or one at NeurIPS's 5.5 in: pdflatex, no package, no error, no missing glyph, nothing wider or taller than the
     page (compile_latex)."""
-    table = tuning.verdict(results.load_study([top1_tree]))
+    table = verdict.verdict(results.load_study([top1_tree]))
     tex, notes = render(table, "latex"), side_notes([table], "latex")
     assert all(symbol in tex + notes for symbol in (r"$\pm$", r"$\Delta$", r"$\alpha$", r"$\geq$"))
     compile_latex(top1_tree / "tex", "verdict", layout, tex + notes)
@@ -135,7 +135,7 @@ def test_a_latex_speed_verdict_leaves_out_the_columns_it_does_not_fill(tmp_path)
     """A speed verdict fills no Top-1 column: LaTeX leaves each out (the same placeholder in every row) and names
     it in the notes, which go beside the table float (side_notes: stderr), whose caption is the title alone."""
     speed_tree(tmp_path)
-    table = tuning.verdict(results.load_study([tmp_path]))
+    table = verdict.verdict(results.load_study([tmp_path]))
     tex, notes = render(table, "latex"), side_notes([table], "latex")
     head = next(line for line in tex.splitlines() if "& X & Y & family &" in line)
     assert head == r"batch & X & Y & family & \raggedright steps to target X / Y & \raggedright verdict \tabularnewline"
@@ -193,7 +193,7 @@ def test_a_declared_control_batch_is_named_kept_in_its_family_and_left_out_of_th
     assert any(c.startswith("VRGD-LARS − LARS val Top-1 at batch 200: ") for c in table.claims)
     assert "'primary (control)' at the batches the sweep declares a control" in " ".join(table.notes)
     study = results.load_study([tmp_path])
-    control = [p for p in tuning.pairs_of(study, tuning.cells(study)) if p.control]
+    control = [p for p in pairs.pairs_of(study, cells.cells(study)) if p.control]
     assert {(p.batch, p.x) for p in control} == {(100, "vrgd_lars"), (100, "nesterov")}
     assert {p.alpha for p in control} == {0.05 / 2}  # corrected over both batches, as declared
 
@@ -207,7 +207,7 @@ def test_a_declared_control_batch_is_named_kept_in_its_family_and_left_out_of_th
 def test_the_primary_family_is_the_sweep_files_or_the_baselines_and_its_mde_follows(tmp_path):
     three_arms(tmp_path, "{reference: nesterov}")
     study = results.load_study([tmp_path])
-    assert tuning.declared_reference(study) == "nesterov"
+    assert pairs.declared_reference(study) == "nesterov"
     found, table = families(tmp_path)
     assert found == {
         (100, "LARS", "VRGD-LARS"): "secondary",
@@ -218,10 +218,10 @@ def test_the_primary_family_is_the_sweep_files_or_the_baselines_and_its_mde_foll
     assert "'primary' = each arm against Nesterov SGD at each batch (declared by the sweep file's `primary`)" in (
         " ".join(table.notes)
     )
-    pairs = tuning.pairs_of(study, tuning.cells(study))
-    primary = [p for p in pairs if p.family == "primary"]
+    found = pairs.pairs_of(study, cells.cells(study))
+    primary = [p for p in found if p.family == "primary"]
     # each primary pair its own family over the 2 batches (a declared question each); the secondary one family
-    assert {p.alpha for p in primary} == {0.05 / 2} and {p.alpha for p in pairs if p.family == "secondary"} == {0.025}
+    assert {p.alpha for p in primary} == {0.05 / 2} and {p.alpha for p in found if p.family == "secondary"} == {0.025}
     rows, _ = verdict_rows(tmp_path)
     mde = rows[(100, "LARS", "Nesterov SGD")]["MDE 80% at α/m [95%]"].value
     assert mde == pytest.approx(power.comparison_mde(primary[0].c, 0.05 / 2))
@@ -233,11 +233,11 @@ def test_the_primary_family_is_the_sweep_files_or_the_baselines_and_its_mde_foll
 
 def test_declared_pairs_read_as_asked_and_a_tree_without_the_key_keeps_the_default(tmp_path):
     three_arms(tmp_path / "pairs", "{pairs: [[lars, vrgd_lars]]}")
-    assert tuning.declared_reference(results.load_study([tmp_path / "pairs"])) is None
+    assert pairs.declared_reference(results.load_study([tmp_path / "pairs"])) is None
     found, _ = families(tmp_path / "pairs")
     assert found[(100, "LARS", "VRGD-LARS")] == "primary" and list(found.values()).count("primary") == 1
     three_arms(tmp_path / "none", None)
-    assert tuning.declared_reference(results.load_study([tmp_path / "none"])) is None
+    assert pairs.declared_reference(results.load_study([tmp_path / "none"])) is None
     found, table = families(tmp_path / "none")
     assert found[(100, "VRGD-LARS", "LARS")] == "primary" and list(found.values()).count("primary") == 1
     assert "(the default question; a sweep file's `primary` declares another)" in " ".join(table.notes)
@@ -305,7 +305,7 @@ def test_each_arm_across_batches_against_its_smallest_batch(tmp_path):
     assert len(table.claims) == 4 + 4 and all("Holm" in n for n in table.notes[2:3])  # a gap a cell, 2 tests a row
     speed_tree(tmp_path / "speed")
     steps = tables.build("batches", results.load_study([tmp_path / "speed"]))
-    assert not steps.rows and steps.notes == [tuning.STEPS_SWEEP]
+    assert not steps.rows and steps.notes == [across.STEPS_SWEEP]
 
 
 def test_a_cell_whose_runs_lack_their_image_set_sizes_is_not_judged(tmp_path):
@@ -327,18 +327,18 @@ def test_a_within_noise_claim_whose_uncorrected_interval_excludes_0_says_so():
     and Holm's p resolves nothing, the sentence says the interval excludes 0 only uncorrected, with Holm's p; an
     interval holding 0, or a resolved difference, is left as it is."""
     apart = power.compare([1.0, 1.3, 1.1, 1.4, 1.2], [0.0, 0.1, 0.0, 0.2, 0.1], seeds_x=range(5), seeds_y=range(5))
-    across = power.compare([1.0, -1.3, 1.1, -1.4, 1.2], [0.0, 0.1, 0.0, 0.2, 0.1])
-    assert apart.low > 0 and across.low < 0 < across.high
+    straddles = power.compare([1.0, -1.3, 1.1, -1.4, 1.2], [0.0, 0.1, 0.0, 0.2, 0.1])
+    assert apart.low > 0 and straddles.low < 0 < straddles.high
     word = "within noise (could detect ≥ 1.0 pp)"
     ends = f"between {apart.low:.2f} pp and {apart.high:.2f} pp (95%, uncorrected)"
-    said = tuning.difference_claim("x − y", word, apart, 0.0649)
+    said = pairs.difference_claim("x − y", word, apart, 0.0649)
     assert said == f"x − y: {ends}; {word}; the interval excludes 0 only uncorrected (p Holm 0.0649)."
-    assert tuning.difference_claim("x − y", "x better", apart, 0.01) == f"x − y: {ends}; x better."
-    assert tuning.difference_claim("x − y", word, across, 0.9).endswith(f"; {word}.")
+    assert pairs.difference_claim("x − y", "x better", apart, 0.01) == f"x − y: {ends}; x better."
+    assert pairs.difference_claim("x − y", word, straddles, 0.9).endswith(f"; {word}.")
 
 
 def test_a_cells_gap_in_words_follows_its_interval():
-    words = [tuning._gap_exists_word(*ends) for ends in ((0.1, 2.0), (-2.0, -0.1), (-0.5, 0.5), (0.0, 1.0))]
+    words = [across._gap_exists_word(*ends) for ends in ((0.1, 2.0), (-2.0, -0.1), (-0.5, 0.5), (0.0, 1.0))]
     assert words == ["a gap (train-eval Top-1 above val)", "val Top-1 above train-eval", *["no gap resolved"] * 2]
 
 
@@ -433,21 +433,21 @@ def test_each_primary_pair_is_a_family_of_its_own_over_its_batches(tmp_path):
     not over the 18 primary comparisons pooled (1 - 0.05/18 = 99.72%, past the 99.21% 5 vs 5 reruns reach at
     most: the declared question could never have had an answer)."""
     study = field_shaped(tmp_path)
-    pairs = [p for p in tuning.pairs_of(study, tuning.cells(study)) if (p.x, p.y) == ("vrgd_lars", "lars")]
-    assert len(pairs) == 6 and all(p.family == "primary" and p.speed for p in pairs)
-    table = tuning.verdict(study)
+    tested = [p for p in pairs.pairs_of(study, cells.cells(study)) if (p.x, p.y) == ("vrgd_lars", "lars")]
+    assert len(tested) == 6 and all(p.family == "primary" and p.speed for p in tested)
+    table = verdict.verdict(study)
     words = {r[0]: r[-1] for r in table.rows if (r[1], r[2]) == ("VRGD-LARS", "LARS")}
-    assert all(p.alpha == pytest.approx(0.05 / 6) for p in pairs), words
+    assert all(p.alpha == pytest.approx(0.05 / 6) for p in tested), words
     assert all(w.startswith("speed: LARS faster (99.21% interval [") for w in words.values()), words
-    plan = tuning.plan(study)  # a speed sweep: nothing to plan seeds for on Top-1, and the table says why
+    plan = verdict.plan(study)  # a speed sweep: nothing to plan seeds for on Top-1, and the table says why
     assert not plan.rows and plan.notes[0].startswith("This sweep selected on steps to the target")
     assert "(one image budget)" not in table.title  # 20 epochs everywhere: one budget, said once
-    by_batch = tuning.cells(study)
+    by_batch = cells.cells(study)
     by_batch["planned_epochs"] = by_batch["global_batch"] / 64  # 1-32 epochs: more images at the larger batches
     by_batch["planned_images"] = by_batch["planned_epochs"] * 64_000
-    assert ", 1-32 epochs (by batch) per run," in tuning.describe(by_batch)
+    assert ", 1-32 epochs (by batch) per run," in cells.describe(by_batch)
     by_batch["planned_images"] = 64_000.0  # epochs differ, images not: a training set of another size per cell
-    assert ", 1-32 epochs (one image budget) per run," in tuning.describe(by_batch)
+    assert ", 1-32 epochs (one image budget) per run," in cells.describe(by_batch)
 
 
 def test_the_gap_is_tested_as_val_top1_is_in_its_own_holm_family(tmp_path):
@@ -470,12 +470,12 @@ def test_the_gap_is_tested_as_val_top1_is_in_its_own_holm_family(tmp_path):
                 name = f"s-{arm}-b{batch}-best-seed{seed}"
                 make_run(root, name, arm, batch, seed, [50, val], [55, train], tags={**tags, "arm": arm})
     study = results.load_study([root])
-    [small, large] = [p for p in tuning.pairs_of(study, tuning.cells(study)) if p.family == "primary"]
+    [small, large] = [p for p in pairs.pairs_of(study, cells.cells(study)) if p.family == "primary"]
     assert small.gap_alpha == large.gap_alpha == pytest.approx(0.05 / 2)
     assert large.gap.diff == pytest.approx(-3.0) and large.gap_p_holm < 0.05 and not small.gap_p_holm < 0.05
-    assert tuning.gap_word(large) == "VRGD-LARS smaller gap"
-    assert tuning.gap_word(small).startswith("within noise (could detect ≥ ")
-    table = tuning.verdict(study)
+    assert pairs.gap_word(large) == "VRGD-LARS smaller gap"
+    assert pairs.gap_word(small).startswith("within noise (could detect ≥ ")
+    table = verdict.verdict(study)
     claims = [c for c in table.claims if "generalization gap" in c]
     assert any(c.startswith("VRGD-LARS − LARS generalization gap at batch 200: between -3") for c in claims)
     assert any(c.endswith("; VRGD-LARS smaller gap.") for c in claims)

@@ -179,8 +179,8 @@ def estimates_table(args, rng) -> None:
     bent (alpha != 1): how often each 95% interval holds the true critical batch (critical.critical3 of the world's
     curve, from the smallest batch), its median estimate over the truth, how often alpha = 1's F test rejects at
     5%; and how often each ratio interval (at the ladder's corrected level) holds the true ratio of two arms, and
-    how often the combined word (tuning.combined_word) is wrong (a direction the truth does not have)."""
-    from bench.analysis import critical, tuning
+    how often the combined word (scaling.combined_word) is wrong (a direction the truth does not have)."""
+    from bench.analysis import critical, scaling
 
     batches, level = LADDERS[args.ladder][0], LADDERS[args.ladder][-1]
     noise = np.geomspace(1.0, 1e6, 2000)  # each world's B_noise set by its true critical batch, whatever its alpha
@@ -240,7 +240,7 @@ def estimates_table(args, rng) -> None:
                 for e, v in r.items():
                     held[e] += v is not None and v.low <= true <= v.high
                 if all(v is not None for v in r.values()):
-                    word = tuning.combined_word(r)
+                    word = scaling.combined_word(r)
                     wrong += (word == "larger" and true <= 1) or (word == "smaller" and true >= 1)
             print(
                 f"| {alpha:g} | {bx:,.0f} / {by:,.0f} | {true:.2f} | "

@@ -238,7 +238,7 @@ def base_batch(ladder: pd.DataFrame, linear_from: str = "smallest") -> float:
 
 
 def fit_ladder(ladder: pd.DataFrame, linear_from: str = "smallest") -> Fit:
-    """One arm's fit (`ladder`: its tuning.cells rows) with the near-tied selections inside its interval."""
+    """One arm's fit (`ladder`: its cells.cells rows) with the near-tied selections inside its interval."""
     base = base_batch(ladder, linear_from)
     fits = []
     for choice in itertools.product(*selections(ladder)):
@@ -351,8 +351,8 @@ def misses_chance(f: Fit, batch: float, budget: float, misses: int, reruns: int)
 
 
 def checks(ladder: pd.DataFrame, f: Fit, shifted: dict | None = None, linear_from: str = "smallest") -> Checks:
-    """The checks of one arm's fit `f` (its cells: tuning.cells rows with rerun_budget); `shifted`: target -> the
-    same cells with their reruns' steps at that target (tuning.cells_at_target; None: not measurable)."""
+    """The checks of one arm's fit `f` (its cells: cells.cells rows with rerun_budget); `shifted`: target -> the
+    same cells with their reruns' steps at that target (scaling.cells_at_target; None: not measurable)."""
     cells_sorted = ladder.sort_values("global_batch")
     batches = tuple(int(b) for b in cells_sorted["global_batch"])
     kept = [[r for r, gone in _reruns(c, _RERUN_KEYS) if not gone] for _, c in cells_sorted.iterrows()]

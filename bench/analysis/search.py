@@ -146,7 +146,7 @@ def group_text(study: Study, members: pd.DataFrame) -> str:
 def add_columns(table, study: Study, runs: pd.DataFrame, table_cells: pd.DataFrame, rank) -> None:
     """Append the search's columns (neighbours, edge, BatchNorm batch and k) and notes (the fixed hyperparameters,
     where the space came from) to the tuning table, whose rows follow `table_cells` (of `runs`, the study's sweep
-    runs; their recipes from the study's records). `rank`: tuning.rank_trials."""
+    runs; their recipes from the study's records). `rank`: cells.rank_trials."""
 
     found = spaces(runs)
     table.columns += ["lr neighbours (÷ · ×)", "on the edge of the search", "BatchNorm batch, groups k"]

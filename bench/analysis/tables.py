@@ -441,7 +441,7 @@ def compare(study: Study, baseline: str | None = None, batch: int | None = None)
 
 
 TABLES = catalog.TABLES
-SWEEP_TABLES = tuple(name for name, t in TABLES.items() if t.sweep)  # --baseline is an arm, checked by tuning.py
+SWEEP_TABLES = tuple(name for name, t in TABLES.items() if t.sweep)  # --baseline is an arm, checked by pairs.check_arm
 # Which paper setting a table's measured cells need (regenerate() writes it only when such runs exist).
 NEEDS = {name: t.needs for name, t in TABLES.items() if t.needs}
 

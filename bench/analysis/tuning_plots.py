@@ -19,9 +19,9 @@ the suite's one style (style.py); definitions in tuning.py.
                        arm's
 A sweep of one batch (the demo's) draws the arms side by side in the first three, not an axis against batch size.
 The data each draws comes from a function of its own (steps_lines, fit_lines, gap_axis, warmup_segments,
-tuning.performance_profile, tuning.ladder_fits), which the tests check. Each title is one line; the caption beside
+tuning.performance_profile, scaling.ladder_fits), which the tests check. Each title is one line; the caption beside
 the figure (<figure>.caption.txt) says the dataset, the model, the budget and the numbers of trials and seeds
-(tuning.describe) and what each mark means.
+(cells.describe) and what each mark means.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import pandas as pd
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from bench.analysis import power, search, tuning
+from bench.analysis import cells, pairs, power, scaling, search, tuning
 from bench.analysis.paper import display
 from bench.analysis.plots import MISSED, no_run_reached, plot_curves
 from bench.analysis.results import Study
@@ -63,7 +63,7 @@ from bench.analysis.style import (
 
 BEST_TRIAL = "best trial (winner's luck)"
 FIT = "fit S(B) = S_min (1 + B_noise/B)"
-CRITICAL = f"critical batch (fit {tuning.EXCESS_TEXT} above dashed)"
+CRITICAL = f"critical batch (fit {scaling.EXCESS_TEXT} above dashed)"
 CRITICAL_BAND = "critical batch, 95% interval"
 
 
@@ -106,12 +106,12 @@ def _xs(batches, i: int, n: int, single: bool) -> np.ndarray:
 
 def steps_lines(table_cells: pd.DataFrame, order: list[str]) -> dict[str, pd.DataFrame]:
     """What the steps figure draws for each arm, by batch: the reruns' median steps to the target (inf: half or more
-    missed) with the scaling table's order-statistics interval (tuning.median_steps_ci), and the fewest over the trials (the
+    missed) with the scaling table's order-statistics interval (cells.median_steps_ci), and the fewest over the trials (the
     faint markers: the best trial carries the winner's luck)."""
     out = {}
     for arm in order:
         c = table_cells[table_cells["arm"] == arm].sort_values("global_batch")
-        cis = [tuning.median_steps_ci(s) or (np.nan, np.nan) for s in c["rerun_steps"]]
+        cis = [cells.median_steps_ci(s) or (np.nan, np.nan) for s in c["rerun_steps"]]
         out[arm] = pd.DataFrame(
             {
                 "global_batch": c["global_batch"].to_numpy(),
@@ -206,7 +206,7 @@ def plot_steps_to_result(table_cells: pd.DataFrame, order: list[str]) -> plt.Fig
     miss_band(ax, missed, top=True)
     caption(
         fig,
-        f"Steps to {target:g}% val Top-1: {tuning.describe(table_cells)}. Markers and lines: the reruns' median steps "
+        f"Steps to {target:g}% val Top-1: {cells.describe(table_cells)}. Markers and lines: the reruns' median steps "
         f"with the scaling table's order-statistic interval ({coverage_words(lines, long=True)})"
         + (f"; faint markers: each cell's {BEST_TRIAL}" if any_best else "")
         + ("; open markers: each rerun's steps" if any_reruns else "")
@@ -220,12 +220,12 @@ def plot_steps_to_result(table_cells: pd.DataFrame, order: list[str]) -> plt.Fig
 
 
 def _critical_batches(ax, table_cells: pd.DataFrame, order: list[str]) -> set[str]:
-    """Each arm's whole-ladder fit (tuning.ladder_fits): its fitted curve, the perfect-scaling line its critical
+    """Each arm's whole-ladder fit (scaling.ladder_fits): its fitted curve, the perfect-scaling line its critical
     batch is measured from (fit_lines), and the critical batch as its 95% band in its colour (the part inside the
     ladder's range) with a dotted line at the point only where the interval locates it (within a factor of 2); an
     interval open above is an arrow from its lower end (at the axis's right end where that lies beyond). Returns
     what it drew: fit, linear (with the base batch), band, point, open."""
-    fits = tuning.ladder_fits(table_cells)
+    fits = scaling.ladder_fits(table_cells)
     batches = sorted(set(table_cells["global_batch"]))
     lo_x, hi_x = batch_limits(batches)
     drawn = set()
@@ -281,7 +281,7 @@ def _critical_handles(drawn: set[str], table_cells: pd.DataFrame) -> list:
     if "fit" in drawn:
         handles.append(Line2D([], [], color="k", linewidth=0.8, label=FIT))
     if "linear" in drawn:
-        f = next(f for f in tuning.ladder_fits(table_cells).values() if f is not None and f.found)
+        f = next(f for f in scaling.ladder_fits(table_cells).values() if f is not None and f.found)
         handles.append(Line2D([], [], color="k", linewidth=0.8, linestyle="--", label=_linear_label(f)))
     if "point" in drawn:
         handles.append(Line2D([], [], color="k", linestyle=":", label=CRITICAL))
@@ -297,7 +297,7 @@ def _critical_caption(drawn: set[str]) -> str:
         f" Thin solid: each arm's {FIT} over the ladder; dashed in its colour: the perfect scaling (∝ 1/batch) its "
         "critical batch is measured from, from the fit's steps at the ladder's smallest batch"
         + (
-            f"; dotted: its critical batch, where the fit is {tuning.EXCESS_TEXT} above the dashed line"
+            f"; dotted: its critical batch, where the fit is {scaling.EXCESS_TEXT} above the dashed line"
             if "point" in drawn
             else ""
         )
@@ -317,7 +317,7 @@ def gap_axis(table_cells: pd.DataFrame, order: list[str]) -> tuple[float, float]
     difference (the verdict's test, 80% power at Holm's first-step level over the batches): the range is never
     narrower than ± that MDE, so a difference the study could not detect never fills the axis."""
     x, y = (
-        (tuning.PRIMARY if set(tuning.PRIMARY) <= set(order) else tuple(order[:2])) if len(order) > 1 else (None,) * 2
+        (pairs.PRIMARY if set(pairs.PRIMARY) <= set(order) else tuple(order[:2])) if len(order) > 1 else (None,) * 2
     )
     mdes = []
     if x is not None:
@@ -329,7 +329,7 @@ def gap_axis(table_cells: pd.DataFrame, order: list[str]) -> tuple[float, float]
                 c = power.compare(sides[x]["gap_top1"], sides[y]["gap_top1"], sides[x]["seeds"], sides[y]["seeds"])
                 mdes.append(power.comparison_mde(c, alpha) if c else math.nan)
     mde = max((m for m in mdes if m == m), default=math.nan)
-    reach = [abs(m) + (s if s == s else 0) for m, s, _ in map(tuning.mean_std_n, table_cells["gap_top1"]) if m == m]
+    reach = [abs(m) + (s if s == s else 0) for m, s, _ in map(cells.mean_std_n, table_cells["gap_top1"]) if m == m]
     return max([*reach, mde if mde == mde else 0.0, 1.0]) * 1.1, mde
 
 
@@ -350,7 +350,7 @@ def plot_reruns_vs_batch(
     handles = []
     for i, arm in enumerate(order):  # arms side by side, so equal points do not hide each other
         c = table_cells[table_cells["arm"] == arm].sort_values("global_batch")
-        stats = [tuning.mean_std_n(v) for v in c[metric]]
+        stats = [cells.mean_std_n(v) for v in c[metric]]
         mean = np.array([s[0] for s in stats])
         std = np.nan_to_num(np.array([s[1] for s in stats]))
         arm_look = look(arm, order)
@@ -381,7 +381,7 @@ def plot_reruns_vs_batch(
     ax.set_title(f"{what} at batch {batch_label(batches[0])}" if single else f"{what} against batch size")
     caption(
         fig,
-        f"{what} ({ylabel}): {tuning.describe(table_cells)}. The reruns' mean ± sample sd over n = {seeds} reruns "
+        f"{what} ({ylabel}): {cells.describe(table_cells)}. The reruns' mean ± sample sd over n = {seeds} reruns "
         "(the verdict pairs them by seed)"
         + (", each rerun an open marker beside its arm" if single else "")
         + "."
@@ -403,7 +403,7 @@ SPIKED = "loss spiked and came back"
 
 def plot_lr_sensitivity(runs: pd.DataFrame, table_cells: pd.DataFrame, order: list[str]) -> plt.Figure:
     trials = runs[runs["role"].isin(["trial", "local"])]
-    by_steps = tuning.selects_on_steps(table_cells)
+    by_steps = cells.selects_on_steps(table_cells)
     # what the sweep ranked on: steps to the target (a miss in the band above), else the selection split's Top-1
     column = "steps_to_target" if by_steps else search.selection_column(trials, by_steps)
     trials = trials.assign(**{column: trials[column].where(np.isfinite(trials[column]))})
@@ -524,7 +524,7 @@ def _lr_caption(
     """The lr sensitivity figure's caption: what a point is, its lines and marks, and the arms without a trial."""
     target = table_cells["target_top1"].iloc[0]
     return (
-        f"Learning-rate sensitivity of the trials: {tuning.describe(table_cells)}. Each point one trial: its "
+        f"Learning-rate sensitivity of the trials: {cells.describe(table_cells)}. Each point one trial: its "
         + (f"steps to {target:g}% val Top-1" if by_steps else "final Top-1 on the images it was selected on")
         + " against its peak lr, a panel per arm, a colour per batch; "
         + (
@@ -592,7 +592,7 @@ def plot_performance_profile(table_cells: pd.DataFrame, order: list[str]) -> plt
         )
     caption(
         fig,
-        f"Performance profile over batch sizes: {tuning.describe(table_cells)}. For each arm, the fraction of the {n} "
+        f"Performance profile over batch sizes: {cells.describe(table_cells)}. For each arm, the fraction of the {n} "
         "batch sizes at which its reruns' median steps to the target is within τ times the best arm's there (AlgoPerf's "
         "performance profile, over batches; a miss never counts). Equal curves lie one inside the other, the later "
         "arm thinner; markers where a curve steps." + _secondary(table_cells),
@@ -603,7 +603,7 @@ def plot_performance_profile(table_cells: pd.DataFrame, order: list[str]) -> plt
 
 def _secondary(table_cells: pd.DataFrame) -> str:
     """The caption's last sentence where the steps drawn are a secondary reading of a Top-1 sweep."""
-    return f" {note}" if (note := tuning.secondary_steps_note(table_cells)) else ""
+    return f" {note}" if (note := cells.secondary_steps_note(table_cells)) else ""
 
 
 def rerun_groups(table_cells: pd.DataFrame) -> pd.DataFrame:
@@ -628,12 +628,12 @@ def plot_all(study: Study, out: str | Path, paper: bool = False) -> list[Path]:
 
 
 def _figures(study: Study, out: Path) -> list[Path]:
-    table_cells = tuning.cells(study)
-    runs = tuning.sweep_runs(study)
-    order = tuning.arms(runs)
+    table_cells = cells.cells(study)
+    runs = cells.sweep_runs(study)
+    order = cells.arms(runs)
     # a steps-to-result sweep's runs stop at the target: their final Top-1 and gap are the crossing evaluation's,
     # so it draws no Top-1 or gap figure (as its verdict tests none)
-    by_steps = tuning.selects_on_steps(table_cells)
+    by_steps = cells.selects_on_steps(table_cells)
     figures = {"steps_to_result": lambda: plot_steps_to_result(table_cells, order)}
     if not by_steps:
         figures["tuned_top1_vs_batch"] = lambda: plot_reruns_vs_batch(
@@ -644,7 +644,7 @@ def _figures(study: Study, out: Path) -> list[Path]:
         )
         if len(reruns := rerun_groups(table_cells)):
             figures["tuned_curves"] = lambda: plot_curves(
-                study, reruns, order, tuning.describe(table_cells), "of each arm's reruns at its selected point", False
+                study, reruns, order, cells.describe(table_cells), "of each arm's reruns at its selected point", False
             )  # the question is the final Top-1: the recipes' target is no line to read
     figures["lr_sensitivity"] = lambda: plot_lr_sensitivity(runs, table_cells, order)
     figures["performance_profile"] = lambda: plot_performance_profile(table_cells, order)

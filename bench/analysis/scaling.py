@@ -1,0 +1,508 @@
+"""The scaling table: steps to result along the batch ladder, the critical batch by the curve, the bent curve
+and model-free (bench/analysis/ladder.py, critical.py), its checks, the ratios to the reference arm, and the
+claims in words."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pandas as pd
+
+from bench.analysis import ladder, power
+from bench.analysis.cells import (
+    SECONDARY_TEXT,
+    arms,
+    cells,
+    median_steps,
+    median_steps_ci,
+    never_rerun,
+    provenance_notes,
+    secondary_steps_note,
+    steps_cell,
+    sweep_runs,
+    title,
+)
+from bench.analysis.pairs import PRIMARY, check_arm, declared_reference, median_level
+from bench.analysis.paper import display
+from bench.analysis.render import NO_NUMBER, Cell, Table
+from bench.analysis.results import NOISE_WINDOW, Study
+from bench.rundir import METRICS, RECIPE
+
+
+def ladder_fits(table_cells: pd.DataFrame) -> dict[str, ladder.Fit | None]:
+    """arm -> its whole-ladder fit (ladder.fit_ladder); None while some batch of it waits for reruns."""
+    return {
+        arm: ladder.fit_ladder(cells_of, cells_of["linear_from"].iloc[0])
+        if cells_of["rerun_steps"].map(len).all()
+        else None
+        for arm, cells_of in table_cells.groupby("arm", sort=False)
+    }
+
+
+def cells_at_target(study: Study, cells_of: pd.DataFrame, target: float) -> pd.DataFrame | None:
+    """An arm's cells with their reruns' steps read at another target (ladder.steps_at), near ties off (only the
+    selected point's reruns); None when some rerun cannot say (it stopped at a lower target before this one)."""
+    rows = []
+    for _, c in cells_of.iterrows():
+        found = [
+            ladder.steps_at(study.curves_of([run]), target, True, c["target_top1"] if stopped else None)
+            for run, stopped in zip(c["reruns"], c["rerun_stopped"])
+        ]
+        if any(f is None for f in found):
+            return None
+        steps, ran, grid = zip(*found) if found else ((), (), ())
+        rows.append({**c, "rerun_steps": steps, "rerun_ran": ran, "rerun_grid": grid, "near_tie": False})
+    return pd.DataFrame(rows)
+
+
+def fit_checks(study: Study, table_cells: pd.DataFrame, fits: dict) -> dict[str, ladder.Checks]:
+    """arm -> the checks of its fit (ladder.checks): misses, each batch left out, the targets ladder.TARGET_SHIFT
+    below and above the declared one where the reruns allow."""
+    out = {}
+    for arm, f in fits.items():
+        if f is None or not f.found:
+            continue
+        cells_of = table_cells[table_cells["arm"] == arm]
+        target = float(cells_of["target_top1"].iloc[0])
+        shifted = {
+            t: cells_at_target(study, cells_of, t) for t in (target - ladder.TARGET_SHIFT, target + ladder.TARGET_SHIFT)
+        }
+        out[arm] = ladder.checks(cells_of, f, shifted, cells_of["linear_from"].iloc[0])
+    return out
+
+
+def estimates(table_cells: pd.DataFrame, names: list[str], reference: str | None, fits: dict) -> tuple[dict, dict]:
+    """arm -> its critical batch beside the curve's (ladder.alternatives), and arm -> its critical batch over the
+    reference arm's by each estimate (ladder.ESTIMATES -> ladder.Ratio or None), every arm against the reference
+    at the level Bonferroni's correction over those comparisons gives; each arm's seed-bootstrap draws made once,
+    the same draws for every arm (the seeds of all the arms with a fit)."""
+    others = [a for a in names if a != reference and reference is not None]
+    level = 1 - power.family_alpha(max(len(others), 1))
+    of = {arm: cells_of for arm, cells_of in table_cells.groupby("arm", sort=False)}
+    ready = [a for a in names if fits.get(a) is not None and fits[a].found]
+    seeds = sorted({s for a in ready for s in itertools.chain.from_iterable(of[a]["rerun_seeds"])})
+    linear = {a: of[a]["linear_from"].iloc[0] for a in ready}
+    base = min((ladder.base_batch(of[a], linear[a]) for a in ready), default=0.0)
+    draws = {a: ladder.arm_draws(of[a], seeds, base) for a in ready}
+    alternatives = {a: ladder.alternatives(of[a], draws[a]) for a in ready if base}
+    ratio_of = {
+        arm: {e: ladder.draws_ratio(draws[arm], draws[reference], e, level) for e in ladder.ESTIMATES}
+        if arm in draws and reference in draws
+        else None
+        for arm in others
+    }
+    return alternatives, ratio_of
+
+
+ALTERNATIVES_NOTE = (
+    "critical batch beside the curve's (bench/analysis/critical.py; a word on a ratio only where they agree): "
+    "bent curve: S(B) = S_min (1 + (B_noise / B)^alpha) fitted as the curve is (alpha = 1 is the curve), its "
+    "critical batch where S(B) B / (S(B0) B0) passes 1.2, [95%] the profile-likelihood interval of it and of "
+    "alpha; alpha = 1: F test p: the third parameter's F test on the batch means (each batch's mean log steps), a "
+    "test with power against the bend that the lack-of-fit test, which weighs it against the reruns' scatter, "
+    "misses; model-free: where the reruns' median steps x batch over the smallest batch's first pass 1.2, "
+    "interpolated on log batch between the two batches that bracket it (no curve), [95%] from the same seed "
+    "bootstrap as the ratios (its log's sd x sqrt(n / (n - 1)) x Student's t on n - 1 degrees of freedom); batches "
+    "in the linear regime: the smallest batch and those above it whose images / linear the seeds' noise does not "
+    "tell from 1 (its bootstrap interval holds 1), in a row. The ratio rows put each estimate's ratio in its "
+    "column, from the same draws. The coverage of each interval in simulated ladders, with alpha = 1 and bent: "
+    "docs/algorithms.md (tools/ladder_coverage.py --only estimates)."
+)
+
+
+def alternative_cells(a: ladder.Alternatives | None) -> list:
+    """The bent curve's, the F test's, the model-free and the linear regime's cells of an arm's first row."""
+    if a is None:
+        return [NO_NUMBER, Cell(None, kind="p"), NO_NUMBER, NO_NUMBER]
+    return [bent_text(a.bent), Cell(a.alpha.p, kind="p"), ladder.interval_text(*a.model_free), linear_text(a.linear)]
+
+
+def bent_text(c) -> str:
+    """'230 [163, 323] (alpha 1.16 [1.04, 1.28])': the bent curve's critical batch and alpha."""
+    if not c.found:
+        return NO_NUMBER
+    alpha = f"alpha {c.alpha:.2f} [{c.alpha_low:.2f}, {c.alpha_high:.2f}]"
+    return f"{ladder.interval_text(c.critical, c.critical_low, c.critical_high)} ({alpha})"
+
+
+def linear_text(batches: tuple[int, ...]) -> str:
+    """'2 (64, 128)': the batches seen in the linear regime, the smallest (the reference itself) included."""
+    return f"{len(batches)} ({', '.join(f'{b:,}' for b in batches)})"
+
+
+def _crossing_text(fraction: float, lr: float) -> str:
+    return f"{fraction:.0%} (lr {lr:.2f} of peak)" if fraction == fraction else NO_NUMBER
+
+
+def _ratio_text(r: ladder.Ratio | None) -> str:
+    if r is None:
+        return "no ratio (an arm has no fit, or lacks reruns at some batch)"
+    return f"{r.text})" + (f"; resolves ≥ {r.resolvable_text}" if r.resolvable == r.resolvable else "")
+
+
+def _base_text(f: ladder.Fit) -> str:
+    return f"from batch {f.base:,.0f}" if f.base else "from the fit's batch-0 limit"
+
+
+def _reached_text(steps: np.ndarray, diverged) -> str:
+    """'4/5' reruns that reached the target, '3/5 (1 diverged)'; 'no reruns'."""
+    if not len(steps):
+        return "no reruns"
+    gone = int(sum(bool(d) for d in diverged)) if isinstance(diverged, tuple) else 0  # a hand-made cell: none
+    return f"{int(np.isfinite(steps).sum())}/{len(steps)}" + (f" ({gone} diverged)" if gone else "")
+
+
+def untested_ties(table_cells: pd.DataFrame) -> dict[str, list[int]]:
+    """arm -> the batches whose selection was a near tie and whose runner-up was not rerun: the fit and its
+    interval rest on the selected point alone there."""
+    out = {}
+    for _, c in table_cells.sort_values("global_batch").iterrows():
+        if c["near_tie"] and not len(c["runner_up_rerun_steps"]):
+            out.setdefault(c["arm"], []).append(int(c["global_batch"]))
+    return out
+
+
+def scaling_claims(
+    fits: dict,
+    names: list[str],
+    reference: str | None,
+    crossings: dict,
+    checks=None,
+    ratio_of=None,
+    ties=None,
+    secondary: bool = False,
+    alternatives=None,
+):
+    """The scaling table's claims in words, made from its numbers: each arm's critical batch with its checks and
+    the near ties it rests on (untested_ties), the ratios to the reference arm, and where the crossings fell in the
+    schedule from the smallest batch to the largest. secondary: the sweep selected its cells on the final Top-1
+    (secondary_steps_note), which each critical batch and ratio says, so a claim quoted alone keeps it."""
+    checks, ratio_of, ties, alternatives = checks or {}, ratio_of or {}, ties or {}, alternatives or {}
+    caveat = f"; {SECONDARY_TEXT}" if secondary else ""
+    claims = []
+    for arm in names:
+        f = fits[arm]
+        if f is None or not f.found:
+            claims.append(f"{display(arm)}: no critical batch (reruns missing, or fewer than two batches reached it).")
+            continue
+        critical = ladder.interval_text(*f.critical)
+        words = [f"{display(arm)}: critical batch {critical} (95%; {EXCESS_TEXT} above linear scaling {_base_text(f)})"]
+        if not f.resolved:
+            words.append("the ladder does not locate it")
+        check = checks.get(arm)
+        outside = check.outside(f) if check else []
+        if outside:
+            words.append("not robust (outside the interval: " + ", ".join(outside) + ")")
+        elif check and check.left_out:
+            words.append("every batch left out in turn keeps it inside")
+        if check:
+            words.append(check.targets_text())
+        if check and check.unexplained():
+            words.append("the fit does not explain " + "; ".join(check.unexplained()))
+        if check and (medians := check.medians_text(f)):
+            words.append(medians)
+        if check and check.diverged_text():
+            words.append(check.diverged_text())
+        if f.lack_of_fit_p < ladder.LACK_OF_FIT_ALPHA:
+            words.append(
+                f"its batches scatter about the fit more than their reruns do (lack of fit p {f.lack_of_fit_p:.3f}): "
+                "the interval is the batch means'"
+            )
+        if f.alternatives:
+            words.append("its interval holds every near-tied selection's estimate")
+        if ties.get(arm):
+            at = ", ".join(f"{b:,}" for b in ties[arm])
+            words.append(f"it rests on near-tied selections at {at} whose runner-ups were not rerun")
+        if f.base:
+            words.append("batch-0 reference (0.2 B_noise): " + ladder.interval_text(*f.critical_at_zero))
+        if arm in alternatives:
+            words += alternatives_words(alternatives[arm], f)
+        claims.append("; ".join(words) + caveat + ".")
+    for arm in names:
+        if arm == reference or arm not in ratio_of:
+            continue
+        estimated = ratio_of[arm] or {}
+        r = estimated.get("curve")
+        pair = f"{display(arm)} / {display(reference)} critical batch"
+        if r is None:
+            claims.append(f"{pair}: no ratio (an arm has no fit, or lacks reruns at some batch).")
+            continue
+        others = {e: v for e, v in estimated.items() if e != "curve" and v is not None}
+        said = f"{pair}: {r.text}, seed-paired bootstrap)" + "".join(
+            f"; by the {e}: {v.text})" if e != "model-free" else f"; model-free: {v.text})" for e, v in others.items()
+        )
+        unlocated = [display(a) for a in (arm, reference) if not fits[a].resolved]
+        if unlocated:  # a ratio of critical batches the ladder does not locate is not read
+            word = f"not judged ({' and '.join(unlocated)}: critical batch not resolved)"
+        else:
+            word = combined_word({"curve": r, **others})
+            if word.startswith("no ") and r.resolvable == r.resolvable:
+                low, high = r.resolvable_range
+                word += f"; could resolve ≥ {ladder.ratio_text(r.resolvable)}x at 80% power" + (
+                    f" ([{ladder.ratio_text(low)}, {ladder.ratio_text(high)}] at 95%, from the seeds' noise)"
+                    * (low == low)
+                )
+            if r.unbounded:
+                word += f"; in {r.unbounded:,} of its {r.draws:,} draws an arm had no finite critical batch"
+            scatter = [display(a) for a in (arm, reference) if fits[a].lack_of_fit_p < ladder.LACK_OF_FIT_ALPHA]
+            if scatter:  # the bootstrap redraws seeds, not the batches' selections
+                word += f" (too narrow: the batches of {' and '.join(scatter)} scatter more than the seeds it redraws)"
+        untested = [f"{display(a)} {len(ties[a])} of {len(crossings[a])}" for a in (arm, reference) if ties.get(a)]
+        if untested and others:  # what the intervals leave out: they hold each cell's selected point fixed
+            word += f"; the intervals hold the selections fixed, near ties not rerun ({', '.join(untested)} batches)"
+        claims.append(f"{said}: {word}{caveat}.")
+    for arm in names:
+        ends = [crossings[arm][b] for b in sorted(crossings[arm]) if crossings[arm][b][0] == crossings[arm][b][0]]
+        if len(ends) > 1:
+            (f0, lr0), (f1, lr1) = ends[0], ends[-1]
+            claims.append(
+                f"{display(arm)}: the target was crossed at {f0:.0%} of the schedule (lr {lr0:.2f} of its peak) at the "
+                f"smallest batch and at {f1:.0%} (lr {lr1:.2f}) at the largest where a rerun reached it"
+                + (
+                    ": the schedule's state at the crossing changes along the ladder, which biases steps to result."
+                    if max(lr0, lr1) > 1.5 * min(lr0, lr1)
+                    else "."
+                )
+            )
+    return claims
+
+
+EXCESS_TEXT = f"{ladder.EXCESS - 1:.0%}"
+
+
+def combined_word(estimated: dict) -> str:
+    """A ratio's word over its estimates (ladder.ESTIMATES -> Ratio): 'larger' or 'smaller' only where every
+    estimate resolves it the same way, 'no difference resolved' where none resolves one, else 'depends on the
+    curve' with each estimate's word."""
+    words = {e: r.word for e, r in estimated.items()}
+    if len(set(words.values())) == 1:
+        return next(iter(words.values()))
+    return "depends on the curve (" + "; ".join(f"{e}: {w}" for e, w in words.items()) + ")"
+
+
+def alternatives_words(a: ladder.Alternatives, f: ladder.Fit) -> list[str]:
+    """An arm's critical batch beside the curve's, in words (scaling_claims)."""
+    words = []
+    if a.bent.found:
+        test = a.alpha
+        verdict = "rejected" if test.p < ladder.LACK_OF_FIT_ALPHA else "not rejected"
+        words.append(
+            f"the bent curve S_min (1 + (B_noise / B)^alpha) puts it at {bent_text(a.bent)}; alpha = 1 {verdict} on "
+            f"the {test.batches} batch means (F test p {test.p:.3f})"
+        )
+    if a.model_free[0] == a.model_free[0]:
+        words.append(f"model-free (where the reruns' medians pass 1.2 x linear): {ladder.interval_text(*a.model_free)}")
+    words.append(f"batches seen in the linear regime: {linear_text(a.linear)}")
+    if near := a.near_smallest(f):
+        words.append(f"within 2x of the smallest batch ({a.smallest:,.0f}): {', '.join(near)}; extend the ladder down")
+    return words
+
+
+def _no_fit_text(cells_of: pd.DataFrame) -> str:
+    """Why an arm's ladder has no fit (ladder_fits): the batches whose reruns its sweep can still run, and those
+    whose trials all diverged."""
+    waiting, diverged = [], []
+    for _, c in cells_of[cells_of["n_reruns"] == 0].iterrows():
+        (diverged if never_rerun(c) else waiting).append(f"{c['global_batch']:,}")
+    return "; ".join(
+        [f"waiting for reruns at {', '.join(waiting)}"] * bool(waiting)
+        + [f"no reruns at {', '.join(diverged)} (every trial diverged)"] * bool(diverged)
+    )
+
+
+def scaling(study: Study, baseline: str | None = None) -> Table:
+    """Steps to result along the batch ladder for each arm (the reruns at each cell's selected point), how far
+    each batch is from perfect linear scaling, where each cell crossed the target in its schedule, the fitted
+    B_noise and the critical batch (Zhang et al. 2024's 20% rule) from the whole ladder (bench/analysis/ladder.py)
+    with the fit's checks, the gradient noise scale the reruns logged, each arm's critical batch against the
+    reference arm's, and the claims in words. `baseline`: the reference arm (default: the sweep's `primary:
+    {reference: ARM}`, else LARS, else the first arm)."""
+    table_cells = cells(study)
+    table = Table(
+        title("Scaling: steps to result and the critical batch", table_cells),
+        [
+            "arm",
+            "batch",
+            "fewest over trials",
+            "steps to result (reruns' median [≥ 95% or min-max])",
+            "fitted steps",
+            "reached",
+            "misses' chance under the fit",
+            "grid",
+            "images / linear",
+            "crossing: schedule (lr)",
+            f"B_simple, epochs {NOISE_WINDOW[0]:g}-{NOISE_WINDOW[1]:g} (reruns' median)",
+            "B_noise (fit) [95%]",
+            "lack of fit p",
+            "critical batch [95%]",
+            "critical batch without this batch",
+            "batch-0 reference, 0.2 B_noise [95%]",
+            "critical batch, bent curve [95%] (alpha [95%])",
+            "alpha = 1: F test p (batch means)",
+            "critical batch, model-free [95%]",
+            "batches in the linear regime",
+        ],
+        keys=2,
+    )
+    names = [a for a in arms(sweep_runs(study)) if a in set(table_cells["arm"])]
+    check_arm(baseline, names)
+    fits = ladder_fits(table_cells)
+    checks = fit_checks(study, table_cells, fits)
+    declared = declared_reference(study)
+    reference = baseline or (
+        declared if declared in fits else PRIMARY[1] if PRIMARY[1] in fits else names[0] if names else None
+    )
+    alternatives, ratio_of = estimates(table_cells, names, reference, fits)
+    crossings = {arm: {} for arm in names}
+    for arm in names:
+        cells_of = table_cells[table_cells["arm"] == arm].sort_values("global_batch")
+        medians = cells_of["rerun_steps"].map(median_steps).to_numpy()
+        f, check = fits[arm], checks.get(arm)
+        for i, (_, c) in enumerate(cells_of.iterrows()):
+            steps = np.asarray(c["rerun_steps"], float)
+            ci = median_steps_ci(steps)
+            grids = np.asarray(c["rerun_grid"], float)
+            grid = float(np.nanmax(grids)) if np.isfinite(grids).any() else math.nan
+            base = medians[0] * cells_of["global_batch"].iloc[0]  # a miss at the smallest batch: no base
+            linear = medians[i] * c["global_batch"] / base if math.isfinite(base) else math.nan
+            crossings[arm][c["global_batch"]] = ladder.crossings(study, c)
+            fitted = critical = at_zero = NO_NUMBER
+            lack = Cell(None, kind="p")
+            if i == 0 and f is None:
+                fitted = critical = at_zero = _no_fit_text(cells_of)
+            elif i == 0:
+                lack = Cell(f.lack_of_fit_p, kind="p")
+                fitted = ladder.interval_text(f.b_noise, f.low, f.high)
+                critical = ladder.interval_text(*f.critical)
+                at_zero = ladder.interval_text(*f.critical_at_zero)
+            others = alternative_cells(alternatives.get(arm)) if i == 0 else ["", Cell(None, kind="p"), "", ""]
+            chance = check.misses_chance[i] if check else math.nan
+            left_out = check.left_out.get(c["global_batch"], math.nan) if check else math.nan
+            table.rows.append(
+                [
+                    display(arm),
+                    c["global_batch"],
+                    steps_cell(c["steps_to_result"], c["steps_to_result_grid"]),
+                    Cell(medians[i], kind="steps", ci=ci[:2] if ci else None, note=median_level(ci) if ci else ""),
+                    Cell(check.fitted[i] if check else None, kind="steps"),
+                    _reached_text(steps, c.get("rerun_diverged")),
+                    NO_NUMBER if chance != chance or not check.misses[i] else f"{chance:.3f}",
+                    Cell(grid, kind="steps"),
+                    Cell(linear, kind="ratio"),
+                    _crossing_text(*crossings[arm][c["global_batch"]]),
+                    Cell(c["noise_scale"], kind="images"),
+                    fitted,
+                    lack,
+                    critical,
+                    NO_NUMBER if left_out != left_out else ladder.batch_text(left_out),
+                    at_zero,
+                    *others,
+                ]
+            )
+    for arm, r in ratio_of.items():
+        blank = [Cell(None, kind=k) for k in ("steps", "steps", "steps")] + ["", "", Cell(None, kind="steps")]
+        table.rows.append(
+            [
+                f"{display(arm)} / {display(reference)}",
+                "—",
+                *blank,
+                Cell(None, kind="ratio"),
+                "",
+                Cell(None, kind="images"),
+                "",
+                Cell(None, kind="p"),
+                _ratio_text(r and r["curve"]),
+                "",
+                "",
+                _ratio_text(r and r["bent curve"]),
+                Cell(None, kind="p"),
+                _ratio_text(r and r["model-free"]),
+                "",
+            ]
+        )
+    table.notes = [
+        *([secondary] if (secondary := secondary_steps_note(table_cells)) else []),
+        "fewest over trials: the fewest steps to the target over the cell's trials (Shallue et al. 2018's steps to "
+        "result, chosen after the fact, so it carries the winner's luck; ∞: no trial reached it), with its grid.",
+        "steps to result: the median over the reruns (the selected point of each cell with seeds other than the "
+        "trials', so no selection luck) of the steps to the first evaluation at or above the target on the "
+        "validation set, a miss counting as ∞; [low, high] (coverage): the median's distribution-free interval from "
+        "two order statistics of the reruns with its exact coverage (at least 95% where the reruns allow it, else "
+        "the smallest to the largest: 93.75% for 5; a miss ranks above every finite value; power.median_interval); "
+        "reached: reruns that reached the target ('(k diverged)': reruns that diverged, which the fit leaves out: "
+        "they stopped early and bound nothing); grid: the evaluation resolution (the largest over the reruns).",
+        "images / linear: steps to result x batch over the smallest batch's (1 = perfect linear scaling: doubling "
+        "the batch halves the steps); where it passes 1.2 outside the critical batch's interval, the claim says so.",
+        "crossing: where the reruns crossed the target in their schedule, medians over the reruns that reached it: "
+        "the crossing step over the run's planned steps, and the learning rate at that evaluation over the recipe's "
+        f"peak (from each run's {RECIPE} and {METRICS}). Under a schedule that decays over the budget, small "
+        "batches cross on a high learning rate and large ones on an annealed one, which biases steps to result "
+        "and with them the critical batch.",
+        "fitted steps: the fit's S(B) at the batch, beside the reruns' median; misses' chance under the fit: where "
+        "reruns missed, the chance of that many misses or more when each rerun's log steps scatter about the fit "
+        f"with its residual spread and a miss needs more steps than the budget (below {ladder.MISSES_ALPHA:g}: "
+        "the fit does not explain them, and the claim says so).",
+        "B_noise (fit): every rerun of every batch in one least-squares fit of S(B) = S_min (1 + B_noise / B) "
+        "(McCandlish et al. 2018) in log steps, each rerun's steps at the middle of its last evaluation interval, a "
+        "miss a lower bound at the steps it ran; [95%]: the profile-likelihood interval (the residual variance at "
+        "least the evaluation grid's rounding), widened to hold the fit of every near-tied selection (a cell whose "
+        "runner-up trial is near-tied and was rerun: both points' reruns). Its coverage in simulated ladders of "
+        "64-1,024 with 5 reruns is in docs/algorithms.md (under the model, and with misses at the top batch the "
+        "model does not predict). An interval wider than a factor of 2 prints no point: 'between L and H (not "
+        "resolved)'.",
+        "lack of fit p: the reruns of a batch share its selected lr, so a batch can sit off the curve as a whole: "
+        "the F test of the batches' scatter about the fit (the residual sum of squares less the reruns' scatter "
+        "within their batches, at least the grid's rounding) against that within-batch scatter; below "
+        f"{ladder.LACK_OF_FIT_ALPHA:g}, the interval takes the batches' variance on their degrees of freedom (it "
+        "widens to what the batch means can say) and the claim says so. The residual variance counts the points "
+        "that cost the fit (every reached rerun, and each miss the curve passes below).",
+        f"critical batch: where images to result are {EXCESS_TEXT} above perfect linear scaling (Zhang et al. 2024, "
+        "'How Does Critical Batch Size Scale in Pre-training?'), linear scaling from the ladder's smallest batch B0 "
+        "(the fit's steps there): B_crit = 0.2 B_noise + 1.2 B0, its interval B_noise's mapped (a sweep's "
+        "scaling.linear_from: zero takes the fit's small-batch limit instead, B_crit = 0.2 B_noise); the "
+        "batch-0 reference column is that 0.2 B_noise either way. Robustness (the claims): the estimate with each "
+        f"batch left out (column 'without this batch') and at the targets {ladder.TARGET_SHIFT:g} point below and "
+        "above the declared one (read from the reruns' evaluations: before the last, on the val subset of "
+        "eval.curve_images where the recipe sets it, a crossing the target's full-val confirmation does not check; "
+        "above only where the reruns went on past the target); 'not robust' when one falls outside the interval; "
+        "and the batches between which the images / linear column passes 1.2 where they lie outside it.",
+        "The last rows divide each arm's critical batch by the reference arm's: the point from the two fits, the "
+        f"interval from {ladder.BOOTSTRAP_DRAWS:,} seed-paired bootstrap draws (the same seeds, drawn with "
+        "replacement, in every cell of both arms; both refitted at the selected points): the point times exp(± t "
+        "se), se the draws' standard deviation of log ratios scaled by sqrt(n / (n - 1)), t Student's on n - 1 "
+        "degrees of freedom for n seeds, at 95% Bonferroni-corrected over the m arms compared with the reference "
+        f"(1 − 0.05/m, m = {max(len(ratio_of), 1)}); 'resolves ≥ R x': the smallest ratio (either way) it would "
+        "resolve with 80% power, exp((t_level + t_80%) se), [95%] its interval from the se's own uncertainty "
+        "(chi-square on n - 1 degrees of freedom, as the verdict's MDE). A draw where an arm has no finite critical "
+        "batch (its reseeded fit scales linearly) is a ratio of 0 or ∞ the se leaves out, and the claim counts such "
+        "draws; where more of them than the interval's tail are, or the point itself is 0 or ∞, the interval is the "
+        "draws' percentiles (which cover less than asked at 5 seeds), with no resolvable ratio. Its coverage in "
+        "simulated ladders: docs/algorithms.md.",
+        ALTERNATIVES_NOTE,
+        f"B_simple: the simple gradient noise scale tr(Σ)/|G|² (McCandlish et al. 2018) over the steps each rerun "
+        f"started within epochs {NOISE_WINDOW[0]:g} to {NOISE_WINDOW[1]:g} of the training set (the same images at "
+        "every batch; a run that stopped before the window's end has none), median over the reruns; '—': no rerun "
+        "logged it (one gradient group a step, or a plain optimizer's run made before those logged it). It equals "
+        "McCandlish's B_noise (the batch at which images to a result are twice their small-batch minimum) only "
+        "where the Hessian is a multiple of the identity (McCandlish et al.'s B_simple assumes a well-conditioned, "
+        "preconditioner-free problem); on a curved, ill-conditioned loss it falls below B_noise, so read its trend "
+        "along the ladder beside the B_noise (fit) column, not its value.",
+        *provenance_notes(study),
+        *(
+            f"Claim: {claim}"
+            for claim in scaling_claims(
+                fits,
+                names,
+                reference,
+                crossings,
+                checks,
+                ratio_of,
+                untested_ties(table_cells),
+                bool(secondary),
+                alternatives,
+            )
+        ),
+    ]
+    return table
