@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 
 from bench.analysis import power
 from bench.analysis.cells import (
@@ -81,6 +82,44 @@ def _gap_exists_word(low: float, high: float) -> str:
     return "no gap resolved"
 
 
+ACROSS_COLUMNS = [
+    "arm",
+    "batch",
+    "val Top-1 [95%]",
+    "train-eval Top-1 [95%]",
+    "gap [95%]",
+    "Δ val Top-1 [95%]",
+    "p Holm (val)",
+    "Δ gap [95%]",
+    "p Holm (gap)",
+    "MDE gap 80% at α/m [95%]",
+    "verdict",
+]
+
+ACROSS_NOTES = (
+    f"val Top-1, train-eval Top-1, gap: the final val Top-1 (%), the final Top-1 on the fixed train-eval subset "
+    "(training images in evaluation mode: how well the budget fitted them) and the gap (train-eval Top-1 − val "
+    f"Top-1, pp) of each cell's reruns (the best trial's point, other seeds), their mean with its "
+    f"{CONFIDENCE:.0%} t interval (n = reruns that trained).",
+    f"Δ: the cell's mean minus the same arm's at its smallest batch, with Welch's {CONFIDENCE:.0%} interval "
+    "(uncorrected): another batch is another experiment, so its reruns are not paired by seed with the smallest "
+    "batch's even where the seeds coincide.",
+    "p Holm: Welch's two-sided p, adjusted by Holm's step-down method over every test of that metric in this "
+    "table (each arm at each batch above its smallest). verdict: gap 'larger' / 'smaller', val Top-1 'higher' / "
+    "'lower at B' when p Holm < 0.05; "
+    "else 'within noise (could detect ≥ MDE pp)'. MDE 80% at α/m: the smallest true gap difference this test "
+    "detects with 80% power at the observed noise at Holm's first level; [95%]: its interval from the noise's "
+    "uncertainty (as in the verdict table).",
+    "Claims: each cell's gap and each comparison's conclusion, as sentences made from their numbers, under the "
+    "table. A cell's gap claim: 'a gap' where its interval lies above 0, 'val Top-1 above train-eval' where "
+    "below, else 'no gap resolved' (uncorrected: one test a cell); its interval adds to the seeds' spread the "
+    "sampling error of the two fixed image sets every seed is scored on (binomial, p(1 − p) / N for the "
+    "train-eval subset and for the val set; Welch-Satterthwaite df), which the gap column, the seeds' alone, "
+    "cannot show. A difference across batches leaves it out: both batches are scored on the same sets, so "
+    f"their sampling largely cancels. {UNCORRECTED_ONLY}",
+)
+
+
 def across_batches(study: Study, baseline: str | None = None) -> Table:
     """Each arm of a sweep selected on Top-1 at each batch against itself at its smallest batch (Keskar et al.
     2017's question: does the gap grow with the batch?): the reruns' final val Top-1, train-eval Top-1 and gap with their 95% t
@@ -89,26 +128,33 @@ def across_batches(study: Study, baseline: str | None = None) -> Table:
     in words; its claims say of each cell whether a gap exists (seeds and image sampling) and each difference's
     conclusion. `baseline` is not used: each arm is its own reference."""
     table_cells = cells(study)
-    table = Table(
-        title("Across batches: each arm against itself at its smallest batch", table_cells),
-        [
-            "arm",
-            "batch",
-            "val Top-1 [95%]",
-            "train-eval Top-1 [95%]",
-            "gap [95%]",
-            "Δ val Top-1 [95%]",
-            "p Holm (val)",
-            "Δ gap [95%]",
-            "p Holm (gap)",
-            "MDE gap 80% at α/m [95%]",
-            "verdict",
-        ],
-        keys=2,
-    )
+    head = title("Across batches: each arm against itself at its smallest batch", table_cells)
+    table = Table(head, ACROSS_COLUMNS, keys=2)
     if selects_on_steps(table_cells):
         table.notes = [STEPS_SWEEP]
         return table
+    rows = _tests(study, table_cells)
+    holm = {m: power.holm([r[m].p if r[m] else math.nan for r in rows]) for m in ACROSS}
+    alpha = {m: power.family_alpha(sum(r[m] is not None for r in rows)) for m in holm}
+    for k, r in enumerate(rows):
+        mdes = {m: power.comparison_mde(r[m], alpha[m]) if r[m] else math.nan for m in holm}
+        table.claims += _gap_claims(r["arm"], r["cell"])
+        words = []
+        for metric in () if r["reference"] else ACROSS:
+            words.append(_difference_claim(table, r, metric, holm[metric][k], mdes[metric]))
+        table.rows.append(_row(r, {m: holm[m][k] for m in holm}, mdes, words))
+    one_batch = ["One batch per arm: nothing to compare across batches (bench table verdict compares the arms)."]
+    table.notes = [
+        *(one_batch if rows and all(r["reference"] for r in rows) else []),
+        *ACROSS_NOTES,
+        *selection_notes(table_cells),
+        *provenance_notes(study),
+    ]
+    return table
+
+
+def _tests(study: Study, table_cells: pd.DataFrame) -> list[dict]:
+    """Each arm's cells in batch order, each with its Welch tests against the arm's smallest batch (None there)."""
     rows = []
     for arm in arms(sweep_runs(study)):
         mine = table_cells[table_cells["arm"] == arm].sort_values("global_batch")
@@ -116,78 +162,48 @@ def across_batches(study: Study, baseline: str | None = None) -> Table:
         for i, (_, c) in enumerate(mine.iterrows()):
             tests = {m: power.compare(c[m], first[m]) if i else None for m in ACROSS}  # Welch
             rows.append({"arm": arm, "cell": c, "first": first, "reference": not i, **tests})
-    holm = {m: power.holm([r[m].p if r[m] else math.nan for r in rows]) for m in ACROSS}
-    alpha = {m: power.family_alpha(sum(r[m] is not None for r in rows)) for m in holm}
-    for k, r in enumerate(rows):
-        c, first, gap, val = r["cell"], r["first"], r["gap_top1"], r["val_top1"]
-        batch, base = int(c["global_batch"]), int(first["global_batch"])
-        mdes = {m: power.comparison_mde(r[m], alpha[m]) if r[m] else math.nan for m in holm}
-        gap_subject, sets_var = f"{display(r['arm'])} gap at batch {batch}", _sets_var(c)
-        if (gap_ci := power.mean_interval(_numbers(c["gap_top1"]), shared_var=sets_var)) is None:
-            pass  # fewer than 2 reruns with a gap: the table's cell says why
-        elif sets_var != sets_var:  # an older run without its image sets' sizes: no interval without their error
-            table.claims.append(claim(gap_subject, "not judged (its runs do not record the image sets' sizes)"))
-        else:
-            table.claims.append(  # does a gap exist in this cell?
-                claim(
-                    gap_subject,
-                    _gap_exists_word(*gap_ci[1:]),
-                    gap_ci[1:],
-                    f"{CONFIDENCE:.0%}: seeds and image sampling, uncorrected",
-                    "pct",
-                    " pp",
-                )
-            )
-        words = []
-        for metric in () if r["reference"] else ACROSS:
-            test, n = r[metric], (len(_numbers(c[metric])), len(_numbers(first[metric])))
-            word = _across_word(metric, batch, test, holm[metric][k], mdes[metric], n)
-            words.append(word)
-            subject = f"{display(r['arm'])} {ACROSS[metric][0]} at batch {batch} − at {base}"
-            table.claims.append(
-                difference_claim(subject, word, test, holm[metric][k]) if test else claim(subject, word)
-            )
-        diff = lambda t: Cell(t.diff, kind="pct", ci=(t.low, t.high)) if t else Cell(None, kind="pct")  # noqa: E731
-        reference = Cell(None, note=f"reference ({base})")
-        table.rows.append(
-            [
-                display(r["arm"]),
-                batch,
-                _interval_cell(c["val_top1"], c["n_reruns"]),
-                _interval_cell(c["train_eval_top1"], c["n_reruns"]),
-                _interval_cell(c["gap_top1"], c["n_reruns"]),
-                reference if r["reference"] else diff(val),
-                Cell(holm["val_top1"][k], kind="p"),
-                reference if r["reference"] else diff(gap),
-                Cell(holm["gap_top1"][k], kind="p"),
-                mde_cell(gap, mdes["gap_top1"]),
-                "; ".join(words) or "the reference",
-            ]
-        )
-    one_batch = ["One batch per arm: nothing to compare across batches (bench table verdict compares the arms)."]
-    table.notes = [
-        *(one_batch if rows and all(r["reference"] for r in rows) else []),
-        f"val Top-1, train-eval Top-1, gap: the final val Top-1 (%), the final Top-1 on the fixed train-eval subset "
-        "(training images in evaluation mode: how well the budget fitted them) and the gap (train-eval Top-1 − val "
-        f"Top-1, pp) of each cell's reruns (the best trial's point, other seeds), their mean with its "
-        f"{CONFIDENCE:.0%} t interval (n = reruns that trained).",
-        f"Δ: the cell's mean minus the same arm's at its smallest batch, with Welch's {CONFIDENCE:.0%} interval "
-        "(uncorrected): another batch is another experiment, so its reruns are not paired by seed with the smallest "
-        "batch's even where the seeds coincide.",
-        "p Holm: Welch's two-sided p, adjusted by Holm's step-down method over every test of that metric in this "
-        "table (each arm at each batch above its smallest). verdict: gap 'larger' / 'smaller', val Top-1 'higher' / "
-        "'lower at B' when p Holm < 0.05; "
-        "else 'within noise (could detect ≥ MDE pp)'. MDE 80% at α/m: the smallest true gap difference this test "
-        "detects with 80% power at the observed noise at Holm's first level; [95%]: its interval from the noise's "
-        "uncertainty (as in the verdict table).",
-        "Claims: each cell's gap and each comparison's conclusion, as sentences made from their numbers, under the "
-        "table. A cell's gap claim: 'a gap' where its interval lies above 0, 'val Top-1 above train-eval' where "
-        "below, else 'no gap resolved' (uncorrected: one test a cell); its interval adds to the seeds' spread the "
-        "sampling error of the two fixed image sets every seed is scored on (binomial, p(1 − p) / N for the "
-        "train-eval subset and for the val set; Welch-Satterthwaite df), which the gap column, the seeds' alone, "
-        "cannot show. A difference across batches leaves it out: both batches are scored on the same sets, so "
-        f"their sampling largely cancels. {UNCORRECTED_ONLY}",
-        *selection_notes(table_cells),
-        *provenance_notes(study),
+    return rows
+
+
+def _gap_claims(arm: str, c: pd.Series) -> list[str]:
+    """Whether cell c has a gap, in words (seeds and image sampling); none where it has fewer than 2 reruns."""
+    batch = int(c["global_batch"])
+    subject, sets_var = f"{display(arm)} gap at batch {batch}", _sets_var(c)
+    if (gap_ci := power.mean_interval(_numbers(c["gap_top1"]), shared_var=sets_var)) is None:
+        return []  # fewer than 2 reruns with a gap: the table's cell says why
+    if sets_var != sets_var:  # an older run without its image sets' sizes: no interval without their error
+        return [claim(subject, "not judged (its runs do not record the image sets' sizes)")]
+    scope = f"{CONFIDENCE:.0%}: seeds and image sampling, uncorrected"
+    return [claim(subject, _gap_exists_word(*gap_ci[1:]), gap_ci[1:], scope, "pct", " pp")]
+
+
+def _difference_claim(table: Table, r: dict, metric: str, p_holm: float, detectable: float) -> str:
+    """Row r's difference from its arm's smallest batch in `metric`: its claim added to the table, its word
+    returned."""
+    c, first = r["cell"], r["first"]
+    batch, base = int(c["global_batch"]), int(first["global_batch"])
+    test, n = r[metric], (len(_numbers(c[metric])), len(_numbers(first[metric])))
+    word = _across_word(metric, batch, test, p_holm, detectable, n)
+    subject = f"{display(r['arm'])} {ACROSS[metric][0]} at batch {batch} − at {base}"
+    table.claims.append(difference_claim(subject, word, test, p_holm) if test else claim(subject, word))
+    return word
+
+
+def _row(r: dict, holm: dict, mdes: dict, words: list[str]) -> list:
+    """Row r of the across-batches table (`holm`, `mdes`: its p Holm and MDE by metric)."""
+    c, gap, val = r["cell"], r["gap_top1"], r["val_top1"]
+    diff = lambda t: Cell(t.diff, kind="pct", ci=(t.low, t.high)) if t else Cell(None, kind="pct")  # noqa: E731
+    reference = Cell(None, note=f"reference ({int(r['first']['global_batch'])})")
+    return [
+        display(r["arm"]),
+        int(c["global_batch"]),
+        _interval_cell(c["val_top1"], c["n_reruns"]),
+        _interval_cell(c["train_eval_top1"], c["n_reruns"]),
+        _interval_cell(c["gap_top1"], c["n_reruns"]),
+        reference if r["reference"] else diff(val),
+        Cell(holm["val_top1"], kind="p"),
+        reference if r["reference"] else diff(gap),
+        Cell(holm["gap_top1"], kind="p"),
+        mde_cell(gap, mdes["gap_top1"]),
+        "; ".join(words) or "the reference",
     ]
-    return table

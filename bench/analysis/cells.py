@@ -90,31 +90,8 @@ def cells(study: Study) -> pd.DataFrame:
         members = members[members["status"] != "stopped"]
         members = pd.concat([once_per_seed(runs_of) for _, runs_of in members.groupby("recipe", sort=False)])
         trials = members[members["role"].isin(["trial", "local"])]  # local: the sweep's local stage
-        reruns = members[members["role"] == "rerun"]
-        by_steps = bool((members["select_metric"] == "steps_to_target").any())  # reruns carry their trial's tags
-        column = search.selection_column(trials, by_steps)
-        scored = trials[(trials["status"] == "completed") & trials[column].notna()]
-        ranked = rank_trials(scored, column, by_steps)
-        best = ranked.iloc[0] if len(ranked) else None
-        runner_up = ranked.iloc[1][column] if len(ranked) > 1 else math.nan
-        steps_tie = (  # a best that missed has no steps to tie on (its misses are ranked on Top-1)
-            by_steps
-            and len(ranked) > 1
-            and math.isfinite(best["steps_to_target"])
-            and ranked.iloc[1]["steps_to_target"] - best["steps_to_target"] < best["steps_to_target_grid"]
-        )
-        split = (
-            best["holdout_size"]
-            if best is not None and column == "holdout_top1"
-            else (best["val_images"] if best is not None else math.nan)
-        )
-        se = selection_se(best[column], split) if best is not None else math.nan
-        per_study = [_min_steps(t) for _, t in trials.groupby("sweep_study")]
-        done = reruns[reruns["finished"]]
+        done = members[(members["role"] == "rerun") & members["finished"]]
         trained = done[done["val_top1"].notna()]
-        second = members[
-            (members["role"] == "rerun_top") & members["finished"] & members["recipe"].str.contains("-top2-")
-        ]
         rows.append(
             {
                 "arm": arm,
@@ -127,50 +104,8 @@ def cells(study: Study) -> pd.DataFrame:
                     f"{r['recipe']}: {instability_text(r)}"
                     for _, r in members[members["unstable"] & ~members["diverged"]].iterrows()
                 ),
-                "selection": column,
-                "best_trial": best["recipe"] if best is not None else None,
-                "best_selection_top1": best[column] if best is not None else math.nan,
-                "runner_up_top1": runner_up,
-                "selection_se": se,
-                "select_metric": "steps_to_target" if by_steps else "top1",
-                "best_steps": best["steps_to_target"] if best is not None else math.nan,
-                "runner_up_steps": ranked.iloc[1]["steps_to_target"] if len(ranked) > 1 else math.nan,
-                "near_tie": bool(steps_tie if by_steps else best is not None and best[column] - runner_up < 2 * se),
-                "rerun_selection": tuple(done[column]) if column in done else (),  # the reruns' seed noise
-                "noise_scale": float(trained["noise_scale_window"].median()) if len(trained) else math.nan,
-                "best_lr": best["lr"] if best is not None else math.nan,
-                "best_warmup_epochs": best["warmup_epochs"] if best is not None else math.nan,
-                "steps_to_result": _min_steps(trials),
-                "steps_to_result_grid": _min_steps_grid(trials),
-                "median_study_steps": float(np.median(per_study)) if per_study else math.nan,
-                "n_studies": len(per_study),
-                "reruns": tuple(done["run"]),
-                "n_reruns": len(done),
-                "n_rerun_diverged": len(done) - len(trained),
-                "val_top1": tuple(trained["val_top1"]),
-                "gap_top1": tuple(trained["gap_top1"]),
-                "train_eval_top1": tuple(trained["train_eval_top1"]),
-                "val_images": tuple(trained["val_images"]),  # the image sets' sizes: their sampling error
-                "train_eval_images": tuple(trained["train_eval_images"]),
-                "seeds": tuple(trained["seed"]),
-                "kernels": tuple(sorted(set(done["kernels"]))),
-                "clip_frac": _mean_logged(study, trained["run"], "gsnr_clip_frac"),
-                "runner_up_reruns": tuple(second["val_top1"].dropna()),
-                "runner_up_seeds": tuple(second.dropna(subset=["val_top1"])["seed"]),
-                "runner_up_gap": tuple(second.dropna(subset=["val_top1"])["gap_top1"]),
-                "runner_up_rerun_steps": tuple(second["steps_to_target"]),
-                "runner_up_rerun_grid": tuple(second["steps_to_target_grid"]),
-                "runner_up_rerun_ran": tuple(second["steps"]),
-                "runner_up_rerun_diverged": tuple(second["diverged"]),
-                "rerun_steps": tuple(done["steps_to_target"]),
-                "rerun_grid": tuple(done["steps_to_target_grid"]),
-                "rerun_ran": tuple(done["steps"]),  # the steps each ran: a miss's lower bound (ladder.fit)
-                "rerun_diverged": tuple(done["diverged"]),  # left out of the fit (ladder.selections)
-                "rerun_seeds": tuple(done["seed"]),
-                "rerun_budget": float(np.round(done["planned_epochs"] * done["train_size"] / batch).max())
-                if len(done)
-                else math.nan,  # the steps a rerun may run: a miss's chance under the fit (ladder.checks)
-                "rerun_stopped": tuple(done["stopped_at_target"]),
+                **_selection(trials, members, done, trained),
+                **_reruns(study, members, done, trained, batch),
                 "linear_from": linear_from(specs.get(members["sweep"].iloc[0])),
                 "images": float(members.loc[members["finished"], "images"].max())
                 if members["finished"].any()
@@ -185,6 +120,84 @@ def cells(study: Study) -> pd.DataFrame:
         )
     table_cells = pd.DataFrame(rows).sort_values(["global_batch", "arm"], key=_arm_order(runs), ignore_index=True)
     return near_ties_from_seeds(table_cells)
+
+
+def _selection(trials: pd.DataFrame, members: pd.DataFrame, done: pd.DataFrame, trained: pd.DataFrame) -> dict:
+    """A cell's search: the split it selected on, its best trial and runner-up, whether they are a near tie, the
+    steps to result over its trials and its studies."""
+    by_steps = bool((members["select_metric"] == "steps_to_target").any())  # reruns carry their trial's tags
+    column = search.selection_column(trials, by_steps)
+    scored = trials[(trials["status"] == "completed") & trials[column].notna()]
+    ranked = rank_trials(scored, column, by_steps)
+    best = ranked.iloc[0] if len(ranked) else None
+    runner_up = ranked.iloc[1][column] if len(ranked) > 1 else math.nan
+    steps_tie = (  # a best that missed has no steps to tie on (its misses are ranked on Top-1)
+        by_steps
+        and len(ranked) > 1
+        and math.isfinite(best["steps_to_target"])
+        and ranked.iloc[1]["steps_to_target"] - best["steps_to_target"] < best["steps_to_target_grid"]
+    )
+    split = (
+        best["holdout_size"]
+        if best is not None and column == "holdout_top1"
+        else (best["val_images"] if best is not None else math.nan)
+    )
+    se = selection_se(best[column], split) if best is not None else math.nan
+    per_study = [_min_steps(t) for _, t in trials.groupby("sweep_study")]
+    return {
+        "selection": column,
+        "best_trial": best["recipe"] if best is not None else None,
+        "best_selection_top1": best[column] if best is not None else math.nan,
+        "runner_up_top1": runner_up,
+        "selection_se": se,
+        "select_metric": "steps_to_target" if by_steps else "top1",
+        "best_steps": best["steps_to_target"] if best is not None else math.nan,
+        "runner_up_steps": ranked.iloc[1]["steps_to_target"] if len(ranked) > 1 else math.nan,
+        "near_tie": bool(steps_tie if by_steps else best is not None and best[column] - runner_up < 2 * se),
+        "rerun_selection": tuple(done[column]) if column in done else (),  # the reruns' seed noise
+        "noise_scale": float(trained["noise_scale_window"].median()) if len(trained) else math.nan,
+        "best_lr": best["lr"] if best is not None else math.nan,
+        "best_warmup_epochs": best["warmup_epochs"] if best is not None else math.nan,
+        "steps_to_result": _min_steps(trials),
+        "steps_to_result_grid": _min_steps_grid(trials),
+        "median_study_steps": float(np.median(per_study)) if per_study else math.nan,
+        "n_studies": len(per_study),
+    }
+
+
+def _reruns(study: Study, members: pd.DataFrame, done: pd.DataFrame, trained: pd.DataFrame, batch: int) -> dict:
+    """A cell's reruns (`done`: those that finished; `trained`: those with a final Top-1) and its runner-up's."""
+    second = members[(members["role"] == "rerun_top") & members["finished"] & members["recipe"].str.contains("-top2-")]
+    second_trained = second.dropna(subset=["val_top1"])
+    return {
+        "reruns": tuple(done["run"]),
+        "n_reruns": len(done),
+        "n_rerun_diverged": len(done) - len(trained),
+        "val_top1": tuple(trained["val_top1"]),
+        "gap_top1": tuple(trained["gap_top1"]),
+        "train_eval_top1": tuple(trained["train_eval_top1"]),
+        "val_images": tuple(trained["val_images"]),  # the image sets' sizes: their sampling error
+        "train_eval_images": tuple(trained["train_eval_images"]),
+        "seeds": tuple(trained["seed"]),
+        "kernels": tuple(sorted(set(done["kernels"]))),
+        "clip_frac": _mean_logged(study, trained["run"], "gsnr_clip_frac"),
+        "runner_up_reruns": tuple(second["val_top1"].dropna()),
+        "runner_up_seeds": tuple(second_trained["seed"]),
+        "runner_up_gap": tuple(second_trained["gap_top1"]),
+        "runner_up_rerun_steps": tuple(second["steps_to_target"]),
+        "runner_up_rerun_grid": tuple(second["steps_to_target_grid"]),
+        "runner_up_rerun_ran": tuple(second["steps"]),
+        "runner_up_rerun_diverged": tuple(second["diverged"]),
+        "rerun_steps": tuple(done["steps_to_target"]),
+        "rerun_grid": tuple(done["steps_to_target_grid"]),
+        "rerun_ran": tuple(done["steps"]),  # the steps each ran: a miss's lower bound (ladder.fit)
+        "rerun_diverged": tuple(done["diverged"]),  # left out of the fit (ladder.selections)
+        "rerun_seeds": tuple(done["seed"]),
+        "rerun_budget": float(np.round(done["planned_epochs"] * done["train_size"] / batch).max())
+        if len(done)
+        else math.nan,  # the steps a rerun may run: a miss's chance under the fit (ladder.checks)
+        "rerun_stopped": tuple(done["stopped_at_target"]),
+    }
 
 
 NEAR_TIE_Z = 1.0  # a runner-up within one standard deviation of the difference seed noise gives two trials

@@ -181,92 +181,102 @@ def scaling_claims(
     (secondary_steps_note), which each critical batch and ratio says, so a claim quoted alone keeps it."""
     checks, ratio_of, ties, alternatives = checks or {}, ratio_of or {}, ties or {}, alternatives or {}
     caveat = f"; {SECONDARY_TEXT}" if secondary else ""
-    claims = []
+    claims = [_arm_claim(arm, fits[arm], checks.get(arm), ties, alternatives, caveat) for arm in names]
     for arm in names:
-        f = fits[arm]
-        if f is None or not f.found:
-            claims.append(f"{display(arm)}: no critical batch (reruns missing, or fewer than two batches reached it).")
-            continue
-        critical = ladder.interval_text(*f.critical)
-        words = [f"{display(arm)}: critical batch {critical} (95%; {EXCESS_TEXT} above linear scaling {_base_text(f)})"]
-        if not f.resolved:
-            words.append("the ladder does not locate it")
-        check = checks.get(arm)
-        outside = check.outside(f) if check else []
-        if outside:
-            words.append("not robust (outside the interval: " + ", ".join(outside) + ")")
-        elif check and check.left_out:
-            words.append("every batch left out in turn keeps it inside")
-        if check:
-            words.append(check.targets_text())
-        if check and check.unexplained():
-            words.append("the fit does not explain " + "; ".join(check.unexplained()))
-        if check and (medians := check.medians_text(f)):
-            words.append(medians)
-        if check and check.diverged_text():
-            words.append(check.diverged_text())
-        if f.lack_of_fit_p < ladder.LACK_OF_FIT_ALPHA:
-            words.append(
-                f"its batches scatter about the fit more than their reruns do (lack of fit p {f.lack_of_fit_p:.3f}): "
-                "the interval is the batch means'"
-            )
-        if f.alternatives:
-            words.append("its interval holds every near-tied selection's estimate")
-        if ties.get(arm):
-            at = ", ".join(f"{b:,}" for b in ties[arm])
-            words.append(f"it rests on near-tied selections at {at} whose runner-ups were not rerun")
-        if f.base:
-            words.append("batch-0 reference (0.2 B_noise): " + ladder.interval_text(*f.critical_at_zero))
-        if arm in alternatives:
-            words += alternatives_words(alternatives[arm], f)
-        claims.append("; ".join(words) + caveat + ".")
-    for arm in names:
-        if arm == reference or arm not in ratio_of:
-            continue
-        estimated = ratio_of[arm] or {}
-        r = estimated.get("curve")
-        pair = f"{display(arm)} / {display(reference)} critical batch"
-        if r is None:
-            claims.append(f"{pair}: no ratio (an arm has no fit, or lacks reruns at some batch).")
-            continue
-        others = {e: v for e, v in estimated.items() if e != "curve" and v is not None}
-        said = f"{pair}: {r.text}, seed-paired bootstrap)" + "".join(
-            f"; by the {e}: {v.text})" if e != "model-free" else f"; model-free: {v.text})" for e, v in others.items()
+        if arm != reference and arm in ratio_of:
+            claims.append(_ratio_claim(arm, reference, ratio_of[arm] or {}, fits, ties, crossings, caveat))
+    return claims + [c for arm in names if (c := _crossings_claim(arm, crossings[arm]))]
+
+
+def _arm_claim(arm: str, f: ladder.Fit | None, check, ties: dict, alternatives: dict, caveat: str) -> str:
+    """An arm's critical batch in words, with its checks (ladder.Checks or None), the near ties it rests on and the
+    estimates beside the curve's (scaling_claims)."""
+    if f is None or not f.found:
+        return f"{display(arm)}: no critical batch (reruns missing, or fewer than two batches reached it)."
+    critical = ladder.interval_text(*f.critical)
+    words = [f"{display(arm)}: critical batch {critical} (95%; {EXCESS_TEXT} above linear scaling {_base_text(f)})"]
+    if not f.resolved:
+        words.append("the ladder does not locate it")
+    outside = check.outside(f) if check else []
+    if outside:
+        words.append("not robust (outside the interval: " + ", ".join(outside) + ")")
+    elif check and check.left_out:
+        words.append("every batch left out in turn keeps it inside")
+    if check:
+        words.append(check.targets_text())
+    if check and check.unexplained():
+        words.append("the fit does not explain " + "; ".join(check.unexplained()))
+    if check and (medians := check.medians_text(f)):
+        words.append(medians)
+    if check and check.diverged_text():
+        words.append(check.diverged_text())
+    if f.lack_of_fit_p < ladder.LACK_OF_FIT_ALPHA:
+        words.append(
+            f"its batches scatter about the fit more than their reruns do (lack of fit p {f.lack_of_fit_p:.3f}): "
+            "the interval is the batch means'"
         )
-        unlocated = [display(a) for a in (arm, reference) if not fits[a].resolved]
-        if unlocated:  # a ratio of critical batches the ladder does not locate is not read
-            word = f"not judged ({' and '.join(unlocated)}: critical batch not resolved)"
-        else:
-            word = combined_word({"curve": r, **others})
-            if word.startswith("no ") and r.resolvable == r.resolvable:
-                low, high = r.resolvable_range
-                word += f"; could resolve ≥ {ladder.ratio_text(r.resolvable)}x at 80% power" + (
-                    f" ([{ladder.ratio_text(low)}, {ladder.ratio_text(high)}] at 95%, from the seeds' noise)"
-                    * (low == low)
-                )
-            if r.unbounded:
-                word += f"; in {r.unbounded:,} of its {r.draws:,} draws an arm had no finite critical batch"
-            scatter = [display(a) for a in (arm, reference) if fits[a].lack_of_fit_p < ladder.LACK_OF_FIT_ALPHA]
-            if scatter:  # the bootstrap redraws seeds, not the batches' selections
-                word += f" (too narrow: the batches of {' and '.join(scatter)} scatter more than the seeds it redraws)"
-        untested = [f"{display(a)} {len(ties[a])} of {len(crossings[a])}" for a in (arm, reference) if ties.get(a)]
-        if untested and others:  # what the intervals leave out: they hold each cell's selected point fixed
-            word += f"; the intervals hold the selections fixed, near ties not rerun ({', '.join(untested)} batches)"
-        claims.append(f"{said}: {word}{caveat}.")
-    for arm in names:
-        ends = [crossings[arm][b] for b in sorted(crossings[arm]) if crossings[arm][b][0] == crossings[arm][b][0]]
-        if len(ends) > 1:
-            (f0, lr0), (f1, lr1) = ends[0], ends[-1]
-            claims.append(
-                f"{display(arm)}: the target was crossed at {f0:.0%} of the schedule (lr {lr0:.2f} of its peak) at the "
-                f"smallest batch and at {f1:.0%} (lr {lr1:.2f}) at the largest where a rerun reached it"
-                + (
-                    ": the schedule's state at the crossing changes along the ladder, which biases steps to result."
-                    if max(lr0, lr1) > 1.5 * min(lr0, lr1)
-                    else "."
-                )
+    if f.alternatives:
+        words.append("its interval holds every near-tied selection's estimate")
+    if ties.get(arm):
+        at = ", ".join(f"{b:,}" for b in ties[arm])
+        words.append(f"it rests on near-tied selections at {at} whose runner-ups were not rerun")
+    if f.base:
+        words.append("batch-0 reference (0.2 B_noise): " + ladder.interval_text(*f.critical_at_zero))
+    if arm in alternatives:
+        words += alternatives_words(alternatives[arm], f)
+    return "; ".join(words) + caveat + "."
+
+
+def _ratio_claim(
+    arm: str, reference: str, estimated: dict, fits: dict, ties: dict, crossings: dict, caveat: str
+) -> str:
+    """An arm's critical batch over the reference arm's in words, by each estimate (ladder.ESTIMATES -> Ratio),
+    with the word they agree on (combined_word) and what the intervals leave out (scaling_claims)."""
+    r = estimated.get("curve")
+    pair = f"{display(arm)} / {display(reference)} critical batch"
+    if r is None:
+        return f"{pair}: no ratio (an arm has no fit, or lacks reruns at some batch)."
+    others = {e: v for e, v in estimated.items() if e != "curve" and v is not None}
+    said = f"{pair}: {r.text}, seed-paired bootstrap)" + "".join(
+        f"; by the {e}: {v.text})" if e != "model-free" else f"; model-free: {v.text})" for e, v in others.items()
+    )
+    unlocated = [display(a) for a in (arm, reference) if not fits[a].resolved]
+    if unlocated:  # a ratio of critical batches the ladder does not locate is not read
+        word = f"not judged ({' and '.join(unlocated)}: critical batch not resolved)"
+    else:
+        word = combined_word({"curve": r, **others})
+        if word.startswith("no ") and r.resolvable == r.resolvable:
+            low, high = r.resolvable_range
+            word += f"; could resolve ≥ {ladder.ratio_text(r.resolvable)}x at 80% power" + (
+                f" ([{ladder.ratio_text(low)}, {ladder.ratio_text(high)}] at 95%, from the seeds' noise)" * (low == low)
             )
-    return claims
+        if r.unbounded:
+            word += f"; in {r.unbounded:,} of its {r.draws:,} draws an arm had no finite critical batch"
+        scatter = [display(a) for a in (arm, reference) if fits[a].lack_of_fit_p < ladder.LACK_OF_FIT_ALPHA]
+        if scatter:  # the bootstrap redraws seeds, not the batches' selections
+            word += f" (too narrow: the batches of {' and '.join(scatter)} scatter more than the seeds it redraws)"
+    untested = [f"{display(a)} {len(ties[a])} of {len(crossings[a])}" for a in (arm, reference) if ties.get(a)]
+    if untested and others:  # what the intervals leave out: they hold each cell's selected point fixed
+        word += f"; the intervals hold the selections fixed, near ties not rerun ({', '.join(untested)} batches)"
+    return f"{said}: {word}{caveat}."
+
+
+def _crossings_claim(arm: str, crossings: dict) -> str | None:
+    """Where an arm's reruns crossed the target in their schedule at its smallest and largest batch that reached
+    it (batch -> (fraction of the schedule, lr over its peak)); None with fewer than two such batches."""
+    ends = [crossings[b] for b in sorted(crossings) if crossings[b][0] == crossings[b][0]]
+    if len(ends) < 2:
+        return None
+    (f0, lr0), (f1, lr1) = ends[0], ends[-1]
+    return (
+        f"{display(arm)}: the target was crossed at {f0:.0%} of the schedule (lr {lr0:.2f} of its peak) at the "
+        f"smallest batch and at {f1:.0%} (lr {lr1:.2f}) at the largest where a rerun reached it"
+        + (
+            ": the schedule's state at the crossing changes along the ladder, which biases steps to result."
+            if max(lr0, lr1) > 1.5 * min(lr0, lr1)
+            else "."
+        )
+    )
 
 
 EXCESS_TEXT = f"{ladder.EXCESS - 1:.0%}"
@@ -312,6 +322,106 @@ def _no_fit_text(cells_of: pd.DataFrame) -> str:
     )
 
 
+SCALING_COLUMNS = [
+    "arm",
+    "batch",
+    "fewest over trials",
+    "steps to result (reruns' median [≥ 95% or min-max])",
+    "fitted steps",
+    "reached",
+    "misses' chance under the fit",
+    "grid",
+    "images / linear",
+    "crossing: schedule (lr)",
+    f"B_simple, epochs {NOISE_WINDOW[0]:g}-{NOISE_WINDOW[1]:g} (reruns' median)",
+    "B_noise (fit) [95%]",
+    "lack of fit p",
+    "critical batch [95%]",
+    "critical batch without this batch",
+    "batch-0 reference, 0.2 B_noise [95%]",
+    "critical batch, bent curve [95%] (alpha [95%])",
+    "alpha = 1: F test p (batch means)",
+    "critical batch, model-free [95%]",
+    "batches in the linear regime",
+]
+
+SCALING_NOTES = (  # before the ratio rows' note (_ratio_note)
+    "fewest over trials: the fewest steps to the target over the cell's trials (Shallue et al. 2018's steps to "
+    "result, chosen after the fact, so it carries the winner's luck; ∞: no trial reached it), with its grid.",
+    "steps to result: the median over the reruns (the selected point of each cell with seeds other than the "
+    "trials', so no selection luck) of the steps to the first evaluation at or above the target on the "
+    "validation set, a miss counting as ∞; [low, high] (coverage): the median's distribution-free interval from "
+    "two order statistics of the reruns with its exact coverage (at least 95% where the reruns allow it, else "
+    "the smallest to the largest: 93.75% for 5; a miss ranks above every finite value; power.median_interval); "
+    "reached: reruns that reached the target ('(k diverged)': reruns that diverged, which the fit leaves out: "
+    "they stopped early and bound nothing); grid: the evaluation resolution (the largest over the reruns).",
+    "images / linear: steps to result x batch over the smallest batch's (1 = perfect linear scaling: doubling "
+    "the batch halves the steps); where it passes 1.2 outside the critical batch's interval, the claim says so.",
+    "crossing: where the reruns crossed the target in their schedule, medians over the reruns that reached it: "
+    "the crossing step over the run's planned steps, and the learning rate at that evaluation over the recipe's "
+    f"peak (from each run's {RECIPE} and {METRICS}). Under a schedule that decays over the budget, small "
+    "batches cross on a high learning rate and large ones on an annealed one, which biases steps to result "
+    "and with them the critical batch.",
+    "fitted steps: the fit's S(B) at the batch, beside the reruns' median; misses' chance under the fit: where "
+    "reruns missed, the chance of that many misses or more when each rerun's log steps scatter about the fit "
+    f"with its residual spread and a miss needs more steps than the budget (below {ladder.MISSES_ALPHA:g}: "
+    "the fit does not explain them, and the claim says so).",
+    "B_noise (fit): every rerun of every batch in one least-squares fit of S(B) = S_min (1 + B_noise / B) "
+    "(McCandlish et al. 2018) in log steps, each rerun's steps at the middle of its last evaluation interval, a "
+    "miss a lower bound at the steps it ran; [95%]: the profile-likelihood interval (the residual variance at "
+    "least the evaluation grid's rounding), widened to hold the fit of every near-tied selection (a cell whose "
+    "runner-up trial is near-tied and was rerun: both points' reruns). Its coverage in simulated ladders of "
+    "64-1,024 with 5 reruns is in docs/algorithms.md (under the model, and with misses at the top batch the "
+    "model does not predict). An interval wider than a factor of 2 prints no point: 'between L and H (not "
+    "resolved)'.",
+    "lack of fit p: the reruns of a batch share its selected lr, so a batch can sit off the curve as a whole: "
+    "the F test of the batches' scatter about the fit (the residual sum of squares less the reruns' scatter "
+    "within their batches, at least the grid's rounding) against that within-batch scatter; below "
+    f"{ladder.LACK_OF_FIT_ALPHA:g}, the interval takes the batches' variance on their degrees of freedom (it "
+    "widens to what the batch means can say) and the claim says so. The residual variance counts the points "
+    "that cost the fit (every reached rerun, and each miss the curve passes below).",
+    f"critical batch: where images to result are {EXCESS_TEXT} above perfect linear scaling (Zhang et al. 2024, "
+    "'How Does Critical Batch Size Scale in Pre-training?'), linear scaling from the ladder's smallest batch B0 "
+    "(the fit's steps there): B_crit = 0.2 B_noise + 1.2 B0, its interval B_noise's mapped (a sweep's "
+    "scaling.linear_from: zero takes the fit's small-batch limit instead, B_crit = 0.2 B_noise); the "
+    "batch-0 reference column is that 0.2 B_noise either way. Robustness (the claims): the estimate with each "
+    f"batch left out (column 'without this batch') and at the targets {ladder.TARGET_SHIFT:g} point below and "
+    "above the declared one (read from the reruns' evaluations: before the last, on the val subset of "
+    "eval.curve_images where the recipe sets it, a crossing the target's full-val confirmation does not check; "
+    "above only where the reruns went on past the target); 'not robust' when one falls outside the interval; "
+    "and the batches between which the images / linear column passes 1.2 where they lie outside it.",
+)
+
+NOISE_SCALE_NOTE = (
+    f"B_simple: the simple gradient noise scale tr(Σ)/|G|² (McCandlish et al. 2018) over the steps each rerun "
+    f"started within epochs {NOISE_WINDOW[0]:g} to {NOISE_WINDOW[1]:g} of the training set (the same images at "
+    "every batch; a run that stopped before the window's end has none), median over the reruns; '—': no rerun "
+    "logged it (one gradient group a step, or a plain optimizer's run made before those logged it). It equals "
+    "McCandlish's B_noise (the batch at which images to a result are twice their small-batch minimum) only "
+    "where the Hessian is a multiple of the identity (McCandlish et al.'s B_simple assumes a well-conditioned, "
+    "preconditioner-free problem); on a curved, ill-conditioned loss it falls below B_noise, so read its trend "
+    "along the ladder beside the B_noise (fit) column, not its value."
+)
+
+
+def _ratio_note(m: int) -> str:
+    """The note on the ratio rows, `m` the arms compared with the reference (Bonferroni over them)."""
+    return (
+        "The last rows divide each arm's critical batch by the reference arm's: the point from the two fits, the "
+        f"interval from {ladder.BOOTSTRAP_DRAWS:,} seed-paired bootstrap draws (the same seeds, drawn with "
+        "replacement, in every cell of both arms; both refitted at the selected points): the point times exp(± t "
+        "se), se the draws' standard deviation of log ratios scaled by sqrt(n / (n - 1)), t Student's on n - 1 "
+        "degrees of freedom for n seeds, at 95% Bonferroni-corrected over the m arms compared with the reference "
+        f"(1 − 0.05/m, m = {m}); 'resolves ≥ R x': the smallest ratio (either way) it would "
+        "resolve with 80% power, exp((t_level + t_80%) se), [95%] its interval from the se's own uncertainty "
+        "(chi-square on n - 1 degrees of freedom, as the verdict's MDE). A draw where an arm has no finite critical "
+        "batch (its reseeded fit scales linearly) is a ratio of 0 or ∞ the se leaves out, and the claim counts such "
+        "draws; where more of them than the interval's tail are, or the point itself is 0 or ∞, the interval is the "
+        "draws' percentiles (which cover less than asked at 5 seeds), with no resolvable ratio. Its coverage in "
+        "simulated ladders: docs/algorithms.md."
+    )
+
+
 def scaling(study: Study, baseline: str | None = None) -> Table:
     """Steps to result along the batch ladder for each arm (the reruns at each cell's selected point), how far
     each batch is from perfect linear scaling, where each cell crossed the target in its schedule, the fitted
@@ -320,32 +430,7 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
     reference arm's, and the claims in words. `baseline`: the reference arm (default: the sweep's `primary:
     {reference: ARM}`, else LARS, else the first arm)."""
     table_cells = cells(study)
-    table = Table(
-        title("Scaling: steps to result and the critical batch", table_cells),
-        [
-            "arm",
-            "batch",
-            "fewest over trials",
-            "steps to result (reruns' median [≥ 95% or min-max])",
-            "fitted steps",
-            "reached",
-            "misses' chance under the fit",
-            "grid",
-            "images / linear",
-            "crossing: schedule (lr)",
-            f"B_simple, epochs {NOISE_WINDOW[0]:g}-{NOISE_WINDOW[1]:g} (reruns' median)",
-            "B_noise (fit) [95%]",
-            "lack of fit p",
-            "critical batch [95%]",
-            "critical batch without this batch",
-            "batch-0 reference, 0.2 B_noise [95%]",
-            "critical batch, bent curve [95%] (alpha [95%])",
-            "alpha = 1: F test p (batch means)",
-            "critical batch, model-free [95%]",
-            "batches in the linear regime",
-        ],
-        keys=2,
-    )
+    table = Table(title("Scaling: steps to result and the critical batch", table_cells), SCALING_COLUMNS, keys=2)
     names = [a for a in arms(sweep_runs(study)) if a in set(table_cells["arm"])]
     check_arm(baseline, names)
     fits = ladder_fits(table_cells)
@@ -355,154 +440,101 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
         declared if declared in fits else PRIMARY[1] if PRIMARY[1] in fits else names[0] if names else None
     )
     alternatives, ratio_of = estimates(table_cells, names, reference, fits)
-    crossings = {arm: {} for arm in names}
+    crossings = {}
     for arm in names:
         cells_of = table_cells[table_cells["arm"] == arm].sort_values("global_batch")
-        medians = cells_of["rerun_steps"].map(median_steps).to_numpy()
-        f, check = fits[arm], checks.get(arm)
-        for i, (_, c) in enumerate(cells_of.iterrows()):
-            steps = np.asarray(c["rerun_steps"], float)
-            ci = median_steps_ci(steps)
-            grids = np.asarray(c["rerun_grid"], float)
-            grid = float(np.nanmax(grids)) if np.isfinite(grids).any() else math.nan
-            base = medians[0] * cells_of["global_batch"].iloc[0]  # a miss at the smallest batch: no base
-            linear = medians[i] * c["global_batch"] / base if math.isfinite(base) else math.nan
-            crossings[arm][c["global_batch"]] = ladder.crossings(study, c)
-            fitted = critical = at_zero = NO_NUMBER
-            lack = Cell(None, kind="p")
-            if i == 0 and f is None:
-                fitted = critical = at_zero = _no_fit_text(cells_of)
-            elif i == 0:
-                lack = Cell(f.lack_of_fit_p, kind="p")
-                fitted = ladder.interval_text(f.b_noise, f.low, f.high)
-                critical = ladder.interval_text(*f.critical)
-                at_zero = ladder.interval_text(*f.critical_at_zero)
-            others = alternative_cells(alternatives.get(arm)) if i == 0 else ["", Cell(None, kind="p"), "", ""]
-            chance = check.misses_chance[i] if check else math.nan
-            left_out = check.left_out.get(c["global_batch"], math.nan) if check else math.nan
-            table.rows.append(
-                [
-                    display(arm),
-                    c["global_batch"],
-                    steps_cell(c["steps_to_result"], c["steps_to_result_grid"]),
-                    Cell(medians[i], kind="steps", ci=ci[:2] if ci else None, note=median_level(ci) if ci else ""),
-                    Cell(check.fitted[i] if check else None, kind="steps"),
-                    _reached_text(steps, c.get("rerun_diverged")),
-                    NO_NUMBER if chance != chance or not check.misses[i] else f"{chance:.3f}",
-                    Cell(grid, kind="steps"),
-                    Cell(linear, kind="ratio"),
-                    _crossing_text(*crossings[arm][c["global_batch"]]),
-                    Cell(c["noise_scale"], kind="images"),
-                    fitted,
-                    lack,
-                    critical,
-                    NO_NUMBER if left_out != left_out else ladder.batch_text(left_out),
-                    at_zero,
-                    *others,
-                ]
-            )
-    for arm, r in ratio_of.items():
-        blank = [Cell(None, kind=k) for k in ("steps", "steps", "steps")] + ["", "", Cell(None, kind="steps")]
-        table.rows.append(
-            [
-                f"{display(arm)} / {display(reference)}",
-                "—",
-                *blank,
-                Cell(None, kind="ratio"),
-                "",
-                Cell(None, kind="images"),
-                "",
-                Cell(None, kind="p"),
-                _ratio_text(r and r["curve"]),
-                "",
-                "",
-                _ratio_text(r and r["bent curve"]),
-                Cell(None, kind="p"),
-                _ratio_text(r and r["model-free"]),
-                "",
-            ]
-        )
+        crossings[arm] = {c["global_batch"]: ladder.crossings(study, c) for _, c in cells_of.iterrows()}
+        table.rows += _arm_rows(arm, cells_of, fits[arm], checks.get(arm), alternatives.get(arm), crossings[arm])
+    table.rows += [_ratio_row(f"{display(arm)} / {display(reference)}", r) for arm, r in ratio_of.items()]
+    secondary = secondary_steps_note(table_cells)
+    claims = scaling_claims(
+        fits, names, reference, crossings, checks, ratio_of, untested_ties(table_cells), bool(secondary), alternatives
+    )
     table.notes = [
-        *([secondary] if (secondary := secondary_steps_note(table_cells)) else []),
-        "fewest over trials: the fewest steps to the target over the cell's trials (Shallue et al. 2018's steps to "
-        "result, chosen after the fact, so it carries the winner's luck; ∞: no trial reached it), with its grid.",
-        "steps to result: the median over the reruns (the selected point of each cell with seeds other than the "
-        "trials', so no selection luck) of the steps to the first evaluation at or above the target on the "
-        "validation set, a miss counting as ∞; [low, high] (coverage): the median's distribution-free interval from "
-        "two order statistics of the reruns with its exact coverage (at least 95% where the reruns allow it, else "
-        "the smallest to the largest: 93.75% for 5; a miss ranks above every finite value; power.median_interval); "
-        "reached: reruns that reached the target ('(k diverged)': reruns that diverged, which the fit leaves out: "
-        "they stopped early and bound nothing); grid: the evaluation resolution (the largest over the reruns).",
-        "images / linear: steps to result x batch over the smallest batch's (1 = perfect linear scaling: doubling "
-        "the batch halves the steps); where it passes 1.2 outside the critical batch's interval, the claim says so.",
-        "crossing: where the reruns crossed the target in their schedule, medians over the reruns that reached it: "
-        "the crossing step over the run's planned steps, and the learning rate at that evaluation over the recipe's "
-        f"peak (from each run's {RECIPE} and {METRICS}). Under a schedule that decays over the budget, small "
-        "batches cross on a high learning rate and large ones on an annealed one, which biases steps to result "
-        "and with them the critical batch.",
-        "fitted steps: the fit's S(B) at the batch, beside the reruns' median; misses' chance under the fit: where "
-        "reruns missed, the chance of that many misses or more when each rerun's log steps scatter about the fit "
-        f"with its residual spread and a miss needs more steps than the budget (below {ladder.MISSES_ALPHA:g}: "
-        "the fit does not explain them, and the claim says so).",
-        "B_noise (fit): every rerun of every batch in one least-squares fit of S(B) = S_min (1 + B_noise / B) "
-        "(McCandlish et al. 2018) in log steps, each rerun's steps at the middle of its last evaluation interval, a "
-        "miss a lower bound at the steps it ran; [95%]: the profile-likelihood interval (the residual variance at "
-        "least the evaluation grid's rounding), widened to hold the fit of every near-tied selection (a cell whose "
-        "runner-up trial is near-tied and was rerun: both points' reruns). Its coverage in simulated ladders of "
-        "64-1,024 with 5 reruns is in docs/algorithms.md (under the model, and with misses at the top batch the "
-        "model does not predict). An interval wider than a factor of 2 prints no point: 'between L and H (not "
-        "resolved)'.",
-        "lack of fit p: the reruns of a batch share its selected lr, so a batch can sit off the curve as a whole: "
-        "the F test of the batches' scatter about the fit (the residual sum of squares less the reruns' scatter "
-        "within their batches, at least the grid's rounding) against that within-batch scatter; below "
-        f"{ladder.LACK_OF_FIT_ALPHA:g}, the interval takes the batches' variance on their degrees of freedom (it "
-        "widens to what the batch means can say) and the claim says so. The residual variance counts the points "
-        "that cost the fit (every reached rerun, and each miss the curve passes below).",
-        f"critical batch: where images to result are {EXCESS_TEXT} above perfect linear scaling (Zhang et al. 2024, "
-        "'How Does Critical Batch Size Scale in Pre-training?'), linear scaling from the ladder's smallest batch B0 "
-        "(the fit's steps there): B_crit = 0.2 B_noise + 1.2 B0, its interval B_noise's mapped (a sweep's "
-        "scaling.linear_from: zero takes the fit's small-batch limit instead, B_crit = 0.2 B_noise); the "
-        "batch-0 reference column is that 0.2 B_noise either way. Robustness (the claims): the estimate with each "
-        f"batch left out (column 'without this batch') and at the targets {ladder.TARGET_SHIFT:g} point below and "
-        "above the declared one (read from the reruns' evaluations: before the last, on the val subset of "
-        "eval.curve_images where the recipe sets it, a crossing the target's full-val confirmation does not check; "
-        "above only where the reruns went on past the target); 'not robust' when one falls outside the interval; "
-        "and the batches between which the images / linear column passes 1.2 where they lie outside it.",
-        "The last rows divide each arm's critical batch by the reference arm's: the point from the two fits, the "
-        f"interval from {ladder.BOOTSTRAP_DRAWS:,} seed-paired bootstrap draws (the same seeds, drawn with "
-        "replacement, in every cell of both arms; both refitted at the selected points): the point times exp(± t "
-        "se), se the draws' standard deviation of log ratios scaled by sqrt(n / (n - 1)), t Student's on n - 1 "
-        "degrees of freedom for n seeds, at 95% Bonferroni-corrected over the m arms compared with the reference "
-        f"(1 − 0.05/m, m = {max(len(ratio_of), 1)}); 'resolves ≥ R x': the smallest ratio (either way) it would "
-        "resolve with 80% power, exp((t_level + t_80%) se), [95%] its interval from the se's own uncertainty "
-        "(chi-square on n - 1 degrees of freedom, as the verdict's MDE). A draw where an arm has no finite critical "
-        "batch (its reseeded fit scales linearly) is a ratio of 0 or ∞ the se leaves out, and the claim counts such "
-        "draws; where more of them than the interval's tail are, or the point itself is 0 or ∞, the interval is the "
-        "draws' percentiles (which cover less than asked at 5 seeds), with no resolvable ratio. Its coverage in "
-        "simulated ladders: docs/algorithms.md.",
+        *([secondary] if secondary else []),
+        *SCALING_NOTES,
+        _ratio_note(max(len(ratio_of), 1)),
         ALTERNATIVES_NOTE,
-        f"B_simple: the simple gradient noise scale tr(Σ)/|G|² (McCandlish et al. 2018) over the steps each rerun "
-        f"started within epochs {NOISE_WINDOW[0]:g} to {NOISE_WINDOW[1]:g} of the training set (the same images at "
-        "every batch; a run that stopped before the window's end has none), median over the reruns; '—': no rerun "
-        "logged it (one gradient group a step, or a plain optimizer's run made before those logged it). It equals "
-        "McCandlish's B_noise (the batch at which images to a result are twice their small-batch minimum) only "
-        "where the Hessian is a multiple of the identity (McCandlish et al.'s B_simple assumes a well-conditioned, "
-        "preconditioner-free problem); on a curved, ill-conditioned loss it falls below B_noise, so read its trend "
-        "along the ladder beside the B_noise (fit) column, not its value.",
+        NOISE_SCALE_NOTE,
         *provenance_notes(study),
-        *(
-            f"Claim: {claim}"
-            for claim in scaling_claims(
-                fits,
-                names,
-                reference,
-                crossings,
-                checks,
-                ratio_of,
-                untested_ties(table_cells),
-                bool(secondary),
-                alternatives,
-            )
-        ),
+        *(f"Claim: {claim}" for claim in claims),
     ]
     return table
+
+
+def _arm_rows(arm: str, cells_of: pd.DataFrame, f, check, alternatives, crossings: dict) -> list[list]:
+    """An arm's rows of the scaling table, a batch a row (`cells_of` in batch order; its fit, the fit's checks and
+    the estimates beside it on the first row; `crossings`: batch -> ladder.crossings)."""
+    medians = cells_of["rerun_steps"].map(median_steps).to_numpy()
+    rows = []
+    for i, (_, c) in enumerate(cells_of.iterrows()):
+        steps = np.asarray(c["rerun_steps"], float)
+        ci = median_steps_ci(steps)
+        grids = np.asarray(c["rerun_grid"], float)
+        grid = float(np.nanmax(grids)) if np.isfinite(grids).any() else math.nan
+        base = medians[0] * cells_of["global_batch"].iloc[0]  # a miss at the smallest batch: no base
+        linear = medians[i] * c["global_batch"] / base if math.isfinite(base) else math.nan
+        fitted, lack, critical, at_zero = (
+            _fit_cells(f, cells_of) if i == 0 else (NO_NUMBER, Cell(None, kind="p"), NO_NUMBER, NO_NUMBER)
+        )
+        others = alternative_cells(alternatives) if i == 0 else ["", Cell(None, kind="p"), "", ""]
+        chance = check.misses_chance[i] if check else math.nan
+        left_out = check.left_out.get(c["global_batch"], math.nan) if check else math.nan
+        rows.append(
+            [
+                display(arm),
+                c["global_batch"],
+                steps_cell(c["steps_to_result"], c["steps_to_result_grid"]),
+                Cell(medians[i], kind="steps", ci=ci[:2] if ci else None, note=median_level(ci) if ci else ""),
+                Cell(check.fitted[i] if check else None, kind="steps"),
+                _reached_text(steps, c.get("rerun_diverged")),
+                NO_NUMBER if chance != chance or not check.misses[i] else f"{chance:.3f}",
+                Cell(grid, kind="steps"),
+                Cell(linear, kind="ratio"),
+                _crossing_text(*crossings[c["global_batch"]]),
+                Cell(c["noise_scale"], kind="images"),
+                fitted,
+                lack,
+                critical,
+                NO_NUMBER if left_out != left_out else ladder.batch_text(left_out),
+                at_zero,
+                *others,
+            ]
+        )
+    return rows
+
+
+def _fit_cells(f: ladder.Fit | None, cells_of: pd.DataFrame) -> tuple:
+    """The whole-ladder fit's cells of an arm's first row: B_noise, lack of fit p, the critical batch and the
+    batch-0 reference; why there is no fit where there is none."""
+    if f is None:
+        why = _no_fit_text(cells_of)
+        return why, Cell(None, kind="p"), why, why
+    return (
+        ladder.interval_text(f.b_noise, f.low, f.high),
+        Cell(f.lack_of_fit_p, kind="p"),
+        ladder.interval_text(*f.critical),
+        ladder.interval_text(*f.critical_at_zero),
+    )
+
+
+def _ratio_row(label: str, r: dict | None) -> list:
+    """A ratio row of the scaling table: an arm's critical batch over the reference arm's by each estimate."""
+    blank = [Cell(None, kind=k) for k in ("steps", "steps", "steps")] + ["", "", Cell(None, kind="steps")]
+    return [
+        label,
+        "—",
+        *blank,
+        Cell(None, kind="ratio"),
+        "",
+        Cell(None, kind="images"),
+        "",
+        Cell(None, kind="p"),
+        _ratio_text(r and r["curve"]),
+        "",
+        "",
+        _ratio_text(r and r["bent curve"]),
+        Cell(None, kind="p"),
+        _ratio_text(r and r["model-free"]),
+        "",
+    ]

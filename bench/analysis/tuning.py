@@ -26,6 +26,28 @@ from bench.analysis.paper import display
 from bench.analysis.render import NO_NUMBER, Cell, Table
 from bench.analysis.results import Study
 
+TUNING_NOTES = (  # the tuning table's notes; how each cell chose its best trial goes fourth
+    "images per run: the training images of the cell's longest finished run (its steps x the batch: one budget "
+    "gives every batch the same images to within one step; a run that stops at the target sees fewer than its "
+    "budget).",
+    "trials: finished / planned; infeasible: finished without a final accuracy (diverged: a non-finite loss, "
+    "Top-1 at chance, or a loss spike that never came back below the first step's loss).",
+    "instabilities: the trials and reruns whose loss spiked (an evaluation interval's mean training loss over "
+    "2 x the first step's) and came back: their largest interval loss and its step; they keep their numbers.",
+    "steps to result: the fewest steps to the target over the trials (val set; Shallue et al. 2018); "
+    "median over studies: each study's fewest, median over studies, a miss = ∞ (AlgoPerf); ∞: no trial reached it.",
+    "reruns: the best trial with other seeds; mean ± sample std (n); runner-up: the second-best trial rerun with "
+    "the same seeds (reruns.top ≥ 2), which shows whether a near-tie selection mattered (its steps to the "
+    "target where the sweep selected on them).",
+    "grid G beside a steps figure: its resolution, the steps between the evaluation that first reached the target "
+    "and the one before it (the target was crossed somewhere in those G steps; for reruns, the largest over "
+    "seeds); two steps figures closer than their grids are not resolved (eval.every_epochs, "
+    "eval.near_target_every_epochs refine it).",
+    "GSNR clipped: VRGD's share of live coordinates (a non-zero gradient in some group) whose GSNR factor was "
+    "clipped to γ (percent, per step, averaged over the reruns' steps); pure noise would clip a share set by "
+    "the group count k (docs/algorithms.md).",
+)
+
 
 def tuning(study: Study, baseline: str | None = None) -> Table:
     """Per (arm, batch): the search (trials, infeasible, best point), steps to result, and the reruns' figures."""
@@ -87,26 +109,9 @@ def tuning(study: Study, baseline: str | None = None) -> Table:
             ]
         )
     table.notes = [
-        "images per run: the training images of the cell's longest finished run (its steps x the batch: one budget "
-        "gives every batch the same images to within one step; a run that stops at the target sees fewer than its "
-        "budget).",
-        "trials: finished / planned; infeasible: finished without a final accuracy (diverged: a non-finite loss, "
-        "Top-1 at chance, or a loss spike that never came back below the first step's loss).",
-        "instabilities: the trials and reruns whose loss spiked (an evaluation interval's mean training loss over "
-        "2 x the first step's) and came back: their largest interval loss and its step; they keep their numbers.",
+        *TUNING_NOTES[:3],
         *_best_trial_notes(table_cells),
-        "steps to result: the fewest steps to the target over the trials (val set; Shallue et al. 2018); "
-        "median over studies: each study's fewest, median over studies, a miss = ∞ (AlgoPerf); ∞: no trial reached it.",
-        "reruns: the best trial with other seeds; mean ± sample std (n); runner-up: the second-best trial rerun with "
-        "the same seeds (reruns.top ≥ 2), which shows whether a near-tie selection mattered (its steps to the "
-        "target where the sweep selected on them).",
-        "grid G beside a steps figure: its resolution, the steps between the evaluation that first reached the target "
-        "and the one before it (the target was crossed somewhere in those G steps; for reruns, the largest over "
-        "seeds); two steps figures closer than their grids are not resolved (eval.every_epochs, "
-        "eval.near_target_every_epochs refine it).",
-        "GSNR clipped: VRGD's share of live coordinates (a non-zero gradient in some group) whose GSNR factor was "
-        "clipped to γ (percent, per step, averaged over the reruns' steps); pure noise would clip a share set by "
-        "the group count k (docs/algorithms.md).",
+        *TUNING_NOTES[3:],
         *selection_notes(table_cells),
     ]
     search.add_columns(table, study, sweep_runs(study), table_cells, rank_trials)

@@ -316,9 +316,7 @@ def gap_axis(table_cells: pd.DataFrame, order: list[str]) -> tuple[float, float]
     against the range of possible signs) and the largest MDE over the batches of the first two arms' gap
     difference (the verdict's test, 80% power at Holm's first-step level over the batches): the range is never
     narrower than ± that MDE, so a difference the study could not detect never fills the axis."""
-    x, y = (
-        (pairs.PRIMARY if set(pairs.PRIMARY) <= set(order) else tuple(order[:2])) if len(order) > 1 else (None,) * 2
-    )
+    x, y = (pairs.PRIMARY if set(pairs.PRIMARY) <= set(order) else tuple(order[:2])) if len(order) > 1 else (None,) * 2
     mdes = []
     if x is not None:
         batches = table_cells.groupby("global_batch")
