@@ -282,6 +282,21 @@ def test_the_checks_flag_misses_the_fit_does_not_explain_and_a_batch_off_the_cur
     assert ties == {"lars": [128]}  # 1,024's runner-up was rerun: its fit widens the interval instead
     claims = scaling.scaling_claims({"lars": f}, ["lars"], None, {"lars": {}}, {"lars": check}, ties=ties)
     assert "it rests on near-tied selections at 128 whose runner-ups were not rerun" in claims[0]
+    # a selection on the edge of its search, and a smallest rung read on a coarse grid: the claim says both
+    cells_of["rerun_grid"] = [(100.0,) * 5, *[(10.0,) * 5] * 4]
+    rungs = scaling.smallest_rungs(cells_of.assign(linear_from="smallest"))
+    assert rungs == {"lars": (64, pytest.approx(float(np.median(cells_of["rerun_steps"][0]))), 100.0)}
+    edges = {("lars", 512): "lr 8: the largest tried", ("other", 64): "lr 1: the smallest tried"}
+    said = scaling.scaling_claims({"lars": f}, ["lars"], None, {"lars": {}}, {"lars": check}, edges=edges, rungs=rungs)
+    steps = rungs["lars"][1]
+    assert said[0].endswith(
+        "its selected point lay on the edge of the search at 512 (lr 8: the largest tried): the optimum may lie "
+        f"beyond; the smallest batch (64), which linear scaling is measured from, reads its crossing to within 100 "
+        f"steps (its evaluation grid) of {steps:,.0f} ({100 / steps:.0%})."
+    )
+    fine = {"lars": (64, steps, scaling.GRID_SHARE * steps)}  # a grid of a tenth of the steps or less: not said
+    assert "reads its crossing" not in scaling.scaling_claims({"lars": f}, ["lars"], None, {"lars": {}}, rungs=fine)[0]
+    assert not scaling.smallest_rungs(cells_of.assign(linear_from="zero"))  # measured from batch 0: no rung
 
 
 def test_a_diverged_rerun_is_left_out_of_the_fit_and_named_not_counted_as_a_miss():

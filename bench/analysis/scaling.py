@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from bench.analysis import ladder, power
+from bench.analysis import ladder, power, search
 from bench.analysis.cells import (
     SECONDARY_TEXT,
     arms,
@@ -19,6 +19,7 @@ from bench.analysis.cells import (
     median_steps_ci,
     never_rerun,
     provenance_notes,
+    rank_trials,
     secondary_steps_note,
     steps_cell,
     sweep_runs,
@@ -174,6 +175,8 @@ def scaling_claims(
     ties=None,
     secondary: bool = False,
     alternatives=None,
+    edges=None,
+    rungs=None,
 ):
     """The scaling table's claims in words, made from its numbers: each arm's critical batch with its checks and
     the near ties it rests on (untested_ties), the ratios to the reference arm, and where the crossings fell in the
@@ -181,16 +184,19 @@ def scaling_claims(
     (secondary_steps_note), which each critical batch and ratio says, so a claim quoted alone keeps it."""
     checks, ratio_of, ties, alternatives = checks or {}, ratio_of or {}, ties or {}, alternatives or {}
     caveat = f"; {SECONDARY_TEXT}" if secondary else ""
-    claims = [_arm_claim(arm, fits[arm], checks.get(arm), ties, alternatives, caveat) for arm in names]
+    claims = [
+        _arm_claim(arm, fits[arm], checks.get(arm), ties, alternatives, caveat, _search_words(arm, edges, rungs))
+        for arm in names
+    ]
     for arm in names:
         if arm != reference and arm in ratio_of:
             claims.append(_ratio_claim(arm, reference, ratio_of[arm] or {}, fits, ties, crossings, caveat))
     return claims + [c for arm in names if (c := _crossings_claim(arm, crossings[arm]))]
 
 
-def _arm_claim(arm: str, f: ladder.Fit | None, check, ties: dict, alternatives: dict, caveat: str) -> str:
-    """An arm's critical batch in words, with its checks (ladder.Checks or None), the near ties it rests on and the
-    estimates beside the curve's (scaling_claims)."""
+def _arm_claim(arm: str, f: ladder.Fit | None, check, ties: dict, alternatives: dict, caveat: str, more=()) -> str:
+    """An arm's critical batch in words, with its checks (ladder.Checks or None), the near ties it rests on, the
+    estimates beside the curve's and `more` (_search_words) (scaling_claims)."""
     if f is None or not f.found:
         return f"{display(arm)}: no critical batch (reruns missing, or fewer than two batches reached it)."
     critical = ladder.interval_text(*f.critical)
@@ -224,7 +230,44 @@ def _arm_claim(arm: str, f: ladder.Fit | None, check, ties: dict, alternatives: 
         words.append("batch-0 reference (0.2 B_noise): " + ladder.interval_text(*f.critical_at_zero))
     if arm in alternatives:
         words += alternatives_words(alternatives[arm], f)
-    return "; ".join(words) + caveat + "."
+    return "; ".join([*words, *more]) + caveat + "."
+
+
+GRID_SHARE = 0.1  # an evaluation grid over this share of the steps is half the 20% rule's excess: the claim says it
+
+
+def _search_words(arm: str, edges: dict | None, rungs: dict | None) -> list[str]:
+    """What an arm's claim owes the search and the smallest rung: the batches whose selected point lay on the edge
+    of what was tried (`edges`: (arm, batch) -> search.edges' text), and, where linear scaling is measured from
+    the smallest batch, how finely its reruns' crossing is read (`rungs`: arm -> (batch, median steps, grid)) when
+    its grid exceeds GRID_SHARE of its steps."""
+    words = []
+    at = sorted((b, text) for (a, b), text in (edges or {}).items() if a == arm)
+    if at:
+        places = ", ".join(f"{b:,} ({text})" for b, text in at)
+        words.append(f"its selected point lay on the edge of the search at {places}: the optimum may lie beyond")
+    batch, steps, grid = (rungs or {}).get(arm, (None, math.nan, math.nan))
+    if grid == grid and steps == steps and grid > GRID_SHARE * steps:
+        words.append(
+            f"the smallest batch ({batch:,}), which linear scaling is measured from, reads its crossing to within "
+            f"{grid:,.0f} steps (its evaluation grid) of {steps:,.0f} ({grid / steps:.0%})"
+        )
+    return words
+
+
+def smallest_rungs(table_cells: pd.DataFrame) -> dict[str, tuple[int, float, float]]:
+    """arm -> (its smallest batch, the reruns' median steps to the target there, the largest grid of those reruns):
+    the reference linear scaling is measured from, for the claims (_search_words); an arm whose sweep measures it
+    from the fit's batch-0 limit instead (scaling.linear_from zero) has none."""
+    out = {}
+    for arm, cells_of in table_cells.groupby("arm", sort=False):
+        if cells_of["linear_from"].iloc[0] != ladder.LINEAR_FROM[0]:
+            continue
+        c = cells_of.sort_values("global_batch").iloc[0]
+        grids = np.asarray(c["rerun_grid"], float)
+        grid = float(np.nanmax(grids)) if np.isfinite(grids).any() else math.nan
+        out[arm] = (int(c["global_batch"]), median_steps(c["rerun_steps"]), grid)
+    return out
 
 
 def _ratio_claim(
@@ -447,8 +490,20 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
         table.rows += _arm_rows(arm, cells_of, fits[arm], checks.get(arm), alternatives.get(arm), crossings[arm])
     table.rows += [_ratio_row(f"{display(arm)} / {display(reference)}", r) for arm, r in ratio_of.items()]
     secondary = secondary_steps_note(table_cells)
+    edges = search.edges_by_cell(study, sweep_runs(study), table_cells, rank_trials)
+    rungs = smallest_rungs(table_cells)
     claims = scaling_claims(
-        fits, names, reference, crossings, checks, ratio_of, untested_ties(table_cells), bool(secondary), alternatives
+        fits,
+        names,
+        reference,
+        crossings,
+        checks,
+        ratio_of,
+        untested_ties(table_cells),
+        bool(secondary),
+        alternatives,
+        edges,
+        rungs,
     )
     table.notes = [
         *([secondary] if secondary else []),

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import pandas as pd
 
@@ -143,37 +143,68 @@ def group_text(study: Study, members: pd.DataFrame) -> str:
     return f"{text}, k {k} ({int(row['plan_batch']) // k} images a group)"
 
 
+class Search(NamedTuple):
+    """A cell's search as the tuning table reads it (cell_search)."""
+
+    tried: pd.DataFrame  # its finished trials, each recipe once
+    best: pd.Series | None  # the selected one (rank's first)
+    keys: dict  # the searched keys -> their declared range (None: not declared)
+    by_steps: bool  # selected on steps to the target
+    column: str  # the Top-1 it ranked on
+    inferred: str | None  # the sweep whose space was inferred from its trials (no .sweep.yaml), else None
+
+
+def cell_search(study: Study, runs: pd.DataFrame, c: pd.Series, found: dict, rank) -> Search | None:
+    """Cell c's search (`runs`: the study's sweep runs; `found`: spaces(runs); `rank`: cells.rank_trials); None
+    where it has no finished trial."""
+    members = runs[(runs["arm"] == c["arm"]) & (runs["global_batch"] == c["global_batch"])]
+    tried = members[members["role"].isin(SEARCHED_ROLES) & members["finished"]]
+    tried = tried.drop_duplicates("recipe", keep="last")
+    if not len(tried):
+        return None
+    by_steps = c["select_metric"] == "steps_to_target"
+    column = selection_column(tried, by_steps)
+    scored = tried[(tried["status"] == "completed") & tried[column].notna()]
+    ranked = rank(scored, column, by_steps)
+    sweep = members["sweep"].dropna().iloc[0] if members["sweep"].notna().any() else None
+    arm_space = ((found.get(sweep) or {}).get("arms") or {}).get(c["arm"], {}).get("space")
+    keys = searched_keys(study, tried, arm_space)
+    best = ranked.iloc[0] if len(ranked) else None
+    return Search(tried, best, keys, by_steps, column, sweep if arm_space is None else None)
+
+
+def edges_by_cell(study: Study, runs: pd.DataFrame, table_cells: pd.DataFrame, rank) -> dict[tuple[str, int], str]:
+    """(arm, batch) -> the searched keys whose selected value is the largest or smallest tried (edges), where
+    some is."""
+    found = spaces(runs)
+    out = {}
+    for _, c in table_cells.iterrows():
+        if (cell := cell_search(study, runs, c, found, rank)) and (
+            text := edges(study, cell.tried, cell.best, cell.keys)
+        ):
+            out[(c["arm"], int(c["global_batch"]))] = text
+    return out
+
+
 def add_columns(table, study: Study, runs: pd.DataFrame, table_cells: pd.DataFrame, rank) -> None:
     """Append the search's columns (neighbours, edge, BatchNorm batch and k) and notes (the fixed hyperparameters,
     where the space came from) to the tuning table, whose rows follow `table_cells` (of `runs`, the study's sweep
     runs; their recipes from the study's records). `rank`: cells.rank_trials."""
-
     found = spaces(runs)
     table.columns += ["lr neighbours (÷ · ×)", "on the edge of the search", "BatchNorm batch, groups k"]
     inferred, held = set(), {}
     for row, (_, c) in zip(table.rows, table_cells.iterrows()):
-        members = runs[(runs["arm"] == c["arm"]) & (runs["global_batch"] == c["global_batch"])]
-        tried = members[members["role"].isin(SEARCHED_ROLES) & members["finished"]]
-        tried = tried.drop_duplicates("recipe", keep="last")
-        if not len(tried):
+        cell = cell_search(study, runs, c, found, rank)
+        if cell is None:
             row += ["", "", ""]
             continue
-        by_steps = c["select_metric"] == "steps_to_target"
-        column = selection_column(tried, by_steps)
-        scored = tried[(tried["status"] == "completed") & tried[column].notna()]
-        ranked = rank(scored, column, by_steps)
-        best = ranked.iloc[0] if len(ranked) else None
-        sweep = members["sweep"].dropna().iloc[0] if members["sweep"].notna().any() else None
-        arm_space = ((found.get(sweep) or {}).get("arms") or {}).get(c["arm"], {}).get("space")
-        if arm_space is None:
-            inferred.add(sweep)
-        keys = searched_keys(study, tried, arm_space)
+        inferred.add(cell.inferred)
         row += [
-            neighbours(study, tried, best, list(keys), by_steps, column),
-            edges(study, tried, best, keys),
-            group_text(study, tried),
+            neighbours(study, cell.tried, cell.best, list(cell.keys), cell.by_steps, cell.column),
+            edges(study, cell.tried, cell.best, cell.keys),
+            group_text(study, cell.tried),
         ]
-        held.setdefault(display(c["arm"]), fixed(study, tried, keys))
+        held.setdefault(display(c["arm"]), fixed(study, cell.tried, cell.keys))
     table.notes += [
         "lr neighbours: the selection result (steps to the target, or the selection Top-1) at the nearest lr tried "
         "below (÷ its ratio) and above (×) the selected one, at the selected point's other searched keys (the "

@@ -42,7 +42,8 @@ from bench.analysis.results import Study, once_per_seed
 PLAN_EFFECT = 1.0  # pp: "seeds for 1 pp" plans the next study at the observed noise
 
 
-VERDICT_COLUMNS = [
+# a val Top-1 difference's columns, the verdict's and the matched table's
+DIFFERENCE_COLUMNS = [
     "val Top-1 X",
     "val Top-1 Y",
     "Δ val Top-1 (X − Y)",
@@ -50,6 +51,10 @@ VERDICT_COLUMNS = [
     "p",
     "p Holm",
     "MDE 80% at α/m [95%]",
+]
+
+VERDICT_COLUMNS = [
+    *DIFFERENCE_COLUMNS,
     f"seeds for {PLAN_EFFECT:g} pp",
     "Δ gap (X − Y)",
     "p Holm (gap)",
@@ -254,20 +259,7 @@ def matched(study: Study, baseline: str | None = None) -> Table:
     table_cells = cells(study)
     table = Table(
         title("Matched points: both optimizers at each one's selected point", table_cells),
-        [
-            "batch",
-            "point of",
-            "X",
-            "Y",
-            "val Top-1 X",
-            "val Top-1 Y",
-            "Δ val Top-1 (X − Y)",
-            "test",
-            "p",
-            "p Holm",
-            "MDE 80% at α/m [95%]",
-            "verdict",
-        ],
+        ["batch", "point of", "X", "Y", *DIFFERENCE_COLUMNS, "verdict"],
         keys=4,
     )
     rows = []
