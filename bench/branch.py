@@ -156,9 +156,10 @@ def _recipe(spec: BranchSpec, label: str, arm: BranchArm, sets: dict, tags: dict
 
 
 def reference(spec: BranchSpec, label: str, arm: BranchArm, train_size: int) -> recipe_mod.Recipe:
-    """The reference run of an arm: the base at B0, long enough for the last point's largest window, with its
-    points kept."""
-    end = max(spec.points) + max(spec.deltas)
+    """The reference run of an arm: the base at B0 as long as the last point's branches (point + 2 x the largest
+    Δ: its curve then brackets every window's end with evaluations on the same images as theirs, the full
+    evaluation at its end left aside), with its points kept."""
+    end = max(spec.points) + 2 * max(spec.deltas)
     sets = {
         "global_batch": spec.b0,
         "epochs": epochs_for(end, train_size),

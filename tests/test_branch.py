@@ -13,7 +13,8 @@ import torch
 from bench.analysis import branching
 from bench.analysis import results as results_mod
 from bench.engine import checkpoint
-from tests.conftest import cli, write_recipe
+from tests.conftest import RECIPES, cli, write_recipe
+from tests.helpers import family
 
 BASE = """
 model: {name: resnet8_cifar}
@@ -170,3 +171,18 @@ def test_a_decaying_schedule_and_an_optimizer_of_no_known_kind_are_refused(tmp_p
     spec = write_recipe(tmp_path / "m.yaml", BRANCH + "arms: {muon: {set: {optimizer: {name: muon, lr: 0.01}}}}\n")
     done = cli("branch", str(spec), "--out", str(tmp_path / "out"))
     assert done.returncode == 2 and "key 'arms.muon.lr_rule': required for muon" in done.stderr
+
+
+def test_every_shipped_branch_file_lists_its_runs(tmp_path, monkeypatch):
+    """recipes/branch/*.yaml against a stand-in of the embedded data (the same layout, by the same converter): every
+    reference and branch recipe builds, with the lr its rule gives."""
+    monkeypatch.chdir(tmp_path)
+    source = family(tmp_path / "fashion-mnist-400", train_per_class=400)
+    assert cli("data", "idx", str(source), "--out", "data/fashion-mnist-20k").returncode == 0
+    files = sorted((RECIPES / "branch").glob("*.yaml"))
+    assert files
+    for path in files:
+        done = cli("branch", str(path), "--list")
+        assert done.returncode == 0, done.stderr
+        assert "-ref-b" in done.stdout and "-k2-seed" in done.stdout
+    assert "branch-example-lars-at10240-k8-seed0: global_batch 512, lr 15.6" in done.stdout  # 1.95 x 8, linear

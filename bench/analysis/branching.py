@@ -250,8 +250,7 @@ def _batch(value: float) -> str:
 
 
 def _trend(crits: list[float]) -> str:
-    finite = [c for c in crits if math.isfinite(c)]
-    if len(crits) < 2 or len(finite) < 2:
+    if len(crits) < 2 or any(math.isnan(c) for c in crits) or all(math.isinf(c) for c in crits):
         return ""
     if all(b > a for a, b in zip(crits, crits[1:])):
         return ": it grows along training"

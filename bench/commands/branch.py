@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from bench.analysis.render import render
 from bench.commands import output_may_close, stop_code
 
 
@@ -37,7 +38,6 @@ def _branch(args) -> int:
         print(f"{name}: {outcome}")
     from bench.analysis import branching
     from bench.analysis import results as results_mod
-    from bench.analysis.render import render
 
     table = branching.branching(results_mod.load_study([results]))
     print()

@@ -25,6 +25,7 @@ import io
 import os
 import pickle
 import random
+import shutil
 import zipfile
 from pathlib import Path
 
@@ -120,8 +121,6 @@ def save(run_dir: Path, trainer, progress) -> Path:
 
 def _keep(path: Path, kept_path: Path) -> None:
     """`path` under its kept name too: a hard link (no second copy on disk), else a copy; atomic either way."""
-    import shutil
-
     temporary = kept_path.with_name(f".{kept_path.name}.tmp")
     temporary.unlink(missing_ok=True)
     try:
@@ -151,8 +150,9 @@ def branch(trainer, path: Path, same_seed: bool) -> dict:
     """Start the trainer's run (a branch, bench/branch.py) from another recipe's checkpoint: its model, optimizer
     state (momentum, Adam's moments), EMA weights and loss accumulators, its RNG states where the branch keeps the
     reference's seed (`same_seed`: its data stream then continues exactly; another seed draws the images after the
-    point from its own order). Returns the progress at the branch's batch: the images seen carried, the step and
-    schedule position those images make at the branch's batch, the timers at 0 (the branch's cost is its own)."""
+    point from its own order). Returns the progress at the branch's batch: the images seen and the timers carried
+    (the branch's meta names the timers it started from: its own cost is the difference), the step and schedule
+    position those images make at the branch's batch."""
     state = _read(path)
     _check_train_set(trainer, state, path)
     trainer.model.load_state_dict(state["model"])
@@ -168,8 +168,7 @@ def branch(trainer, path: Path, same_seed: bool) -> dict:
     if images % batch:
         raise UserError(f"{path}: {images:,} images seen is not a whole number of steps at the branch's batch {batch}")
     step = images // batch
-    progress.update(step=step, position=float(step), chunks=0, train_time=0.0, eval_time=0.0)
-    progress.update(similarity_sum=0.0, similarity_count=0)
+    progress.update(step=step, position=float(step), chunks=0, similarity_sum=0.0, similarity_count=0)
     return progress
 
 

@@ -725,7 +725,14 @@ def _train(
         if run:
             _start_records(run, trainer, state, resumed, inputs)
             if branch_from and not resumed:
-                run.write_meta(branched_from={"checkpoint": str(branch_from[0]), "images": state.images})
+                run.write_meta(
+                    branched_from={
+                        "checkpoint": str(branch_from[0]),
+                        "images": state.images,
+                        "train_time_s": state.train_time,  # the reference's: the branch's own cost is the rest
+                        "eval_time_s": state.eval_time,
+                    }
+                )
         status, reason = _train_loop(trainer, run, state, progress, preempted)
         if run:
             if status in FINISHED:  # nothing left to resume: the disk gets back all but the final one
