@@ -186,3 +186,23 @@ def test_every_shipped_branch_file_lists_its_runs(tmp_path, monkeypatch):
         assert done.returncode == 0, done.stderr
         assert "-ref-b" in done.stdout and "-k2-seed" in done.stdout
     assert "branch-example-lars-at10240-k8-seed0: global_batch 512, lr 15.6" in done.stdout  # 1.95 x 8, linear
+
+
+def test_the_seeds_range_brackets_the_median_s_critical_batch():
+    """Two seeds crossing between different k's: each seed's own crossing makes the range, the seeds' median
+    images / linear the estimate inside it."""
+    w = branching.Window(
+        arm="lars",
+        optimizer="lars",
+        b0=64,
+        point=1024,
+        delta=512,
+        metric="val_top1",
+        reference_top1=50.0,
+        target=55.0,
+        ratios={2: {0: 1.0, 1: 1.0}, 4: {0: 2.0, 1: 1.1}, 8: {0: 4.0, 1: 4.0}},
+    )
+    low, high = w.seed_range()
+    assert low == pytest.approx(1.2 * 128)  # seed 0: log-log between 1 at 128 and 2 at 256
+    assert high == pytest.approx(256 * 2 ** (math.log(1.2 / 1.1) / math.log(4 / 1.1)))  # seed 1: between 256 and 512
+    assert low < w.critical() < high

@@ -201,9 +201,9 @@ def branching(study: Study, baseline: str | None = None) -> Table:
         table.rows.append(
             [
                 w.arm,
-                f"{w.point:,}",
+                cell(w.point, "images"),
                 cell(w.reference_top1, "pct"),
-                f"{w.delta:,}",
+                cell(w.delta, "images"),
                 *[_ratio_cell(w, k) for k in ks],
                 crit_cell,
             ]
@@ -267,7 +267,11 @@ def _sensitivity(arm: str, ws: list[Window], deltas: list[int]) -> list[str]:
         lo, hi = at.get(deltas[0], math.nan), at.get(deltas[-1], math.nan)
         if math.isfinite(lo) and math.isfinite(hi):
             said = f"Δ = {deltas[-1]:,} gives {hi / lo:.2f} x the critical batch of Δ = {deltas[0]:,}"
-            out.append(claim(f"{arm} at {point:,} images", said))
+        elif not (math.isnan(lo) or math.isnan(hi)) and lo != hi:
+            said = f"Δ changes the answer: {_batch(lo)} at Δ = {deltas[0]:,}, {_batch(hi)} at Δ = {deltas[-1]:,}"
+        else:
+            continue
+        out.append(claim(f"{arm} at {point:,} images", said))
     return out
 
 
