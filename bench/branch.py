@@ -44,6 +44,7 @@ import math
 from pathlib import Path
 from typing import Any, Literal
 
+import yaml
 from pydantic import Field, NonNegativeInt, PositiveInt, ValidationError, model_validator
 
 from bench import catalog
@@ -98,6 +99,15 @@ class BranchSpec(Strict):
     @property
     def branch_seeds(self) -> list[int]:
         return self.seeds if self.seeds is not None else [self.seed]
+
+
+def is_branch_file(path: str | Path) -> bool:
+    """Whether `path` reads as a branch file (a mapping with b0 and points) rather than a recipe or a sweep."""
+    try:
+        raw = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError, UnicodeDecodeError):
+        return False
+    return isinstance(raw, dict) and "b0" in raw and "points" in raw
 
 
 def load(path: str | Path) -> BranchSpec:

@@ -206,3 +206,9 @@ def test_the_seeds_range_brackets_the_median_s_critical_batch():
     assert low == pytest.approx(1.2 * 128)  # seed 0: log-log between 1 at 128 and 2 at 256
     assert high == pytest.approx(256 * 2 ** (math.log(1.2 / 1.1) / math.log(4 / 1.1)))  # seed 1: between 256 and 512
     assert low < w.critical() < high
+
+
+def test_bench_run_of_a_branch_file_points_to_bench_branch():
+    path = RECIPES / "branch" / "example.yaml"
+    done = cli("run", str(path))
+    assert done.returncode == 2 and f"`bench branch {path}` runs it" in done.stderr
