@@ -20,8 +20,9 @@ multipliers k, the windows Δ and the metric:
 
 Runs are ordinary run directories under --out: the reference `<name>-<arm>-ref-b<B0>` (role branch_reference,
 checkpoint.at_images the points, kept to the end) and each branch `<name>-<arm>-at<point>-k<k>-seed<s>` (role
-branch), both tagged with what the analysis reads. A finished run is skipped, so the same command goes on where
-it stopped.
+branch), both tagged with what the analysis reads (a branch also with its reference's name and recipe digest, so a
+changed reference makes new branches). A finished run is skipped, so the same command goes on where it stopped;
+the analysis reads each branch against the reference run its meta says it branched from (`branched_from`).
 
 Choices where the papers are silent, named:
 - The lr at k x B0: the arm's lr x k (linear: SGD, Nesterov, LARS, LARC, Schedule-Free SGD) or x sqrt(k) (sqrt:
@@ -51,6 +52,7 @@ from bench import catalog
 from bench import recipe as recipe_mod
 from bench.engine import checkpoint
 from bench.errors import UserError
+from bench.identity import digest
 from bench.recipe import Strict
 from bench.suite import Preempted, finished_run
 
@@ -210,7 +212,7 @@ def branch(
         "deltas": ",".join(map(str, sorted(spec.deltas))),
         "metric": spec.metric,
         "lr_rule": rule,
-        "reference": ref.name,
+        "reference": f"{ref.name}@{digest(ref.model_dump(mode='json', exclude={'logging'}))}",  # a new one: rerun
     }
     return _recipe(spec, label, arm, sets, tags)
 

@@ -117,6 +117,7 @@ def test_a_branch_at_k_1_continues_the_reference_bit_for_bit(branched):
 def test_the_table_reads_the_branches_and_a_rerun_skips_finished_ones(branched):
     spec, results, out = branched
     assert "| arm" in out and "critical batch" in out
+    assert (results / "branching.md").read_text() in out and (results / "branching.csv").is_file()
     [w] = [w for w in branching.windows(results_mod.load_study([results])) if w.point == 64]
     assert w.ratios[1][0] <= 1.0  # the reference continued reaches its own value no later than Δ
     assert set(w.ratios) == {1, 2} and w.b0 == 16

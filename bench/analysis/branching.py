@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -123,26 +124,27 @@ def _common_val_images(record) -> float | None:
 
 
 def windows(study: Study) -> list[Window]:
-    """Every (arm, point, Δ) of the branch runs in `study`, with the reference each names."""
-    records = list(study.records.values())
+    """Every (arm, point, Δ) of the branch runs in `study`, each read against the reference it branched from."""
+    records = sorted(study.records.values(), key=lambda r: r.meta.get("end_time") or "")  # a rerun of a seed: last
     tags = {str(r.path): r.recipe.get("tags") or {} for r in records}
-    refs = {
-        (t.get("branching"), t.get("arm")): r
-        for r in records
-        if (t := tags[str(r.path)]).get("role") == "branch_reference"
-    }
+    refs = {_place(r.path): r for r in records if tags[str(r.path)].get("role") == "branch_reference"}
     grouped: dict[tuple, list] = {}
     for r in records:
         t = tags[str(r.path)]
-        if t.get("role") == "branch" and (t.get("branching"), t.get("arm")) in refs:
-            grouped.setdefault((t["branching"], t["arm"], int(t["point"])), []).append(r)
+        ref = refs.get(_place(Path((r.meta.get("branched_from") or {}).get("checkpoint", "")).parent))
+        if t.get("role") == "branch" and ref is not None:
+            grouped.setdefault((t["branching"], t["arm"], int(t["point"]), _place(ref.path)), []).append(r)
     out = []
-    for (name, arm, point), runs in sorted(grouped.items()):
-        ref = refs[(name, arm)]
+    for (name, arm, point, place), runs in sorted(grouped.items()):
         first = tags[str(runs[0].path)]
         metric, deltas = str(first["metric"]), [int(d) for d in str(first["deltas"]).split(",")]
-        out += [_window(ref, runs, tags, arm, point, delta, metric) for delta in deltas]
+        out += [_window(refs[place], runs, tags, arm, point, delta, metric) for delta in deltas]
     return out
+
+
+def _place(run: Path) -> tuple[str, str]:
+    """A run directory by its recipe's folder and its own (a tree moved or cloned elsewhere keeps both)."""
+    return Path(run).parent.name, Path(run).name
 
 
 def _window(ref, runs, tags, arm: str, point: int, delta: int, metric: str) -> Window:

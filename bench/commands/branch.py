@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.analysis.render import render
+from bench.analysis import commands as analysis_commands
 from bench.commands import output_may_close, stop_code
 
 
@@ -36,12 +36,11 @@ def _branch(args) -> int:
         return stop_code(e.signal_name)
     for name, outcome in outcomes:
         print(f"{name}: {outcome}")
-    from bench.analysis import branching
-    from bench.analysis import results as results_mod
-
-    table = branching.branching(results_mod.load_study([results]))
+    written = analysis_commands.regenerate_branching(results)
+    table = next(p for p in written if p.name == "branching.md")
     print()
-    print(render(table, "markdown"))
+    print(table.read_text(), end="")
+    print(f"\nwrote {len(written) // 2} tables (markdown and csv) to {results}")
     return 0
 
 
