@@ -186,6 +186,8 @@ def test_every_shipped_branch_file_lists_its_runs(tmp_path, monkeypatch):
         done = cli("branch", str(path), "--list")
         assert done.returncode == 0, done.stderr
         assert "-ref-b" in done.stdout and "-k2-seed" in done.stdout
+        checked = cli("validate", str(path))
+        assert checked.returncode == 0 and "ok (branch file" in checked.stdout, checked.stderr
     assert "branch-example-lars-at10240-k8-seed0: global_batch 512, lr 15.6" in done.stdout  # 1.95 x 8, linear
 
 
