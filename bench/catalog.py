@@ -1018,5 +1018,11 @@ TABLES = {
             help="steps to result along a sweep's batch ladder, the distance from perfect scaling, the critical batch",
             baseline="the arm the others' critical batches are divided by (default: lars, else the first arm)",
         ),
+        TableRecord(
+            name="branching",
+            function="bench.analysis.branching:branching",
+            help="the critical batch along training from `bench branch`'s runs: per arm and checkpoint, the "
+            "reference's Top-1, each k's images / linear over the window, the critical batch with the seeds' range",
+        ),
     )
 }

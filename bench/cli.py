@@ -4,6 +4,7 @@ module per family, each adding its own parsers (`bench report | table | plot`: b
     bench validate RECIPE...   |   bench recipe keys      (bench/commands/recipe.py)
     bench run RECIPE [--set KEY.PATH=VALUE ...] [--out DIR] [--nproc N]   |   bench suite DIR   (run.py)
     bench sweep SWEEP [--list] [--only TEXT] [--out RESULTS]   (sweep.py)
+    bench branch FILE [--out RESULTS] [--list]   (branch.py)
     bench submit RECIPE --nodes N --gpus-per-node G [--partition P] [--dry-run]   (submit.py)
     bench report | table | plot PATH...   (bench/analysis/commands.py)
     bench export | clean | project PATH...   (results.py)
@@ -25,7 +26,19 @@ import time
 from pathlib import Path
 
 from bench.analysis import commands as analysis_commands
-from bench.commands import DEFAULT_RESULTS, INTERRUPTED, Failure, data, perf, recipe, results, run, submit, sweep
+from bench.commands import (
+    DEFAULT_RESULTS,
+    INTERRUPTED,
+    Failure,
+    branch,
+    data,
+    perf,
+    recipe,
+    results,
+    run,
+    submit,
+    sweep,
+)
 from bench.engine.threads import quiet_openmp
 from bench.errors import ArgumentParser, OutOfSpace, UserError, one_line_warnings
 from bench.rundir import versions
@@ -48,7 +61,7 @@ def parser() -> argparse.ArgumentParser:
     p = ArgumentParser(prog="bench", description="Large-batch ImageNet training benchmarks.")
     p.add_argument("--version", action=_Version, nargs=0, help="print the versions of bench and what it runs on")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for family in (recipe, run, sweep, submit):
+    for family in (recipe, run, sweep, branch, submit):
         family.add_parsers(sub)
     analysis_commands.add_parsers(sub, DEFAULT_RESULTS)
     for family in (results, data, perf):

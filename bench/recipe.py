@@ -238,6 +238,11 @@ class CheckpointSpec(Strict):
     every_steps: PositiveInt | None = Field(None, description="optimizer steps between checkpoints")
     every_epochs: PositiveFloat | None = Field(None, description="epochs between checkpoints")
     keep: PositiveInt = Field(2, description="newest checkpoints kept while the run goes on")
+    at_images: list[PositiveInt] = Field(
+        default_factory=list,
+        description="also checkpoint at the first step whose images seen reach each of these, and keep those "
+        "checkpoints to the end (kept-<images>.pt, never pruned): the points `bench branch` branches from",
+    )
     keep_final: bool = Field(
         True,
         description="a finished run (completed or diverged) keeps its final checkpoint "

@@ -54,6 +54,7 @@ def test_set_overrides_nested_keys_and_optimizer_hparams(tmp_path):
 
 
 SWEEPS = RECIPES / "sweeps"  # sweep files (bench sweep); their base recipes are in sweeps/base/
+BRANCHES = RECIPES / "branch"  # branch files (bench branch: tests/test_branch.py lists them)
 DEMO = RECIPES / "demo.yaml"  # the main job: a sweep file too (its base: demo-sgd.yaml)
 
 
@@ -62,7 +63,7 @@ def test_every_shipped_recipe_validates():
     resnet10t at 16 and 32 px, the width-depth study's resnet18 reshapes at 32 px, the superseded Fashion-MNIST
     study's at 28 px: docs/studies.md discloses each) carry dead parameters, and the probe says so for each of
     their recipes."""
-    paths = sorted(str(p) for p in RECIPES.rglob("*.yaml") if p.parent != SWEEPS and p != DEMO)
+    paths = sorted(str(p) for p in RECIPES.rglob("*.yaml") if p.parent not in (SWEEPS, BRANCHES) and p != DEMO)
     before = ("base/mini.yaml", "base/fashion-mnist.yaml")
     before_probe = [p for p in paths if Path(p).parent.name in ("mini", "width-depth") or p.endswith(before)]
     with pytest.warns(BenchWarning, match="get exactly zero gradient") as said:

@@ -113,6 +113,16 @@ def regenerate_sweep(
     return _write_tables(results_dir, outputs) + tuning_plots.plot_all(study, plots_dir, paper)
 
 
+def regenerate_branching(results_dir: str | Path) -> list[Path]:
+    """A `bench branch` results tree: the report and the branching table (markdown and csv)."""
+    from bench.analysis import report, results, tables
+
+    results_dir = Path(results_dir)
+    study = results.load_study([results_dir])
+    outputs = {"report": report.table(study.runs), "branching": tables.build("branching", study)}
+    return _write_tables(results_dir, outputs)
+
+
 def _write_tables(results_dir: Path, outputs: dict) -> list[Path]:
     """Each table as <name>.md (with its title and notes) and <name>.csv (the plain table, read_csv's)."""
     written = []

@@ -4,6 +4,7 @@ command line from them and keeps main(), the error handling and the exit codes.
     recipe.py    bench validate, bench recipe keys
     run.py       bench run, bench suite
     sweep.py     bench sweep
+    branch.py    bench branch
     submit.py    bench submit (SLURM)
     results.py   bench export, bench clean, bench project: over results, with the runner's side
     data.py      bench data

@@ -13,6 +13,7 @@ import sys
 import textwrap
 import warnings
 from itertools import zip_longest
+from pathlib import Path
 
 from bench import catalog
 from bench.catalog import PLUMBING
@@ -31,7 +32,7 @@ def cmd_validate(args) -> int:
     from bench.data import images
 
     for path in args.recipes:
-        if _validate_sweep(path, args):
+        if _validate_branch(path, args) or _validate_sweep(path, args):
             continue
         r = recipe.load(path, args.set, models=not args.schema_only)  # --schema-only: torch-free
         skipped = [] if args.models else ["the dead-parameter probe (--models runs it)"]
@@ -58,6 +59,24 @@ def cmd_validate(args) -> int:
             f"{_loader_here(path, r.data.loader)}{dead})" + (f"; not checked: {', '.join(skipped)}" if skipped else "")
         )
     return 0
+
+
+def _validate_branch(path: str, args) -> bool:
+    """A branch file is validated as `bench branch` reads it: the file, every reference's and branch's recipe (which
+    reads the data's size); True if it was one."""
+    from bench import branch
+
+    if not branch.is_branch_file(path):
+        return False
+    if args.set:
+        raise UserError(f"{path}: a branch file takes no --set; put overrides in its `set`")
+    spec = branch.load(path)
+    runs = branch.plan(Path(path), spec)
+    print(
+        f"{path}: ok (branch file {spec.name}: {len(runs)} reference run(s) at {spec.b0}, "
+        f"{sum(len(b) for _, b in runs)} branches at k = {', '.join(map(str, sorted(spec.k)))})"
+    )
+    return True
 
 
 def _validate_sweep(path: str, args) -> bool:

@@ -68,13 +68,15 @@ def cmd_run(args) -> int:
 
 
 def _run(args) -> int:
-    from bench import sweep
+    from bench import branch, sweep
 
     if Path(args.recipe).is_dir():  # recipes/mini: a folder of recipes is a suite's
         raise UserError(
             f"{args.recipe}: a folder, not a recipe file; `bench suite {args.recipe}` runs every recipe in it "
             "(skipping completed ones), then reports and plots"
         )
+    if branch.is_branch_file(args.recipe):  # recipes/branch/example.yaml: a reference and its branches
+        raise UserError(f"{args.recipe}: a branch file, not a recipe; `bench branch {args.recipe}` runs it")
     if sweep.is_sweep_file(args.recipe):  # recipes/demo.yaml: a comparison
         return _run_sweep(args)
     r = load_recipe(args)  # bad input stops here, before any worker starts

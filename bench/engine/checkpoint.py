@@ -12,13 +12,20 @@ Files are `ckpt-<step>.pt` in the run directory, written to a temporary file bes
 (bench.files.atomic_write), so a crash during a write leaves the previous checkpoint intact; the newest
 `checkpoint.keep` are kept while the run goes on; a finished run keeps its final one (`keep_final`) or none. The
 names and the pruning import no torch (`bench clean`); writing and reading do.
+
+A checkpoint at one of `checkpoint.at_images` (the first step whose images seen reach it) is also linked as
+`kept-<images>.pt`, a name no pruning touches (`bench clean` neither): the points `bench branch` branches from.
+`branch` starts another recipe's run from one (bench/branch.py): the same state, its progress translated to the
+branch's batch.
 """
 
 from __future__ import annotations
 
 import io
+import os
 import pickle
 import random
+import shutil
 import zipfile
 from pathlib import Path
 
@@ -30,6 +37,7 @@ FORMAT = "bench-checkpoint-1"
 NAME = "ckpt-{step:09d}.pt"
 PATTERN = "ckpt-*.pt"
 TEMPORARY = ".ckpt-*.tmp"  # what a crash during a write leaves (atomic_write's temporary beside the file)
+KEPT = "kept-{images:012d}.pt"  # a checkpoint.at_images point, kept to the end
 
 
 # --- names and pruning (no torch) -----------------------------------------------------------------------------
@@ -48,6 +56,22 @@ def step_of(path: Path) -> int:
 def saved(run_dir: Path) -> list[Path]:
     """A run's checkpoints, oldest first."""
     return sorted(Path(run_dir).glob(PATTERN))
+
+
+def kept_file(run_dir: Path, images: int) -> Path:
+    """The kept checkpoint of a run at `images` seen (checkpoint.at_images)."""
+    return Path(run_dir) / KEPT.format(images=images)
+
+
+def kept(run_dir: Path) -> dict[int, Path]:
+    """A run's kept checkpoints by images seen, in order."""
+    found = sorted(Path(run_dir).glob("kept-*.pt"))
+    return {int(p.stem.split("-")[1]): p for p in found}
+
+
+def point_reached(points, before: int, after: int) -> bool:
+    """Whether a step from `before` to `after` images seen reached one of checkpoint.at_images."""
+    return any(before < p <= after for p in points)
 
 
 def prune(run_dir: Path, keep: int) -> int:
@@ -88,8 +112,22 @@ def save(run_dir: Path, trainer, progress) -> Path:
     buf = io.BytesIO()
     torch.save({"format": FORMAT, "step": step, **contents(trainer, progress)}, buf)
     atomic_write(path, buf.getbuffer(), before_rename=lambda: crash_point("checkpoint", step))
+    points = trainer.recipe.checkpoint.at_images
+    if point_reached(points, progress.images - trainer.pace.batch(progress), progress.images):
+        _keep(path, kept_file(run_dir, progress.images))
     prune(run_dir, trainer.recipe.checkpoint.keep)
     return path
+
+
+def _keep(path: Path, kept_path: Path) -> None:
+    """`path` under its kept name too: a hard link (no second copy on disk), else a copy; atomic either way."""
+    temporary = kept_path.with_name(f".{kept_path.name}.tmp")
+    temporary.unlink(missing_ok=True)
+    try:
+        os.link(path, temporary)
+    except OSError:  # a file system without hard links
+        shutil.copyfile(path, temporary)
+    os.replace(temporary, kept_path)
 
 
 def restore(trainer, path: Path) -> dict:
@@ -108,8 +146,34 @@ def restore(trainer, path: Path) -> dict:
     return progress
 
 
-def load(path: Path, recipe) -> dict:
-    """Read a checkpoint of this recipe; anything else is a clear error."""
+def branch(trainer, path: Path, same_seed: bool) -> dict:
+    """Start the trainer's run (a branch, bench/branch.py) from another recipe's checkpoint: its model, optimizer
+    state (momentum, Adam's moments), EMA weights and loss accumulators, its RNG states where the branch keeps the
+    reference's seed (`same_seed`: its data stream then continues exactly; another seed draws the images after the
+    point from its own order). Returns the progress at the branch's batch: the images seen and the timers carried
+    (the branch's meta names the timers it started from: its own cost is the difference), the step and schedule
+    position those images make at the branch's batch."""
+    state = _read(path)
+    _check_train_set(trainer, state, path)
+    trainer.model.load_state_dict(state["model"])
+    trainer.opt.load_state_dict(state["optimizer"])
+    if trainer.ema is not None:
+        if "ema" not in state:
+            raise UserError(f"{path}: the reference kept no EMA weights, yet the branch evaluates an EMA")
+        trainer.ema.load_state_dict(state["ema"])
+    if same_seed:
+        _set_rng_state(state["rng"])
+    progress = dict(state["progress"])
+    images, batch = progress["images"], trainer.plan.batch
+    if images % batch:
+        raise UserError(f"{path}: {images:,} images seen is not a whole number of steps at the branch's batch {batch}")
+    step = images // batch
+    progress.update(step=step, position=float(step), chunks=0, similarity_sum=0.0, similarity_count=0)
+    return progress
+
+
+def _read(path: Path) -> dict:
+    """A bench checkpoint's contents, of any recipe; anything else is a clear error."""
     import torch
 
     try:
@@ -120,6 +184,12 @@ def load(path: Path, recipe) -> dict:
         ) from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise UserError(f"{path}: not a bench checkpoint (expected format {FORMAT}); start with --restart")
+    return state
+
+
+def load(path: Path, recipe) -> dict:
+    """Read a checkpoint of this recipe; anything else is a clear error."""
+    state = _read(path)
     if not recipe.same_as(state.get("recipe_yaml") or ""):
         raise UserError(f"{path}: checkpoint of a different recipe; resume with the recipe that made it, or --restart")
     return state

@@ -380,6 +380,8 @@ class Trainer:
             return True
         if spec.every_steps and progress.step % spec.every_steps == 0:
             return True
+        if checkpoint.point_reached(spec.at_images, progress.images - self.pace.batch(progress), progress.images):
+            return True
         return bool(spec.every_epochs) and self.pace.crossed(before, progress.position, spec.every_epochs)
 
     def events(self, step: int, lr: float, batch: int, loss: float) -> dict:
@@ -688,16 +690,19 @@ def train(
     restart: bool = False,
     run_dir: Path | None = None,
     inputs: tuple[Path, ...] = (),
+    branch_from: tuple[Path, bool] | None = None,
 ) -> RunDir | None:
     """Run `recipe` in this process (one rank of a torchrun job, or alone), resuming an
     unfinished run of it unless `restart`. Rank 0 writes and returns the run directory. `inputs`: the user's files
     the recipe was made from (its recipe file; a sweep file and its base), recorded by content in meta.json and
-    left out of bench's checkout state (rundir.checkout_state)."""
+    left out of bench's checkout state (rundir.checkout_state). `branch_from`: (another recipe's checkpoint,
+    whether the seed is its run's): a new run starts from that state (checkpoint.branch; `bench branch`), a
+    resumed one from its own checkpoint as any run."""
     dist = distributed.init()
     threads.apply(recipe.engine.threads)
     try:
         with PreemptionFlag() as preempted:  # before any data thread or worker starts
-            return _train(recipe, results, dist, progress, restart, run_dir, preempted, inputs)
+            return _train(recipe, results, dist, progress, restart, run_dir, preempted, inputs, branch_from)
     finally:
         distributed.shutdown()
 
@@ -711,13 +716,23 @@ def _train(
     run_dir: Path | None,
     preempted: PreemptionFlag,
     inputs: tuple[Path, ...],
+    branch_from: tuple[Path, bool] | None = None,
 ) -> RunDir | None:
     """A run's phases: open it (or resume it), start its records, train, close its records."""
     trainer = Trainer(recipe, dist)
-    run, state, resumed = _open(trainer, results, restart, run_dir)
+    run, state, resumed = _open(trainer, results, restart, run_dir, branch_from)
     try:
         if run:
             _start_records(run, trainer, state, resumed, inputs)
+            if branch_from and not resumed:
+                run.write_meta(
+                    branched_from={
+                        "checkpoint": str(branch_from[0]),
+                        "images": state.images,
+                        "train_time_s": state.train_time,  # the reference's: the branch's own cost is the rest
+                        "eval_time_s": state.eval_time,
+                    }
+                )
         status, reason = _train_loop(trainer, run, state, progress, preempted)
         if run:
             if status in FINISHED:  # nothing left to resume: the disk gets back all but the final one
@@ -777,14 +792,19 @@ def open_run(results: Path, recipe: Recipe, restart: bool, run_dir: Path | None)
     return RunDir.create(results, recipe.name, recipe_yaml), None
 
 
-def _open(trainer: Trainer, results: Path, restart: bool, run_dir: Path | None) -> tuple[RunDir | None, Progress, bool]:
-    """Rank 0 picks the run directory and the checkpoint to resume (open_run); every rank loads that checkpoint.
-    Returns (the run directory on rank 0, else None; the progress to start from; whether it resumes)."""
+def _open(
+    trainer: Trainer, results: Path, restart: bool, run_dir: Path | None, branch_from: tuple[Path, bool] | None = None
+) -> tuple[RunDir | None, Progress, bool]:
+    """Rank 0 picks the run directory and the checkpoint to resume (open_run); every rank loads that checkpoint, or,
+    for a new run with `branch_from`, the state it branches from. Returns (the run directory on rank 0, else None;
+    the progress to start from; whether it resumes)."""
     run, resume_from = open_run(results, trainer.recipe, restart, run_dir) if trainer.dist.is_main else (None, None)
     if torch.distributed.is_initialized():  # every rank resumes from the checkpoint rank 0 chose
         shared = [str(resume_from) if resume_from else None]
         torch.distributed.broadcast_object_list(shared, src=0)
         resume_from = Path(shared[0]) if shared[0] else None
+    if resume_from is None and branch_from:
+        return run, Progress(**checkpoint.branch(trainer, *branch_from)), False
     if resume_from is None:
         return run, Progress(), False
     return run, Progress(**checkpoint.restore(trainer, resume_from)), True
