@@ -810,3 +810,57 @@ def test_the_projection_figure_keeps_the_style(tmp_path, monkeypatch):
     assert main(["project", "--reference", "--cluster", "dgx-h100", "--plot", str(tmp_path)]) == 0
     assert found and {kind: f for kind, f in found.items() if f} == {}
     assert "MLPerf's reference convergence points" in (tmp_path / "time-to-train.caption.txt").read_text()
+
+
+def test_a_one_run_figure_says_so_and_its_top1_axis_is_never_narrower_than_the_binomial_error(tmp_path):
+    """Issue 82, item 3: one run a point draws no bars and its caption says so (not 'mean ± 1 sample std' with
+    n = 1); a Top-1 axis whose points differ by an image or two still spans 2 binomial standard errors either
+    side of each point (one image of 10,000 filled the own-data figure), and the caption says why."""
+    make_run(tmp_path, "lars-100", "lars", 100, 0, [50, 98.98], val_size=10_000)
+    make_run(tmp_path, "sgd-100", "sgd", 100, 0, [50, 98.99], val_size=10_000)
+    make_run(tmp_path, "lars-400", "lars", 400, 0, [50, 98.985], val_size=10_000)
+    study = results.load_study([tmp_path])
+    groups, order = plots.series(study, study.runs["setting"].iloc[0])
+    assert set(groups["val_images"]) == {10_000}
+    with style.plt.rc_context(style.STYLE):
+        fig = plots.plot_vs_batch(groups, order, "val_top1", "final val Top-1 (%)", "t")
+    lo, hi = fig.axes[0].get_ylim()
+    se = lambda top1: 100 * math.sqrt(top1 / 100 * (1 - top1 / 100) / 10_000)  # noqa: E731 (about 0.1 pp)
+    assert lo <= 98.98 - 2 * se(98.98) + 1e-9 and hi >= 98.99 + 2 * se(98.99) - 1e-9
+    assert "One run a point (no bars" in fig.bench_caption and "± 1 sample std" not in fig.bench_caption
+    assert "2 binomial standard errors" in fig.bench_caption
+    plots.plt.close(fig)
+    # points far apart need no floor: the axis is the data's, and the caption does not claim one
+    ax = style.plt.figure().add_subplot()
+    ax.plot([0, 1], [60, 90])
+    before = ax.get_ylim()
+    assert not style.binomial_floor(ax, [60, 90], [10_000, 10_000]) and ax.get_ylim() == before
+    assert plots.spread_text(pd.Series([1, 3])).endswith("n beside each point)")
+    assert plots.spread_text(pd.Series([3, 3])) == "The mean over seeds ± 1 sample std"
+
+
+def test_no_point_of_a_log_steps_axis_lies_past_its_last_labelled_tick():
+    """Issue 82, item 3: the own-data steps figure put LARS's 118 above its top tick (100)."""
+    fig, ax = style.plt.subplots()
+    ax.plot([1, 2], [30, 118], "o")
+    style.plain_log_y(ax)
+    style.readable_top(ax, [30, 118])
+    fig.canvas.draw()
+    lo, hi = ax.get_ylim()
+    ticks = [t for t in ax.get_yticks() if lo <= t <= hi]
+    assert max(ticks) >= 118 and min(ticks) <= 30
+    style.plt.close(fig)
+
+
+def test_each_arms_critical_band_has_its_own_swatch_in_its_colour():
+    """Issue 82, item 3: two arms' critical-batch bands were near-identical pale shades with one grey legend swatch;
+    each now has a swatch in its arm's colour, named."""
+    from matplotlib.colors import to_rgb
+
+    from bench.analysis import tuning_plots
+
+    order = ["lars", "nadamw"]
+    handles = tuning_plots._critical_handles({"band", "band-lars", "band-nadamw"}, pd.DataFrame(), order)
+    swatches = {h.get_label(): h.get_facecolor()[:3] for h in handles}
+    assert set(swatches) == {f"{tuning_plots.CRITICAL_BAND}: LARS", f"{tuning_plots.CRITICAL_BAND}: NAdamW"}
+    assert swatches[f"{tuning_plots.CRITICAL_BAND}: LARS"] == pytest.approx(to_rgb(style.color("lars", order)))

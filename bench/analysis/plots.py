@@ -61,6 +61,7 @@ from bench.analysis.style import (  # noqa: E402
     WIDTH,
     arm_axis,
     batch_label,
+    binomial_floor,
     caption,
     color,
     columns,
@@ -71,6 +72,7 @@ from bench.analysis.style import (  # noqa: E402
     look,
     miss_band,
     plain_log_y,
+    readable_top,
     save,
     shift,
     size,
@@ -303,18 +305,36 @@ def plot_vs_batch(
             fontsize=6,
             gid="n-label",
         )
+    scored = groups[groups[metric].notna()]
+    sizes = {"val_top1": "val_images", "train_eval_top1": "train_eval_images"}.get(metric)
+    floored = sizes in scored and binomial_floor(ax, scored[metric], scored[sizes])
     miss_band(ax, diverged_rows, top=False)
     caption(
         fig,
-        f"{what} ({ylabel}): {title}. The mean over seeds ± 1 sample std of the recipe with the highest mean final "
+        f"{what} ({ylabel}): {title}. {spread_text(groups['n'])} of the recipe with the highest mean final "
         "val Top-1 for each optimizer at each batch"
         + (", the optimizers side by side" if single else ", optimizers slightly apart along x so equal points show")
         + "."
         + (" Open diamonds: the values the paper reports." if any(published.values()) else "")
-        + (" x in the band below: every seed diverged (no final value)." if any_diverged else ""),
+        + (" x in the band below: every seed diverged (no final value)." if any_diverged else "")
+        + (
+            " The y axis spans at least 2 binomial standard errors either side of each point (of the images it was "
+            "scored on), so that a difference of a few images does not fill it."
+            if floored
+            else ""
+        ),
     )
     legend_below(fig, handles, ncol=2)
     return fig
+
+
+def spread_text(n: pd.Series) -> str:
+    """What a figure's points and bars are, as their seeds allow: a mean ± 1 sample std needs two runs a point."""
+    if (n <= 1).all():
+        return "One run a point (no bars: one run has no spread to show)"
+    if (n > 1).all():
+        return "The mean over seeds ± 1 sample std"
+    return "The mean over seeds (± 1 sample std where a point has two runs or more; n beside each point)"
 
 
 def perfect_scaling(ax, finite: pd.DataFrame, metric: str, last_batch: float) -> list[Line2D]:
@@ -400,6 +420,7 @@ def plot_steps_to_target(groups: pd.DataFrame, order: list[str], title: str, pap
         batches = sorted({*batches, ref["batch"]})
     if len(finite):
         plain_log_y(ax)
+        readable_top(ax, finite["steps_to_target"] + finite["steps_to_target_std"].fillna(0))
     else:
         no_run_reached(ax, target)
     x_axis(ax, batches, present, {o: display(o) for o in present})  # ticks at the measured batches only
@@ -411,7 +432,7 @@ def plot_steps_to_target(groups: pd.DataFrame, order: list[str], title: str, pap
     miss_band(ax, missed, top=True)
     caption(
         fig,
-        f"Steps to {target:g}% val Top-1: {title}. The mean over seeds ± 1 sample std of the recipe with the highest "
+        f"Steps to {target:g}% val Top-1: {title}. {spread_text(groups['n'])} of the recipe with the highest "
         "mean final val Top-1 for each optimizer at each batch"
         + (
             "."

@@ -554,6 +554,11 @@ def aggregate(runs: pd.DataFrame) -> pd.DataFrame:
             "n_unstable": int((used["unstable"] & ~used["diverged"]).sum()),
             "n_reached": int(np.isfinite(used["steps_to_target"]).sum()),
             "runs": tuple(used["run"]),
+            # the image sets' sizes (the smallest where runs differ): the figures' binomial floor
+            "val_images": float(used["val_images"].min()) if used["val_images"].notna().any() else math.nan,
+            "train_eval_images": float(used["train_eval_images"].min())
+            if used["train_eval_images"].notna().any()
+            else math.nan,
         }
         for m in AGG_METRICS:
             row[m], row[f"{m}_std"] = mean_std(used[m])

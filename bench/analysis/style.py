@@ -344,6 +344,36 @@ def plain_log(axis, most: int = 6) -> None:
     axis.set_minor_formatter(NullFormatter())
 
 
+def binomial_floor(ax, values, sizes, k: float = 2.0) -> bool:
+    """Widen a Top-1 axis (percent) to at least k binomial standard errors either side of every value (`sizes`: the
+    images each was scored on), so that a difference of a few images never fills the plot; returns whether it
+    widened. A value or size that is missing widens nothing."""
+    pairs = [(v, n) for v, n in zip(values, sizes) if v == v and n == n and n > 0]
+    if not pairs:
+        return False
+    se = [100 * math.sqrt(max(v / 100 * (1 - v / 100), 0.25 / n) / n) for v, n in pairs]  # 0.25/n: p = 0 or 1
+    lo = min(v - k * e for (v, _), e in zip(pairs, se))
+    hi = max(v + k * e for (v, _), e in zip(pairs, se))
+    cur_lo, cur_hi = ax.get_ylim()
+    if lo >= cur_lo and hi <= cur_hi:
+        return False
+    ax.set_ylim(min(lo, cur_lo), max(hi, cur_hi))
+    return True
+
+
+def readable_top(ax, values) -> None:
+    """Extend a log y axis to the first 1-2-5 number at or above its largest value and at or below its smallest, so
+    that no point lies past the last labelled tick (a point at 118 above a top tick at 100)."""
+    finite = [v for v in values if v == v and 0 < v < math.inf]
+    if not finite:
+        return
+    steps = [m * 10.0**e for e in range(-3, 10) for m in (1, 2, 5)]
+    top = min(t for t in steps if t >= max(finite))
+    bottom = max(t for t in steps if t <= min(finite))
+    lo, hi = ax.get_ylim()
+    ax.set_ylim(min(lo, bottom), max(hi, top))
+
+
 def plain_log_y(ax) -> None:
     """Log y axis labelled with plain numbers (20, 50, 100) rather than powers of ten."""
     ax.set_yscale("log")

@@ -190,7 +190,7 @@ def plot_steps_to_result(table_cells: pd.DataFrame, order: list[str]) -> plt.Fig
     if any_reruns:
         handles.append(Line2D([], [], color="k", marker="o", markerfacecolor="none", linestyle="", label=A_RERUN))
     drawn = set() if single else _critical_batches(ax, table_cells, order)
-    handles += _critical_handles(drawn, table_cells)
+    handles += _critical_handles(drawn, table_cells, order)
     any_missed = any(len(xs) for xs, _ in missed)
     if any_missed:
         handles.append(Line2D([], [], color="k", marker="x", linestyle="", label=f"{MISSED} (reruns' median)"))
@@ -260,9 +260,11 @@ def _critical_batches(ax, table_cells: pd.DataFrame, order: list[str]) -> set[st
             drawn.add("open")
         else:
             a, b = max(low, 1.0, lo_x), min(high, hi_x)
-            if a < b:
-                ax.axvspan(a, b, color=c, alpha=0.1, linewidth=0, label=CRITICAL_BAND)
-                drawn.add("band")
+            if a < b:  # its edges in the arm's colour: two arms' pale bands that overlap stay apart
+                ax.axvspan(a, b, facecolor=c, alpha=0.15, linewidth=0, label=f"{CRITICAL_BAND}: {display(arm)}")
+                for edge in (a, b):
+                    ax.axvline(edge, color=c, linestyle=(0, (4, 2, 1, 2)), linewidth=0.7, alpha=0.8, gid=f"band-{arm}")
+                drawn |= {"band", f"band-{arm}"}
         if f.resolved:
             ax.axvline(point, color=c, linestyle=":", linewidth=1.2, label=CRITICAL)
             if lo_x <= point <= hi_x:
@@ -275,8 +277,8 @@ def _linear_label(f) -> str:
     return f"perfect scaling ∝ 1/B from each fit at {batch_label(f.base)}" if f.base else "perfect scaling E_min / B"
 
 
-def _critical_handles(drawn: set[str], table_cells: pd.DataFrame) -> list:
-    """Legend entries for what _critical_batches drew, and only that."""
+def _critical_handles(drawn: set[str], table_cells: pd.DataFrame, order: list[str]) -> list:
+    """Legend entries for what _critical_batches drew, and only that: a band's swatch in each arm's colour."""
     handles = []
     if "fit" in drawn:
         handles.append(Line2D([], [], color="k", linewidth=0.8, label=FIT))
@@ -285,8 +287,11 @@ def _critical_handles(drawn: set[str], table_cells: pd.DataFrame) -> list:
         handles.append(Line2D([], [], color="k", linewidth=0.8, linestyle="--", label=_linear_label(f)))
     if "point" in drawn:
         handles.append(Line2D([], [], color="k", linestyle=":", label=CRITICAL))
-    if "band" in drawn:
-        handles.append(Patch(facecolor="k", alpha=0.15, linewidth=0, label=CRITICAL_BAND))
+    for arm in order:
+        if f"band-{arm}" in drawn:
+            c = color(arm, order)
+            label = f"{CRITICAL_BAND}: {display(arm)}"
+            handles.append(Patch(facecolor=c, alpha=0.3, edgecolor=c, linestyle=(0, (4, 2, 1, 2)), label=label))
     return handles
 
 
@@ -301,7 +306,12 @@ def _critical_caption(drawn: set[str]) -> str:
             if "point" in drawn
             else ""
         )
-        + ("; shaded: the critical batch's 95% interval within the ladder's range" if "band" in drawn else "")
+        + (
+            "; shaded in its colour, between dash-dot edges: the critical batch's 95% interval within the ladder's "
+            "range (the ratios of one arm's to another's, and whether they differ: bench table scaling)"
+            if "band" in drawn
+            else ""
+        )
         + (
             "; an arrow: an interval open above (the fit does not bend away from linear scaling)"
             if "open" in drawn
