@@ -530,3 +530,22 @@ def test_a_near_tie_is_judged_from_the_seed_noise_the_reruns_show():
     noisy, quiet = (cells.near_ties_from_seeds(pd.DataFrame([cell(s)])) for s in (0.1, 0.02))
     assert noisy["seed_noise"][0] == pytest.approx(0.1) and noisy["near_tie"][0]
     assert quiet["seed_noise"][0] == pytest.approx(0.02) and not quiet["near_tie"][0]
+
+
+def test_the_steps_figures_caption_says_the_scaling_tables_ratio_words():
+    """Issue 82, item 3: the steps-to-result figure drew two critical-batch bands and said nothing of whether they
+    differ; its caption now quotes each ratio's word, the scaling table's (the committed field ladder's claims)."""
+    from pathlib import Path
+
+    from bench.analysis.paper import display
+
+    tree = Path(__file__).resolve().parents[1] / "results" / "field-ladder"
+    study = results.load_study([tree])
+    reference, words = scaling.ratio_words(study, cells.cells(study))
+    assert reference == "lars" and set(words) == {"vrgd_lars", "nesterov", "nadamw"}
+    notes = [line.removeprefix("- Claim: ") for line in (tree / "scaling.md").read_text().splitlines()]
+    for arm, word in words.items():
+        [said] = [n for n in notes if n.startswith(f"{display(arm)} / LARS critical batch")]
+        assert f": {word}" in said
+    caption = tuning_plots._ratio_caption(reference, {"nadamw": words["nadamw"]})
+    assert caption == f" Critical batch over LARS's (bench table scaling): NAdamW {words['nadamw']}."

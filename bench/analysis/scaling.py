@@ -283,11 +283,8 @@ def _ratio_claim(
     said = f"{pair}: {r.text}, seed-paired bootstrap)" + "".join(
         f"; by the {e}: {v.text})" if e != "model-free" else f"; model-free: {v.text})" for e, v in others.items()
     )
-    unlocated = [display(a) for a in (arm, reference) if not fits[a].resolved]
-    if unlocated:  # a ratio of critical batches the ladder does not locate is not read
-        word = f"not judged ({' and '.join(unlocated)}: critical batch not resolved)"
-    else:
-        word = combined_word({"curve": r, **others})
+    word = ratio_word(arm, reference, estimated, fits)
+    if not word.startswith("not judged"):
         if word.startswith("no ") and r.resolvable == r.resolvable:
             low, high = r.resolvable_range
             word += f"; could resolve ≥ {ladder.ratio_text(r.resolvable)}x at 80% power" + (
@@ -302,6 +299,34 @@ def _ratio_claim(
     if untested and others:  # what the intervals leave out: they hold each cell's selected point fixed
         word += f"; the intervals hold the selections fixed, near ties not rerun ({', '.join(untested)} batches)"
     return f"{said}: {word}{caveat}."
+
+
+def ratio_word(arm: str, reference: str, estimated: dict, fits: dict) -> str:
+    """The word an arm's critical batch over the reference arm's earns (estimated: ladder.ESTIMATES -> Ratio or
+    None, its curve's present): 'not judged' where the ladder does not locate one of them, else combined_word's."""
+    unlocated = [display(a) for a in (arm, reference) if not fits[a].resolved]
+    if unlocated:  # a ratio of critical batches the ladder does not locate is not read
+        return f"not judged ({' and '.join(unlocated)}: critical batch not resolved)"
+    return combined_word({e: v for e, v in estimated.items() if v is not None})
+
+
+def ratio_words(study: Study, table_cells: pd.DataFrame) -> tuple[str | None, dict[str, str]]:
+    """The scaling table's reference arm and, for each other arm with a ratio, its word (ratio_word): what the
+    figures' captions say of the critical batches they draw."""
+    names = [a for a in arms(sweep_runs(study)) if a in set(table_cells["arm"])]
+    fits = ladder_fits(table_cells)
+    reference = _reference(study, None, names, fits)
+    _, ratio_of = estimates(table_cells, names, reference, fits)
+    return reference, {a: ratio_word(a, reference, r, fits) for a, r in ratio_of.items() if r and r.get("curve")}
+
+
+def _reference(study: Study, baseline: str | None, names: list[str], fits: dict) -> str | None:
+    """The arm the ratios divide by: `baseline`, else the sweep's `primary: {reference: ARM}`, else LARS, else the
+    first arm."""
+    declared = declared_reference(study)
+    return baseline or (
+        declared if declared in fits else PRIMARY[1] if PRIMARY[1] in fits else names[0] if names else None
+    )
 
 
 def _crossings_claim(arm: str, crossings: dict) -> str | None:
@@ -478,10 +503,7 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
     check_arm(baseline, names)
     fits = ladder_fits(table_cells)
     checks = fit_checks(study, table_cells, fits)
-    declared = declared_reference(study)
-    reference = baseline or (
-        declared if declared in fits else PRIMARY[1] if PRIMARY[1] in fits else names[0] if names else None
-    )
+    reference = _reference(study, baseline, names, fits)
     alternatives, ratio_of = estimates(table_cells, names, reference, fits)
     crossings = {}
     for arm in names:

@@ -145,7 +145,9 @@ def fit_lines(f, batches) -> dict[str, np.ndarray]:
     return {"batch": b, "fitted": f.steps(b), "linear": anchor / b}
 
 
-def plot_steps_to_result(table_cells: pd.DataFrame, order: list[str]) -> plt.Figure:
+def plot_steps_to_result(table_cells: pd.DataFrame, order: list[str], words=None) -> plt.Figure:
+    """Steps to result against the batch, each arm's fit and critical batch; `words`: (the reference arm, arm ->
+    its critical batch ratio's word: scaling.ratio_words), which the caption quotes."""
     fig, ax = plt.subplots(figsize=size(False, 3.8, screen_width=4.6), layout="constrained")  # its legend: 2 columns
     batches, single = _at(table_cells)
     handles, missed, any_best, any_reruns = [], [], False, False
@@ -212,6 +214,7 @@ def plot_steps_to_result(table_cells: pd.DataFrame, order: list[str]) -> plt.Fig
         + ("; open markers: each rerun's steps" if any_reruns else "")
         + "."
         + _critical_caption(drawn)
+        + (_ratio_caption(*words) if words and drawn else "")
         + (f" x in the band above: {MISSED} (half or more of the reruns missed, or every trial)." if any_missed else "")
         + _secondary(table_cells),
     )
@@ -319,6 +322,14 @@ def _critical_caption(drawn: set[str]) -> str:
         )
         + "."
     )
+
+
+def _ratio_caption(reference: str | None, words: dict[str, str]) -> str:
+    """' Critical batch over LARS's (bench table scaling): NAdamW no difference resolved; ...' ('' without a ratio)."""
+    if not words:
+        return ""
+    said = "; ".join(f"{display(arm)} {word}" for arm, word in words.items())
+    return f" Critical batch over {display(reference)}'s (bench table scaling): {said}."
 
 
 def gap_axis(table_cells: pd.DataFrame, order: list[str]) -> tuple[float, float]:
@@ -642,7 +653,13 @@ def _figures(study: Study, out: Path) -> list[Path]:
     # a steps-to-result sweep's runs stop at the target: their final Top-1 and gap are the crossing evaluation's,
     # so it draws no Top-1 or gap figure (as its verdict tests none)
     by_steps = cells.selects_on_steps(table_cells)
-    figures = {"steps_to_result": lambda: plot_steps_to_result(table_cells, order)}
+    figures = {
+        "steps_to_result": lambda: plot_steps_to_result(
+            table_cells,
+            order,
+            scaling.ratio_words(study, table_cells) if len(set(table_cells["global_batch"])) > 1 else None,
+        )
+    }
     if not by_steps:
         figures["tuned_top1_vs_batch"] = lambda: plot_reruns_vs_batch(
             table_cells, order, "val_top1", "final val Top-1 (%), reruns", "Tuned Top-1"
