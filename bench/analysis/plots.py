@@ -261,26 +261,7 @@ def plot_vs_batch(
         diverged_rows.append((x_positions(diverged, i, len(present), single), arm["color"]))
         handles.append(Line2D([], [], label=f"{display(o)}{measured}", **arm))
         if published[o]:
-            ax.plot(
-                *zip(*[(i if single else b, v) for b, v in published[o]]),
-                linestyle="",
-                marker="D",
-                markerfacecolor="none",
-                color=arm["color"],
-                markersize=5,
-                label=f"{display(o)} (published)",
-            )
-            handles.append(
-                Line2D(
-                    [],
-                    [],
-                    linestyle="",
-                    marker="D",
-                    markerfacecolor="none",
-                    color=arm["color"],
-                    label=f"{display(o)} (published)",
-                )
-            )
+            handles.append(_published(ax, [(i if single else b, v) for b, v in published[o]], o, arm["color"]))
             axis_batches += [b for b, _ in published[o]]
     any_diverged = any(len(xs) for xs, _ in diverged_rows)
     if any_diverged:
@@ -294,17 +275,10 @@ def plot_vs_batch(
     ax.set_title(f"{what} at batch {batch_label(batches[0])}" if single else f"{what} against batch size")
     if groups["n"].nunique() == 1:  # the same n everywhere: said once
         n = groups["n"].iloc[0]
-        ax.text(
-            0.99,
-            0.99,
-            f"n = {n:g} seed{'s' if n != 1 else ''} a point"
-            + (" (bars: ± sample std)" if n > 1 else ": no spread to show"),
-            transform=ax.transAxes,
-            ha="right",
-            va="top",
-            fontsize=6,
-            gid="n-label",
+        said = f"n = {n:g} seed{'s' if n != 1 else ''} a point" + (
+            " (bars: ± sample std)" if n > 1 else ": no spread to show"
         )
+        ax.text(0.99, 0.99, said, transform=ax.transAxes, ha="right", va="top", fontsize=6, gid="n-label")
     scored = groups[groups[metric].notna()]
     sizes = {"val_top1": "val_images", "train_eval_top1": "train_eval_images"}.get(metric)
     floored = sizes in scored and binomial_floor(ax, scored[metric], scored[sizes])
@@ -326,6 +300,14 @@ def plot_vs_batch(
     )
     legend_below(fig, handles, ncol=2)
     return fig
+
+
+def _published(ax, points: list[tuple[float, float]], optimizer: str, c) -> Line2D:
+    """A paper's published values (x, value) as open diamonds in the optimizer's colour; returns the legend handle."""
+    label = f"{display(optimizer)} (published)"
+    style_of = {"linestyle": "", "marker": "D", "markerfacecolor": "none", "color": c}
+    ax.plot(*zip(*points), markersize=5, label=label, **style_of)
+    return Line2D([], [], label=label, **style_of)
 
 
 def spread_text(n: pd.Series) -> str:
