@@ -182,13 +182,17 @@ def test_every_shipped_branch_file_lists_its_runs(tmp_path, monkeypatch):
     assert cli("data", "idx", str(source), "--out", "data/fashion-mnist-20k").returncode == 0
     files = sorted((RECIPES / "branch").glob("*.yaml"))
     assert files
+    listed = {}
     for path in files:
         done = cli("branch", str(path), "--list")
         assert done.returncode == 0, done.stderr
         assert "-ref-b" in done.stdout and "-k2-seed" in done.stdout
         checked = cli("validate", str(path))
         assert checked.returncode == 0 and "ok (branch file" in checked.stdout, checked.stderr
-    assert "branch-example-lars-at10240-k8-seed0: global_batch 512, lr 15.6" in done.stdout  # 1.95 x 8, linear
+        listed[path.name] = done.stdout
+    assert "branch-example-lars-at10240-k8-seed0: global_batch 512, lr 15.6" in listed["example.yaml"]  # 1.95 x 8
+    # the field file declares lr_rule sqrt for LARS: 1.95098 x sqrt(16)
+    assert "branch-field-lars-at8192-k16-seed0: global_batch 1024, lr 7.80392" in listed["field.yaml"]
 
 
 def test_the_seeds_range_brackets_the_median_s_critical_batch():
