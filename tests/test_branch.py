@@ -219,3 +219,22 @@ def test_bench_run_of_a_branch_file_points_to_bench_branch():
     path = RECIPES / "branch" / "example.yaml"
     done = cli("run", str(path))
     assert done.returncode == 2 and f"`bench branch {path}` runs it" in done.stderr
+
+
+def test_a_branch_still_running_is_not_read_and_its_window_waits(branched, tmp_path):
+    """A branch whose run has not finished has not yet reached what it will: the table leaves it out and reads no
+    critical batch for its window ('waiting for branches'), where a miss would have read as a critical batch."""
+    import json
+    import shutil
+
+    _, results, _ = branched
+    copy = tmp_path / "results"
+    shutil.copytree(results, copy)
+    meta = _run(copy, "tiny-sgd-at64-k2-seed0") / "meta.json"
+    meta.write_text(json.dumps({**json.loads(meta.read_text()), "status": "running"}))
+    found = branching.windows(results_mod.load_study([copy]))
+    [w] = [w for w in found if w.point == 64]
+    assert w.waiting and 2 not in w.ratios and math.isnan(w.critical()) and w.seed_range() is None
+    assert not any(other.waiting for other in found if other.point != 64)
+    table = branching.branching(results_mod.load_study([copy]))
+    assert any("waiting for branches" in str(c) for row in table.rows for c in row)

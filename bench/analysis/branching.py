@@ -25,6 +25,7 @@ the last, every image at the last), so one curve never mixes two validation sets
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +39,9 @@ from bench.analysis.results import Study
 
 METRICS = {"val_top1": "EMA'd val Top-1", "train_loss": "training loss"}  # the metric a branch file names
 LOWER_IS_BETTER = {"val_top1": False, "train_loss": True}
+
+
+FINISHED = ("completed", "diverged")  # run statuses whose curves are whole
 
 
 def value_at(images: np.ndarray, values: np.ndarray, at: float) -> float:
@@ -91,6 +95,7 @@ class Window:
     reference_top1: float
     target: float
     ratios: dict  # k -> {seed: images / linear}
+    waiting: bool = False  # some k or seed of the tree has no finished branch here yet: no critical batch read
 
     @property
     def ks(self) -> list[int]:
@@ -100,9 +105,13 @@ class Window:
         return float(np.median(list(self.ratios[k].values())))
 
     def critical(self) -> float:
-        return critical_batch(self.b0, self.ks, [self.median(k) for k in self.ks]) if self.ks else math.nan
+        if self.waiting or not self.ks:
+            return math.nan
+        return critical_batch(self.b0, self.ks, [self.median(k) for k in self.ks])
 
     def seed_range(self) -> tuple[float, float] | None:
+        if self.waiting:
+            return None
         seeds = sorted(set.intersection(*(set(self.ratios[k]) for k in self.ks))) if self.ks else []
         found = [critical_batch(self.b0, self.ks, [self.ratios[k][s] for k in self.ks]) for s in seeds]
         return (min(found), max(found)) if len(found) > 1 else None
@@ -124,8 +133,11 @@ def _common_val_images(record) -> float | None:
 
 
 def windows(study: Study) -> list[Window]:
-    """Every (arm, point, Δ) of the branch runs in `study`, each read against the reference it branched from."""
+    """Every (arm, point, Δ) of the branch runs in `study`, each read against the reference it branched from; only
+    finished runs count (a branch still running has not yet reached what it will), and a window that lacks a
+    finished branch at some k or seed another window of its file has is `waiting`."""
     records = sorted(study.records.values(), key=lambda r: r.meta.get("end_time") or "")  # a rerun of a seed: last
+    records = [r for r in records if r.meta.get("status") in FINISHED]
     tags = {str(r.path): r.recipe.get("tags") or {} for r in records}
     refs = {_place(r.path): r for r in records if tags[str(r.path)].get("role") == "branch_reference"}
     grouped: dict[tuple, list] = {}
@@ -138,8 +150,16 @@ def windows(study: Study) -> list[Window]:
     for (name, arm, point, place), runs in sorted(grouped.items()):
         first = tags[str(runs[0].path)]
         metric, deltas = str(first["metric"]), [int(d) for d in str(first["deltas"]).split(",")]
-        out += [_window(refs[place], runs, tags, arm, point, delta, metric) for delta in deltas]
-    return out
+        out += [(name, _window(refs[place], runs, tags, arm, point, delta, metric)) for delta in deltas]
+    declared = {}  # file -> its ks and seeds, as its finished branches show them
+    for name, w in out:
+        ks, seeds = declared.setdefault(name, (set(), set()))
+        ks.update(w.ratios)
+        seeds.update(s for by_seed in w.ratios.values() for s in by_seed)
+    return [
+        dataclasses.replace(w, waiting=any(set(w.ratios.get(k, ())) != declared[name][1] for k in declared[name][0]))
+        for name, w in out
+    ]
 
 
 def _place(run: Path) -> tuple[str, str]:
@@ -198,7 +218,7 @@ def branching(study: Study, baseline: str | None = None) -> Table:
         crit_cell = (
             Cell(crit, kind="images", ci=span, note="seeds' range" if span else "")
             if not math.isnan(crit)
-            else cell(None, "images")
+            else Cell(None, kind="images", note="waiting for branches" if w.waiting else "")
         )
         table.rows.append(
             [
@@ -247,7 +267,7 @@ def _claims(found: list[Window]) -> list[str]:
 
 def _batch(value: float) -> str:
     if math.isnan(value):
-        return "not measured"
+        return "not measured yet (branches missing)"
     return "above the largest branch batch" if math.isinf(value) else f"{value:,.0f}"
 
 
