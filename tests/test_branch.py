@@ -238,3 +238,11 @@ def test_a_branch_still_running_is_not_read_and_its_window_waits(branched, tmp_p
     assert not any(other.waiting for other in found if other.point != 64)
     table = branching.branching(results_mod.load_study([copy]))
     assert any("waiting for branches" in str(c) for row in table.rows for c in row)
+
+
+def test_a_window_past_the_references_curve_reads_no_critical_batch():
+    """A window that ends where the reference's evaluations on its usual images stop (past the target they use
+    every image, eval.curve_images) has no value to reach: no critical batch, and the table says why (not ∞)."""
+    w = branching.Window("lars", "lars", 64, 24576, 8192, "val_top1", 78.2, math.nan, {2: {0: math.nan, 1: math.nan}})
+    assert not w.readable and math.isnan(w.critical()) and w.seed_range() is None
+    assert branching._why_none(w) == "the reference's curve ends before the window's end"

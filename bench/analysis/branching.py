@@ -104,13 +104,18 @@ class Window:
     def median(self, k: int) -> float:
         return float(np.median(list(self.ratios[k].values())))
 
+    @property
+    def readable(self) -> bool:
+        """Whether the reference's curve reaches the window's end (on the images its evaluations mostly used)."""
+        return math.isfinite(self.target)
+
     def critical(self) -> float:
-        if self.waiting or not self.ks:
+        if self.waiting or not self.ks or not self.readable:
             return math.nan
         return critical_batch(self.b0, self.ks, [self.median(k) for k in self.ks])
 
     def seed_range(self) -> tuple[float, float] | None:
-        if self.waiting:
+        if self.waiting or not self.readable:
             return None
         seeds = sorted(set.intersection(*(set(self.ratios[k]) for k in self.ks))) if self.ks else []
         found = [critical_batch(self.b0, self.ks, [self.ratios[k][s] for k in self.ks]) for s in seeds]
@@ -218,7 +223,7 @@ def branching(study: Study, baseline: str | None = None) -> Table:
         crit_cell = (
             Cell(crit, kind="images", ci=span, note="seeds' range" if span else "")
             if not math.isnan(crit)
-            else Cell(None, kind="images", note="waiting for branches" if w.waiting else "")
+            else Cell(None, kind="images", note=_why_none(w))
         )
         table.rows.append(
             [
@@ -248,6 +253,13 @@ def _notes(found: list[Window]) -> list[str]:
     ]
 
 
+def _why_none(w: Window) -> str:
+    """Why a window reads no critical batch."""
+    if not w.readable:  # e.g. its evaluations switched to every image past the target (eval.curve_images)
+        return "the reference's curve ends before the window's end"
+    return "waiting for branches" if w.waiting else ""
+
+
 def _claims(found: list[Window]) -> list[str]:
     out = []
     by_arm_delta: dict[tuple, list[Window]] = {}
@@ -267,7 +279,7 @@ def _claims(found: list[Window]) -> list[str]:
 
 def _batch(value: float) -> str:
     if math.isnan(value):
-        return "not measured yet (branches missing)"
+        return "not measured"
     return "above the largest branch batch" if math.isinf(value) else f"{value:,.0f}"
 
 
