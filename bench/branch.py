@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import Field, NonNegativeInt, PositiveInt, ValidationError, model_validator
+from pydantic import Field, NonNegativeInt, PositiveInt, model_validator
 
 from bench import catalog
 from bench import recipe as recipe_mod
@@ -113,21 +113,7 @@ def is_branch_file(path: str | Path) -> bool:
 
 
 def load(path: str | Path) -> BranchSpec:
-    path = Path(path)
-    raw = recipe_mod.read_yaml(path, "branch")
-    if not isinstance(raw, dict):
-        raise UserError(f"{path}: a branch file is a YAML mapping (base, b0, points, k, deltas, ...)")
-    raw.setdefault("name", path.stem)
-    try:
-        recipe_mod.check_path_component(str(raw["name"]), "name")
-        spec = BranchSpec.model_validate(raw)
-    except ValueError as e:  # pydantic's ValidationError is a ValueError too
-        message = recipe_mod.describe_error(e, BranchSpec) if isinstance(e, ValidationError) else str(e)
-        raise UserError(f"{path}: {message}") from None
-    base = (path.parent / spec.base).resolve()
-    if not base.is_file():
-        raise UserError(f"{path}: key 'base': no recipe file at {base}")
-    return spec.model_copy(update={"base": base})
+    return recipe_mod.load_file_spec(path, BranchSpec, "branch", "base, b0, points, k, deltas, ...")
 
 
 def arms(spec: BranchSpec) -> dict[str, BranchArm]:

@@ -617,6 +617,26 @@ def read_yaml(path: Path, what: str = "recipe"):
         raise UserError(f"{path}: malformed YAML{where}: {getattr(e, 'problem', None) or e}") from None
 
 
+def load_file_spec(path: str | Path, model: type[BaseModel], what: str, shape: str):
+    """A sweep or branch file (`what`) read into `model`: a YAML mapping (`shape`: its keys, for the message), its
+    name from the file's stem by default, and its `base` recipe resolved beside it; bad input is one sentence."""
+    path = Path(path)
+    raw = read_yaml(path, what)
+    if not isinstance(raw, dict):
+        raise UserError(f"{path}: a {what} file is a YAML mapping ({shape})")
+    raw.setdefault("name", path.stem)
+    try:
+        check_path_component(str(raw["name"]), "name")
+        spec = model.model_validate(raw)
+    except ValueError as e:  # pydantic's ValidationError is a ValueError too
+        message = describe_error(e, model) if isinstance(e, ValidationError) else str(e)
+        raise UserError(f"{path}: {message}") from None
+    base = (path.parent / spec.base).resolve()
+    if not base.is_file():
+        raise UserError(f"{path}: key 'base': no recipe file at {base}")
+    return spec.model_copy(update={"base": base})
+
+
 def parse_set(assignment: str) -> tuple[list[str], Any]:
     """'schedule.decay=poly' -> (['schedule', 'decay'], 'poly'); values parse as YAML."""
     key, sep, value = assignment.partition("=")

@@ -83,7 +83,6 @@ from pydantic import (
     NonNegativeInt,
     PositiveFloat,
     PositiveInt,
-    ValidationError,
     model_validator,
 )
 
@@ -372,21 +371,7 @@ def is_sweep_file(path: str | Path) -> bool:
 
 
 def load(path: str | Path) -> SweepSpec:
-    path = Path(path)
-    raw = recipe_mod.read_yaml(path, "sweep")
-    if not isinstance(raw, dict):
-        raise UserError(f"{path}: a sweep file is a YAML mapping (base, batches, arms, budget, reruns, ...)")
-    raw.setdefault("name", path.stem)
-    try:
-        recipe_mod.check_path_component(str(raw["name"]), "name")
-        spec = SweepSpec.model_validate(raw)
-    except ValueError as e:  # pydantic's ValidationError is a ValueError too
-        message = recipe_mod.describe_error(e, SweepSpec) if isinstance(e, ValidationError) else str(e)
-        raise UserError(f"{path}: {message}") from None
-    base = (path.parent / spec.base).resolve()
-    if not base.is_file():
-        raise UserError(f"{path}: key 'base': no recipe file at {base}")
-    return spec.model_copy(update={"base": base})
+    return recipe_mod.load_file_spec(path, SweepSpec, "sweep", "base, batches, arms, budget, reruns, ...")
 
 
 def unit_points(dims: int, n: int, seed: int, study: int) -> list[list[float]]:
