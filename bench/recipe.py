@@ -21,6 +21,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    NonNegativeInt,
     PositiveFloat,
     PositiveInt,
     ValidationError,
@@ -336,14 +337,24 @@ class LoggingSpec(Strict):
 
 
 class AdaptiveBatchSpec(Strict):
-    """SimiGrad-style adaptive batch: after every `every_steps` steps the batch grows by `adjust`
-    when the mean similarity of the two halves' gradients is below `target_similarity` (noisy
-    gradients) and shrinks by it when above; always a whole number of `min_batch` chunks within
-    [min_batch, max_batch]; lr x sqrt(batch / global_batch). The recipe's global_batch is then the
-    first step's batch and the lr's reference, and min_batch the unit the controller counts (the
-    batch plan's `batch`, bench/engine/plan.py). Needs an optimizer with pace "adaptive" (simigrad_*)."""
+    """A batch that moves during training, always a whole number of `min_batch` chunks within [min_batch,
+    max_batch]; lr x sqrt(batch / global_batch). The recipe's global_batch is then the first step's batch and the
+    lr's reference, and min_batch the unit a step counts (the batch plan's `batch`, bench/engine/plan.py). Two
+    controllers, one of them named:
+    - SimiGrad's (`target_similarity`): after every `every_steps` steps the batch grows by `adjust` when the mean
+      similarity of the two halves' gradients is below the target (noisy gradients) and shrinks by it when above;
+      needs an optimizer with pace "adaptive" (simigrad_*).
+    - a declared schedule (`by_images`): the batch by images seen, as a batch-size warm-up (Merrill et al. 2025)
+      or the schedule `bench table branching` implies; any optimizer of a fixed pace."""
 
-    target_similarity: float = Field(gt=-1, lt=1, description="cosine similarity the controller steers toward")
+    target_similarity: float | None = Field(
+        None, gt=-1, lt=1, description="cosine similarity SimiGrad's controller steers toward"
+    )
+    by_images: dict[NonNegativeInt, PositiveInt] | None = Field(
+        None,
+        description="the batch by images seen instead of a controller: {8192: 256} runs batch 256 from 8,192 images "
+        "on (global_batch before the first)",
+    )
     min_batch: PositiveInt = Field(description="smallest batch, and the unit every batch is a multiple of")
     max_batch: PositiveInt = Field(description="largest batch")
     adjust: float = Field(0.1, gt=0, le=1, description="relative change per adjustment (at least one chunk)")
@@ -355,6 +366,18 @@ class AdaptiveBatchSpec(Strict):
             "code, x (1 + adjust) up floored and at least one chunk, one chunk down (bench/engine/pace.py)"
         ),
     )
+
+    @model_validator(mode="after")
+    def _one_controller(self):
+        if (self.target_similarity is None) == (self.by_images is None):
+            raise ValueError("give exactly one of target_similarity (SimiGrad's controller) and by_images")
+        for images, batch in (self.by_images or {}).items():
+            if batch % self.min_batch or not self.min_batch <= batch <= self.max_batch:
+                raise ValueError(
+                    f"by_images.{images}: batch {batch} is not a multiple of min_batch {self.min_batch} within "
+                    f"[{self.min_batch}, {self.max_batch}]"
+                )
+        return self
 
 
 class Recipe(Strict):
@@ -427,7 +450,12 @@ class Recipe(Strict):
                 if value % a.min_batch:
                     raise ValueError(f"{key} {value} is not a multiple of adaptive_batch.min_batch {a.min_batch}")
             record = catalog.OPTIMIZERS.get(self.optimizer.name)  # an unknown name is reported by _check_names
-            if record is not None and record.pace != "adaptive":
+            if a.by_images is not None and record is not None and record.pace != "fixed":
+                raise ValueError(
+                    f"adaptive_batch.by_images needs an optimizer of a fixed pace, not '{self.optimizer.name}' "
+                    f"(its {record.pace} pace moves the batch or the schedule itself)"
+                )
+            if a.target_similarity is not None and record is not None and record.pace != "adaptive":
                 adaptive = ", ".join(name for name, r in catalog.OPTIMIZERS.items() if r.pace == "adaptive")
                 raise ValueError(
                     f"adaptive_batch needs an optimizer that measures the halves' similarity "

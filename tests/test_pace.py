@@ -136,12 +136,32 @@ def test_the_adaptive_batch_scales_lr_by_sqrt_batch_and_counts_images():
     assert pace.epoch(progress) == progress.images / 1000
 
 
+def test_a_declared_batch_schedule_moves_the_batch_at_its_images_and_scales_the_lr_by_sqrt():
+    spec = {"min_batch": 64, "max_batch": 1024, "by_images": {1000: 256, 3000: 1024}}
+    r = recipe(optimizer={"name": "lars", "lr": 1.0}, global_batch=64, adaptive_batch=spec,
+               schedule={"decay": "constant"}, epochs=5)  # fmt: skip
+    seen, progress = walk(pace_of(r))
+    images = [sum(b for _, b in seen[:i]) for i in range(len(seen))]  # seen before each step
+    expected = [64 if i < 1000 else 256 if i < 3000 else 1024 for i in images]
+    assert [b for _, b in seen] == expected and {64, 256, 1024} <= set(expected)
+    assert images[expected.index(256)] >= 1000 > images[expected.index(256) - 1]  # the first step past 1,000
+    for lr, b in seen:
+        assert lr == pytest.approx(math.sqrt(b / 64))
+    assert progress.images >= 5 * 1000 > progress.images - seen[-1][1]
+
+
 def test_adaptive_batch_recipes_are_checked(tmp_path):
     bad = {
         "optimizer: {name: sgd, lr: 0.1}": "needs an optimizer that measures the halves' similarity",
         "global_batch: 2048": "must lie in [adaptive_batch.min_batch",
         "global_batch: 192": "is not a multiple of adaptive_batch.min_batch",
-    }
+        "adaptive_batch: {min_batch: 128, max_batch: 1024}": "give exactly one of target_similarity",
+        "adaptive_batch: {target_similarity: 0.3, min_batch: 128, max_batch: 1024, by_images: {64: 256}}":
+            "give exactly one of target_similarity",
+        "adaptive_batch: {min_batch: 128, max_batch: 1024, by_images: {64: 320}}":
+            "by_images.64: batch 320 is not a multiple of min_batch 128",
+        "adaptive_batch: {min_batch: 128, max_batch: 1024, by_images: {64: 2048}}": "within [128, 1024]",
+    }  # fmt: skip
     base = (
         "model: {name: resnet10t}\nglobal_batch: 256\noptimizer: {name: simigrad_sgd, lr: 0.1}\nepochs: 1\n"
         "target_top1: 50\nadaptive_batch: {target_similarity: 0.3, min_batch: 128, max_batch: 1024}\n"
@@ -275,6 +295,7 @@ def spy_on_lr(monkeypatch) -> list[list[float]]:
     ("{name: adascale_sgd, lr: 0.05, smoothing: 0.5}", "", 8),  # one group of the 4: AdaScale's base batch
     ("{name: simigrad_sgd, lr: 0.1}", "adaptive_batch: {target_similarity: 0.99, min_batch: 16, max_batch: 64}", 32),
     ("{name: lars, lr: 2.0}", "", 32),
+    ("{name: lars, lr: 2.0}", "adaptive_batch: {min_batch: 16, max_batch: 64, by_images: {64: 64, 160: 16}}", 32),
 ])  # fmt: skip
 def test_the_lr_of_every_step_is_the_schedule_functions_times_adascales_gain(
     tmp_path, tiny_dataset, monkeypatch, optimizer, extra, reference
@@ -309,5 +330,20 @@ def test_the_lr_of_every_step_is_the_schedule_functions_times_adascales_gain(
         in_warmup += math.floor(position) < r.schedule.warmup_epochs * train_size / reference
         position += event.get("gain", event["batch"] / reference)  # the schedule position pace.py advances
     assert in_warmup >= 2 and len(events) - in_warmup >= 2
+    if "by_images" in extra:  # the declared schedule: 32 until 64 images, 64 until 160, then 16
+        assert [e["batch"] for e in events[:5]] == [32, 32, 64, 64, 16]
     if "gain" in events[0]:
         assert len({e["gain"] for e in events}) > 1 and max(e["gain"] for e in events) > 1
+
+
+def test_a_declared_batch_schedule_needs_an_optimizer_of_a_fixed_pace(tmp_path):
+    base = (
+        "model: {name: resnet10t}\nglobal_batch: 128\noptimizer: {name: lars, lr: 0.1}\nepochs: 1\n"
+        "target_top1: 50\nadaptive_batch: {min_batch: 128, max_batch: 1024, by_images: {512: 256}}\n"
+    )
+    done = cli("validate", str(write_recipe(tmp_path / "ok.yaml", base)))
+    assert done.returncode == 0, done.stderr
+    for name in ("adascale_lars", "simigrad_lars"):
+        text = base.replace("name: lars", f"name: {name}")
+        done = cli("validate", str(write_recipe(tmp_path / "r.yaml", text)))
+        assert done.returncode == 2 and "by_images needs an optimizer of a fixed pace" in done.stderr

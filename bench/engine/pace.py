@@ -10,8 +10,9 @@ schedule's length, epochs x train size / reference batch schedule steps:
   iterations", step += gain). The recipe's lr and schedule are those of the base batch; a run at
   any scale ends at the same point of that schedule, having seen more images than epochs x train
   size when the gain stays below k.
-- adaptive batch (recipe `adaptive_batch`, SimiGrad): the batch is a whole number of min_batch
-  chunks, steered by the similarity of the two halves' gradients; the reference is the first
+- adaptive batch (recipe `adaptive_batch`): the batch is a whole number of min_batch chunks,
+  steered by the similarity of the two halves' gradients (SimiGrad) or declared by images seen
+  (`by_images`, a batch schedule); the reference is the first
   batch B0 = global_batch and each step advances by batch / B0, so images seen drive the epochs;
   lr x sqrt(batch / B0).
 
@@ -112,6 +113,13 @@ class Pace:
         up, max(1, min(m - 1, floor(m (1 - adjust)))) down: about adjust down, at least one chunk. (An older
         variant in their test_record.md, max(1, m - 1, floor(0.9 m)), took one chunk down; bench does not offer it.)"""
         a = self.adaptive
+        if a.by_images is not None:  # a declared schedule: the batch of the last threshold passed
+            batch = self.recipe.global_batch
+            for images, b in sorted(a.by_images.items()):
+                if progress.images >= images:
+                    batch = b
+            progress.chunks = batch // self.chunk
+            return
         if similarity is not None:
             progress.similarity_sum += similarity
             progress.similarity_count += 1
