@@ -519,16 +519,20 @@ def test_the_recorded_commit_sees_everything_a_run_reads(checkout, tmp_path):
     assert state() == sha
 
 
-def test_eval_ema_reads_the_target_on_the_averaged_weights(tmp_path, tiny_dataset, monkeypatch):
+@pytest.mark.parametrize("moving", [False, True])
+def test_eval_ema_reads_the_target_on_the_averaged_weights(tmp_path, tiny_dataset, monkeypatch, moving):
     """eval.ema_epochs: the run's final checkpoint holds the exponential moving average of the weights and buffers
     after every step (e_1 = w_1, e_t = d e_(t-1) + (1 - d) w_t, d = exp(-batch / (ema_epochs x train images)),
     computed here by hand from the weights each step left), and the evaluation reads that average, not the
-    trained weights: the metrics' val loss is the average's, not the trained model's."""
+    trained weights: the metrics' val loss is the average's, not the trained model's. `moving`: a declared batch
+    schedule (32, then 16 from 64 images): each step's decay is its own batch's."""
     from bench.engine import checkpoint
     from bench.engine import train as train_mod
 
     text = EQUIV.replace("DATA", str(tiny_dataset)).replace("OPT", "sgd").replace("LR", "0.2")
     text = text.replace("PRECISION", "fp64").replace("epochs: 1\n", "epochs: 0.8\neval: {ema_epochs: 0.25}\n")
+    if moving:
+        text += "adaptive_batch: {min_batch: 16, max_batch: 32, by_images: {64: 16}}\n"
     recipe = recipe_mod.load(write_recipe(tmp_path / "ema.yaml", text))
     states, step = [], Trainer.step
 
@@ -539,10 +543,11 @@ def test_eval_ema_reads_the_target_on_the_averaged_weights(tmp_path, tiny_datase
 
     monkeypatch.setattr(Trainer, "step", spy)
     done = train_mod.train(recipe, tmp_path / "results", progress=False)
-    decay = math.exp(-32 / (0.25 * 160))
-    assert len(states) == 4 and 0.4 < decay < 0.5  # 0.8 epochs of 160 images at batch 32; the average moves
+    batches = [32, 32, 16, 16, 16, 16] if moving else [32] * 4  # 0.8 epochs of 160 images
+    assert len(states) == len(batches) and 0.4 < math.exp(-32 / (0.25 * 160)) < 0.5  # the average moves
     ema = dict(states[0])
-    for state in states[1:]:
+    for state, batch in zip(states[1:], batches[1:]):
+        decay = math.exp(-batch / (0.25 * 160))
         ema = {k: decay * ema[k] + (1 - decay) * v if v.is_floating_point() else ema[k] for k, v in state.items()}
     saved = torch.load(checkpoint.saved(done.path)[-1], weights_only=False)["ema"]
     for k, v in ema.items():

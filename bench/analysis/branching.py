@@ -274,7 +274,40 @@ def _claims(found: list[Window]) -> list[str]:
     if len(deltas) > 1:
         for arm in dict.fromkeys(w.arm for w in found):
             out += _sensitivity(arm, [w for w in found if w.arm == arm], deltas)
+    for arm in dict.fromkeys(w.arm for w in found):
+        out += _schedule_claim(arm, [w for w in found if w.arm == arm])
     return out
+
+
+def implied_schedule(ws: list[Window]) -> dict[int, int] | None:
+    """The batch schedule an arm's windows imply, as adaptive_batch.by_images ({images: batch}): at each point the
+    batch doubles from B0 while the measured critical batch passes it (the smallest over the Δs read there: the
+    cautious one), capped at the largest branch batch where no k passed 1.2, and never falls (a batch warm-up);
+    B0 before the first point, which no window measures. None while a window waits or no point is read."""
+    if not ws or any(w.waiting for w in ws):
+        return None
+    b0, schedule, batch = ws[0].b0, {}, ws[0].b0
+    for point in sorted({w.point for w in ws}):
+        crits = [c for w in ws if w.point == point and not math.isnan(c := w.critical())]
+        if not crits:
+            continue
+        largest = b0 * max(k for w in ws if w.point == point for k in w.ks)
+        crit = min(min(crits), largest)
+        while batch * 2 <= crit:
+            batch *= 2
+        if batch != (list(schedule.values()) or [b0])[-1]:
+            schedule[point] = batch
+    return schedule or None
+
+
+def _schedule_claim(arm: str, ws: list[Window]) -> list[str]:
+    schedule = implied_schedule(ws)
+    if schedule is None:
+        return []
+    steps = ", ".join(f"{b:,} from {i:,} images" for i, b in schedule.items())
+    keys = ", ".join(f"{i}: {b}" for i, b in schedule.items())
+    said = f"{ws[0].b0} at first, then {steps} (adaptive_batch: {{by_images: {{{keys}}}}})"
+    return [claim(f"{arm}, the batch schedule these windows imply", said)]
 
 
 def _batch(value: float) -> str:

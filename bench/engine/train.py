@@ -94,14 +94,20 @@ def to_device(batch, device: torch.device, recipe: Recipe):
 @torch.no_grad()
 def ema_model(model: torch.nn.Module, recipe: Recipe, train_size: int):
     """recipe eval.ema_epochs: torch's AveragedModel of `model`'s parameters and buffers (BatchNorm statistics
-    averaged too, as timm's ModelEmaV3 does), decay per step exp(-batch / (ema_epochs x train_size)): the same
-    images averaged at every batch (Busbridge et al. 2023's EMA scaling rule); else None."""
+    averaged too, as timm's ModelEmaV3 does), decay per step exp(-batch / (ema_epochs x train_size)) (ema_decay):
+    the same images averaged at every batch (Busbridge et al. 2023's EMA scaling rule); else None."""
     if recipe.eval.ema_epochs is None:
         return None
-    from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+    from torch.optim.swa_utils import AveragedModel
 
-    decay = math.exp(-recipe.global_batch / (recipe.eval.ema_epochs * train_size))
-    return AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(decay), use_buffers=True)
+    return AveragedModel(model, multi_avg_fn=ema_decay(recipe.global_batch, recipe, train_size), use_buffers=True)
+
+
+def ema_decay(batch: int, recipe: Recipe, train_size: int):
+    """The EMA's update for a step of `batch` images: a moving batch (adaptive_batch) moves the decay with it."""
+    from torch.optim.swa_utils import get_ema_multi_avg_fn
+
+    return get_ema_multi_avg_fn(math.exp(-batch / (recipe.eval.ema_epochs * train_size)))
 
 
 @torch.inference_mode()
@@ -235,6 +241,7 @@ class Trainer:
                 "and their VRGD, AdaScale and SimiGrad forms have): use eager or auto"
             )
         self.ema = ema_model(self.model, recipe, self.data.train_size)
+        self.ema_batch = recipe.global_batch  # the batch the EMA's decay is for
         self.ddp = None
         if dist.world > 1:
             ids = [self.device.index] if self.device.type == "cuda" else None
@@ -445,6 +452,8 @@ class Trainer:
         start = time.perf_counter()
         loss = self.step(micro_batches, lr, progress.chunks)
         if self.ema is not None:
+            if batch != self.ema_batch:  # the decay of this step's batch
+                self.ema.multi_avg_fn, self.ema_batch = ema_decay(batch, self.recipe, self.data.train_size), batch
             self.ema.update_parameters(self.model)
         _sync(device)
         progress.train_time += time.perf_counter() - start
