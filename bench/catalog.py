@@ -1024,5 +1024,17 @@ TABLES = {
             help="the critical batch along training from `bench branch`'s runs: per arm and checkpoint, the "
             "reference's Top-1, each k's images / linear over the window, the critical batch with the seeds' range",
         ),
+        TableRecord(
+            name="schedules",
+            function="bench.analysis.schedules:schedules",
+            help="runs whose batch moves (a declared schedule, SimiGrad, AdaScale) against constant batches: steps "
+            "and images to target per recipe, each against the declared schedule's, paired by seed",
+        ),
+        TableRecord(
+            name="ladder-check",
+            function="bench.analysis.branch_check:ladder_check",
+            help="`bench branch`'s windows chained into steps to target at each batch of a ladder (bench sweep's), "
+            "against its reruns; give both trees",
+        ),
     )
 }

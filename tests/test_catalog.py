@@ -360,7 +360,7 @@ def test_every_table_record_builds_and_renders(tmp_path, name):
     from tests.helpers import make_run, sweep_run
 
     for arm in ("lars", "vrgd_lars"):
-        if name == "compare":  # it refuses a sweep's runs (the verdict reads those): runs made by bench run
+        if name in ("compare", "schedules"):  # tables of runs made by bench run (compare refuses a sweep's)
             for seed in (1, 2, 3):
                 make_run(tmp_path, f"{arm}-seed{seed}", arm, 100, seed, [50, 58 + seed, 60 + seed + (arm == "lars")])
             continue
