@@ -1423,3 +1423,18 @@ def test_no_progress_bar_where_output_is_no_terminal_but_a_line_a_trial(sweep_fi
     assert done.returncode == 0, done.stderr
     assert "sweep: training tiny-sgd-b32-t00\n" in done.stderr and "val top1" in done.stderr
     assert "\r" not in done.stderr and "trial/s" not in done.stderr and "step/s" not in done.stderr
+
+
+def test_titles_give_epochs_as_the_budget_meant_them():
+    """Whole steps move a run's epochs off its budget (4.9984, 3.0016, 7.9872 for 5, 3 and 8 at these batches of
+    17,000 images): the title reads the shortest number within one step, and keeps digits a step resolves."""
+    import pandas as pd
+
+    from bench.analysis.cells import epochs_text
+
+    cells = pd.DataFrame(
+        {"planned_epochs": [4.9984, 3.0016, 7.9872, 1.9275], "global_batch": [64, 256, 2048, 64]}
+    ).assign(planned_images=lambda c: c["planned_epochs"] * 17_000)
+    assert [epochs_text(e, cells) for e in cells["planned_epochs"]] == ["5", "3", "8", "1.93"]
+    one = pd.DataFrame({"planned_epochs": [1.9275] * 2, "global_batch": [8, 1024], "planned_images": [32_767.5] * 2})
+    assert epochs_text(1.9275, one) == "1.9275"  # a step of 8 images resolves four decimals: the smallest step rules

@@ -388,15 +388,26 @@ def describe(table_cells: pd.DataFrame) -> str:
     seeds as most cells ran them, then each other cell's ('2 seeds per rerun (Lion at 64: no reruns, every trial
     diverged)')."""
     first = table_cells.iloc[0]
-    epochs = sorted(set(table_cells["planned_epochs"]))
-    budget = f"{epochs[0]:.3g} epochs"
+    epochs = sorted({epochs_text(e, table_cells) for e in table_cells["planned_epochs"]}, key=float)
+    budget = f"{epochs[0]} epochs"
     if len(epochs) > 1:  # epochs that differ with the training set's size are still one image budget
         one_budget = table_cells["planned_images"].round().nunique() == 1
-        budget = f"{epochs[0]:.3g}-{epochs[-1]:.3g} epochs ({'one image budget' if one_budget else 'by batch'})"
+        budget = f"{epochs[0]}-{epochs[-1]} epochs ({'one image budget' if one_budget else 'by batch'})"
     trials = [f"{n} trial{'s' * (n != 1)}" if n else "no trials in this tree" for n in table_cells["n_trials"]]
     seeds = [_reruns_text(c) for _, c in table_cells.iterrows()]
     tried, rerun = _per_cell(table_cells, trials, "per cell"), _per_cell(table_cells, seeds, "per rerun")
     return f"{first['problem_label']}, {first['model_shape']}, {budget} per run, {tried}, {rerun}"
+
+
+def epochs_text(epochs: float, table_cells: pd.DataFrame) -> str:
+    """Planned epochs as the budget meant them: a run takes whole steps (ceil of an epochs budget, the nearest of
+    an images budget), so its epochs lie within one step of the budget's; the shortest number within the smallest
+    step of the cells planned so ('8' for 7.9872 at 2,048 of 17,000 images a step; at most 6 decimals)."""
+    same = table_cells[table_cells["planned_epochs"] == epochs]
+    steps = same["global_batch"].astype(float) * epochs / same["planned_images"].astype(float)  # batch / train size
+    step = float(steps.min()) if len(steps) and epochs else 0.0
+    digits = next((d for d in range(6) if abs(round(epochs, d) - epochs) <= step), 6)
+    return f"{round(epochs, digits):g}"
 
 
 def _reruns_text(c: pd.Series) -> str:
