@@ -94,3 +94,19 @@ def test_the_schedules_table_compares_steps_and_images_paired_by_seed(tmp_path):
     assert steps.ci[1] < 1 < images.ci[0]
     [said] = table.claims
     assert "constant-500 takes fewer steps" in said and "constant-500 takes more images" in said
+
+
+def test_the_figure_draws_each_arm_and_delta_and_marks_a_critical_batch_above_the_branches(tmp_path):
+    from bench.analysis import branch_plots
+
+    ws = [
+        window(1000, 500, {2: {0: 1.0, 1: 1.1}, 4: {0: 1.3, 1: 1.5}}),
+        window(2000, 500, {2: {0: 1.0, 1: 1.0}, 4: {0: 1.0, 1: 1.1}}),  # ∞: no k passes 1.2
+    ]
+    fig = branch_plots.plot_critical_along_training(ws)
+    left = fig.axes[0]
+    [line] = [ln for ln in left.get_lines() if ln.get_label().startswith("lars")]
+    assert list(line.get_ydata()) == pytest.approx([ws[0].critical()]) and 128 < ws[0].critical() < 256
+    [above] = left.collections[-1:]  # the open triangle at the largest branch batch, 4 x 64
+    assert above.get_offsets().tolist() == [[2000.0, 256.0]]
+    assert "no branch batch passed 1.2" in fig.bench_caption

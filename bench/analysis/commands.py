@@ -113,14 +113,16 @@ def regenerate_sweep(
     return _write_tables(results_dir, outputs) + tuning_plots.plot_all(study, plots_dir, paper)
 
 
-def regenerate_branching(results_dir: str | Path) -> list[Path]:
-    """A `bench branch` results tree: the report and the branching table (markdown and csv)."""
-    from bench.analysis import report, results, tables
+def regenerate_branching(results_dir: str | Path, plots_dir: str | Path | None = None) -> list[Path]:
+    """A `bench branch` results tree: the report and the branching table (markdown and csv), and its figure (PNG
+    and SVG, in `plots_dir`; None: none)."""
+    from bench.analysis import branch_plots, report, results, tables
 
     results_dir = Path(results_dir)
     study = results.load_study([results_dir])
     outputs = {"report": report.table(study.runs), "branching": tables.build("branching", study)}
-    return _write_tables(results_dir, outputs)
+    figures = branch_plots.plot_all(study, plots_dir) if plots_dir is not None else []
+    return _write_tables(results_dir, outputs) + figures
 
 
 def _write_tables(results_dir: Path, outputs: dict) -> list[Path]:

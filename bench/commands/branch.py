@@ -23,6 +23,7 @@ def _branch(args) -> int:
 
     spec = branch.load(args.file)
     results = Path(args.out or Path("results") / spec.name)
+    plots = Path(args.plots or Path("plots") / spec.name)
     if args.list:
         for ref, branches in branch.plan(Path(args.file), spec):
             print(f"{ref.name}: global_batch {ref.global_batch}, lr {ref.optimizer.lr:g}, {ref.epochs:.4g} epochs")
@@ -36,11 +37,13 @@ def _branch(args) -> int:
         return stop_code(e.signal_name)
     for name, outcome in outcomes:
         print(f"{name}: {outcome}")
-    written = analysis_commands.regenerate_branching(results)
+    written = analysis_commands.regenerate_branching(results, plots)
     table = next(p for p in written if p.name == "branching.md")
     print()
     print(table.read_text(), end="")
-    print(f"\nwrote {len(written) // 2} tables (markdown and csv) to {results}")
+    tables = [p for p in written if p.suffix in (".md", ".csv")]
+    figures = [p for p in written if p.suffix == ".png"]
+    print(f"\nwrote {len(tables) // 2} tables (markdown and csv) to {results} and {len(figures)} figure(s) to {plots}")
     return 0
 
 
@@ -52,5 +55,6 @@ def add_parsers(sub) -> None:
     )
     s.add_argument("file", metavar="FILE")
     s.add_argument("--out", help="results directory (default: results/<name>)")
+    s.add_argument("--plots", help="plots directory (default: plots/<name>)")
     s.add_argument("--list", action="store_true", help="print the reference and branch runs with their lr, and exit")
     s.set_defaults(func=cmd_branch)
