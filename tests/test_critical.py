@@ -110,3 +110,21 @@ def test_linear_rungs_stop_at_the_first_batch_off_linear_scaling():
     truth = linear * np.array([1.0, 1.0, 1.3, 2.0])
     draws = truth[None, :] * np.exp(0.03 * rng.standard_normal((400, 4)))
     assert critical.linear_rungs(batches, draws, 0.95) == [16, 32]
+
+
+def test_a_bent_curve_through_three_batch_means_says_its_alpha_is_not_testable():
+    """Three parameters through three batch means leave no residual: the F test of alpha = 1 has no p, and the
+    claim says so rather than 'not rejected (p nan)'."""
+    from types import SimpleNamespace
+
+    from bench.analysis import critical
+    from bench.analysis.scaling import alternatives_words
+
+    bent = SimpleNamespace(found=True, critical=200.0, critical_low=150.0, critical_high=260.0, alpha=1.1,
+                           alpha_low=0.9, alpha_high=1.3)  # fmt: skip
+    a = SimpleNamespace(bent=bent, alpha=critical.AlphaTest(1.1, math.nan, math.nan, 3), model_free=(math.nan,) * 3,
+                        linear=(64,), smallest=64.0, near_smallest=lambda f: [])  # fmt: skip
+    [said, *_] = alternatives_words(a, None)
+    assert "alpha = 1 not testable on 3 batch means (the F test needs 4 or more)" in said and "nan" not in said
+    tested = a.__class__(**{**a.__dict__, "alpha": critical.AlphaTest(1.1, 40.0, 0.008, 6)})
+    assert "alpha = 1 rejected on the 6 batch means (F test p 0.008)" in alternatives_words(tested, None)[0]

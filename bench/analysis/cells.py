@@ -403,6 +403,8 @@ def epochs_text(epochs: float, table_cells: pd.DataFrame) -> str:
     """Planned epochs as the budget meant them: a run takes whole steps (ceil of an epochs budget, the nearest of
     an images budget), so its epochs lie within one step of the budget's; the shortest number within the smallest
     step of the cells planned so ('8' for 7.9872 at 2,048 of 17,000 images a step; at most 6 decimals)."""
+    if "planned_images" not in table_cells:  # no step to measure against
+        return f"{epochs:.3g}"
     same = table_cells[table_cells["planned_epochs"] == epochs]
     steps = same["global_batch"].astype(float) * epochs / same["planned_images"].astype(float)  # batch / train size
     step = float(steps.min()) if len(steps) and epochs else 0.0

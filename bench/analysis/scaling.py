@@ -365,11 +365,12 @@ def alternatives_words(a: ladder.Alternatives, f: ladder.Fit) -> list[str]:
     words = []
     if a.bent.found:
         test = a.alpha
-        verdict = "rejected" if test.p < ladder.LACK_OF_FIT_ALPHA else "not rejected"
-        words.append(
-            f"the bent curve S_min (1 + (B_noise / B)^alpha) puts it at {bent_text(a.bent)}; alpha = 1 {verdict} on "
-            f"the {test.batches} batch means (F test p {test.p:.3f})"
-        )
+        if test.p != test.p:  # three parameters through three batch means leave no residual to test against
+            tested = f"alpha = 1 not testable on {test.batches} batch means (the F test needs 4 or more)"
+        else:
+            verdict = "rejected" if test.p < ladder.LACK_OF_FIT_ALPHA else "not rejected"
+            tested = f"alpha = 1 {verdict} on the {test.batches} batch means (F test p {test.p:.3f})"
+        words.append(f"the bent curve S_min (1 + (B_noise / B)^alpha) puts it at {bent_text(a.bent)}; {tested}")
     if a.model_free[0] == a.model_free[0]:
         words.append(f"model-free (where the reruns' medians pass 1.2 x linear): {ladder.interval_text(*a.model_free)}")
     words.append(f"batches seen in the linear regime: {linear_text(a.linear)}")

@@ -148,7 +148,7 @@ def fit_lines(f, batches) -> dict[str, np.ndarray]:
 def plot_steps_to_result(table_cells: pd.DataFrame, order: list[str], words=None) -> plt.Figure:
     """Steps to result against the batch, each arm's fit and critical batch; `words`: (the reference arm, arm ->
     its critical batch ratio's word: scaling.ratio_words), which the caption quotes."""
-    fig, ax = plt.subplots(figsize=size(False, 3.8, screen_width=4.6), layout="constrained")  # its legend: 2 columns
+    fig, ax = plt.subplots(figsize=size(True, 4.8), layout="constrained")  # wide enough for its legend in 2 columns
     batches, single = _at(table_cells)
     handles, missed, any_best, any_reruns = [], [], False, False
     lines = steps_lines(table_cells, order)
