@@ -80,8 +80,9 @@ def branched(tmp_path_factory, tiny_dataset):
     write_recipe(folder / "base.yaml", BASE.replace("DATA", str(tiny_dataset)))
     spec = write_recipe(folder / "tiny.yaml", BRANCH)
     results = folder / "results"
-    done = cli("branch", str(spec), "--out", str(results))
+    done = cli("branch", str(spec), "--out", str(results), "--plots", str(folder / "plots"))
     assert done.returncode == 0, done.stderr
+    assert (folder / "plots" / "critical_batch_along_training.png").is_file() and "1 figure(s)" in done.stdout
     return spec, results, done.stdout
 
 
@@ -121,7 +122,7 @@ def test_the_table_reads_the_branches_and_a_rerun_skips_finished_ones(branched):
     [w] = [w for w in branching.windows(results_mod.load_study([results])) if w.point == 64]
     assert w.ratios[1][0] <= 1.0  # the reference continued reaches its own value no later than Δ
     assert set(w.ratios) == {1, 2} and w.b0 == 16
-    again = cli("branch", str(spec), "--out", str(results))
+    again = cli("branch", str(spec), "--out", str(results), "--plots", str(results.parent / "plots"))
     assert again.returncode == 0, again.stderr
     assert again.stdout.count("skipped (finished before)") == 1 + 2 * 2
 
@@ -131,7 +132,7 @@ def test_a_reference_without_its_checkpoint_is_one_sentence(branched, tmp_path):
     copy = tmp_path / "results"
     shutil.copytree(results, copy)
     checkpoint.kept_file(_run(copy, "tiny-sgd-ref-b16"), 128).unlink()
-    done = cli("branch", str(spec), "--out", str(copy))
+    done = cli("branch", str(spec), "--out", str(copy), "--plots", str(tmp_path / "plots"))
     assert done.returncode == 2
     assert "has no checkpoint at 128 images" in done.stderr and "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
