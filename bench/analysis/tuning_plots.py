@@ -614,7 +614,9 @@ def plot_performance_profile(table_cells: pd.DataFrame, order: list[str]) -> plt
         f"Performance profile over batch sizes: {cells.describe(table_cells)}. For each arm, the fraction of the {n} "
         "batch sizes at which its reruns' median steps to the target is within τ times the best arm's there (AlgoPerf's "
         "performance profile, over batches; a miss never counts). Equal curves lie one inside the other, the later "
-        "arm thinner; markers where a curve steps." + _secondary(table_cells),
+        "arm thinner; markers where a curve steps. It ranks medians and draws none of the seeds' noise: a best arm "
+        "here may be within noise of the next (which differences are resolved: bench table verdict)."
+        + _secondary(table_cells),
     )
     ax.legend(loc="lower right", fontsize="small")
     return fig
