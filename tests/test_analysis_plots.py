@@ -76,6 +76,7 @@ def test_regenerate_writes_report_and_tables(regenerated):
     names = {p.name for p in written}
     assert {"report.md", "report.csv", "compare.md", "compare.csv"} <= names
     assert not any(n.startswith("vrgd-imagenet") for n in names)  # no run is in the ImageNet setting
+    assert "schedules.md" not in names  # no batch moves here
     compare = pd.read_csv(root / "mini" / "compare.csv", comment="#")
     assert set(compare["optimizer"]) == {"LARS", "VRGD-LARS"} and len(compare) == 5
     assert "speedup (a)" in (root / "mini" / "compare.md").read_text()
@@ -865,3 +866,13 @@ def test_each_arms_critical_band_has_its_own_swatch_in_its_colour():
     swatches = {h.get_label(): h.get_facecolor()[:3] for h in handles}
     assert set(swatches) == {f"{tuning_plots.CRITICAL_BAND}: LARS", f"{tuning_plots.CRITICAL_BAND}: NAdamW"}
     assert swatches[f"{tuning_plots.CRITICAL_BAND}: LARS"] == pytest.approx(to_rgb(style.color("lars", order)))
+
+
+def test_a_tree_whose_batch_moves_gets_the_schedules_table(tmp_path):
+    by_images = {"min_batch": 100, "max_batch": 200, "by_images": {500: 200}}
+    for seed in (1, 2):
+        make_run(tmp_path, "schedule", "lars", 100, seed, [50, 61], adaptive_batch=by_images)
+        make_run(tmp_path, "constant", "lars", 200, seed, [50, 55, 61])
+    written = commands.regenerate(tmp_path, None)
+    assert tmp_path / "schedules.md" in written and tmp_path / "schedules.csv" in written
+    assert "constant against schedule" in (tmp_path / "schedules.md").read_text()

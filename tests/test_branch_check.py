@@ -85,7 +85,7 @@ def test_the_schedules_table_compares_steps_and_images_paired_by_seed(tmp_path):
     make_run(tmp_path, "constant-500", "lars", 500, 5, [50], status="running")  # unfinished: not read
     table = schedules.schedules(results_mod.load_study([tmp_path]))
     first, second = table.rows
-    assert first[0] == "schedule" and first[-2:] == ["reference", "reference"]
+    assert first[0] == "schedule" and [c.note for c in first[-2:]] == ["reference", "reference"]
     assert second[0] == "constant-500" and second[3] == "4/4"
     steps, images = second[-2:]
     # steps: (6, 8, 8, 6) / (10, 20, 10, 20) = 0.6, 0.4, 0.8, 0.3; images: (3, 4, 4, 3) / (1, 2, 1, 2) thousand
@@ -94,6 +94,9 @@ def test_the_schedules_table_compares_steps_and_images_paired_by_seed(tmp_path):
     assert steps.ci[1] < 1 < images.ci[0]
     [said] = table.claims
     assert "constant-500 takes fewer steps" in said and "constant-500 takes more images" in said
+    from bench.analysis.render import FORMATS, render
+
+    assert all(render(table, fmt) for fmt in FORMATS)  # csv too: the reference's cells are cells
 
 
 def test_the_figure_draws_each_arm_and_delta_and_marks_a_critical_batch_above_the_branches(tmp_path):

@@ -85,7 +85,8 @@ def cmd_plot(args) -> int:
 def regenerate(results_dir: str | Path, plots_dir: str | Path | None, baseline: str | None = None) -> list[Path]:
     """Rewrite the report and tables (markdown and csv, in `results_dir`) and the plots (PNG and SVG, in
     `plots_dir`; None: none) of one results tree; returns the files written. Paper tables are written only when
-    some run is in their setting. `baseline`: the optimizer B of the compare table's speedups."""
+    some run is in their setting, the schedules table when a recipe whose batch moves (adaptive_batch) has seeds.
+    `baseline`: the optimizer B of the compare table's speedups."""
     from bench.analysis import plots, report, results, tables
 
     results_dir = Path(results_dir)
@@ -94,6 +95,9 @@ def regenerate(results_dir: str | Path, plots_dir: str | Path | None, baseline: 
     for name, setting in tables.NEEDS.items():
         if (study.groups["paper"] == setting).any():
             outputs[name] = tables.build(name, study, tables.baseline_for(name, baseline))
+    moving = study.runs[study.runs["adaptive_batch"].astype(bool)]
+    if (moving.groupby("recipe").size() > 1).any():  # a moving batch's seeds: its recipe against the others
+        outputs["schedules"] = tables.build("schedules", study)
     return _write_tables(results_dir, outputs) + (plots.plot_all(study, plots_dir) if plots_dir is not None else [])
 
 

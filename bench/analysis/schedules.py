@@ -122,7 +122,7 @@ def _ratio_cell(r) -> Cell:
 
 def _row(arm: str, of: pd.DataFrame, ratios, is_reference: bool) -> list:
     reached = int(np.isfinite(of["steps_to_target"].astype(float)).sum())
-    extra = ["reference", "reference"] if is_reference else [_ratio_cell(r) for r in ratios]
+    extra = [Cell(None, kind="ratio", note="reference")] * 2 if is_reference else [_ratio_cell(r) for r in ratios]
     return [
         arm,
         ", ".join(sorted(set(of["optimizer"]))),
