@@ -113,3 +113,12 @@ def test_the_figure_draws_each_arm_and_delta_and_marks_a_critical_batch_above_th
     [above] = left.collections[-1:]  # the open triangle at the largest branch batch, 4 x 64
     assert above.get_offsets().tolist() == [[2000.0, 256.0]]
     assert "no branch batch passed 1.2" in fig.bench_caption
+
+
+def test_the_check_counts_a_branchs_own_time_not_the_references_it_carries():
+    from types import SimpleNamespace
+
+    reference = SimpleNamespace(meta={"train_time_s": 50.0, "eval_time_s": 200.0})
+    carried = {"train_time_s": 20.0, "eval_time_s": 40.0}  # the reference's timers at the checkpoint
+    branch = SimpleNamespace(meta={"train_time_s": 30.0, "eval_time_s": 100.0, "branched_from": carried})
+    assert branch_check._hours([reference, branch]) * 3600 == pytest.approx(250.0 + 70.0)

@@ -63,8 +63,16 @@ def _reference_images(study: Study, arm: str) -> tuple[float, int]:
     return math.nan, 0
 
 
-def _hours(study: Study, runs) -> float:
-    return sum((r.meta.get("train_time_s") or 0.0) + (r.meta.get("eval_time_s") or 0.0) for r in runs) / HOUR
+def _hours(runs) -> float:
+    """The runs' own time: a branch's timers carry on from its reference's at the checkpoint (branched_from), which
+    the reference's run already counts."""
+
+    def own(meta: dict) -> float:
+        carried = meta.get("branched_from") or {}
+        spent = (meta.get("train_time_s") or 0.0) + (meta.get("eval_time_s") or 0.0)
+        return spent - (carried.get("train_time_s") or 0.0) - (carried.get("eval_time_s") or 0.0)
+
+    return sum(own(r.meta) for r in runs) / HOUR
 
 
 def ladder_check(study: Study, baseline: str | None = None) -> Table:
@@ -108,7 +116,7 @@ def ladder_check(study: Study, baseline: str | None = None) -> Table:
             and (r.recipe.get("tags") or {}).get("role", "").startswith("branch")
         ]
         ladder_runs = [r for r in study.records.values() if _ladder_arm(r) == arm]
-        cost, full = _hours(study, branch_runs), _hours(study, ladder_runs)
+        cost, full = _hours(branch_runs), _hours(ladder_runs)
         if full > 0:
             claims.append(
                 claim(

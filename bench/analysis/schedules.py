@@ -1,10 +1,10 @@
 """`bench table schedules DIR`: runs that move their batch during training (a declared schedule, SimiGrad's
 controller, AdaScale's gain) against each other and constant batches, in steps and in images to the target.
 
-Each recipe is an arm, its runs the seeds. A row gives the arm's batches (the first step's to the largest any run
-took), the runs that reached the target, and the seeds' median steps and images to it with their exact
-order-statistics intervals. Each arm is then compared with the reference arm (the recipe whose batch follows a
-declared schedule, adaptive_batch.by_images, else the first by name): the ratio X / reference
+Each recipe is an arm, its runs the seeds. A row gives the arm's batches (the first step's, the largest of the
+runs' last ones, the mean over steps), the runs that reached the target, and the seeds' median steps and images to
+it with their exact order-statistics intervals. Each arm is then compared with the reference arm (the recipe whose
+batch follows a declared schedule, adaptive_batch.by_images, else the first by name): the ratio X / reference
 of steps and of images, from the seeds both reached (paired by seed: the arms share each seed's data order and
 initialisation), a paired t interval on the log ratios at the Bonferroni level over the arms compared (1 - 0.05 / m),
 the smallest ratio that test detects with 80% power there, and the word the interval allows. Fewer steps at more
@@ -60,8 +60,9 @@ def schedules(study: Study, baseline: str | None = None) -> Table:
                 )
             )
     table.notes = [
-        "batch: the first step's, then the largest any seed's run took (AdaScale's batch is fixed; its gain moves "
-        "the schedule). Medians with their exact order-statistics interval (coverage beside).",
+        "batch: the first step's, then the largest of the seeds' last batches and the mean batch over steps (a "
+        "controller's batch may have passed its last one on the way; AdaScale's batch is fixed, its gain moves the "
+        "schedule). Medians with their exact order-statistics interval (coverage beside).",
         f"X / reference: the seeds' geometric mean ratio, paired by seed, with its t interval on log ratios at "
         f"{100 * (1 - alpha):.4g}% (Bonferroni over {m} comparisons) and 'detects ≥ R x': the smallest ratio either "
         "way that test detects with 80% power at that level and the seeds' noise; seeds that missed the target are "
