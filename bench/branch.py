@@ -48,7 +48,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, NonNegativeInt, PositiveInt, model_validator
 
-from bench import catalog
+from bench import catalog, rundir
 from bench import recipe as recipe_mod
 from bench.engine import checkpoint
 from bench.errors import UserError
@@ -240,10 +240,12 @@ def plan(path: Path, spec: BranchSpec) -> list[tuple[recipe_mod.Recipe, list[tup
     return out
 
 
-def run_branching(path: Path, results: Path) -> list[tuple[str, str]]:
-    """Train what is not finished yet: each arm's reference, then its branches; returns (run, what happened)."""
+def run_branching(path: Path, results: Path, allow_mixed_kernels: bool = False) -> list[tuple[str, str]]:
+    """Train what is not finished yet: each arm's reference, then its branches, on the platform of the finished
+    runs (a branch's numbers are read against its reference's); returns (run, what happened)."""
     path = Path(path)
     spec = load(path)
+    rundir.refuse_another_platform(Path(results), allow_mixed_kernels)
     inputs = (path, spec.base)
     outcomes = []
     for ref, branches in plan(path, spec):

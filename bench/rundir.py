@@ -302,11 +302,48 @@ class RunDir:
 
 def kernels(meta: dict) -> str:
     """The platform whose kernels made a run's numbers: the device, its kernel path (CPU: ATen's capability,
-    e.g. AVX2 or AVX512, which moves results by more than rounding) and the torch build."""
+    e.g. AVX2 or AVX512, which moves results by more than rounding, and the processor: the same AVX2 path on an
+    Intel Xeon and an AMD EPYC differed from the first evaluation's loss, 2.3541054 against 2.3541066, with
+    MKL_CBWR=AVX2 or not) and the torch build. A run made before bench recorded its processor names none."""
     torch = (meta.get("versions") or {}).get("torch", "?")
     device = meta.get("device") or "cpu"
     path = meta.get("cpu_capability") if device == "cpu" else meta.get("gpu") or device
-    return f"{device} {path or '?'}, torch {torch}"
+    model = meta.get("cpu_model") if device == "cpu" else None
+    return f"{device} {path or '?'}{f' on {model}' if model else ''}, torch {torch}"
+
+
+def this_platform() -> str:
+    """The kernel platform this process trains on, as kernels() names a run's."""
+    import torch
+
+    cuda = torch.cuda.is_available()
+    return kernels(
+        {
+            "device": "cuda" if cuda else "cpu",
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "cpu_model": cpu_model(),
+            "gpu": torch.cuda.get_device_name() if cuda else None,
+            "versions": versions(),
+        }
+    )
+
+
+def refuse_another_platform(results: Path, allow_mixed_kernels: bool) -> list[dict]:
+    """A study's runs come from one kernel platform: refuse to add runs to `results` on another platform than that
+    of its finished runs (a sweep's pairs, a branch and its reference), unless allow_mixed_kernels; returns the
+    finished runs' metas."""
+    done = [m for m in (read_meta(run) for run in runs_in(results)) if m.get("status") in FINISHED]
+    theirs = sorted({kernels(m) for m in done})
+    here = this_platform()
+    if theirs and theirs != [here] and not allow_mixed_kernels:
+        pin = sorted({m.get("cpu_capability") for m in done if m.get("cpu_capability")})
+        hint = f"ATEN_CPU_CAPABILITY={pin[0].lower()} where this CPU has it, or " if len(pin) == 1 else ""
+        raise UserError(
+            f"{results}: the study's finished runs used {'; '.join(theirs)} and this process would use "
+            f"{here}; a study's runs come from one kernel platform: resume it on theirs ({hint}the "
+            "same machine type), or pass --allow-mixed-kernels (the verdict then warns)"
+        )
+    return done
 
 
 def event_lines(run: Path, cut: bool = False) -> list[str]:
@@ -343,7 +380,7 @@ def event_lines(run: Path, cut: bool = False) -> list[str]:
     return whole
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
     """The processor's name (bitwise reproduction holds per platform: its kernels pick their instructions)."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -361,7 +398,7 @@ def host_info(device) -> dict:
         "host": socket.gethostname(),
         "platform": platform.platform(),
         "cpu_threads": torch.get_num_threads(),
-        "cpu_model": _cpu_model(),
+        "cpu_model": cpu_model(),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "torch_config": torch.__config__.show(),
     }

@@ -91,7 +91,7 @@ from bench import recipe as recipe_mod
 from bench.engine import checkpoint
 from bench.errors import UserError
 from bench.recipe import Strict
-from bench.rundir import FINISHED, find_runs, kernels, read_meta, read_metrics, runs_in, versions
+from bench.rundir import FINISHED, find_runs, read_meta, read_metrics
 from bench.suite import Preempted, finished_run
 
 Pair = Annotated[tuple[str, str], Field(strict=False)]  # two arms' names, a YAML list
@@ -801,21 +801,6 @@ def ranked_trials(
     return ranked, waiting
 
 
-def this_platform() -> str:
-    """The kernel platform this process trains on, as rundir.kernels names a run's."""
-    import torch
-
-    cuda = torch.cuda.is_available()
-    return kernels(
-        {
-            "device": "cuda" if cuda else "cpu",
-            "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-            "gpu": torch.cuda.get_device_name() if cuda else None,
-            "versions": versions(),
-        }
-    )
-
-
 def refuse_dirty(spec: SweepSpec, allow_dirty: bool, inputs: tuple[Path, ...]) -> None:
     """Refuse a study from an uncommitted bench checkout (rundir.checkout_state), naming each file that differs,
     unless allow_dirty. `inputs`, the sweep file and its base recipe, may be anywhere and in any state: each run
@@ -839,18 +824,7 @@ def check_provenance(
     allow_mixed_kernels); warn when the finished runs came from another commit."""
     refuse_dirty(spec, allow_dirty, sweep_files)
     commit = rundir.git_commit(*sweep_files)  # what each run records: the checkout's state
-    done = [read_meta(run) for run in runs_in(results)]
-    done = [m for m in done if m.get("status") in FINISHED]
-    theirs = sorted({kernels(m) for m in done})
-    here = this_platform()
-    if theirs and theirs != [here] and not allow_mixed_kernels:
-        pin = sorted({m.get("cpu_capability") for m in done if m.get("cpu_capability")})
-        hint = f"ATEN_CPU_CAPABILITY={pin[0].lower()} where this CPU has it, or " if len(pin) == 1 else ""
-        raise UserError(
-            f"{results}: the study's finished runs used {'; '.join(theirs)} and this process would use "
-            f"{here}; a study's pairs come from one kernel platform: resume it on theirs ({hint}the "
-            "same machine type), or pass --allow-mixed-kernels (the verdict then warns)"
-        )
+    done = rundir.refuse_another_platform(results, allow_mixed_kernels)
     commits = sorted({m.get("git_commit") for m in done if m.get("git_commit")} - {commit})
     if commits:
         print(

@@ -2,6 +2,7 @@
 state a branch carries (bitwise: a branch at k = 1 continues the reference exactly) and bad input (one sentence,
 exit code 2)."""
 
+import json
 import math
 import shutil
 
@@ -139,6 +140,22 @@ def test_a_reference_without_its_checkpoint_is_one_sentence(branched, tmp_path):
 
 
 # --- bad input ----------------------------------------------------------------------------------------------
+
+
+def test_a_tree_from_another_processor_is_not_added_to(branched, tmp_path):
+    """A branch is read against its reference: both from one kernel platform, the processor included (the same
+    AVX2 path on an Intel Xeon and an AMD EPYC differs from the first step). Nothing is trained when refused."""
+    spec, results, _ = branched
+    copy = tmp_path / "results"
+    shutil.copytree(results, copy)
+    reference = _run(copy, "tiny-sgd-ref-b16")
+    meta = json.loads((reference / "meta.json").read_text())
+    (reference / "meta.json").write_text(json.dumps({**meta, "cpu_model": "Other CPU"}))
+    shutil.rmtree(copy / "tiny-sgd-at64-k2-seed0")
+    done = cli("branch", str(spec), "--out", str(copy), "--plots", str(tmp_path / "plots"))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "on Other CPU" in done.stderr and "--allow-mixed-kernels" in done.stderr
+    assert not (copy / "tiny-sgd-at64-k2-seed0").exists()
 
 
 @pytest.mark.parametrize(

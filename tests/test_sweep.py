@@ -816,8 +816,12 @@ def test_a_sweep_refuses_an_uncommitted_tree_and_another_kernel_platform(sweep_f
 
     from bench.rundir import versions
 
-    meta.update(cpu_capability=torch.backends.cpu.get_cpu_capability(), versions=versions())
+    meta.update(cpu_capability=torch.backends.cpu.get_cpu_capability(), versions=versions(), cpu_model="Other CPU")
     (finished / "meta.json").write_text(json.dumps(meta))
+    # the same kernel path on another processor: its numbers differ too (an Intel Xeon and an AMD EPYC did)
+    with pytest.raises(UserError, match=r"used cpu \w+ on Other CPU, torch"):
+        sweep.check_provenance(sweep.load(sweep_file), out, allow_dirty=False, allow_mixed_kernels=False)
+    (finished / "meta.json").write_text(json.dumps({**meta, "cpu_model": rundir.cpu_model()}))
     sweep.check_provenance(sweep.load(sweep_file), out, allow_dirty=False, allow_mixed_kernels=False)
     assert "came from fedcba987654; this process runs 0123456789abcdef" in capsys.readouterr().err
 

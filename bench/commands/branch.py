@@ -31,7 +31,7 @@ def _branch(args) -> int:
                 print(f"  {recipe.name}: global_batch {recipe.global_batch}, lr {recipe.optimizer.lr:g}")
         return 0
     try:
-        outcomes = branch.run_branching(Path(args.file), results)
+        outcomes = branch.run_branching(Path(args.file), results, args.allow_mixed_kernels)
     except branch.Preempted as e:
         print(f"preempted: {e}; run the same command to resume")
         return stop_code(e.signal_name)
@@ -57,4 +57,9 @@ def add_parsers(sub) -> None:
     s.add_argument("--out", help="results directory (default: results/<name>)")
     s.add_argument("--plots", help="plots directory (default: plots/<name>)")
     s.add_argument("--list", action="store_true", help="print the reference and branch runs with their lr, and exit")
+    s.add_argument(
+        "--allow-mixed-kernels",
+        action="store_true",
+        help="add runs on another kernel platform than the finished runs' (refused by default)",
+    )
     s.set_defaults(func=cmd_branch)

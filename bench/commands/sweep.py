@@ -164,6 +164,6 @@ def add_parsers(sub) -> None:
         "--allow-mixed-kernels",
         action="store_true",
         help="resume a study on another kernel platform "
-        "(CPU capability, GPU or torch build) than its finished runs' (refused by default)",
+        "(CPU capability and processor, GPU or torch build) than its finished runs' (refused by default)",
     )
     s.set_defaults(func=cmd_sweep)
