@@ -52,6 +52,13 @@ def test_windows_chained_end_to_end_give_each_stretch_its_points_ratio():
     assert branch_check._prediction(ws, 4, 3000, 256)[1] == "not branched"
     missed = [ws[0], window(2000, 500, {2: {0: math.inf, 1: math.inf}})]
     assert branch_check._prediction(missed, 2, 3000, 128)[1] == "missed"
+    # a missed window, then one after the reference's target (unreadable, its stretch empty): still missed, and the
+    # empty stretch is neither inf x 0 nor 'carried'
+    past = [*missed, window(4000, 500, {2: {0: math.nan, 1: math.nan}}, target=math.nan)]
+    cell, word = branch_check._prediction(past, 2, 3000, 128)
+    assert word == "missed" and cell.value is None
+    cell, _ = branch_check._prediction([ws[0], ws[1], past[2]], 2, 3000, 128)
+    assert cell.value == pytest.approx((2000 * 1.1 + 1000 * 2.2) / 128) and "carried" not in cell.note
 
 
 def test_the_check_words_count_the_batches_inside_the_ladders_intervals():

@@ -22,10 +22,10 @@ COMMITTED = sorted(
     if (path := ROOT / "results" / study / f"{name}.md").exists()
 ) + [
     ROOT / "results" / "mlperf-scaling" / "mlperf-scaling.md",  # a published ladder through the fit (no runs)
-    ROOT / "results" / "branch-field" / "branching.md",  # the critical batch along training
+    *sorted((ROOT / "results").glob("*/branching.md")),  # the critical batch along training
     ROOT / "results" / "batch-schedule" / "schedules.md",  # the schedule it implies, run against the others
 ]
-LADDER_CHECK = ROOT / "results" / "branch-field" / "ladder-check-field-ladder.md"  # reads two trees
+LADDER_CHECKS = sorted((ROOT / "results").glob("*/ladder-check-*.md"))  # a branch tree's against results/<ladder>
 
 
 def table_claims(markdown: str) -> list[str]:
@@ -207,14 +207,16 @@ def test_a_committed_table_is_what_its_tree_gives(path, studies):
     assert not twin.exists() or twin.read_text() == render(table, "csv"), f"{twin} differs from what its tree gives"
 
 
-def test_the_committed_ladder_check_is_what_its_two_trees_give():
-    """bench table ladder-check results/branch-field results/field-ladder, written beside the branch tree under a
-    name of its own (it reads the ladder's tree too)."""
+@pytest.mark.parametrize("path", LADDER_CHECKS, ids=lambda p: p.parent.name)
+def test_the_committed_ladder_check_is_what_its_two_trees_give(path):
+    """bench table ladder-check results/<branch tree> results/<ladder>, written beside the branch tree as
+    ladder-check-<ladder>.md (it reads the ladder's tree too)."""
     from bench.analysis.render import render
 
-    study = results.load_study([ROOT / "results" / "branch-field", ROOT / "results" / "field-ladder"])
+    ladder = ROOT / "results" / path.stem.removeprefix("ladder-check-")
+    study = results.load_study([path.parent, ladder])
     fresh = rows(render(tables.build("ladder-check", study), "markdown"))
-    assert fresh and fresh == rows(LADDER_CHECK.read_text()), f"{LADDER_CHECK} differs from what its trees give now"
+    assert fresh and fresh == rows(path.read_text()), f"{path} differs from what its trees give now"
 
 
 TABLE_TREES = sorted({path.parent for path in (ROOT / "results").glob("*/*.md") if path.stem in tables.TABLES})

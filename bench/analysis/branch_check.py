@@ -34,7 +34,8 @@ HOUR = 3600.0
 def chained_images(points: list[int], ratios: list[float], total: float) -> float:
     """Images to `total` of the reference's progress at the windows' ratios, each over its point's stretch."""
     bounds = [0, *points[1:], math.inf]
-    return float(sum(r * max(0.0, min(total, hi) - lo) for r, lo, hi in zip(ratios, bounds[:-1], bounds[1:])))
+    stretches = [(r, min(total, hi) - lo) for r, lo, hi in zip(ratios, bounds[:-1], bounds[1:])]
+    return float(sum(r * length for r, length in stretches if length > 0))  # past the target: no stretch, not inf x 0
 
 
 def _stretch_ratios(ws: list[branching.Window], k: int, seed: int | None) -> tuple[list[float], list[int]] | None:
@@ -163,6 +164,7 @@ def _prediction(ws, k: int, total: float, batch: int) -> tuple[Cell, str | None]
     seeds = sorted(set.intersection(*(set(w.ratios.get(k, {})) for w in ws if w.readable)))
     per_seed = [chained_images(points, s[0], total) / batch for s in (_stretch_ratios(ws, k, x) for x in seeds) if s]
     span = (min(per_seed), max(per_seed)) if len(per_seed) > 1 and all(map(math.isfinite, per_seed)) else None
+    carried = [p for p in carried if p < total]  # a window after the reference's target lends no stretch
     notes = ["seeds' range" if span else "", f"{', '.join(f'{p:,}' for p in carried)} carried" if carried else ""]
     return Cell(predicted, kind="steps", ci=span, note=", ".join(filter(None, notes))), None
 
