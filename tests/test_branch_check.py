@@ -129,3 +129,17 @@ def test_the_check_counts_a_branchs_own_time_not_the_references_it_carries():
     carried = {"train_time_s": 20.0, "eval_time_s": 40.0}  # the reference's timers at the checkpoint
     branch = SimpleNamespace(meta={"train_time_s": 30.0, "eval_time_s": 100.0, "branched_from": carried})
     assert branch_check._hours([reference, branch]) * 3600 == pytest.approx(250.0 + 70.0)
+
+
+def test_a_point_before_the_references_first_evaluation_leaves_the_top1_panel_its_other_points():
+    from bench.analysis import branch_plots
+
+    crossing = {2: {0: 1.0}, 4: {0: 1.5}}  # between 128 and 256
+    early = branching.Window("lars", "lars", 64, 1000, 500, "val_top1", math.nan, 60.0, crossing)  # no Top-1 yet
+    later = [
+        branching.Window("lars", "lars", 64, p, 500, "val_top1", t, 60.0, crossing)
+        for p, t in ((2000, 40.0), (3000, 50.0))
+    ]
+    fig = branch_plots.plot_critical_along_training([early, *later])
+    by_images, by_top1 = (ax.get_lines()[0].get_xdata() for ax in fig.axes)
+    assert len(by_images) == 3 and len(by_top1) == 2 and all(map(math.isfinite, by_top1))

@@ -41,8 +41,10 @@ def plot_critical_along_training(found: list[branching.Window]):
             crits = [w.critical() for w in ws]
             nudge = j - (len(deltas) - 1) / 2  # the Δs' ranges side by side, not on top of each other
             for ax, xs in zip(axes, ([w.point for w in ws], [w.reference_top1 for w in ws])):
-                xs = [x + nudge * 0.01 * (max(xs) - min(xs) or 1.0) for x in xs]
-                finite = [(x, c, w) for x, c, w in zip(xs, crits, ws) if math.isfinite(c)]
+                known = [x for x in xs if math.isfinite(x)]  # no Top-1 before the reference's first evaluation
+                width = (max(known) - min(known)) if known else 0.0
+                xs = [x + nudge * 0.01 * (width or 1.0) for x in xs]
+                finite = [(x, c, w) for x, c, w in zip(xs, crits, ws) if math.isfinite(c) and math.isfinite(x)]
                 ax.plot(
                     [x for x, _, _ in finite],
                     [c for _, c, _ in finite],
@@ -54,7 +56,7 @@ def plot_critical_along_training(found: list[branching.Window]):
                 for x, c, w in finite:
                     if (span := w.seed_range()) and all(map(math.isfinite, span)):
                         ax.vlines(x, span[0], span[1], color=look["color"], alpha=0.5)
-                above = [x for x, c in zip(xs, crits) if math.isinf(c)]
+                above = [x for x, c in zip(xs, crits) if math.isinf(c) and math.isfinite(x)]
                 ax.scatter(above, [largest] * len(above), marker="^", facecolors="none", edgecolors=look["color"])
     for ax, label in zip(axes, ("images seen (reference)", "reference's Top-1 there (%)")):
         ax.set_xlabel(label)
