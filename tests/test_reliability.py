@@ -148,6 +148,25 @@ def test_a_signal_the_run_did_not_answer_goes_to_the_caller_after_the_run(to):
         signal.signal(signal.SIGTERM, previous)
 
 
+def test_a_signal_the_process_was_started_ignoring_stays_ignored_during_a_run():
+    """`bench sweep ... &` in a script (or under nohup) starts with SIGINT ignored: between its runs the sweep ignores
+    a SIGINT, so a run must too (it used to catch it: the run stopped "preempted" and the sweep went on to the
+    next); SIGTERM still stops it, and the ignored disposition is left as it was."""
+    from bench.engine.train import PreemptionFlag
+
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    main = threading.main_thread().ident
+    try:
+        with PreemptionFlag() as flag:
+            signal.pthread_kill(main, signal.SIGINT)
+            assert not flag.is_set
+            signal.pthread_kill(main, signal.SIGTERM)
+            assert flag.is_set and flag.signal == signal.SIGTERM
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def test_ctrl_c_checkpoints_and_stops_the_shell_loop_that_started_the_run(recipe, tmp_path):
     """`for s in 1 2; do bench run ... --set seed=$s; done` and Ctrl-C (SIGINT to the terminal's process group):
     seed 1 checkpoints and ends by SIGINT itself (the shell's $? = 130), so the shell stops its loop and seed 2
@@ -456,8 +475,14 @@ def test_a_signal_to_the_launcher_of_two_workers_ends_preempted_and_resumes(
     recipe, two_worker_reference, tmp_path, how
 ):
     command = bench_argv("run", str(recipe), "--out", str(tmp_path), *TWO_WORKERS)
-    proc = subprocess.Popen(
-        command, env=_workers_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    proc = subprocess.Popen(  # SIGINT at its default action, as under a terminal (an xdist worker may ignore it)
+        command,
+        env=_workers_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     _wait_for_events(tmp_path, 3, proc)
     if how.startswith("SIGTERM"):

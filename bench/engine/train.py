@@ -629,7 +629,9 @@ class PreemptionFlag:
     The signals are blocked in the main thread, and so in every thread and worker started
     during the run (DALI's, the loaders'), and a handler only sets a flag: a signal then
     interrupts no image read or collective half-way. The flag is read after each step;
-    `signal` is the first one seen (SIGINT, a person's Ctrl-C, ends the command with 130)."""
+    `signal` is the first one seen (SIGINT, a person's Ctrl-C, ends the command with 130). A signal the process
+    was started ignoring stays ignored, as Python's own SIGINT handling does: a shell script's `cmd &` (and
+    nohup) ignore SIGINT, and a run that obeyed it where the sweep around it cannot would stop mid-sweep."""
 
     SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -638,8 +640,9 @@ class PreemptionFlag:
         self.signal: signal.Signals | None = None
         self._main = threading.current_thread() is threading.main_thread()
         if self._main:
-            self._handlers = {sig: signal.signal(sig, self._handle) for sig in self.SIGNALS}
-            self._mask = signal.pthread_sigmask(signal.SIG_BLOCK, self.SIGNALS)
+            self._signals = tuple(s for s in self.SIGNALS if signal.getsignal(s) is not signal.SIG_IGN)
+            self._handlers = {sig: signal.signal(sig, self._handle) for sig in self._signals}
+            self._mask = signal.pthread_sigmask(signal.SIG_BLOCK, self._signals)
         return self
 
     def _handle(self, signum, frame):
@@ -649,7 +652,7 @@ class PreemptionFlag:
     @property
     def is_set(self) -> bool:
         if self._main and not self._seen:  # a signal sent while every thread that could take it blocks it
-            if (info := signal.sigtimedwait(self.SIGNALS, 0)) is not None:
+            if self._signals and (info := signal.sigtimedwait(self._signals, 0)) is not None:
                 self._handle(info.si_signo, None)
         self._read = self._seen
         return self._seen
@@ -657,7 +660,7 @@ class PreemptionFlag:
     def __exit__(self, *exc):
         if self._main:
             late = self.signal if self._seen and not self._read else None
-            while (info := signal.sigtimedwait(self.SIGNALS, 0)) is not None:
+            while self._signals and (info := signal.sigtimedwait(self._signals, 0)) is not None:
                 late = late or (None if self._read else signal.Signals(info.si_signo))
             signal.pthread_sigmask(signal.SIG_SETMASK, self._mask)
             for sig, handler in self._handlers.items():
