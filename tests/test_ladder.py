@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -12,6 +13,7 @@ import pytest
 from scipy import stats
 
 from bench.analysis import cells, ladder, power, results, scaling, tuning, tuning_plots
+from bench.errors import UserError
 from tests.helpers import make_run
 
 LADDER = np.array([64, 128, 256, 512, 1024])
@@ -99,13 +101,13 @@ def test_the_interval_covers_a_known_b_noise_in_at_least_90_percent_of_simulated
     assert covered / 300 >= 0.90
 
 
-def ladder_run(root, arm, batch, role, seed, hit_eval, trial=0, name=None, lr=0.1, warmup=0.0, top=61.0):
+def ladder_run(root, arm, batch, role, seed, hit_eval, trial=0, name=None, lr=0.1, warmup=0.0, top=61.0, sweep="s"):
     """A steps-to-target sweep's run: 1,000 training images, an evaluation every epoch (1,000 / batch steps), 20
     planned epochs, the target 60 crossed at evaluation `hit_eval` (0: never)."""
     kind = {"rerun": "best", "rerun_top": "top2"}.get(role)
-    name = name or (f"s-{arm}-b{batch}-" + (f"t{trial:02d}-s0" if role == "trial" else f"{kind}-seed{seed}"))
+    name = name or (f"{sweep}-{arm}-b{batch}-" + (f"t{trial:02d}-s0" if role == "trial" else f"{kind}-seed{seed}"))
     val = [50.0] * 20 if not hit_eval else [50.0] * (hit_eval - 1) + [top]
-    tags = {"sweep": "s", "arm": arm, "trial": trial, "study": 0, "role": role, "select": "steps_to_target"}
+    tags = {"sweep": sweep, "arm": arm, "trial": trial, "study": 0, "role": role, "select": "steps_to_target"}
     return make_run(
         root, name, "lars", batch, seed, val, epochs=20.0, lr=lr, tags=tags, schedule={"warmup_epochs": warmup}
     )
@@ -138,6 +140,99 @@ def tree(tmp_path_factory):
             ladder_run(root, "vrgd_lars", batch, "rerun", seed, LINEAR)
     study = results.load_study([root])
     return study, cells.cells(study)
+
+
+def swap_tree(root, hits_of, arms=("lars", "nesterov"), batches=(100, 200)):
+    """A check's sweep ("w": the lr and the warm-up searched otherwise) over some of `tree`'s cells: its best trial
+    at lr 0.2 and warm-up 1 epoch, the reruns crossing at `hits_of(arm, batch)`."""
+    for batch in batches:
+        for arm in arms:
+            hits = hits_of(arm, batch)
+            ladder_run(root, arm, batch, "trial", 0, hits[0], trial=0, lr=0.2, warmup=1.0, sweep="w")
+            ladder_run(root, arm, batch, "trial", 0, hits[0] + 2, trial=1, top=60.5, lr=0.3, warmup=2.0, sweep="w")
+            for seed, hit in enumerate(hits, 1):
+                ladder_run(root, arm, batch, "rerun", seed, hit, trial=0, lr=0.2, warmup=1.0, sweep="w")
+    return results.load_study([root])
+
+
+def claims_of(table) -> list[str]:
+    return [n.removeprefix("Claim: ") for n in table.notes if n.startswith("Claim: ")]
+
+
+@pytest.fixture(scope="module")
+def field(tmp_path_factory):
+    """`tree` without its near tie: LARS and Nesterov SGD the same points (runner-ups two evaluations behind),
+    VRGD-LARS scaling perfectly."""
+    root = tmp_path_factory.mktemp("field")
+    for batch, hits in BEST.items():
+        for arm in ("lars", "nesterov"):
+            ladder_run(root, arm, batch, "trial", 0, hits[0], trial=0)
+            ladder_run(root, arm, batch, "trial", 0, hits[0] + 2, trial=1, top=60.5)
+            for seed, hit in enumerate(hits, 1):
+                ladder_run(root, arm, batch, "rerun", seed, hit, trial=0)
+        ladder_run(root, "vrgd_lars", batch, "trial", 0, LINEAR)
+        for seed in range(1, 6):
+            ladder_run(root, "vrgd_lars", batch, "rerun", seed, LINEAR)
+    return results.load_study([root])
+
+
+def test_cells_swapped_in_replace_the_study_s_own_and_the_rule_says_whether_a_ratio_word_changes(field, tmp_path):
+    """`bench table scaling PATH --cells OTHER` (field-warmup.yaml's rule): OTHER's cells stand in the table in place
+    of the study's; only the swapped arms' ratios are read; the answer holds where no ratio word changes."""
+    study = field
+    same = swap_tree(tmp_path / "same", lambda arm, batch: BEST[batch])  # the warm-up changed nothing
+    table = scaling.scaling(study, swapped_in=same)
+    said = claims_of(table)
+    assert said[-1] == (
+        "The cells of w (LARS, Nesterov SGD at 100, 200) in place of the study's: Nesterov SGD / LARS: no difference "
+        "resolved either way: the answer holds (no ratio word changes)"
+    )
+    assert not any(c.startswith("VRGD-LARS / LARS") for c in said)  # not swapped: its ratio is not read
+    assert [r[0] for r in table.rows if "/" in r[0]] == ["Nesterov SGD / LARS"]
+    swapped = [n for n in table.notes if n.startswith("Swapped: Nesterov SGD at 200")]
+    assert swapped == [
+        "Swapped: Nesterov SGD at 200: lr 0.2, warm-up 1.00 (the study's: lr 0.1, warm-up 0.00); steps to result 80 "
+        "against 80, ratio 1.00 [0.94, 1.07] (96.83%): no difference resolved (the medians differ by no more than "
+        "the grid of 5 steps)"
+    ]
+    # Nesterov SGD, warmed up longer, reaches the target at 8 epochs at 100 and 200: linear scaling there
+    fast = swap_tree(tmp_path / "fast", lambda arm, batch: BEST[batch] if arm == "lars" else [LINEAR] * 5)
+    table = scaling.scaling(study, swapped_in=fast)
+    rows = {(r[0], r[1]): r for r in table.rows}
+    assert rows[("Nesterov SGD", 200)][3].value == 40 and rows[("LARS", 200)][3].value == 80  # the swapped reruns
+    assert rows[("Nesterov SGD", 50)][3].value == 200  # a cell not swapped keeps the study's own
+    said = claims_of(table)
+    assert said[-1].endswith(
+        "Nesterov SGD / LARS: no difference resolved before, not judged swapped: the answer hinges on the swapped "
+        "cells (1 of 1 ratio words change)"
+    )
+    assert [n for n in table.notes if n.startswith("Swapped: Nesterov SGD at 200")] == [
+        "Swapped: Nesterov SGD at 200: lr 0.2, warm-up 1.00 (the study's: lr 0.1, warm-up 0.00); steps to result 40 "
+        "against 80, ratio 0.50 [0.47, 0.53] (96.83%): fewer steps swapped in"
+    ]
+    # the table without --cells is the study's own, unchanged by the swaps above
+    assert scaling.scaling(study).rows[7][3].value == 80
+
+
+def test_a_swapped_cell_must_be_one_of_the_study_s(field, tmp_path):
+    study = field
+    foreign = swap_tree(tmp_path / "w", lambda arm, batch: BEST[200], arms=("lars", "adamw"), batches=(200, 400))
+    with pytest.raises(
+        UserError, match=r"^--cells: AdamW at 200, AdamW at 400, LARS at 400 are not cells of the study \(LARS"
+    ):
+        scaling.scaling(study, swapped_in=foreign)
+
+
+def test_bench_table_scaling_takes_the_cells_of_another_tree(field, tmp_path, capsys):
+    from bench.cli import main
+
+    swap_tree(tmp_path / "w", lambda arm, batch: BEST[batch])
+    study_root = Path(field.runs["run"].iloc[0]).parents[1]
+    assert main(["table", "scaling", str(study_root), "--cells", str(tmp_path / "w")]) == 0
+    out = capsys.readouterr()
+    assert "Nesterov SGD / LARS: no difference resolved either way: the answer holds" in out.out + out.err
+    assert main(["table", "scaling", str(study_root), "--cells", str(tmp_path / "nowhere")]) == 2
+    assert "--cells" in capsys.readouterr().err
 
 
 def reruns_fit(hits: dict) -> ladder.Fit:

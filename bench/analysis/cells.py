@@ -122,6 +122,29 @@ def cells(study: Study) -> pd.DataFrame:
     return near_ties_from_seeds(table_cells)
 
 
+def replaced_cells(study: Study, other: Study) -> tuple[Study, list[tuple[str, int]]]:
+    """`study` with `other`'s sweep runs in place of its own in each (arm, batch) cell that `other` has (`bench
+    table scaling PATH --cells OTHER`: a check's cells, searched otherwise, swapped into the study), and those
+    cells in batch order. Every cell of `other` must be one of the study's: a swap adds no arm and no batch."""
+    mine, theirs = sweep_runs(study), sweep_runs(other)
+    have = set(zip(mine["arm"], mine["global_batch"].astype(int)))
+    swapped = sorted(set(zip(theirs["arm"], theirs["global_batch"].astype(int))), key=lambda c: (c[1], c[0]))
+    if foreign := [f"{display(a)} at {b:,}" for a, b in swapped if (a, b) not in have]:
+        raise UserError(
+            f"--cells: {', '.join(foreign)} {'is not a cell' if len(foreign) == 1 else 'are not cells'} of the "
+            f"study ({', '.join(map(display, dict.fromkeys(mine['arm'])))} at "
+            f"{', '.join(f'{b:,}' for b in sorted({b for _, b in have}))}): the cells swapped in replace the "
+            "study's own, so each must be one of them"
+        )
+    key = pd.Series(list(zip(study.runs["arm"], study.runs["global_batch"])), index=study.runs.index)
+    out = study.runs.index.isin(mine.index) & key.isin(swapped)
+    runs = pd.concat([study.runs[~out], theirs], ignore_index=True)
+    curves = pd.concat(
+        [study.curves[~study.curves["run"].isin(study.runs.loc[out, "run"])], other.curves_of(theirs["run"])]
+    )
+    return Study(runs, curves.reset_index(drop=True), records={**study.records, **other.records}), swapped
+
+
 def _selection(trials: pd.DataFrame, members: pd.DataFrame, done: pd.DataFrame, trained: pd.DataFrame) -> dict:
     """A cell's search: the split it selected on, its best trial and runner-up, whether they are a near tie, the
     steps to result over its trials and its studies."""

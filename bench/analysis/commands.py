@@ -1,7 +1,7 @@
 """`bench report`, `bench table`, `bench plot`, and `regenerate()` for `bench suite`.
 
     bench report [PATH...] [--runs] [--format markdown|csv|latex|parquet|json] [--out FILE]
-    bench table TABLE [PATH...] [--format markdown|csv|latex] [--baseline OPTIMIZER|ARM] [--batch B]
+    bench table TABLE [PATH...] [--format markdown|csv|latex] [--baseline OPTIMIZER|ARM] [--batch B] [--cells TREE]
     bench plot [PATH...] --out DIR [--paper]
 
 PATH: run directories or results trees (any folder holding run directories). Torch-free, as all of the analysis:
@@ -68,7 +68,13 @@ def cmd_table(args) -> int:
     if record and record.needs and args.paths == args.default_paths and not Path(args.paths[0]).exists():
         reads_runs = False  # a paper's table where the default results folder does not exist: published alone
     study = results.load_study(args.paths, args.strict) if reads_runs else None
-    table = tables.build(args.name, study, args.baseline, args.batch)
+    swapped_in = None
+    if getattr(args, "cells", None):  # scaling's only
+        try:
+            swapped_in = results.load_study([args.cells], args.strict)
+        except UserError as e:
+            raise UserError(f"--cells: {e}") from None
+    table = tables.build(args.name, study, args.baseline, args.batch, swapped_in)
     print(render(table, args.format), end="")
     sys.stderr.write(side_notes([table], args.format))
     return 0
@@ -192,6 +198,14 @@ def add_parsers(sub, default_results: Path) -> None:
             if name == "compare"
             else SUPPRESS,
         )
+        if name == "scaling":
+            t.add_argument(
+                "--cells",
+                metavar="TREE",
+                help="another sweep's results tree whose cells (arm, batch) replace the study's own: a check that "
+                "searched them otherwise (the warm-up with the lr); the ratios of the arms swapped in, each swapped "
+                "cell against the study's, and whether any ratio's word changes",
+            )
         t.set_defaults(func=cmd_table, default_paths=where["default"])
 
     s = sub.add_parser("plot", help="figures (PNG and SVG) of the runs")

@@ -20,12 +20,13 @@ from bench.analysis.cells import (
     never_rerun,
     provenance_notes,
     rank_trials,
+    replaced_cells,
     secondary_steps_note,
     steps_cell,
     sweep_runs,
     title,
 )
-from bench.analysis.pairs import PRIMARY, check_arm, declared_reference, median_level
+from bench.analysis.pairs import PRIMARY, check_arm, declared_reference, median_level, steps_ratio_of
 from bench.analysis.paper import display
 from bench.analysis.render import NO_NUMBER, Cell, Table
 from bench.analysis.results import NOISE_WINDOW, Study
@@ -310,12 +311,14 @@ def ratio_word(arm: str, reference: str, estimated: dict, fits: dict) -> str:
     return combined_word({e: v for e, v in estimated.items() if v is not None})
 
 
-def ratio_words(study: Study, table_cells: pd.DataFrame) -> tuple[str | None, dict[str, str]]:
+def ratio_words(
+    study: Study, table_cells: pd.DataFrame, baseline: str | None = None
+) -> tuple[str | None, dict[str, str]]:
     """The scaling table's reference arm and, for each other arm with a ratio, its word (ratio_word): what the
     figures' captions say of the critical batches they draw."""
     names = [a for a in arms(sweep_runs(study)) if a in set(table_cells["arm"])]
     fits = ladder_fits(table_cells)
-    reference = _reference(study, None, names, fits)
+    reference = _reference(study, baseline, names, fits)
     _, ratio_of = estimates(table_cells, names, reference, fits)
     return reference, {a: ratio_word(a, reference, r, fits) for a, r in ratio_of.items() if r and r.get("curve")}
 
@@ -491,13 +494,99 @@ def _ratio_note(m: int) -> str:
     )
 
 
-def scaling(study: Study, baseline: str | None = None) -> Table:
+def scaling(study: Study, baseline: str | None = None, swapped_in: Study | None = None) -> Table:
     """Steps to result along the batch ladder for each arm (the reruns at each cell's selected point), how far
     each batch is from perfect linear scaling, where each cell crossed the target in its schedule, the fitted
     B_noise and the critical batch (Zhang et al. 2024's 20% rule) from the whole ladder (bench/analysis/ladder.py)
     with the fit's checks, the gradient noise scale the reruns logged, each arm's critical batch against the
     reference arm's, and the claims in words. `baseline`: the reference arm (default: the sweep's `primary:
-    {reference: ARM}`, else LARS, else the first arm)."""
+    {reference: ARM}`, else LARS, else the first arm). `swapped_in`: another sweep's cells in place of the study's
+    own (swapped_scaling)."""
+    if swapped_in is not None:
+        return swapped_scaling(study, swapped_in, baseline)
+    return _scaling(study, baseline)[0]
+
+
+def swapped_scaling(study: Study, other: Study, baseline: str | None = None) -> Table:
+    """`bench table scaling PATH --cells OTHER`: the scaling table with OTHER's cells in place of the study's own
+    (cells.replaced_cells; a check that searched those cells otherwise, e.g. the warm-up with the lr), its ratio
+    rows and claims only for the arms swapped in (the others' ratios stand against a reference searched otherwise);
+    beside, each swapped cell's selection and steps to result against the study's own cell; and the rule, in
+    words: the answer holds where no ratio read changes its word (larger, smaller, depends on the curve, no
+    difference resolved, not judged), and hinges on the swapped cells where one does."""
+    swapped, replaced = replaced_cells(study, other)
+    read = set(a for a, _ in replaced)
+    table, reference, words = _scaling(swapped, baseline, read)
+    _, own_words = ratio_words(study, cells(study), reference)
+    own, new = (cells(s).set_index(["arm", "global_batch"], drop=False) for s in (study, swapped))
+    table.notes += [f"Swapped: {_swapped_cell_text(new.loc[c], own.loc[c])}" for c in replaced] + [
+        SWAPPED_NOTE,
+        f"Claim: {_swap_rule(sweep_runs(other)['sweep'].iloc[0], replaced, reference, own_words, words)}",
+    ]
+    return table
+
+
+SWAPPED_NOTE = (
+    "The swapped lines: each cell swapped in against the study's own at that batch: the selected lr and warm-up (epochs), "
+    "the reruns' median steps to result, and their ratio (Hodges-Lehmann) with its exact Mann-Whitney interval, "
+    "95% a cell, uncorrected: a description beside the rule (the claim below), which reads the ratios' words."
+)
+
+
+def _swapped_cell_text(c: pd.Series, mine: pd.Series) -> str:
+    """A swapped-in cell `c` against the study's own cell `mine`, in words (swapped_scaling)."""
+    r = steps_ratio_of(c, mine)
+    if r.ratio is None or not r.number:
+        ratio = "no ratio (" + ("; ".join(r.notes) or "fewer than 2 reruns a side") + ")"
+    else:
+        low, high = (f"{v:.2f}".replace("inf", "∞") for v in (r.ratio.low, r.ratio.high))
+        grid = [n.removeprefix("unresolved: ") for n in r.notes if n.startswith("unresolved")]
+        word = (
+            "no difference resolved" + "".join(f" ({g})" for g in grid)
+            if grid or r.ratio.low <= 1 <= r.ratio.high
+            else "fewer steps swapped in"
+            if r.ratio.high < 1
+            else "more steps swapped in"
+        )
+        ratio = f"{r.ratio.point:.2f} [{low}, {high}] ({power.coverage_text(r.ratio.coverage)}): {word}"
+        ratio += "".join(f"; {n}" for n in r.notes if not n.startswith("unresolved"))
+    return (
+        f"{display(c['arm'])} at {int(c['global_batch']):,}: lr {c['best_lr']:.3g}, warm-up "
+        f"{c['best_warmup_epochs']:.2f} (the study's: lr {mine['best_lr']:.3g}, warm-up "
+        f"{mine['best_warmup_epochs']:.2f}); steps to result {median_steps(c['rerun_steps']):,.0f} against "
+        f"{median_steps(mine['rerun_steps']):,.0f}, ratio {ratio}"
+    )
+
+
+def _swap_rule(sweep: str, replaced: list, reference: str | None, before: dict, after: dict) -> str:
+    """The swap's rule in words: each swapped arm's ratio word with the study's cells and with the swapped ones;
+    the answer holds where none changes, hinges on the swapped cells where one does (swapped_scaling)."""
+    names = list(dict.fromkeys(a for a, _ in replaced))
+    batches = ", ".join(f"{b:,}" for b in sorted({b for _, b in replaced}))
+    head = f"The cells of {sweep} ({', '.join(map(display, names))} at {batches}) in place of the study's"
+    read = [a for a in names if a != reference]
+    if not read:
+        return f"{head}: no ratio to read (only the reference arm {display(reference)} was swapped)"
+    pending = [display(a) for a in read if a not in before or a not in after]
+    if pending:
+        return f"{head}: the rule is not read yet ({', '.join(pending)}: no ratio, an arm lacks reruns)"
+    kind = {a: tuple(w[a].split(" (")[0] for w in (before, after)) for a in read}
+    said = "; ".join(
+        f"{display(a)} / {display(reference)}: {old}" + (" either way" if old == now else f" before, {now} swapped")
+        for a, (old, now) in kind.items()
+    )
+    changed = sum(old != now for old, now in kind.values())
+    verdict = (
+        f"the answer hinges on the swapped cells ({changed} of {len(read)} ratio words change)"
+        if changed
+        else "the answer holds (no ratio word changes)"
+    )
+    return f"{head}: {said}: {verdict}"
+
+
+def _scaling(study: Study, baseline: str | None, read: set[str] | None = None) -> tuple[Table, str | None, dict]:
+    """The scaling table (scaling), its reference arm and each other arm's ratio word (ratio_word); `read`: the
+    arms whose ratio rows and claims it prints (None: all)."""
     table_cells = cells(study)
     table = Table(title("Scaling: steps to result and the critical batch", table_cells), SCALING_COLUMNS, keys=2)
     names = [a for a in arms(sweep_runs(study)) if a in set(table_cells["arm"])]
@@ -506,6 +595,9 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
     checks = fit_checks(study, table_cells, fits)
     reference = _reference(study, baseline, names, fits)
     alternatives, ratio_of = estimates(table_cells, names, reference, fits)
+    words = {a: ratio_word(a, reference, r, fits) for a, r in ratio_of.items() if r and r.get("curve")}
+    compared = max(len(ratio_of), 1)  # the Bonferroni family: every arm against the reference, read or not
+    ratio_of = {a: r for a, r in ratio_of.items() if read is None or a in read}
     crossings = {}
     for arm in names:
         cells_of = table_cells[table_cells["arm"] == arm].sort_values("global_batch")
@@ -531,13 +623,13 @@ def scaling(study: Study, baseline: str | None = None) -> Table:
     table.notes = [
         *([secondary] if secondary else []),
         *SCALING_NOTES,
-        _ratio_note(max(len(ratio_of), 1)),
+        _ratio_note(compared),
         ALTERNATIVES_NOTE,
         NOISE_SCALE_NOTE,
         *provenance_notes(study),
         *(f"Claim: {claim}" for claim in claims),
     ]
-    return table
+    return table, reference, words
 
 
 def _arm_rows(arm: str, cells_of: pd.DataFrame, f, check, alternatives, crossings: dict) -> list[list]:

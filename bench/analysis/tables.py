@@ -460,8 +460,11 @@ def baseline_for(name: str, baseline: str | None) -> str | None:
     return baseline if TABLES[name].baseline else None
 
 
-def build(name: str, study: Study, baseline: str | None = None, batch: int | None = None) -> Table:
-    """The table `name`; `batch` (compare only): only the recipes of that global batch."""
+def build(
+    name: str, study: Study, baseline: str | None = None, batch: int | None = None, swapped_in: Study | None = None
+) -> Table:
+    """The table `name`; `batch` (compare only): only the recipes of that global batch; `swapped_in` (scaling
+    only): another sweep's cells in place of the study's own (scaling.swapped_scaling)."""
     if name not in TABLES:
         raise UserError(f"unknown table '{name}'; choose from {', '.join(TABLES)}")
     if baseline is not None and not TABLES[name].baseline:
@@ -476,6 +479,10 @@ def build(name: str, study: Study, baseline: str | None = None, batch: int | Non
             f"--baseline '{baseline}': no run uses that optimizer; the runs use "
             f"{', '.join(sorted(set(study.groups['optimizer'])))}"
         )
+    if swapped_in is not None:
+        if name != "scaling":
+            raise UserError(f"--cells is an option of `bench table scaling` only, not of '{name}'")
+        return TABLES[name].load()(study, baseline, swapped_in)
     if batch is None:
         return TABLES[name].load()(study, baseline)
     if name != "compare":
