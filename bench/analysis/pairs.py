@@ -82,7 +82,7 @@ def steps_ratio_of(cell_x: pd.Series, cell_y: pd.Series, confidence: float = CON
     grid = float(np.nanmax(grids)) if np.isfinite(grids).any() else math.nan
     mx, my = (np.median(s) if len(s) else math.nan for s in (sx, sy))
     if math.isfinite(mx) and math.isfinite(my) and abs(mx - my) <= grid:  # crossed within one evaluation interval
-        notes.append(f"unresolved: the medians differ by no more than the grid of {grid:,.0f} steps")
+        notes.append(f"unresolved: the medians differ by no more than the grid of {grid:,.0f} step{'s' * (grid != 1)}")
     return StepsRatio(power.ratio_interval(sx, sy, confidence), notes, (len(sx), len(sy)), confidence)
 
 
