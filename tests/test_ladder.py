@@ -223,6 +223,19 @@ def test_a_swapped_cell_must_be_one_of_the_study_s(field, tmp_path):
         scaling.scaling(study, swapped_in=foreign)
 
 
+def test_a_swap_whose_cells_wait_for_reruns_reads_no_rule_yet(field, tmp_path):
+    for arm in ("lars", "nesterov"):
+        ladder_run(tmp_path, arm, 200, "trial", 0, 10, trial=0, lr=0.2, warmup=1.0, sweep="w")
+    table = scaling.scaling(field, swapped_in=results.load_study([tmp_path]))
+    assert (
+        "Swapped: LARS at 200: lr 0.2, warm-up 1.00 (the study's: lr 0.1, warm-up 0.00); no reruns yet" in table.notes
+    )
+    assert claims_of(table)[-1] == (
+        "The cells of w (LARS, Nesterov SGD at 200) in place of the study's: the rule is not read yet (Nesterov "
+        "SGD: no ratio, an arm lacks reruns)"
+    )
+
+
 def test_bench_table_scaling_takes_the_cells_of_another_tree(field, tmp_path, capsys):
     from bench.cli import main
 

@@ -536,8 +536,15 @@ SWAPPED_NOTE = (
 def _swapped_cell_text(c: pd.Series, mine: pd.Series) -> str:
     """A swapped-in cell `c` against the study's own cell `mine`, in words (swapped_scaling)."""
     r = steps_ratio_of(c, mine)
+    selected = (
+        f"{display(c['arm'])} at {int(c['global_batch']):,}: lr {c['best_lr']:.3g}, warm-up "
+        f"{c['best_warmup_epochs']:.2f} (the study's: lr {mine['best_lr']:.3g}, warm-up "
+        f"{mine['best_warmup_epochs']:.2f})"
+    )
+    if not len(c["rerun_steps"]):
+        return f"{selected}; " + ("no reruns (every trial diverged)" if never_rerun(c) else "no reruns yet")
     if r.ratio is None or not r.number:
-        ratio = "no ratio (" + ("; ".join(r.notes) or "fewer than 2 reruns a side") + ")"
+        ratio = "none (" + ("; ".join(r.notes) or "fewer than 2 reruns a side") + ")"
     else:
         low, high = (f"{v:.2f}".replace("inf", "∞") for v in (r.ratio.low, r.ratio.high))
         grid = [n.removeprefix("unresolved: ") for n in r.notes if n.startswith("unresolved")]
@@ -551,9 +558,7 @@ def _swapped_cell_text(c: pd.Series, mine: pd.Series) -> str:
         ratio = f"{r.ratio.point:.2f} [{low}, {high}] ({power.coverage_text(r.ratio.coverage)}): {word}"
         ratio += "".join(f"; {n}" for n in r.notes if not n.startswith("unresolved"))
     return (
-        f"{display(c['arm'])} at {int(c['global_batch']):,}: lr {c['best_lr']:.3g}, warm-up "
-        f"{c['best_warmup_epochs']:.2f} (the study's: lr {mine['best_lr']:.3g}, warm-up "
-        f"{mine['best_warmup_epochs']:.2f}); steps to result {median_steps(c['rerun_steps']):,.0f} against "
+        f"{selected}; steps to result {median_steps(c['rerun_steps']):,.0f} against "
         f"{median_steps(mine['rerun_steps']):,.0f}, ratio {ratio}"
     )
 
