@@ -320,7 +320,12 @@ def ratio_words(
     fits = ladder_fits(table_cells)
     reference = _reference(study, baseline, names, fits)
     _, ratio_of = estimates(table_cells, names, reference, fits)
-    return reference, {a: ratio_word(a, reference, r, fits) for a, r in ratio_of.items() if r and r.get("curve")}
+    return reference, _words(ratio_of, reference, fits)
+
+
+def _words(ratio_of: dict, reference: str | None, fits: dict) -> dict[str, str]:
+    """arm -> its ratio's word (ratio_word), for each arm with a ratio by the curve."""
+    return {a: ratio_word(a, reference, r, fits) for a, r in ratio_of.items() if r and r.get("curve")}
 
 
 def _reference(study: Study, baseline: str | None, names: list[str], fits: dict) -> str | None:
@@ -516,9 +521,10 @@ def swapped_scaling(study: Study, other: Study, baseline: str | None = None) -> 
     difference resolved, not judged), and hinges on the swapped cells where one does."""
     swapped, replaced = replaced_cells(study, other)
     read = set(a for a, _ in replaced)
-    table, reference, words = _scaling(swapped, baseline, read)
-    _, own_words = ratio_words(study, cells(study), reference)
-    own, new = (cells(s).set_index(["arm", "global_batch"], drop=False) for s in (study, swapped))
+    table, reference, words, new_cells = _scaling(swapped, baseline, read)
+    own_cells = cells(study)
+    _, own_words = ratio_words(study, own_cells, reference)
+    own, new = (c.set_index(["arm", "global_batch"], drop=False) for c in (own_cells, new_cells))
     table.notes += [f"Swapped: {_swapped_cell_text(new.loc[c], own.loc[c])}" for c in replaced] + [
         SWAPPED_NOTE,
         f"Claim: {_swap_rule(sweep_runs(other)['sweep'].iloc[0], replaced, reference, own_words, words)}",
@@ -527,8 +533,8 @@ def swapped_scaling(study: Study, other: Study, baseline: str | None = None) -> 
 
 
 SWAPPED_NOTE = (
-    "The swapped lines: each cell swapped in against the study's own at that batch: the selected lr and warm-up (epochs), "
-    "the reruns' median steps to result, and their ratio (Hodges-Lehmann) with its exact Mann-Whitney interval, "
+    "The swapped lines: each cell swapped in against the study's own at that batch: the selected lr and warm-up "
+    "(epochs), the reruns' median steps to result, and their ratio (Hodges-Lehmann) with its exact Mann-Whitney interval, "
     "95% a cell, uncorrected: a description beside the rule (the claim below), which reads the ratios' words."
 )
 
@@ -589,9 +595,9 @@ def _swap_rule(sweep: str, replaced: list, reference: str | None, before: dict, 
     return f"{head}: {said}: {verdict}"
 
 
-def _scaling(study: Study, baseline: str | None, read: set[str] | None = None) -> tuple[Table, str | None, dict]:
-    """The scaling table (scaling), its reference arm and each other arm's ratio word (ratio_word); `read`: the
-    arms whose ratio rows and claims it prints (None: all)."""
+def _scaling(study: Study, baseline: str | None, read: set[str] | None = None) -> tuple:
+    """The scaling table (scaling), its reference arm, each other arm's ratio word (ratio_word) and the cells it
+    was made from; `read`: the arms whose ratio rows and claims it prints (None: all)."""
     table_cells = cells(study)
     table = Table(title("Scaling: steps to result and the critical batch", table_cells), SCALING_COLUMNS, keys=2)
     names = [a for a in arms(sweep_runs(study)) if a in set(table_cells["arm"])]
@@ -600,7 +606,7 @@ def _scaling(study: Study, baseline: str | None, read: set[str] | None = None) -
     checks = fit_checks(study, table_cells, fits)
     reference = _reference(study, baseline, names, fits)
     alternatives, ratio_of = estimates(table_cells, names, reference, fits)
-    words = {a: ratio_word(a, reference, r, fits) for a, r in ratio_of.items() if r and r.get("curve")}
+    words = _words(ratio_of, reference, fits)
     compared = max(len(ratio_of), 1)  # the Bonferroni family: every arm against the reference, read or not
     ratio_of = {a: r for a, r in ratio_of.items() if read is None or a in read}
     crossings = {}
@@ -634,7 +640,7 @@ def _scaling(study: Study, baseline: str | None, read: set[str] | None = None) -
         *provenance_notes(study),
         *(f"Claim: {claim}" for claim in claims),
     ]
-    return table, reference, words
+    return table, reference, words, table_cells
 
 
 def _arm_rows(arm: str, cells_of: pd.DataFrame, f, check, alternatives, crossings: dict) -> list[list]:
