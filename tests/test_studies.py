@@ -285,3 +285,23 @@ def test_a_committed_tree_keeps_its_size_budget_and_packed_events(tree):
     for run in runs:
         if rundir.read_meta(run).get("status") in rundir.FINISHED:
             assert (run / rundir.EVENTS_PACKED).is_file() and not (run / rundir.EVENTS).exists(), run
+
+
+MIXED_PLATFORMS = {  # trees whose runs are known to come from two platforms, each disclosed where it is written up
+    "field-decay": "docs/studies.md: 22 trials on an AMD EPYC, the rest on an Intel Xeon (2026-12-03)",
+}
+
+
+@pytest.mark.parametrize("tree", TREES, ids=lambda p: p.name)
+def test_a_committed_trees_runs_come_from_one_platform(tree):
+    """A study's runs come from one kernel platform (rundir.kernels: the kernel path and the processor; the same run
+    on an Intel Xeon and an AMD EPYC differs from its first evaluation): bench sweep refuses another, and this holds
+    a tree resumed by hand or by an older checkout (whose sweep did not know the processor) to the same rule, where
+    a copy adds the runs to the checkout."""
+    from bench import rundir
+
+    platforms = {rundir.kernels(rundir.read_meta(run)) for run in rundir.find_runs([tree])}
+    if tree.name in MIXED_PLATFORMS:
+        assert len(platforms) > 1, f"{tree.name} is one platform now: drop it from MIXED_PLATFORMS"
+    else:
+        assert len(platforms) == 1, f"{tree}: runs from {sorted(platforms)}"
