@@ -143,3 +143,5 @@ def test_a_point_before_the_references_first_evaluation_leaves_the_top1_panel_it
     fig = branch_plots.plot_critical_along_training([early, *later])
     by_images, by_top1 = (ax.get_lines()[0].get_xdata() for ax in fig.axes)
     assert len(by_images) == 3 and len(by_top1) == 2 and all(map(math.isfinite, by_top1))
+    assert "shows in the left panel only" in fig.bench_caption  # the caption says where the third point went
+    assert "left panel only" not in branch_plots.plot_critical_along_training(later).bench_caption

@@ -71,7 +71,12 @@ def plot_critical_along_training(found: list[branching.Window]):
         f"Each point: where a branch at k x B0 first needs 1.2 x the images of linear scaling over a window of Δ "
         f"images from that point of the reference's training (the seeds' median; a vertical line: the range of "
         f"each seed's own crossing). An open triangle at {largest:,}: no branch batch passed 1.2 (the critical "
-        "batch lies above the largest branched). Windows the reference's curve could not read are left out.",
+        "batch lies above the largest branched). Windows the reference's curve could not read are left out."
+        + (
+            " A point before the reference's first evaluation has no Top-1 yet: it shows in the left panel only."
+            if any(not math.isfinite(w.reference_top1) for w in found)
+            else ""
+        ),
     )
     fig.tight_layout()
     return fig
