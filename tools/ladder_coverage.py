@@ -26,6 +26,7 @@ import pandas as pd
 from scipy import stats
 
 from bench.analysis import ladder
+from bench.analysis.critical import LACK_OF_FIT_ALPHA
 
 LADDERS = {  # batches, steps at 64, budget (images) by batch, grid (steps) at a batch and steps, ratio level
     "committed": (
@@ -132,7 +133,7 @@ def fit_table(args, rng) -> None:
                 flag = bool(check.outside(f) or check.unexplained())
                 covered += low <= critical(b_noise) <= high
                 flagged += flag
-                lack += f.lack_of_fit_p < ladder.LACK_OF_FIT_ALPHA
+                lack += f.lack_of_fit_p < LACK_OF_FIT_ALPHA
                 clean_covered += not flag and low <= critical(b_noise) <= high
                 ratio.append(f.critical[0] / critical(b_noise))
                 misses += int(np.isinf(cells["rerun_steps"].iloc[-1]).sum())

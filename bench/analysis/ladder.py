@@ -62,18 +62,16 @@ import numpy as np
 import pandas as pd
 
 from bench.analysis import critical, power
+from bench.analysis.critical import EXCESS, GRID_REACH
 
 if TYPE_CHECKING:
     from bench.analysis.results import Study
     from bench.rundir import Run
 
-EXCESS = 1.2  # Zhang et al. 2024: the critical batch is where images to result are 20% above linear scaling
 LEVEL = 0.95
 RESOLVED = 2.0  # an interval wider than this factor does not locate the critical batch
 GRID_STEP = 2 ** (1 / 64)  # the B_noise grid's spacing
-GRID_REACH = 64.0  # the grid spans the ladder / 64 to the ladder x 64, then ∞
 MISSES_ALPHA = 0.05  # a batch's misses are "not explained by the fit" when their chance under it is below this
-LACK_OF_FIT_ALPHA = 0.05  # the batches scatter about the curve more than their reruns do (ladder.profile)
 TARGET_SHIFT = 1.0  # points: the robustness fits' targets, below and above the declared one
 BOOTSTRAP_DRAWS = 1000
 POWER = 0.8
@@ -144,46 +142,10 @@ def profile(batches, steps, ran, grids) -> Profile:
     """The B_noise grid, each point's least residual sum of squares and log E_min, and the interval's variance
     after the lack-of-fit test (module docstring). `steps`: a rerun's steps to the target (inf: a miss, a lower
     bound at the steps it `ran`)."""
-    b, s, bound, g = (np.asarray(v, float) for v in (batches, steps, ran, grids))
-    grid = _grid(b)
-    shape = np.log(1 / b[None, :] + 1 / grid[:, None])  # log S = log E_min + log(1/B + 1/B_noise)
-    reached = np.isfinite(s)
-    g = np.where(reached & np.isfinite(g), g, 0.0)
-    middle = np.where(reached, s - g / 2, bound)  # the target was crossed within the grid's G steps before S
-    target = np.log(middle)[None, :] - shape  # each point's log E_min
-    # the level: the mean of the reached points and the bounds above it; try each count of bounds above
-    bounds_desc = -np.sort(-np.where(reached, -np.inf, target), axis=1)[:, : int((~reached).sum())]
-    base_sum, base_n = (target * reached).sum(axis=1), reached.sum()
-    levels = [base_sum / base_n] + [
-        (base_sum + bounds_desc[:, :k].sum(axis=1)) / (base_n + k) for k in range(1, bounds_desc.shape[1] + 1)
-    ]
-    rss, best = np.full(len(grid), np.inf), np.zeros(len(grid))
-    for level in levels:
-        resid = target - level[:, None]
-        resid = np.where(reached, resid, np.maximum(resid, 0.0))  # a bound costs only when the curve is below it
-        now = (resid**2).sum(axis=1)
-        best = np.where(now < rss, level, best)
-        rss = np.minimum(rss, now)  # the convex objective's minimum is at one of these levels
-    i = int(np.argmin(rss))
-    costing = int(reached.sum() + (~reached & (target[i] > best[i])).sum())  # a bound above the curve costs nothing
-    df = max(costing - 2, 1)
-    rounding = float(np.mean((g[reached] / middle[reached]) ** 2) / 12) if reached.any() else 0.0
-    s2 = spread2 = max(float(rss[i]) / df, rounding)
-    lof_p, interval_df = math.nan, df
-    # lack of fit: the reached reruns' scatter within their batches (pure error) against the rest of the residual
-    logs, at = np.log(middle[reached]), b[reached]
-    pure = sum(float(((logs[at == v] - logs[at == v].mean()) ** 2).sum()) for v in np.unique(at))
-    pure_df = int(reached.sum()) - len(np.unique(at))
-    lof_df = df - pure_df  # pure_df >= 1 needs a batch with two reached reruns, so costing > 2 and df is exact
-    if lof_df >= 1 and pure_df >= 1 and pure > 0:
-        from scipy import stats
-
-        lof = max(float(rss[i]) - pure, 0.0) / lof_df
-        # reruns crossing at one evaluation differ by less than the grid: their scatter at least its rounding
-        lof_p = float(stats.f.sf(lof / max(pure / pure_df, rounding), lof_df, pure_df))
-        if lof_p < LACK_OF_FIT_ALPHA:  # the batches scatter more than their reruns: the batch means' variance
-            s2, interval_df = max(lof, rounding), lof_df
-    return Profile(grid, rss, best, s2, interval_df, lof_p, math.sqrt(spread2))
+    r = critical.readings(batches, steps, ran, grids)
+    grid = _grid(r.batches)
+    shape = np.log(1 / r.batches[None, :] + 1 / grid[:, None])  # log S = log E_min + log(1/B + 1/B_noise)
+    return Profile(grid, *critical.least_squares(shape, r, params=2))
 
 
 def fit(batches, steps, ran, grids, level: float = LEVEL, base: float = 0.0) -> Fit:

@@ -26,6 +26,7 @@ from bench.analysis.cells import (
     sweep_runs,
     title,
 )
+from bench.analysis.critical import LACK_OF_FIT_ALPHA
 from bench.analysis.pairs import PRIMARY, check_arm, declared_reference, median_level, steps_ratio_of
 from bench.analysis.paper import display
 from bench.analysis.render import NO_NUMBER, Cell, Table
@@ -217,7 +218,7 @@ def _arm_claim(arm: str, f: ladder.Fit | None, check, ties: dict, alternatives: 
         words.append(medians)
     if check and check.diverged_text():
         words.append(check.diverged_text())
-    if f.lack_of_fit_p < ladder.LACK_OF_FIT_ALPHA:
+    if f.lack_of_fit_p < LACK_OF_FIT_ALPHA:
         words.append(
             f"its batches scatter about the fit more than their reruns do (lack of fit p {f.lack_of_fit_p:.3f}): "
             "the interval is the batch means'"
@@ -293,7 +294,7 @@ def _ratio_claim(
             )
         if r.unbounded:
             word += f"; in {r.unbounded:,} of its {r.draws:,} draws an arm had no finite critical batch"
-        scatter = [display(a) for a in (arm, reference) if fits[a].lack_of_fit_p < ladder.LACK_OF_FIT_ALPHA]
+        scatter = [display(a) for a in (arm, reference) if fits[a].lack_of_fit_p < LACK_OF_FIT_ALPHA]
         if scatter:  # the bootstrap redraws seeds, not the batches' selections
             word += f" (too narrow: the batches of {' and '.join(scatter)} scatter more than the seeds it redraws)"
     untested = [f"{display(a)} {len(ties[a])} of {len(crossings[a])}" for a in (arm, reference) if ties.get(a)]
@@ -376,7 +377,7 @@ def alternatives_words(a: ladder.Alternatives, f: ladder.Fit) -> list[str]:
         if test.p != test.p:  # three parameters through three batch means leave no residual to test against
             tested = f"alpha = 1 not testable on {test.batches} batch means (the F test needs 4 or more)"
         else:
-            verdict = "rejected" if test.p < ladder.LACK_OF_FIT_ALPHA else "not rejected"
+            verdict = "rejected" if test.p < LACK_OF_FIT_ALPHA else "not rejected"
             tested = f"alpha = 1 {verdict} on the {test.batches} batch means (F test p {test.p:.3f})"
         words.append(f"the bent curve S_min (1 + (B_noise / B)^alpha) puts it at {bent_text(a.bent)}; {tested}")
     if a.model_free[0] == a.model_free[0]:
@@ -454,7 +455,7 @@ SCALING_NOTES = (  # before the ratio rows' note (_ratio_note)
     "lack of fit p: the reruns of a batch share its selected lr, so a batch can sit off the curve as a whole: "
     "the F test of the batches' scatter about the fit (the residual sum of squares less the reruns' scatter "
     "within their batches, at least the grid's rounding) against that within-batch scatter; below "
-    f"{ladder.LACK_OF_FIT_ALPHA:g}, the interval takes the batches' variance on their degrees of freedom (it "
+    f"{LACK_OF_FIT_ALPHA:g}, the interval takes the batches' variance on their degrees of freedom (it "
     "widens to what the batch means can say) and the claim says so. The residual variance counts the points "
     "that cost the fit (every reached rerun, and each miss the curve passes below).",
     f"critical batch: where images to result are {EXCESS_TEXT} above perfect linear scaling (Zhang et al. 2024, "
