@@ -354,9 +354,12 @@ def event_lines(run: Path, cut: bool = False) -> list[str]:
     run = Path(run)
     packed, live = run / EVENTS_PACKED, run / EVENTS
     lines = []
-    if packed.is_file():
+    if packed.exists():
         try:
-            lines = gzip.decompress(packed.read_bytes()).decode().splitlines()
+            data = packed.read_bytes()
+            if not data:  # bench packs whole logs: even an empty one is a gzip header
+                raise EOFError("an empty file")
+            lines = gzip.decompress(data).decode().splitlines()
         except (OSError, EOFError, UnicodeDecodeError, gzip.BadGzipFile) as e:
             raise UserError(f"{packed}: damaged ({e}); restore it from where the results came from") from None
     tail = live.read_text(errors="replace").splitlines() if live.is_file() else []
@@ -500,16 +503,20 @@ def read_metrics(run: Path, plan_batch: float = math.nan) -> pd.DataFrame:
 
     path = run / METRICS
     columns = list(dict.fromkeys([*METRIC_COLUMNS, *OPTIONAL_METRIC_COLUMNS]))
-    if not path.is_file():
+    if not path.exists():
         return pd.DataFrame(columns=columns, dtype=float)
     try:
         text = path.read_text()
         if text and not text.endswith("\n"):  # bench writes whole files: a copy or a full disk cut this one
             text = text[: text.rfind("\n") + 1]
             damaged(f"{path}: the last line is cut off (an interrupted copy or write); it is left out")
+        fields = [len(row) for row in csv.reader(io.StringIO(text))]
         metrics = pd.read_csv(io.StringIO(text))
-    except (ValueError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+    except (OSError, ValueError, csv.Error, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
         raise UserError(f"{path}: not a readable metrics file ({type(e).__name__}: {e})") from None
+    # bench writes every row with the header's fields: a row cut short would read as NaN, silently
+    if short := [i + 2 for i, n in enumerate(fields[1:]) if n != fields[0]]:
+        raise UserError(f"{path}: line {short[0]} has {fields[short[0] - 1]} fields, the header {fields[0]}")
     required = [c for c in METRIC_COLUMNS if c not in OPTIONAL_METRIC_COLUMNS]
     missing = [c for c in required if c not in metrics.columns]
     if missing:
@@ -568,4 +575,7 @@ def read_run(run: str | Path) -> Run:
     batch = int(recipe["global_batch"])
     plan = meta.get("plan") or {}
     plan_batch = float(plan.get("batch") or batch)
-    return Run(run, recipe, meta, batch, plan_batch, read_metrics(run, plan_batch))
+    metrics = read_metrics(run, plan_batch)
+    if meta.get("status") == "completed" and not len(metrics):  # a completed run ends with its final evaluation
+        raise UserError(f"{run / METRICS}: no evaluation, but meta.json says the run completed (damaged or missing)")
+    return Run(run, recipe, meta, batch, plan_batch, metrics)

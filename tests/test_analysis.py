@@ -411,19 +411,39 @@ def test_unknown_table_and_baseline(tmp_path, capsys):
     )
 
 
+def _header_only(path):
+    path.write_text(path.read_text().splitlines()[0] + "\n")
+
+
+def _a_folder(path):
+    path.unlink()
+    path.mkdir()
+
+
+def _row_cut_short(path):  # a whole line, newline and all, with its last fields gone: NaN if read as it is
+    *rows, last = path.read_text().splitlines()
+    path.write_text("\n".join([*rows, ",".join(last.split(",")[:5])]) + "\n")
+
+
 @pytest.mark.parametrize(
-    "content, message",
+    "damage, message",
     [
-        ("epoch,step\n1,2\n", "missing column(s) images_seen"),
-        ('not,a,csv\n"unclosed\n', "not a readable metrics file"),
-        (None, "is not a number"),
+        (lambda p: p.write_text("epoch,step\n1,2\n"), "missing column(s) images_seen"),
+        (lambda p: p.write_text('not,a,csv\n"unclosed\n'), "not a readable metrics file"),
+        (lambda p: p.write_text(p.read_text().replace("60", "sixty")), "is not a number"),
+        (_row_cut_short, "line 3 has 5 fields, the header"),
+        (_a_folder, "not a readable metrics file"),
+        (_header_only, "no evaluation, but meta.json says the run completed"),
+        (lambda p: p.unlink(), "no evaluation, but meta.json says the run completed"),
     ],
+    ids=["columns", "unclosed", "text", "row-cut-short", "folder", "header-only", "missing"],
 )
-def test_corrupt_metrics_is_a_user_error_under_strict(tmp_path, capsys, content, message):
+def test_corrupt_metrics_is_a_user_error_under_strict(tmp_path, capsys, damage, message):
+    """Every damage a copy or a disk can do to metrics.csv is named, never read as a run that did not reach."""
     run = make_run(tmp_path, "r", "lars", 100, 0, [50, 60])
     make_run(tmp_path, "ok", "lars", 100, 0, [50, 61])
     path = run / "metrics.csv"
-    path.write_text(content if content is not None else path.read_text().replace("60", "sixty"))
+    damage(path)
     with pytest.raises(UserError, match=re.escape(message)) as e:
         results.load([tmp_path], strict=True)
     assert str(path) in str(e.value)

@@ -688,6 +688,9 @@ def test_a_finished_runs_events_are_packed_and_read_as_before(tmp_path):
     assert [json.loads(line)["step"] for line in event_lines(runs[0])] == [0, 1, 2]
     resumed._lock.close()
     packed = runs[1] / "events.jsonl.gz"
-    packed.write_bytes(packed.read_bytes()[:-9])  # a copy cut short
-    with pytest.raises(UserError, match=r"events.jsonl.gz: damaged \(.*\); restore it from where the results came"):
-        read_events(runs[1])
+    whole = packed.read_bytes()
+    for damage in (lambda: packed.write_bytes(whole[:-9]), lambda: packed.write_bytes(b""), packed.mkdir):
+        packed.unlink(missing_ok=True)  # a copy cut short, an empty file, a folder in its place
+        damage()
+        with pytest.raises(UserError, match=r"events.jsonl.gz: damaged \(.*\); restore it from where the results"):
+            read_events(runs[1])
