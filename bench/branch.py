@@ -45,7 +45,6 @@ import math
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import Field, NonNegativeInt, PositiveInt, model_validator
 
 from bench import catalog, rundir
@@ -105,11 +104,7 @@ class BranchSpec(Strict):
 
 def is_branch_file(path: str | Path) -> bool:
     """Whether `path` reads as a branch file (a mapping with b0 and points) rather than a recipe or a sweep."""
-    try:
-        raw = yaml.safe_load(Path(path).read_text())
-    except (OSError, yaml.YAMLError, UnicodeDecodeError):
-        return False
-    return isinstance(raw, dict) and "b0" in raw and "points" in raw
+    return {"b0", "points"} <= recipe_mod.top_keys(path)
 
 
 def load(path: str | Path) -> BranchSpec:

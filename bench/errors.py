@@ -10,6 +10,7 @@ import difflib
 import importlib.util
 import re
 import warnings
+from pathlib import Path
 
 
 class UserError(ValueError):
@@ -91,3 +92,29 @@ def count(minimum: int):
         return value
 
     return parse
+
+
+def out_folder(text: str) -> str:
+    """An argparse type: a folder to write into (made if missing), not a file."""
+    for path in (Path(text), *Path(text).parents):
+        if path.exists() and not path.is_dir():
+            what = "a file" if path == Path(text) else f"{path} is a file"
+            raise argparse.ArgumentTypeError(f"{text}: {what} (a folder to write into is expected)")
+    return text
+
+
+def out_file(text: str) -> str:
+    """An argparse type: a file to write, in a folder that exists."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: a folder (a file to write is expected)")
+    if not path.resolve().parent.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: the folder {path.resolve().parent} does not exist")
+    return text
+
+
+def one_line(text: str) -> str:
+    """An argparse type: a value written into a line of a script (#SBATCH), so no line breaks or control characters."""
+    if re.search(r"[\x00-\x1f\x7f]", text):
+        raise argparse.ArgumentTypeError(f"{text!r}: a line break or control character (one line is expected)")
+    return text

@@ -616,12 +616,20 @@ class _RecipeLoader(yaml.SafeLoader):
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=True)
             line = key_node.start_mark.line + 1
+            if not isinstance(key, (str, int, float, bool)) and key is not None:
+                raise yaml.YAMLError(f"a key at line {line} is a {type(key).__name__}; keys are names")
             if key in seen:
                 raise yaml.YAMLError(f"key '{key}' appears twice, at lines {seen[key]} and {line}; keep one")
             seen[key] = line
         return super().construct_mapping(node, deep)
 
 
+# No YAML timestamps: no key takes a date, and 2020-01-01 read as one is a value no key allows (or, as a tag, one
+# JSON cannot write); it stays text, as in YAML 1.2's core schema.
+_RecipeLoader.yaml_implicit_resolvers = {
+    first: [(tag, pattern) for tag, pattern in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
 # YAML 1.2's floats without a decimal point (1e-3, 5E4), which PyYAML (YAML 1.1) reads as text: with strict types
 # a learning rate written as timm's configs write it would be refused, and a quoted "1e-3" could not be told apart.
 _RecipeLoader.add_implicit_resolver(
@@ -637,12 +645,24 @@ def read_yaml(path: Path, what: str = "recipe"):
         return yaml.load(path.read_text(encoding="utf-8"), Loader=_RecipeLoader)  # noqa: S506 - a SafeLoader
     except FileNotFoundError:
         raise UserError(f"{path}: no such {what} file") from None
+    except OSError as e:
+        raise UserError(f"{path}: cannot read the {what} file ({e.strerror or e})") from None
     except UnicodeDecodeError as e:
         raise UserError(f"{path}: not UTF-8 text (byte {e.start}); save the {what} as UTF-8") from None
-    except yaml.YAMLError as e:
+    except (yaml.YAMLError, ValueError, TypeError) as e:  # ValueError: a tagged value (!!float x) it cannot be
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
         raise UserError(f"{path}: malformed YAML{where}: {getattr(e, 'problem', None) or e}") from None
+
+
+def top_keys(path: str | Path) -> set:
+    """The keys of a YAML file's top-level mapping, none where it is unreadable or not one (its loader then says
+    why): how a recipe, a sweep file and a branch file are told apart."""
+    try:
+        raw = read_yaml(Path(path))
+    except UserError:
+        return set()
+    return set(raw) if isinstance(raw, dict) else set()
 
 
 def load_file_spec(path: str | Path, model: type[BaseModel], what: str, shape: str):
@@ -652,6 +672,8 @@ def load_file_spec(path: str | Path, model: type[BaseModel], what: str, shape: s
     raw = read_yaml(path, what)
     if not isinstance(raw, dict):
         raise UserError(f"{path}: a {what} file is a YAML mapping ({shape})")
+    if {"model", "optimizer"} <= set(raw):
+        raise UserError(f"{path}: a recipe, not a {what} file ({shape}); `bench run {path}` runs it")
     raw.setdefault("name", path.stem)
     try:
         check_path_component(str(raw["name"]), "name")
@@ -670,7 +692,12 @@ def parse_set(assignment: str) -> tuple[list[str], Any]:
     key, sep, value = assignment.partition("=")
     if not sep or not key:
         raise UserError(f"--set '{assignment}': expected KEY.PATH=VALUE, e.g. --set optimizer.lr=0.5")
-    return key.split("."), yaml.load(value, Loader=_RecipeLoader)  # noqa: S506 - a SafeLoader, as recipe files
+    try:
+        return key.split("."), yaml.load(value, Loader=_RecipeLoader)  # noqa: S506 - a SafeLoader, as recipe files
+    except (yaml.YAMLError, ValueError, TypeError) as e:
+        raise UserError(
+            f"--set '{assignment}': the value is not valid YAML ({getattr(e, 'problem', None) or e})"
+        ) from None
 
 
 def _section(loc, root: type[BaseModel] | None = None) -> type[BaseModel] | None:
@@ -817,8 +844,8 @@ def named_after_sets(before: dict, after: dict, sets: list[str]) -> str:
     appended (`mnist-lars+optimizer.name=vrgd_lars`, an earlier append of that key replaced) and a `-seed<M>`
     suffix made the --set seed, so a run is filed and reported under what ran. A --set name is kept as given."""
     keys = [parse_set(s)[0] for s in sets]
-    name = str(after["name"])
-    if ["name"] in keys:
+    name = after["name"]
+    if ["name"] in keys or not isinstance(name, str):  # not a name: validation says so
         return name
     if ["seed"] in keys:  # the suffix of the name before any appended key
         base, plus, appended = name.partition("+")

@@ -493,7 +493,34 @@ def read_recipe_and_meta(run: Path) -> tuple[dict, dict]:
             raise UserError(f"{run / RECIPE}: missing key '{key}' (not a resolved bench recipe)")
     if not isinstance(recipe["optimizer"], dict) or "name" not in recipe["optimizer"]:
         raise UserError(f"{run / RECIPE}: missing key 'optimizer.name'")
+    if not _is_number(recipe["global_batch"]):
+        raise UserError(f"{run / RECIPE}: key 'global_batch' is {recipe['global_batch']!r}, not a number")
+    if wrong := _wrong_types(meta):
+        raise UserError(f"{run / META}: key {wrong}")
     return Recipe.as_today(recipe), meta  # so a key added since a run was made does not split its seeds
+
+
+META_NUMBERS = ("train_time_s", "eval_time_s", "train_images_per_s", "train_size", "val_size", "holdout_size")
+META_MAPPINGS = {"plan": ("batch",), "evaluated_images": ("val", "train_eval")}  # their number keys
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _wrong_types(meta: dict) -> str:
+    """The first meta.json key the analysis reads whose value has another type, in words ('' if none; null is
+    allowed everywhere)."""
+    for key in META_NUMBERS:
+        if meta.get(key) is not None and not _is_number(meta[key]):
+            return f"'{key}' is {meta[key]!r}, not a number"
+    for key, inner in META_MAPPINGS.items():
+        if meta.get(key) is not None and not isinstance(meta[key], dict):
+            return f"'{key}' is {meta[key]!r}, not a mapping"
+        for k in inner if meta.get(key) else ():
+            if meta[key].get(k) is not None and not _is_number(meta[key][k]):
+                return f"'{key}.{k}' is {meta[key][k]!r}, not a number"
+    return ""
 
 
 def read_metrics(run: Path, plan_batch: float = math.nan) -> pd.DataFrame:
@@ -540,6 +567,8 @@ def read_events(run: str | Path) -> pd.DataFrame:
     import pandas as pd
 
     rows = [row for row in map(json.loads, event_lines(Path(run))) if isinstance(row, dict)]
+    if any(not _is_number(row.get("step", 0)) for row in rows):  # the steps order the rows: no number, no order
+        raise UserError(f"{run}: an event's 'step' is not a number (its events log is damaged); restore it")
     return pd.DataFrame(rows)
 
 

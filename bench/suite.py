@@ -27,6 +27,8 @@ class Preempted(Exception):
 
 
 def recipe_files(folder: Path) -> list[Path]:
+    if folder.is_file():
+        raise UserError(f"{folder}: a file; bench suite runs every recipe in a folder (`bench run {folder}` runs one)")
     if not folder.is_dir():
         raise UserError(f"{folder}: no such recipe folder")
     files = sorted(folder.rglob("*.yaml"))

@@ -363,11 +363,7 @@ class Trial:
 
 def is_sweep_file(path: str | Path) -> bool:
     """Whether `path` reads as a sweep file (a mapping with `arms`) rather than a recipe."""
-    try:
-        raw = yaml.safe_load(Path(path).read_text())
-    except (OSError, yaml.YAMLError, UnicodeDecodeError):
-        return False
-    return isinstance(raw, dict) and "arms" in raw
+    return "arms" in recipe_mod.top_keys(path)
 
 
 def load(path: str | Path) -> SweepSpec:

@@ -7,6 +7,7 @@ import re
 import pandas as pd
 import pytest
 
+from bench import rundir
 from bench.analysis import report, results, tables
 from bench.analysis.render import latex_escape, render
 from bench.cli import main
@@ -464,6 +465,33 @@ def test_corrupt_recipe_or_meta_is_a_user_error(tmp_path):
         results.load([tmp_path], strict=True)
     with pytest.raises(UserError, match="no readable run directories"):
         results.load([tmp_path])
+
+
+@pytest.mark.parametrize(
+    "file, change, message",
+    [
+        ("meta.json", {"plan": "x"}, "meta.json: key 'plan' is 'x', not a mapping"),
+        ("meta.json", {"plan": {"batch": "abc"}}, "key 'plan.batch' is 'abc', not a number"),
+        ("meta.json", {"train_time_s": "abc"}, "key 'train_time_s' is 'abc', not a number"),
+        ("recipe.yaml", {"global_batch": "abc"}, "recipe.yaml: key 'global_batch' is 'abc', not a number"),
+    ],
+)
+def test_a_value_of_the_wrong_type_in_a_run_is_one_sentence(tmp_path, file, change, message):
+    """A hand-edited or damaged meta.json or recipe.yaml names the key, never a traceback from deep in the analysis."""
+    import yaml
+
+    run = make_run(tmp_path, "r", "lars", 100, 0, [50, 60])
+    path = run / file
+    data = json.loads(path.read_text()) if file == "meta.json" else yaml.safe_load(path.read_text())
+    path.write_text(json.dumps({**data, **change}) if file == "meta.json" else yaml.safe_dump({**data, **change}))
+    with pytest.raises(UserError, match=re.escape(message)):
+        results.load([tmp_path], strict=True)
+
+
+def test_an_event_without_a_numeric_step_is_one_sentence(tmp_path):
+    run = make_run(tmp_path, "r", "lars", 100, 0, [50, 60], events=[{"step": 0, "loss": 2.0}, {"step": "1", "loss": 1}])
+    with pytest.raises(UserError, match="an event's 'step' is not a number"):
+        rundir.read_events(run)
 
 
 def test_a_torn_last_metrics_line_is_dropped_with_a_warning(tmp_path, capsys):

@@ -264,3 +264,9 @@ def test_a_window_past_the_references_curve_reads_no_critical_batch():
     w = branching.Window("lars", "lars", 64, 24576, 8192, "val_top1", 78.2, math.nan, {2: {0: math.nan, 1: math.nan}})
     assert not w.readable and math.isnan(w.critical()) and w.seed_range() is None
     assert branching._why_none(w) == "the reference's curve ends before the window's end"
+
+
+def test_a_recipe_given_as_a_branch_file_is_one_sentence_saying_how_to_run_it():
+    done = cli("branch", str(RECIPES / "demo-sgd.yaml"))
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "demo-sgd.yaml: a recipe, not a branch file" in done.stderr and "bench run" in done.stderr

@@ -30,6 +30,10 @@ from tests.conftest import RECIPES, cli
         ["sweep"],
         ["submit", "r.yaml"],
         ["submit", "r.yaml", "--nodes", "two", "--gpus-per-node", "1"],
+        ["submit", "r.yaml", "--nodes", "1", "--gpus-per-node", "1", "--partition", "gpu\nrm -rf x"],  # a script line
+        ["submit", "r.yaml", "--nodes", "1", "--gpus-per-node", "1", "--sbatch", "--mail-type=END\nx"],
+        ["report", ".", "--out", "."],  # a folder where a file is written
+        ["report", ".", "--out", "no/such/folder.md"],
         ["report", "--format", "pdf"],
         ["table"],
         ["table", "no-such-table", "."],
@@ -38,6 +42,7 @@ from tests.conftest import RECIPES, cli
         ["data", "synth"],
         ["data", "synth", "--out", "x", "--classes", "zero"],
         ["data", "check"],
+        ["data", "check", "x", "--workers", "-2"],
         ["perf"],
         ["perf", "nope"],
         ["perf", "memory", "--bogus"],
@@ -64,6 +69,21 @@ def test_every_subcommand_answers_bad_arguments_in_one_sentence(args, capsys, tm
     assert err.startswith("bench: error: ") and err.count("\n") == 1, err
     assert "Traceback" not in err and "usage:" not in err
     assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["plot", ".", "--out", "f"], ["export", "tensorboard", ".", "--out", "f/x"], ["run", "r.yaml", "--out", "f"]],
+)
+def test_a_file_where_a_folder_is_written_is_one_sentence(args, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "f").write_text("kept")
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("bench: error: ") and err.count("\n") == 1 and "a folder to write into is expected" in err, (
+        err
+    )
+    assert [p.name for p in tmp_path.iterdir()] == ["f"] and (tmp_path / "f").read_text() == "kept"
 
 
 def test_version_names_bench_and_what_it_runs_on(capsys):

@@ -167,6 +167,11 @@ BAD = [
     ("missing key", BASE.replace("target_top1: 50\n", ""), [], ["missing required key 'target_top1'"]),
     ("set unknown key", BASE, ["schedule.colour=1"], ["--set", "schedule.colour", "not a recipe key"]),
     ("set without value", BASE, ["schedule.decay"], ["--set", "KEY.PATH=VALUE"]),
+    ("set value not YAML", BASE, ["optimizer.lr=["], ["--set 'optimizer.lr=['", "not valid YAML"]),
+    ("set value a bad tag", BASE, ["optimizer.lr=!!float x"], ["--set 'optimizer.lr=!!float x'", "not valid YAML"]),
+    ("a date where a number goes", BASE, ["optimizer.lr=2020-13-01"], ["optimizer.lr", "valid number"]),  # text
+    ("a list as a key", BASE + "? [a, b]\n: 1\n", [], ["malformed YAML", "keys are names"]),
+    ("an empty name from --set", BASE, ["name="], ["key 'name'", "valid string (got None)"]),
     ("folder without path", BASE.replace("path: DATA, ", ""), [], ["data.path is required"]),
     ("name outside --out", BASE + "name: ../../x\n", [], ["name '../../x' must be one folder name"]),
     ("absolute name", BASE, ["name=/tmp/x"], ["name '/tmp/x' must be one folder name"]),

@@ -17,7 +17,7 @@ from pathlib import Path
 from bench import catalog
 from bench.analysis import export
 from bench.analysis.render import FORMATS, render, side_notes
-from bench.errors import UserError
+from bench.errors import UserError, out_file, out_folder
 from bench.files import atomic_write
 
 EXPORTS = ("parquet", "json")  # bench.analysis.export.FORMATS, without importing pandas for every command
@@ -42,8 +42,6 @@ def cmd_report(args) -> int:
         return 0
     from bench.analysis import report, results
 
-    if args.out and not Path(args.out).resolve().parent.is_dir():
-        raise UserError(f"--out {args.out}: the folder {Path(args.out).resolve().parent} does not exist")
     runs = results.load(args.paths, args.strict)
     if args.format in export.FORMATS:  # the raw table and its definitions, for notebooks
         frame, name = (runs, "runs") if args.runs else (results.aggregate(runs), "recipes")
@@ -174,7 +172,9 @@ def add_parsers(sub, default_results: Path) -> None:
         "rendered report; parquet, json: every column's raw values and definition, for pandas "
         "(default: %(default)s)",
     )
-    s.add_argument("--out", metavar="FILE", help="write to FILE instead of standard output (parquet needs it)")
+    s.add_argument(
+        "--out", type=out_file, metavar="FILE", help="write to FILE instead of standard output (parquet needs it)"
+    )
     s.add_argument("--columns", action="store_true", help="print every exported column's definition and exit")
     s.set_defaults(func=cmd_report)
 
@@ -211,6 +211,8 @@ def add_parsers(sub, default_results: Path) -> None:
     s = sub.add_parser("plot", help="figures (PNG and SVG) of the runs")
     s.add_argument("paths", **where)
     s.add_argument("--strict", **strict)
-    s.add_argument("--out", default="plots", metavar="DIR", help="output folder (default: %(default)s)")
+    s.add_argument(
+        "--out", type=out_folder, default="plots", metavar="DIR", help="output folder (default: %(default)s)"
+    )
     s.add_argument("--paper", **PAPER_OPTION)
     s.set_defaults(func=cmd_plot)

@@ -21,6 +21,8 @@ import os
 import sys
 from pathlib import Path
 
+from bench.errors import out_folder
+
 DEFAULT_RESULTS = Path("results/runs")
 INTERRUPTED = 130  # a person's Ctrl-C: the shell's 128 + SIGINT; a scheduler's SIGTERM/SIGUSR1 preemption is 0
 
@@ -86,6 +88,6 @@ def set_argument(s, help: str = "override a recipe key") -> None:
 
 def report_arguments(s, named: str, baseline: str, baseline_metavar: str | None = None) -> None:
     """--out, --plots and --baseline of the commands that run many recipes and then report (suite, sweep)."""
-    s.add_argument("--out", help=f"results directory (default: results/<{named}>)")
-    s.add_argument("--plots", help=f"plots directory (default: plots/<{named}>)")
+    s.add_argument("--out", type=out_folder, help=f"results directory (default: results/<{named}>)")
+    s.add_argument("--plots", type=out_folder, help=f"plots directory (default: plots/<{named}>)")
     s.add_argument("--baseline", metavar=baseline_metavar, help=baseline)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from bench.analysis import commands as analysis_commands
 from bench.commands import output_may_close, stop_code
+from bench.errors import out_folder
 
 
 def cmd_branch(args) -> int:
@@ -54,8 +55,8 @@ def add_parsers(sub) -> None:
         "then their table (bench/branch.py documents the branch file)",
     )
     s.add_argument("file", metavar="FILE")
-    s.add_argument("--out", help="results directory (default: results/<name>)")
-    s.add_argument("--plots", help="plots directory (default: plots/<name>)")
+    s.add_argument("--out", type=out_folder, help="results directory (default: results/<name>)")
+    s.add_argument("--plots", type=out_folder, help="plots directory (default: plots/<name>)")
     s.add_argument("--list", action="store_true", help="print the reference and branch runs with their lr, and exit")
     s.add_argument(
         "--allow-mixed-kernels",

@@ -80,5 +80,5 @@ def add_parsers(sub) -> None:
         "check", help="classes, images per split and unreadable files of a dataset (exit 1 when some are unreadable)"
     )
     s.add_argument("dir", metavar="DIR")
-    s.add_argument("--workers", type=int, default=0, help="processes decoding (default: all cores)")
+    s.add_argument("--workers", type=count(0), default=0, help="processes decoding (default 0: all cores)")
     s.set_defaults(func=cmd_check)

@@ -26,7 +26,7 @@ from bench.analysis.render import Table, cell, render, side_notes
 from bench.commands import DEFAULT_RESULTS
 from bench.engine import checkpoint, tensorboard
 from bench.engine.plan import recipe_plan
-from bench.errors import UserError
+from bench.errors import UserError, out_folder
 from bench.rundir import FINISHED, find_runs, read_recipe_and_meta
 
 
@@ -343,7 +343,7 @@ def add_parsers(sub) -> None:
     )
     s.add_argument("paths", **where)
     s.add_argument("--strict", **STRICT_OPTION)
-    s.add_argument("--out", required=True, metavar="DIR", help="output folder")
+    s.add_argument("--out", type=out_folder, required=True, metavar="DIR", help="output folder")
     s.set_defaults(func=cmd_export)
 
     s = sub.add_parser("clean", help="remove the checkpoints of finished runs (report, table and plot need none)")

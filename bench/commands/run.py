@@ -26,7 +26,7 @@ from bench.commands.sweep import run_and_report
 from bench.data.check import check_data
 from bench.engine import launch
 from bench.engine.plan import recipe_plan
-from bench.errors import UserError, count
+from bench.errors import UserError, count, out_folder
 from bench.rundir import RunDir, status_since
 
 
@@ -82,7 +82,10 @@ def _run(args) -> int:
     r = load_recipe(args)  # bad input stops here, before any worker starts
     check_data(args.recipe, r)
     if args.nproc > 1:
-        recipe_plan(r, args.nproc)
+        try:
+            recipe_plan(r, args.nproc)
+        except UserError as e:
+            raise UserError(f"{args.recipe} with --nproc {args.nproc}: {e}") from None
         started = time.time()
         try:
             return launch.run_local(args.nproc, worker_args(args), args.max_restarts)
@@ -182,7 +185,9 @@ def run_arguments(s) -> None:
     """The arguments of one recipe's run, `bench run`'s and `bench submit`'s."""
     s.add_argument("recipe", metavar="RECIPE")
     set_argument(s)
-    s.add_argument("--out", default=str(DEFAULT_RESULTS), help="results directory (default: %(default)s)")
+    s.add_argument(
+        "--out", type=out_folder, default=str(DEFAULT_RESULTS), help="results directory (default: %(default)s)"
+    )
     s.add_argument("--restart", action="store_true", help="start a new run even if an unfinished one can be resumed")
     s.add_argument("--run-dir", help="resume this run directory")
     s.add_argument(

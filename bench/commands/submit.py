@@ -14,7 +14,7 @@ from bench.commands.run import load_recipe, run_arguments, worker_args
 from bench.engine import launch
 from bench.engine.launch import Slurm
 from bench.engine.plan import recipe_plan
-from bench.errors import UserError, count
+from bench.errors import UserError, count, one_line
 from bench.rundir import META
 
 
@@ -90,7 +90,10 @@ def cmd_submit(args) -> int:
             )
         r = load_recipe(args, notes)
         workers = args.workers_per_node or args.gpus_per_node or 1
-        plan = recipe_plan(r, args.nodes * workers)  # an impossible plan is refused before the queue
+        try:  # an impossible plan is refused before the queue
+            plan = recipe_plan(r, args.nodes * workers)
+        except UserError as e:
+            raise UserError(f"{args.recipe} on {args.nodes} node(s) x {workers} worker(s): {e}") from None
         name, script = (
             r.name,
             launch.sbatch_script(
@@ -133,15 +136,16 @@ def add_parsers(sub) -> None:
         "--workers-per-node", type=count(1), help="torchrun workers per node (default: one per GPU; 1 on CPU nodes)"
     )
     s.add_argument("--cpus-per-worker", type=count(1), default=8, help="CPU cores per worker (default 8)")
-    s.add_argument("--partition")
-    s.add_argument("--time", help="SLURM time limit, e.g. 12:00:00")
-    s.add_argument("--account", help="the account charged (#SBATCH --account)")
-    s.add_argument("--qos", help="quality of service (#SBATCH --qos)")
-    s.add_argument("--mem", help="memory per node, e.g. 200G (#SBATCH --mem)")
-    s.add_argument("--constraint", help="node features, e.g. 'h100&ib' (#SBATCH --constraint)")
+    s.add_argument("--partition", type=one_line)
+    s.add_argument("--time", type=one_line, help="SLURM time limit, e.g. 12:00:00")
+    s.add_argument("--account", type=one_line, help="the account charged (#SBATCH --account)")
+    s.add_argument("--qos", type=one_line, help="quality of service (#SBATCH --qos)")
+    s.add_argument("--mem", type=one_line, help="memory per node, e.g. 200G (#SBATCH --mem)")
+    s.add_argument("--constraint", type=one_line, help="node features, e.g. 'h100&ib' (#SBATCH --constraint)")
     s.add_argument("--exclusive", action="store_true", help="whole nodes (#SBATCH --exclusive)")
     s.add_argument(
         "--sbatch",
+        type=one_line,
         action="append",
         default=[],
         metavar="OPTION",
