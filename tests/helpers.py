@@ -284,6 +284,41 @@ class RefAdam(Ref):
         self.trusts.append(trusts)
 
 
+class RefNAdamW(Ref):
+    """NAdamW (AlgoPerf's baseline, timm's NAdamW): AdamW with Nesterov's look-ahead on the first moment,
+    m_hat = (b1 m_t + (1 - b1) g) / (1 - b1^t), and the weight decay decoupled, w <- w (1 - lr wd) first."""
+
+    def __init__(self, ws, weight_decay, betas=(0.9, 0.999), eps=1e-8):
+        super().__init__(ws, weight_decay)
+        self.betas, self.eps, self.t = betas, eps, 0
+        self.m, self.v = [torch.zeros_like(w) for w in ws], [torch.zeros_like(w) for w in ws]
+
+    def step(self, grads, lr):
+        (b1, b2), self.t = self.betas, self.t + 1
+        for i, g in enumerate(grads):
+            w = self.w[i] * (1 - lr * self.wd[i])
+            self.m[i] = b1 * self.m[i] + (1 - b1) * g
+            self.v[i] = b2 * self.v[i] + (1 - b2) * g * g
+            ahead = (b1 * self.m[i] + (1 - b1) * g) / (1 - b1**self.t)
+            self.w[i] = w - lr * ahead / ((self.v[i] / (1 - b2**self.t)).sqrt() + self.eps)
+
+
+class RefLion(Ref):
+    """Lion (Chen et al. 2023, Algorithm 2): w <- w (1 - lr wd) - lr sign(b1 m + (1 - b1) g), then
+    m <- b2 m + (1 - b2) g."""
+
+    def __init__(self, ws, weight_decay, betas=(0.9, 0.99)):
+        super().__init__(ws, weight_decay)
+        self.betas, self.m = betas, [torch.zeros_like(w) for w in ws]
+
+    def step(self, grads, lr):
+        b1, b2 = self.betas
+        for i, g in enumerate(grads):
+            update = torch.sign(b1 * self.m[i] + (1 - b1) * g)
+            self.w[i] = self.w[i] * (1 - lr * self.wd[i]) - lr * update
+            self.m[i] = b2 * self.m[i] + (1 - b2) * g
+
+
 TIGHT = dict(rtol=1e-10, atol=1e-12)  # fp64 parameters against the float64 references, so fp64 statistics
 
 

@@ -865,7 +865,9 @@ def test_each_arms_critical_band_has_its_own_swatch_in_its_colour():
     handles = tuning_plots._critical_handles({"band", "band-lars", "band-nadamw"}, pd.DataFrame(), order)
     swatches = {h.get_label(): h.get_facecolor()[:3] for h in handles}
     assert set(swatches) == {f"{tuning_plots.CRITICAL_BAND}: LARS", f"{tuning_plots.CRITICAL_BAND}: NAdamW"}
-    assert swatches[f"{tuning_plots.CRITICAL_BAND}: LARS"] == pytest.approx(to_rgb(style.color("lars", order)))
+    for arm, shown in (("lars", "LARS"), ("nadamw", "NAdamW")):
+        assert swatches[f"{tuning_plots.CRITICAL_BAND}: {shown}"] == pytest.approx(to_rgb(style.color(arm, order)))
+    assert to_rgb(style.color("lars", order)) != to_rgb(style.color("nadamw", order))  # two swatches, two colours
 
 
 def test_a_tree_whose_batch_moves_gets_the_schedules_table(tmp_path):

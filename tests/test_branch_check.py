@@ -122,6 +122,46 @@ def test_the_figure_draws_each_arm_and_delta_and_marks_a_critical_batch_above_th
     assert "no branch batch passed 1.2" in fig.bench_caption
 
 
+def test_each_arm_and_delta_is_its_own_line_with_its_seeds_range():
+    """Two arms x two Δs: four lines, named; an arm's colour shared by its Δs and apart from the other arm's, a Δ's
+    line style shared by the arms; each point's seed range as a vertical line."""
+    from matplotlib.collections import LineCollection
+    from matplotlib.colors import to_rgb
+
+    from bench.analysis import branch_plots
+
+    spread, same = {2: {0: 1.0, 1: 1.1}, 4: {0: 1.3, 1: 1.5}}, {2: {0: 1.0, 1: 1.0}, 4: {0: 1.4, 1: 1.4}}
+    ws = [
+        branching.Window(
+            arm, arm, 64, point, delta, "val_top1", 50.0 + point / 100, 60.0, spread if arm == "lars" else same
+        )
+        for arm in ("lars", "nadamw")
+        for delta in (500, 1000)
+        for point in (1000, 2000)
+    ]
+    fig = branch_plots.plot_critical_along_training(ws)
+    left = fig.axes[0]
+    lines = {ln.get_label(): ln for ln in left.get_lines() if ", Δ = " in ln.get_label()}
+    assert set(lines) == {f"{a}, Δ = {d}" for a in ("lars", "nadamw") for d in ("500", "1,000")}
+    for label, line in lines.items():
+        arm = label.split(",")[0]
+        expected = [w.critical() for w in ws if w.arm == arm and f"{w.delta:,}" in label]
+        assert list(line.get_ydata()) == pytest.approx(expected) and len(expected) == 2
+    colour = {label: to_rgb(line.get_color()) for label, line in lines.items()}
+    assert colour["lars, Δ = 500"] == colour["lars, Δ = 1,000"] != colour["nadamw, Δ = 500"]
+    assert lines["lars, Δ = 500"].get_linestyle() == lines["nadamw, Δ = 500"].get_linestyle()
+    assert lines["lars, Δ = 500"].get_linestyle() != lines["lars, Δ = 1,000"].get_linestyle()
+    drawn = sorted(
+        tuple(y for _, y in segment)
+        for c in left.collections
+        if isinstance(c, LineCollection)
+        for segment in c.get_segments()
+    )
+    expected = sorted(w.seed_range() for w in ws)  # each point's seeds, LARS's apart
+    assert [v for span in drawn for v in span] == pytest.approx([v for span in expected for v in span])
+    assert sum(high > low for low, high in drawn) == 4
+
+
 def test_the_check_counts_a_branchs_own_time_not_the_references_it_carries():
     from types import SimpleNamespace
 

@@ -155,10 +155,11 @@ def test_write_puts_a_gpu_models_entry_beside_the_others_and_refuses_a_bad_one(m
     before = measured.path.read_text()
     with pytest.raises(UserError, match=r"the entry for 'X': engine.optimizer_step: 'fast' is not one of"):
         defaults.write("X", {"engine.optimizer_step": "fast"})
+    assert measured.path.read_text() == before  # a refused entry writes nothing
     measured.path.write_text("[")
     with pytest.raises(UserError, match="not valid JSON"):
         defaults.write("X", entry)  # a damaged file is not overwritten unseen
-    assert measured.path.read_text() == "[" and before != "["
+    assert measured.path.read_text() == "["
 
 
 def test_the_candidate_keys_do_not_split_seeds():

@@ -11,7 +11,20 @@ from torch import nn
 
 from bench import catalog, optim
 from bench.errors import UserError
-from tests.helpers import HPARAMS, LRS, RefAdam, RefLARS, RefSGD, assert_history, backward, gradients, run, weights
+from tests.helpers import (
+    HPARAMS,
+    LRS,
+    RefAdam,
+    RefLARS,
+    RefLion,
+    RefNAdamW,
+    RefSGD,
+    assert_history,
+    backward,
+    gradients,
+    run,
+    weights,
+)
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py
 
@@ -29,6 +42,11 @@ CASES = [  # registry name, hyperparameters, reference
     ("sgd", dict(weight_decay=0.1, momentum=0.0), lambda ws: RefSGD(ws, 0.1, 0.0)),
     ("adamw", dict(weight_decay=0.1), lambda ws: RefAdam(ws, 0.1)),
     ("lamb", dict(weight_decay=0.1, betas=(0.8, 0.99)), lambda ws: RefAdam(ws, 0.1, (0.8, 0.99), 1e-6, lamb=True)),
+    # the library records at their presets (Nesterov SGD: momentum 0.9, nesterov; NAdamW and Lion: their betas)
+    ("nesterov", dict(weight_decay=0.1), lambda ws: RefSGD(ws, 0.1, 0.9, nesterov=True)),
+    ("nadamw", dict(weight_decay=0.1), lambda ws: RefNAdamW(ws, 0.1)),
+    ("nadamw", dict(weight_decay=0.1, betas=(0.8, 0.99), eps=1e-6), lambda ws: RefNAdamW(ws, 0.1, (0.8, 0.99), 1e-6)),
+    ("lion", dict(weight_decay=0.1), lambda ws: RefLion(ws, 0.1)),
 ]  # fmt: skip
 
 
