@@ -120,6 +120,14 @@ def test_missing_files_and_mismatched_counts(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
+def test_a_subset_larger_than_a_class_is_refused_not_capped(tmp_path, capsys):
+    root = family(tmp_path / "digits", train_per_class=20)
+    assert main(["data", "idx", str(root), "--out", str(tmp_path / "out"), "--per-class", "21"]) == 2
+    err = capsys.readouterr().err
+    assert "--per-class 21: class '0' has 20 train images" in err and "at most 20 a class" in err, err
+    assert not (tmp_path / "out").exists()
+
+
 def test_converted_folders_follow_the_umask(tmp_path):
     old = os.umask(0o022)
     try:

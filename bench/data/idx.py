@@ -149,11 +149,17 @@ def convert(
         folders = {by_name[c]: folders[by_name[c]] for c in classes}
     rng = np.random.default_rng(seed)
     chosen = {}
-    for split, limit in (("train", per_class), ("val", val_per_class)):
+    for split, limit, option in (("train", per_class, "--per-class"), ("val", val_per_class, "--val-per-class")):
         labels = splits[split][1]
         picked = []
         for label in sorted(folders):
             where = np.flatnonzero(labels == label)
+            if limit is not None and limit > len(where):  # a subset that is not the size asked for is not made
+                fewest = min(int((labels == k).sum()) for k in folders)
+                raise UserError(
+                    f"{option} {limit}: class '{folders[label]}' has {len(where)} {split} images in {root}; "
+                    f"at most {fewest} a class"
+                )
             if limit is not None and limit < len(where):
                 where = np.sort(rng.choice(where, limit, replace=False))
             picked.append(where)
