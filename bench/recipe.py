@@ -857,10 +857,15 @@ def named_after_sets(before: dict, after: dict, sets: list[str]) -> str:
     return name
 
 
-def load(path: str | Path, sets: list[str] = (), models: bool = True, notes: list[str] | None = None) -> Recipe:
+def load(
+    path: str | Path, sets: list[str] = (), models: bool = True, notes: list[str] | None = None, blame: bool = True
+) -> Recipe:
     """Read, override, validate and resolve one recipe file. models=False: the timm model is not built (no torch).
-    A --set that changes what is compared renames the recipe (named_after_sets), said in `notes`."""
+    A --set that changes what is compared renames the recipe (named_after_sets), said in `notes`. blame=False: an
+    error says what is wrong without naming the file and the --set (a caller that made the sets blames its own
+    key: a sweep file's)."""
     path = Path(path)
+    said = (lambda message: _blamed(path, message, list(sets))) if blame else (lambda message: message)
     raw = read_yaml(path)
     if not isinstance(raw, dict):
         raise UserError(f"{path}: a recipe is a YAML mapping of keys (model, global_batch, optimizer, ...)")
@@ -869,7 +874,7 @@ def load(path: str | Path, sets: list[str] = (), models: bool = True, notes: lis
     try:
         apply_sets(raw, list(sets))
     except UserError as e:
-        raise UserError(f"{path}: {e}") from None
+        raise UserError(f"{path}: {e}" if blame else str(e)) from None
     name = named_after_sets(before, raw, list(sets))
     if name != raw["name"]:
         if notes is not None:
@@ -878,11 +883,11 @@ def load(path: str | Path, sets: list[str] = (), models: bool = True, notes: lis
     try:
         recipe = Recipe.model_validate(raw)
     except ValidationError as e:
-        raise UserError(_blamed(path, describe_error(e), sets)) from None
+        raise UserError(said(describe_error(e))) from None
     try:
         _check_names(recipe, models)
     except UserError as e:
-        raise UserError(_blamed(path, str(e), sets)) from None
+        raise UserError(said(str(e))) from None
     return recipe
 
 

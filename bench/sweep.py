@@ -436,9 +436,9 @@ def check_arms(path: str | Path, spec: SweepSpec, batch: int, epochs: float) -> 
 
     def refusal(sets: dict) -> str:
         try:
-            recipe_mod.load(spec.base, [f"{k}={json.dumps(v)}" for k, v in sets.items()], models=False)
+            recipe_mod.load(spec.base, [f"{k}={json.dumps(v)}" for k, v in sets.items()], models=False, blame=False)
         except UserError as e:
-            return str(e).removeprefix(f"{spec.base}: ")
+            return str(e)
         return ""
 
     if refusal(fixed):

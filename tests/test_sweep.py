@@ -119,6 +119,7 @@ def test_bad_sweep_files_are_one_sentence_and_exit_2_with_nothing_written(
     err = capsys.readouterr().err
     assert err.startswith(f"bench: error: {sweep_file}") and err.count("\n") == 1, err
     assert all(w in err for w in words), err
+    assert "--set" not in err  # the sweep file's key is blamed, not a command line the user never typed
     assert not out.exists()
 
 
