@@ -82,7 +82,7 @@ def output_may_close():
         sys.stdout, sys.stderr = saved
 
 
-def set_argument(s, help: str = "override a recipe key") -> None:
+def set_argument(s, help: str = "override a recipe key (VALUE in YAML; a mapping replaces the whole section)") -> None:
     s.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help=help)
 
 
