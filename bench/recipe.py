@@ -850,7 +850,8 @@ def named_after_sets(before: dict, after: dict, sets: list[str]) -> str:
     if ["seed"] in keys:  # the suffix of the name before any appended key
         base, plus, appended = name.partition("+")
         name = _SEED_SUFFIX.sub(str(after.get("seed")), base) + plus + appended
-    for key in dict.fromkeys(".".join(k) for k in keys if ".".join(k) in COMPARED):
+    set_keys = [".".join(k) for k in keys]  # a section set (optimizer={...}) changes the compared keys inside it
+    for key in dict.fromkeys(c for k in set_keys for c in COMPARED if c == k or c.startswith(k + ".")):
         value = _value_at(after, key)
         if value != _value_at(before, key):
             name = re.sub(rf"\+{re.escape(key)}=[^+]*", "", name) + "+" + file_stem(f"{key}={value}")

@@ -378,6 +378,8 @@ def test_a_long_wrong_value_is_shown_by_its_type_and_a_short_start(tmp_path):
         ("mnist-lars", ["seed=6"], "mnist-lars"),  # seeds of one recipe share its name
         ("a-best-seed1+optimizer.name=x", ["seed=2", "optimizer.name=lars"], "a-best-seed2+optimizer.name=lars"),
         ("mnist-lars", ["name=mine", "global_batch=128"], "mine"),  # a name given is kept
+        ("mnist-lars", ['optimizer={"name": "lion", "lr": 0.001}'], "mnist-lars+optimizer.name=lion"),  # a section
+        ("mnist-lars", ['optimizer={"name": "sgd", "lr": 0.5}'], "mnist-lars"),
     ],
 )
 def test_a_set_that_changes_what_is_compared_names_the_run_after_what_ran(tmp_path, tiny_dataset, name, sets, want):
