@@ -363,7 +363,7 @@ class AdaptiveBatchSpec(Strict):
         "proportional",
         description=(
             "proportional: x (1 + adjust) up, / (1 + adjust) down, rounded, at least one chunk; authors: SimiGrad's "
-            "code, x (1 + adjust) up floored and at least one chunk, one chunk down (bench/engine/pace.py)"
+            "code, x (1 + adjust) up and x (1 - adjust) down, floored, at least one chunk each way (bench/engine/pace.py)"
         ),
     )
 

@@ -228,7 +228,8 @@ def add_parsers(sub) -> None:
         "--schema-only",
         action="store_true",
         help="check the recipes' schema only: not their data.path (recipes written for another machine), nor the model "
-        "name (torch-free)",
+        "name (torch-free); a branch file, and a sweep file whose budget is in steps or images, still read the "
+        "training set's size",
     )
     set_argument(s)
     s.add_argument(

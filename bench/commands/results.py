@@ -339,7 +339,8 @@ def add_parsers(sub) -> None:
     s.add_argument(
         "what",
         choices=["tensorboard"],
-        help="tensorboard: a folder per run (optimizer/batch/seed/run), for `tensorboard --logdir DIR`",
+        help="tensorboard: a folder per run (<arm>/b<batch>/<role>/seed<seed>/<recipe>-<run>), for "
+        "`tensorboard --logdir DIR`",
     )
     s.add_argument("paths", **where)
     s.add_argument("--strict", **STRICT_OPTION)
