@@ -31,6 +31,8 @@ echo "setup.sh: CUDA flavour $cuda (torch ${torch_index[*]:-default wheels}, ben
 # pip compiles what it installs on one core; compileall below does it on every core (setup 168 s against 143 s on
 # 2 cores). Compiled here, not on first import: where PYTHONDONTWRITEBYTECODE is set (CI images set it) nothing
 # imported would ever be cached, and every process (every test's `bench`) would compile torch again.
+# pip is quiet (-q): one line a step says what the minutes go to
+echo "setup.sh: installing torch 2.14.1, torchvision 0.29.1, bench and its dependencies into .venv (pip: 1-3 min)"
 .venv/bin/python -m pip install -q --no-compile --upgrade pip
 # torch from its CUDA 12 index first where that is the flavour; the default wheels come with the rest, in one call
 [ ${#torch_index[@]} -eq 0 ] || .venv/bin/python -m pip install -q --no-compile "${torch_index[@]}" torch==2.14.1 torchvision==0.29.1
@@ -39,9 +41,11 @@ echo "setup.sh: CUDA flavour $cuda (torch ${torch_index[*]:-default wheels}, ben
 # VRGD's fused CPU kernels (bench/optim/fused.py) built here, once, not in the first VRGD run or test (half a
 # minute idle, two under load); beside compileall, as each leaves a core idle at times (50 s against 58 s on 2
 # cores). Without a compiler bench keeps the eager code, and the line printed says why.
+echo "setup.sh: compiling the Python files and VRGD's CPU kernels (about 1 min)"
 .venv/bin/python -c "from bench.optim import fused; fused.prebuild()" &
 kernels=$!
 # A file no Python 3 compiles (a package's test data) fails only itself, as it does under pip. Packages' own tests
 # are never imported: left out.
 .venv/bin/python -m compileall -q -j 0 -x '/tests?/' .venv/lib/python*/site-packages >/dev/null || true
 wait "$kernels"
+echo "setup.sh: ready: .venv/bin/bench (source .venv/bin/activate puts it on the PATH)"

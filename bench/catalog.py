@@ -775,7 +775,9 @@ class Converter:
         return resolve(self.target, f"converter {self.name!r}'s function")
 
 
-_OUT = Argument(flag="--out", required=True)
+_OUT = Argument(
+    flag="--out", help="the dataset folder to write (a new one; a recipe's data.path)", required=True, metavar="DIR"
+)
 CONVERTERS = {
     r.name: r
     for r in (
@@ -785,16 +787,26 @@ CONVERTERS = {
             help="write the generated ImageNet-layout dataset",
             arguments=(
                 _OUT,
-                Argument(flag="--classes", type="int", default=10),
-                Argument(flag="--train-per-class", type="int", default=100),
-                Argument(flag="--val-per-class", type="int", default=30),
+                Argument(flag="--classes", help="classes (default: %(default)s)", type="int", default=10),
+                Argument(
+                    flag="--train-per-class",
+                    help="training images a class (default: %(default)s)",
+                    type="int",
+                    default=100,
+                ),
+                Argument(
+                    flag="--val-per-class",
+                    help="validation images a class (default: %(default)s)",
+                    type="int",
+                    default=30,
+                ),
                 Argument(
                     flag="--size", help="square images of this side (default: %(default)s)", type="int", default=72
                 ),
                 Argument(flag="--width", help="image width instead of --size (ImageNet-like: 500)", type="int"),
                 Argument(flag="--height", help="image height instead of --size (ImageNet-like: 375)", type="int"),
                 Argument(flag="--quality", help="JPEG quality (default: %(default)s)", type="int", default=90),
-                Argument(flag="--seed", type="int", default=0),
+                Argument(flag="--seed", help="seed of the images (default: %(default)s)", type="int", default=0),
                 Argument(
                     flag="--workers", help="processes (default: all cores from 1000 images on)", type="int", default=0
                 ),
@@ -818,7 +830,7 @@ CONVERTERS = {
             target="bench.data.cifar:convert",
             help="convert cifar-10-python.tar.gz or cifar-100-python.tar.gz to the layout",
             arguments=(
-                Argument(flag="archive", metavar="ARCHIVE"),
+                Argument(flag="archive", help="the downloaded archive (its python version)", metavar="ARCHIVE"),
                 _OUT,
             ),
             writes="folder",

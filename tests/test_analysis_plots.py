@@ -745,6 +745,10 @@ def test_a_sweep_of_one_batch_draws_its_arms_side_by_side(tmp_path):
         fig = tuning_plots.plot_reruns_vs_batch(table_cells, order, "val_top1", "Top-1 (%)", "Tuned Top-1")
         reruns = [line for line in fig.axes[0].lines if line.get_gid() == "rerun-points"]
         assert [len(line.get_xdata()) for line in reruns] == [3, 3]
+        # the legend's "one rerun" shows the open shapes the reruns are drawn in: each arm's, not a circle for all
+        fig.canvas.draw()
+        shown = {m.get_marker() for m in fig.legends[0].findobj(matplotlib.lines.Line2D) if m.get_markerfacecolor() == "none"}
+        assert shown == {line.get_marker() for line in reruns} and len(shown) == 2
         plots.plt.close(fig)
 
 

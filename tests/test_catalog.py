@@ -179,6 +179,7 @@ def test_every_converter_record_resolves_and_declares_its_function_s_arguments(n
     assert [a.keyword for a in record.arguments] == list(signature)[: len(record.arguments)]
     assert all(p.default is not p.empty for p in list(signature.values())[len(record.arguments) :])
     for argument in record.arguments:
+        assert argument.help, f"bench data {name} --help: {argument.flag} has no description"
         default = signature[argument.keyword].default
         assert argument.required or argument.default == (None if default is inspect.Parameter.empty else default)
         assert (

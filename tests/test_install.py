@@ -59,6 +59,8 @@ def test_setup_installs_one_dali_for_the_driver_or_bench_cuda(tmp_path, cuda, dr
     assert all("torch==2.14.1 torchvision==0.29.1" in line for line in installs)
     assert ("download.pytorch.org/whl/cu12" in installs[0]) == torch_index
     assert "fused.prebuild()" in (tmp_path / "pip.log").read_text()  # the CPU kernels built at setup
+    steps = [line for line in done.stdout.splitlines() if line.startswith("setup.sh: ")]  # what the quiet minutes do
+    assert [line.split()[1] for line in steps] == ["CUDA", "installing", "compiling", "ready:"]
 
 
 def test_setup_refuses_a_cuda_it_does_not_build_for(tmp_path):

@@ -416,7 +416,10 @@ def test_a_tiny_sweep_killed_once_resumes_and_reports(sweep_file, tmp_path, caps
         "tuned_top1_vs_batch.png",
     }
     capsys.readouterr()
-    assert main(cmd) == 0 and "run directory" not in capsys.readouterr().out  # nothing left to train
+    assert main(cmd) == 0
+    again = capsys.readouterr().out
+    assert "run directory" not in again  # nothing left to train, and the first line says why
+    assert again.startswith(f"{out}: 8 finished runs of the sweep are reused (to train anew: another --out)\n")
     assert len(results.load([out])) == 8
     assert main([*cmd, "--list"]) == 0
     listed = capsys.readouterr().out
@@ -1371,8 +1374,8 @@ def test_bench_run_of_a_sweep_file_runs_it_and_ends_with_the_verdict_in_words(
         f"bench: error: {path}: a sweep file, which takes no --set (an option of one recipe's run); "
         f"`bench sweep {path} --help` lists a sweep's options\n"
     )
-    out = tmp_path / "results"
-    monkeypatch.chdir(tmp_path)  # the figures go to plots/<sweep name> under the working directory, as bench sweep's
+    out = tmp_path / "mine"
+    monkeypatch.chdir(tmp_path)  # the figures go to plots/<the results folder's name> under the working directory
     assert main(["run", str(path), "--out", str(out)]) == 0
     said = capsys.readouterr().out.splitlines()
     assert sorted(p.name for p in out.iterdir() if p.name.startswith("paired-")) == sorted(
@@ -1389,8 +1392,8 @@ def test_bench_run_of_a_sweep_file_runs_it_and_ends_with_the_verdict_in_words(
         assert f"within noise (could detect ≥ {mde:.1f} pp)" in claims[0]
     else:
         assert row["verdict"] in claims[0]
-    assert said[-2:] == [f"verdict table: {out / 'verdict.md'}", "main figure: plots/paired/tuned_top1_vs_batch.png"]
-    assert (tmp_path / "plots" / "paired" / "tuned_top1_vs_batch.png").is_file()
+    assert said[-2:] == [f"verdict table: {out / 'verdict.md'}", "main figure: plots/mine/tuned_top1_vs_batch.png"]
+    assert (tmp_path / "plots" / "mine" / "tuned_top1_vs_batch.png").is_file()
 
 
 def test_the_imagenet_kit_validates_with_mlperfs_schedule_and_epochs_by_batch(capsys):

@@ -176,11 +176,30 @@ def save(fig, out: Path, stem: str) -> list[Path]:
     return paths
 
 
+def kind_handle(order: list[str], label: str, **style) -> tuple:
+    """A legend entry for a kind of mark every arm draws in its own shape (a rerun's open marker, a best trial's
+    faint one): the shapes of the arms `order`, in black, side by side (legend_below draws a tuple so)."""
+    from matplotlib.lines import Line2D
+
+    shapes = dict.fromkeys(marker(arm, order) for arm in order)
+    return tuple(Line2D([], [], color="k", marker=m, linestyle="", label=label, **style) for m in shapes)
+
+
 def legend_below(fig, handles, ncol: int = 5):
     """The legend under the axes, outside them (it covers no point and no band), in as many columns as fit the
-    figure's width, at most `ncol`."""
+    figure's width, at most `ncol`; a tuple of handles (kind_handle) is one entry, its marks side by side."""
+    from matplotlib.legend_handler import HandlerTuple
+
+    labels = [(h[0] if isinstance(h, tuple) else h).get_label() for h in handles]
     for n in range(max(1, min(ncol, len(handles))), 0, -1):
-        legend = fig.legend(handles=handles, loc="outside lower center", ncol=n, fontsize="small")
+        legend = fig.legend(
+            handles,
+            labels,
+            loc="outside lower center",
+            ncol=n,
+            fontsize="small",
+            handler_map={tuple: HandlerTuple(ndivide=None, pad=0.1)},
+        )
         if n == 1 or legend.get_window_extent(fig.canvas.get_renderer()).width <= fig.bbox.width * 0.98:
             return legend
         legend.remove()

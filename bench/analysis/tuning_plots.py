@@ -46,6 +46,7 @@ from bench.analysis.style import (
     color,
     columns,
     draw,
+    kind_handle,
     legend_below,
     log2_batch_axis,
     look,
@@ -188,9 +189,9 @@ def plot_steps_to_result(table_cells: pd.DataFrame, order: list[str], words=None
         missed.append((xs[unreached], arm_look["color"]))
         handles.append(Line2D([], [], label=display(arm), **arm_look))
     if any_best:
-        handles.append(Line2D([], [], color="k", marker="o", alpha=0.3, linestyle="", label=BEST_TRIAL))
+        handles.append(kind_handle(order, BEST_TRIAL, alpha=0.3))
     if any_reruns:
-        handles.append(Line2D([], [], color="k", marker="o", markerfacecolor="none", linestyle="", label=A_RERUN))
+        handles.append(kind_handle(order, A_RERUN, markerfacecolor="none"))
     drawn = set() if single else _critical_batches(ax, table_cells, order)
     handles += _critical_handles(drawn, table_cells, order)
     any_missed = any(len(xs) for xs, _ in missed)
@@ -381,7 +382,7 @@ def plot_reruns_vs_batch(
             handles.append(Line2D([], [], label=display(arm), **arm_look))
     if single:
         arm_axis(ax, order, _names(order), batches[0])
-        handles.append(Line2D([], [], color="k", marker="o", markerfacecolor="none", linestyle="", label=A_RERUN))
+        handles.append(kind_handle(order, A_RERUN, markerfacecolor="none"))
     else:
         log2_batch_axis(ax, batches)
     ax.set_ylabel(ylabel)

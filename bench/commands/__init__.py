@@ -86,8 +86,16 @@ def set_argument(s, help: str = "override a recipe key (VALUE in YAML; a mapping
     s.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help=help)
 
 
+def out_and_plots(out: str | None, plots: str | None, name: str) -> tuple[Path, Path]:
+    """The results and plots folders of a command that runs many recipes and reports: results/<name> unless --out,
+    and the plots beside it by the results folder's name (--out results/mine draws into plots/mine, not over the
+    committed study's figures) unless --plots."""
+    results = Path(out or Path("results") / name)
+    return results, Path(plots or Path("plots") / results.name)
+
+
 def report_arguments(s, named: str, baseline: str, baseline_metavar: str | None = None) -> None:
     """--out, --plots and --baseline of the commands that run many recipes and then report (suite, sweep)."""
     s.add_argument("--out", type=out_folder, help=f"results directory (default: results/<{named}>)")
-    s.add_argument("--plots", type=out_folder, help=f"plots directory (default: plots/<{named}>)")
+    s.add_argument("--plots", type=out_folder, help="plots directory (default: plots/<the results folder's name>)")
     s.add_argument("--baseline", metavar=baseline_metavar, help=baseline)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench.analysis import commands as analysis_commands
-from bench.commands import output_may_close, stop_code
+from bench.commands import out_and_plots, output_may_close, stop_code
 from bench.errors import out_folder
 
 
@@ -23,8 +23,7 @@ def _branch(args) -> int:
     from bench import branch
 
     spec = branch.load(args.file)
-    results = Path(args.out or Path("results") / spec.name)
-    plots = Path(args.plots or Path("plots") / spec.name)
+    results, plots = out_and_plots(args.out, args.plots, spec.name)
     if args.list:
         for ref, branches in branch.plan(Path(args.file), spec):
             print(f"{ref.name}: global_batch {ref.global_batch}, lr {ref.optimizer.lr:g}, {ref.epochs:.4g} epochs")
@@ -56,7 +55,7 @@ def add_parsers(sub) -> None:
     )
     s.add_argument("file", metavar="FILE")
     s.add_argument("--out", type=out_folder, help="results directory (default: results/<name>)")
-    s.add_argument("--plots", type=out_folder, help="plots directory (default: plots/<name>)")
+    s.add_argument("--plots", type=out_folder, help="plots directory (default: plots/<the results folder's name>)")
     s.add_argument("--list", action="store_true", help="print the reference and branch runs with their lr, and exit")
     s.add_argument(
         "--allow-mixed-kernels",

@@ -17,6 +17,7 @@ from bench.analysis import commands as analysis_commands
 from bench.commands import (
     DEFAULT_RESULTS,
     Failure,
+    out_and_plots,
     output_may_close,
     report_arguments,
     set_argument,
@@ -127,8 +128,7 @@ def _run_sweep(args) -> int:
             f"`bench sweep {args.recipe} --help` lists a sweep's options"
         )
     name = sweep.load(args.recipe).name
-    out = Path(args.out) if args.out != str(DEFAULT_RESULTS) else Path("results") / name
-    plots = Path("plots") / name
+    out, plots = out_and_plots(args.out if args.out != str(DEFAULT_RESULTS) else None, None, name)
     return run_and_report(
         argparse.Namespace(
             sweep=args.recipe,
@@ -167,8 +167,7 @@ def _suite(args) -> int:
     from bench.suite import Preempted, run_suite
 
     folder = Path(args.folder)
-    results = Path(args.out or Path("results") / folder.name)
-    plots = Path(args.plots or Path("plots") / folder.name)
+    results, plots = out_and_plots(args.out, args.plots, folder.name)
     try:
         outcomes = run_suite(folder, results, args.set)
     except Preempted as e:

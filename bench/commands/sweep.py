@@ -13,7 +13,7 @@ from pathlib import Path
 
 from bench.analysis import commands as analysis_commands
 from bench.analysis.render import claims_of
-from bench.commands import output_may_close, report_arguments, stop_code
+from bench.commands import out_and_plots, output_may_close, report_arguments, stop_code
 from bench.commands.results import sweep_cost
 from bench.errors import UserError
 
@@ -38,17 +38,20 @@ def run_and_report(args) -> int:
         print(sweep.trial_table(spec, trials, images), end="")
         for warning in sweep.search_warnings(spec):
             print(f"bench: warning: {args.sweep}: {warning}", file=sys.stderr)
-        results = Path(args.out or Path("results") / spec.name)
+        results, _ = out_and_plots(args.out, None, spec.name)
         measured = sweep.measured_speed(results)
         print("\n" + sweep_cost(spec, trials, args.throughput, measured, sweep.finished_counts(spec, results)))
         return 0
-    results = Path(args.out or Path("results") / spec.name)
-    plots = Path(args.plots or Path("plots") / spec.name)
+    results, plots = out_and_plots(args.out, args.plots, spec.name)
     if args.only and args.wait:
         raise UserError(
             f"bench sweep {args.sweep}: --only runs no local stage and no reruns, so --wait has nothing to wait for; "
             "give one of them"
         )
+    done = sweep.finished_counts(spec, results)
+    if reused := int(sum(done[key] for key in {count for count, _ in sweep.ROLE_COUNTS.values()})):
+        # the same command resumes a sweep: say so, so that a second run is not mistaken for a new one
+        print(f"{results}: {reused} finished runs of the sweep are reused (to train anew: another --out)")
     try:
         runs, waiting, held = sweep.run_sweep(
             args.sweep,
