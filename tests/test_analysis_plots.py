@@ -747,7 +747,9 @@ def test_a_sweep_of_one_batch_draws_its_arms_side_by_side(tmp_path):
         assert [len(line.get_xdata()) for line in reruns] == [3, 3]
         # the legend's "one rerun" shows the open shapes the reruns are drawn in: each arm's, not a circle for all
         fig.canvas.draw()
-        shown = {m.get_marker() for m in fig.legends[0].findobj(matplotlib.lines.Line2D) if m.get_markerfacecolor() == "none"}
+        shown = {
+            m.get_marker() for m in fig.legends[0].findobj(matplotlib.lines.Line2D) if m.get_markerfacecolor() == "none"
+        }
         assert shown == {line.get_marker() for line in reruns} and len(shown) == 2
         plots.plt.close(fig)
 
