@@ -985,7 +985,8 @@ TABLES = {
             name="compare",
             function="bench.analysis.tables:compare",
             help="every recipe against the baseline optimizer's best recipe at the same global batch: Top-1, gap, "
-            "steps, epochs and seconds to target, speedups (runs made by bench run or bench sweep)",
+            "steps, epochs and seconds to target, speedups (runs of bench run and bench suite; a sweep has its "
+            "own tables)",
             baseline="the optimizer B of the speedups (default: lars, else sgd, else the first by name); any optimizer "
             "the runs use",
         ),

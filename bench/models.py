@@ -221,7 +221,9 @@ def check_name(name: str, key: str = "key 'model.name'") -> None:
         return
     timm = timm_models()
     if not timm.is_model(name):
-        close = difflib.get_close_matches(name, timm.list_models(), n=3)
+        # bench's small-image models first (resnet20 is more likely resnet20_cifar than timm's resnet200)
+        own = [m for m in OWN if m.startswith(f"{name}_")]
+        close = list(dict.fromkeys(own + difflib.get_close_matches(name, [*timm.list_models(), *OWN], n=3)))[:3]
         hint = f"; did you mean {', '.join(close)}?" if close else "; see timm.list_models()"
         raise UserError(f"{key}: unknown timm model '{name}'{hint}")
 

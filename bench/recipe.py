@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import difflib
 import json
+import math
 import re
 import types
 import warnings
@@ -548,6 +549,8 @@ def describe_error(error: ValidationError, root: type[BaseModel] | None = None) 
     msg = err["msg"].removeprefix("Value error, ")
     if err["type"] == "value_error":
         return msg if not err["loc"] else f"key '{key}': {msg}"
+    if err["type"] in ("model_type", "dict_type"):  # pydantic's "instance of ModelSpec" names a class, not the file
+        return f"key '{key}': a section (a mapping of keys) is expected (got {_shown(err['input'])})"
     return f"key '{key}': {msg[0].lower() + msg[1:]} (got {_shown(err['input'])}{_text_hint(err)})"
 
 
@@ -562,9 +565,17 @@ def _untagged(err: dict) -> dict:
 
 def _text_hint(err) -> str:
     """Why a number or a boolean came as text (strict types): it was quoted (1e-3 unquoted is a float here)."""
-    if err["type"] not in ("int_type", "float_type", "bool_type") or not isinstance(err["input"], str):
+    text = err["input"]
+    if err["type"] not in ("int_type", "float_type", "bool_type") or not isinstance(text, str):
         return ""
-    return ", text: write it without quotes"
+    if err["type"] == "bool_type":
+        quoted = text.lower() in ("true", "false", "yes", "no", "on", "off")  # YAML's booleans, unquoted
+    else:
+        try:
+            quoted = math.isfinite(float(text))
+        except ValueError:
+            quoted = False  # 'abc': no number at all, not a quoted one
+    return ", text: write it without quotes" if quoted else ""
 
 
 def _shown(value, limit: int = 60) -> str:
@@ -580,6 +591,11 @@ def _check_names(recipe: Recipe, models: bool = True) -> None:
         from bench import models as model_checks  # imports torch and timm
 
         model_checks.check(recipe.model.name, recipe.model.kwargs, recipe.model.bn_batch)
+    if "weight_decay" in recipe.optimizer.hparams:  # create() takes the top-level key as weight_decay too
+        raise UserError(
+            "key 'optimizer.weight_decay': weight decay is the recipe's top-level key weight_decay (every optimizer's, "
+            "the excluded tensors aside); move it there"
+        )
     record = catalog.check_optimizer(recipe.optimizer.name, recipe.optimizer.hparams)
     if record.schedule_free and recipe.eval.ema_epochs is not None:
         raise UserError(
@@ -591,6 +607,12 @@ def _check_names(recipe: Recipe, models: bool = True) -> None:
         warnings.warn(
             f"optimizer '{record.name}' is schedule-free, yet schedule.decay is '{recipe.schedule.decay}': it needs no "
             "decay (set schedule.decay: constant; its warm-up is schedule.warmup_epochs or its warmup_steps)",
+            BenchWarning,
+        )
+    if recipe.schedule.warmup_epochs == recipe.epochs and recipe.schedule.decay != "constant":
+        warnings.warn(
+            f"schedule.warmup_epochs {recipe.epochs:g} is the whole run (epochs {recipe.epochs:g}): the lr rises "
+            f"to optimizer.lr at the last step and never decays ({recipe.schedule.decay}); shorten the warm-up",
             BenchWarning,
         )
     for package in ("tensorboard", "wandb"):
@@ -687,11 +709,17 @@ def load_file_spec(path: str | Path, model: type[BaseModel], what: str, shape: s
     return spec.model_copy(update={"base": base})
 
 
-def parse_set(assignment: str) -> tuple[list[str], Any]:
-    """'schedule.decay=poly' -> (['schedule', 'decay'], 'poly'); values parse as YAML."""
+def split_set(assignment: str) -> tuple[str, str]:
+    """'schedule.decay=poly' -> ('schedule.decay', 'poly'), or one sentence where there is no KEY=."""
     key, sep, value = assignment.partition("=")
     if not sep or not key:
         raise UserError(f"--set '{assignment}': expected KEY.PATH=VALUE, e.g. --set optimizer.lr=0.5")
+    return key, value
+
+
+def parse_set(assignment: str) -> tuple[list[str], Any]:
+    """'schedule.decay=poly' -> (['schedule', 'decay'], 'poly'); values parse as YAML."""
+    key, value = split_set(assignment)
     try:
         return key.split("."), yaml.load(value, Loader=_RecipeLoader)  # noqa: S506 - a SafeLoader, as recipe files
     except (yaml.YAMLError, ValueError, TypeError) as e:

@@ -338,10 +338,12 @@ def refuse_another_platform(results: Path, allow_mixed_kernels: bool) -> list[di
     if theirs and theirs != [here] and not allow_mixed_kernels:
         pin = sorted({m.get("cpu_capability") for m in done if m.get("cpu_capability")})
         hint = f"ATEN_CPU_CAPABILITY={pin[0].lower()} where this CPU has it, or " if len(pin) == 1 else ""
+        unrecorded = " ('?': made before bench recorded the kernel path)" if any("cpu ?" in k for k in theirs) else ""
         raise UserError(
-            f"{results}: the study's finished runs used {'; '.join(theirs)} and this process would use "
+            f"{results}: the finished runs in it used {'; '.join(theirs)}{unrecorded} and this process would use "
             f"{here}; a study's runs come from one kernel platform: resume it on theirs ({hint}the "
-            "same machine type), or pass --allow-mixed-kernels (the verdict then warns)"
+            "same machine type), give another --out for a new study, or pass --allow-mixed-kernels (the verdict "
+            "then warns)"
         )
     return done
 
@@ -453,14 +455,17 @@ def damaged(message: str) -> None:
     print(f"bench: warning: {message}", file=sys.stderr)
 
 
-def find_runs(paths: list[str | Path]) -> list[Path]:
-    """Run directories (folders holding meta.json) at or below each path."""
+def find_runs(paths: list[str | Path], required: bool = True) -> list[Path]:
+    """Run directories (folders holding meta.json) at or below each path; `required` False: a path that is missing
+    or holds none yet (a sweep's results folder before its first run finished: its space file, claims) adds none."""
     runs = []
     for p in map(Path, paths):
         if not p.exists():
+            if not required:
+                continue
             raise UserError(f"{p}: no such run or results directory")
         found = [p] if is_run(p) else sorted(m.parent for m in p.rglob(META))
-        if not found:
+        if not found and required:
             raise UserError(f"{p}: no run directories (folders with meta.json) found")
         runs += found
     return list(dict.fromkeys(runs))

@@ -72,6 +72,7 @@ import os
 import socket
 import sys
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -89,7 +90,7 @@ from pydantic import (
 from bench import catalog, rundir
 from bench import recipe as recipe_mod
 from bench.engine import checkpoint
-from bench.errors import UserError
+from bench.errors import BenchWarning, UserError
 from bench.recipe import Strict
 from bench.rundir import FINISHED, find_runs, read_meta, read_metrics
 from bench.suite import Preempted, finished_run
@@ -436,7 +437,9 @@ def check_arms(path: str | Path, spec: SweepSpec, batch: int, epochs: float) -> 
 
     def refusal(sets: dict) -> str:
         try:
-            recipe_mod.load(spec.base, [f"{k}={json.dumps(v)}" for k, v in sets.items()], models=False, blame=False)
+            with warnings.catch_warnings():  # a probe of the declared values: the trials warn, once each
+                warnings.simplefilter("ignore", BenchWarning)
+                recipe_mod.load(spec.base, [f"{k}={json.dumps(v)}" for k, v in sets.items()], models=False, blame=False)
         except UserError as e:
             return str(e)
         return ""
@@ -942,14 +945,27 @@ def _sweep_pass(
     return trials + reruns, waiting, still, bool(held + held_reruns)
 
 
-def measured_speed(results: Path) -> float | None:
-    """Training images a second with evaluation included, the median over the finished runs under `results` (the
-    sweep's own, on this machine): what `--list` times the rest of the sweep by; None before any finished."""
+def own_finished_runs(spec: SweepSpec, results: Path) -> list[tuple[dict, dict]]:
+    """(recipe, meta) of each finished run under `results` that this sweep made (tags.sweep: its name), not the
+    other runs a folder may hold (a suite's, another sweep's); a damaged run is the analysis' to name."""
+    out = []
+    for run in find_runs([results], required=False):
+        try:
+            recipe, meta = rundir.read_recipe_and_meta(run)
+        except UserError:
+            continue
+        if meta.get("status") in FINISHED and (recipe.get("tags") or {}).get("sweep") == spec.name:
+            out.append((recipe, meta))
+    return out
+
+
+def measured_speed(spec: SweepSpec, results: Path) -> float | None:
+    """Training images a second with evaluation included, the median over the sweep's finished runs under
+    `results` (on this machine): what `--list` times the rest of the sweep by; None before any finished."""
     speeds = []
-    for run in find_runs([results]) if results.is_dir() else []:
-        meta = read_meta(run)
+    for _, meta in own_finished_runs(spec, results):
         seconds = (meta.get("train_time_s") or 0) + (meta.get("eval_time_s") or 0)
-        if meta.get("status") in FINISHED and meta.get("train_images_per_s") and seconds > 0:
+        if meta.get("train_images_per_s") and seconds > 0:
             speeds.append(meta["train_images_per_s"] * meta["train_time_s"] / seconds)
     return float(np.median(speeds)) if speeds else None
 
@@ -1059,13 +1075,9 @@ def finished_counts(spec: SweepSpec, results: Path) -> dict[str, float]:
     their budgets (what run_counts counts them at), so that the bound less these is what is left; and the seconds
     they took (training and evaluation), the pace a stop at the target gives (the bound assumes none stops)."""
     done = dict.fromkeys([key for keys in ROLE_COUNTS.values() for key in keys] + ["seconds"], 0.0)
-    for run in find_runs([results]) if results.is_dir() else []:
-        try:
-            recipe, meta = rundir.read_recipe_and_meta(run)
-        except UserError:
-            continue  # a damaged run is the analysis' to name
-        tags = recipe.get("tags") or {}
-        if meta.get("status") in FINISHED and tags.get("sweep") == spec.name and tags.get("role") in ROLE_COUNTS:
+    for recipe, meta in own_finished_runs(spec, results):
+        tags = recipe["tags"]
+        if tags.get("role") in ROLE_COUNTS:
             count, epochs = ROLE_COUNTS[tags["role"]]
             done[count] += 1
             done[epochs] += recipe["epochs"]

@@ -3,6 +3,7 @@
 import json
 import math
 import re
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -358,6 +359,15 @@ def test_report_one_row_per_recipe_and_per_run(tmp_path):
     assert text.count("lars-100-s*") == 1 and "val_top1" in text and "gap_top1" in text
     per_run = report.render(results.load([tmp_path]), per_run=True)
     assert "lars-100-s0" in per_run and "lars-100-s1" in per_run
+
+
+def test_plot_draws_beside_its_results_folder_by_default(tmp_path, monkeypatch, capsys):
+    """`bench plot results/mine` draws into plots/mine (as bench suite and bench sweep do), not loose in plots/."""
+    make_run(tmp_path / "results" / "mine", "lars-100", "lars", 100, 0, [50, 60])
+    monkeypatch.chdir(tmp_path)
+    assert main(["plot", "results/mine"]) == 0
+    written = [Path(line) for line in capsys.readouterr().out.splitlines()]
+    assert written and all(path.parent == Path("plots/mine") and path.is_file() for path in written)
 
 
 # Bad input: one sentence naming the path or what is allowed, exit code 2.

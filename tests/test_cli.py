@@ -38,6 +38,7 @@ from tests.conftest import RECIPES, cli
         ["table"],
         ["table", "no-such-table", "."],
         ["plot", "--bogus"],
+        ["run", "r.yaml", "--set", "optimizer.lr", "0.1"],  # a space for the '=': said as --set's, not "0.1"
         ["data"],
         ["data", "synth"],
         ["data", "synth", "--out", "x", "--classes", "zero"],
@@ -68,6 +69,7 @@ def test_every_subcommand_answers_bad_arguments_in_one_sentence(args, capsys, tm
     out, err = capsys.readouterr()
     assert err.startswith("bench: error: ") and err.count("\n") == 1, err
     assert "Traceback" not in err and "usage:" not in err
+    assert "--set" not in args or "argument --set: 'optimizer.lr': expected KEY.PATH=VALUE" in err
     assert list(tmp_path.iterdir()) == []  # nothing written
 
 

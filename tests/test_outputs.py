@@ -230,6 +230,23 @@ target_top1: 40
 """  # 160 training images: 8 steps, evaluations after steps 4 and 8
 
 
+def test_a_batch_beyond_the_training_set_says_what_the_run_trains_on(tiny_dataset, tmp_path):
+    """160 training images at batch 200 for 1 epoch: one whole step, 200 images; the plan line says so, and a
+    warning that each step reads some images twice (it said "1 steps = 1 epoch of 160 images" and no more)."""
+    from tests.conftest import cli
+
+    recipe = tmp_path / "tiny.yaml"
+    recipe.write_text(
+        TINY_RUN.replace("DATA", str(tiny_dataset))
+        .replace("global_batch: 40", "global_batch: 200")
+        .replace("epochs: 2", "epochs: 1")
+    )
+    done = cli("run", str(recipe), "--out", str(tmp_path / "out"), show_warnings=True)
+    assert done.returncode == 0, done.stderr
+    assert "1 steps = 1 epoch of 160 images (200 images, 1.25 epochs: steps are whole)" in done.stdout
+    assert "global_batch 200 is larger than the training set (160 images)" in done.stderr
+
+
 @pytest.mark.slow
 def test_a_run_whose_reader_left_still_completes(tiny_dataset, tmp_path):
     """`bench run ... 2>&1 | head -1`: the reader goes away after the first line; the run goes on, ends completed
@@ -343,6 +360,9 @@ target_top1: 30
         ('"2"', "true", "key 'epochs': input should be a valid number (got '2', text: write it without quotes)"),
         ("2", '"no"', "key 'data.random_flip': input should be a valid boolean (got 'no', text: write it without"),
         ("2.5", "yes", None),  # YAML's own booleans and an integer or float where a float goes are fine
+        # a word is no quoted number: no hint to drop quotes the user never wrote
+        ("two", "true", "key 'epochs': input should be a valid number (got 'two')\n"),
+        ("2", "maybe", "key 'data.random_flip': input should be a valid boolean (got 'maybe')\n"),
     ],
 )
 def test_a_quoted_number_or_boolean_is_refused_not_converted(tmp_path, epochs, flip, said):
@@ -357,7 +377,7 @@ def test_a_quoted_number_or_boolean_is_refused_not_converted(tmp_path, epochs, f
         return
     with pytest.raises(UserError) as e:
         recipe.load(path, models=False)
-    assert said in str(e.value)
+    assert said in str(e.value) + "\n"
 
 
 def test_a_learning_rate_in_scientific_notation_is_a_number(tmp_path):

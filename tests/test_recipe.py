@@ -77,6 +77,17 @@ def test_every_shipped_recipe_validates():
     assert main(["validate", str(DEMO)]) == 0  # the main job, a sweep file: its trial recipes load
 
 
+def test_a_warmup_as_long_as_the_run_warns_that_the_lr_never_decays(tmp_path):
+    """own-data.yaml (warm-up 1 epoch, cosine) with --set epochs=1 trained at its peak lr to the end, unsaid."""
+    path = write_recipe(tmp_path / "r.yaml", BASE.replace("DATA", str(tmp_path)) + "schedule: {warmup_epochs: 1}\n")
+    with pytest.warns(BenchWarning, match=r"warmup_epochs 1 is the whole run \(epochs 1\): .* never decays \(cosine\)"):
+        recipe.load(path, models=False)
+    with warnings.catch_warnings():  # a constant lr after the warm-up decays nothing anyway; a shorter one decays
+        warnings.simplefilter("error", BenchWarning)
+        recipe.load(path, ["schedule.decay=constant"], models=False)
+        recipe.load(path, ["schedule.warmup_epochs=0.5"], models=False)
+
+
 def test_validate_and_run_name_the_recipe_and_key_of_a_missing_dataset(tmp_path, tiny_dataset, capsys):
     text = (RECIPES / "demo-sgd.yaml").read_text().replace("dataset: synthetic", "dataset: folder\n  path: PATH")
     cases = {
@@ -166,7 +177,7 @@ BAD = [
     ("not a mapping", "- just\n- a list\n", [], ["YAML mapping"]),
     ("missing key", BASE.replace("target_top1: 50\n", ""), [], ["missing required key 'target_top1'"]),
     ("set unknown key", BASE, ["schedule.colour=1"], ["--set", "schedule.colour", "not a recipe key"]),
-    ("set without value", BASE, ["schedule.decay"], ["--set", "KEY.PATH=VALUE"]),
+    ("a name where a section goes", BASE, ["model=resnet20_cifar"], ["key 'model': a section (a mapping of keys)"]),
     ("set value not YAML", BASE, ["optimizer.lr=["], ["--set 'optimizer.lr=['", "not valid YAML"]),
     ("set value a bad tag", BASE, ["optimizer.lr=!!float x"], ["--set 'optimizer.lr=!!float x'", "not valid YAML"]),
     ("a date where a number goes", BASE, ["optimizer.lr=2020-13-01"], ["optimizer.lr", "valid number"]),  # text
@@ -187,6 +198,12 @@ BAD = [
         BASE,
         ['optimizer={"name": "schedulefree_adamw", "lr": 0.01}', "eval.ema_epochs=0.5"],
         ["key 'eval.ema_epochs'", "'schedulefree_adamw' is schedule-free", "set eval.ema_epochs: null"],
+    ),
+    (
+        "weight decay inside the optimizer section (create() takes the top-level key: was a TypeError)",
+        BASE,
+        ["optimizer.weight_decay=0.01"],
+        ["key 'optimizer.weight_decay'", "the recipe's top-level key weight_decay", "move it there"],
     ),
     (
         "fractional holdout count",
@@ -436,6 +453,8 @@ def test_validate_refuses_what_run_refuses_and_names_what_it_did_not_check(tmp_p
             f"bench: error: {path} with --set model.name=resnet18x: key 'model.name': unknown timm model "
             "'resnet18x'; did you mean resnet18, resnet18d, skresnet18?"
         )
+    code, said = validate("--set", "model.name=resnet20")  # bench's small-image model before timm's resnet200
+    assert code == 2 and said.err.strip().endswith("did you mean resnet20_cifar, resnet200, resnet200d?")
     code, said = validate("--models")
     assert code == 0 and said.out.strip() == (
         f"{path}: ok (r: resnet10t, sgd, global_batch 64, loader {resolve_loader('auto')} here, dead parameters 55.9% (2,752,512 of 4,924,540) at 32 px)"

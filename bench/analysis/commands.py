@@ -81,7 +81,9 @@ def cmd_table(args) -> int:
 def cmd_plot(args) -> int:
     from bench.analysis import plots, results
 
-    for path in plots.plot_all(results.load_study(args.paths, args.strict), args.out, args.paper):
+    # beside the results as bench suite and bench sweep draw (results/mini: plots/mini), not loose in plots/
+    out = args.out or Path("plots", *([] if args.paths == args.default_paths else [Path(args.paths[0]).resolve().name]))
+    for path in plots.plot_all(results.load_study(args.paths, args.strict), out, args.paper):
         print(path)
     return 0
 
@@ -212,7 +214,7 @@ def add_parsers(sub, default_results: Path) -> None:
     s.add_argument("paths", **where)
     s.add_argument("--strict", **strict)
     s.add_argument(
-        "--out", type=out_folder, default="plots", metavar="DIR", help="output folder (default: %(default)s)"
+        "--out", type=out_folder, metavar="DIR", help="output folder (default: plots/<the first results folder's name>)"
     )
     s.add_argument("--paper", **PAPER_OPTION)
-    s.set_defaults(func=cmd_plot)
+    s.set_defaults(func=cmd_plot, default_paths=where["default"])

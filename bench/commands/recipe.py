@@ -95,11 +95,14 @@ def _validate_sweep(path: str, args) -> bool:
             recipe_plan(t.recipe, 1, groups=t.recipe.micro_batch != "auto")
         except UserError as e:
             raise UserError(f"{path}: trial {t.name}: {e}") from None
+    if not args.schema_only:  # each data section the trials read (the sweep's set may move data.path)
+        for t in {t.recipe.data: t for t in reversed(trials)}.values():  # each one's first trial
+            check_data(f"{path}: trial {t.name}", t.recipe)
     for warning in sweep.search_warnings(spec):
         warnings.warn(f"{path}: {warning}", BenchWarning)
     print(
         f"{path}: ok (sweep {spec.name}: {len(trials)} trials, arms {', '.join(spec.arms)}, batches "
-        f"{', '.join(map(str, spec.batches))}); not checked: the data (bench validate the base recipe checks it)"
+        f"{', '.join(map(str, spec.batches))})" + "; not checked: the data (--schema-only)" * args.schema_only
     )
     return True
 

@@ -39,7 +39,7 @@ def run_and_report(args) -> int:
         for warning in sweep.search_warnings(spec):
             print(f"bench: warning: {args.sweep}: {warning}", file=sys.stderr)
         results, _ = out_and_plots(args.out, None, spec.name)
-        measured = sweep.measured_speed(results)
+        measured = sweep.measured_speed(spec, results)
         print("\n" + sweep_cost(spec, trials, args.throughput, measured, sweep.finished_counts(spec, results)))
         return 0
     results, plots = out_and_plots(args.out, args.plots, spec.name)

@@ -870,10 +870,20 @@ def _start_records(run: RunDir, trainer: Trainer, state: Progress, resumed: bool
     threads_used = torch.get_num_threads()
     print(f"plan: {trainer.plan}, {threads_used} CPU thread{'s' * (threads_used != 1)}")
     what = "steps" if pace.fixed else f"schedule steps of {pace.reference} images"
+    seen = pace.schedule_steps * pace.reference
+    rounded = f" ({seen:,} images, {seen / data.train_size:.3g} epochs: steps are whole)" * (
+        pace.fixed and seen > 1.01 * pace.images_total  # what the run really trains on, where it differs
+    )
     print(
         f"{pace.schedule_steps} {what} = {recipe.epochs:g} epoch{'s' * (recipe.epochs != 1)} of {data.train_size} "
-        "images"
+        f"images{rounded}"
     )
+    if recipe.global_batch > data.train_size:
+        warnings.warn(
+            f"global_batch {recipe.global_batch} is larger than the training set ({data.train_size} images): each "
+            "step reads some images more than once",
+            BenchWarning,
+        )
     run.curves = _curves(recipe, run, state)
 
 
