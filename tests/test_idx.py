@@ -25,6 +25,13 @@ def test_converts_every_image_to_its_class_folder(tmp_path, capsys, gz):
             assert Image.open(path).mode == "L" and pixels.shape == (28, 28) and pixels[0, 0] // 10 == label
 
 
+def test_the_data_check_of_idx_files_names_the_converter(tmp_path, capsys):
+    """`bench data check` pointed at the downloaded idx files (not yet a dataset folder) says how to convert them."""
+    root = family(tmp_path / "fashion-mnist", gz=True)
+    assert main(["data", "check", str(root)]) == 2
+    assert f"these are idx files: `bench data idx {root} --out DIR` converts them" in capsys.readouterr().err
+
+
 def test_names_subsets_and_classes(tmp_path, capsys):
     root = family(tmp_path / "digits", train_per_class=20)
     assert (

@@ -51,9 +51,9 @@ def add_parsers(sub) -> None:
     s = sub.add_parser(
         "branch",
         help="the critical batch along training: a reference run at B0, branches at k x B0 from its checkpoints, "
-        "then their table (bench/branch.py documents the branch file)",
+        "then their table (docs/sweeps.md, Branching; recipes/branch/example.yaml)",
     )
-    s.add_argument("file", metavar="FILE")
+    s.add_argument("file", metavar="FILE", help="the branch file (YAML: base recipe, b0, k, points)")
     s.add_argument("--out", type=out_folder, help="results directory (default: results/<name>)")
     s.add_argument("--plots", type=out_folder, help="plots directory (default: plots/<the results folder's name>)")
     s.add_argument("--list", action="store_true", help="print the reference and branch runs with their lr, and exit")

@@ -79,6 +79,6 @@ def add_parsers(sub) -> None:
     s = data.add_parser(
         "check", help="classes, images per split and unreadable files of a dataset (exit 1 when some are unreadable)"
     )
-    s.add_argument("dir", metavar="DIR")
+    s.add_argument("dir", metavar="DIR", help="the dataset folder (a recipe's data.path)")
     s.add_argument("--workers", type=count(0), default=0, help="processes decoding (default 0: all cores)")
     s.set_defaults(func=cmd_check)

@@ -1,4 +1,4 @@
-"""`bench perf BENCHMARK [...]`: the micro-benchmarks, a module each in bench/perf/ (its docstring's first line is
+"""`bench perf BENCHMARK [...]`: the micro-benchmarks, a module each in bench/perf/ (its docstring's first paragraph is
 its help); each parses its own options in its main()."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ from pathlib import Path
 
 
 def perf_benchmarks() -> dict[str, str]:
-    """Each module of bench.perf is a benchmark; its docstring's first line is the help."""
+    """Each module of bench.perf is a benchmark; its docstring's first sentence (paragraph) is the help."""
     folder = Path(__file__).parents[1] / "perf"
     found = {}
     for path in sorted(folder.glob("[!_]*.py")):
         doc = ast.get_docstring(ast.parse(path.read_text())) or ""
-        found[path.stem] = doc.split("\n")[0]
+        found[path.stem] = " ".join(doc.split("\n\n")[0].split())
     return found
 
 

@@ -182,7 +182,9 @@ def _suite(args) -> int:
 
 def run_arguments(s) -> None:
     """The arguments of one recipe's run, `bench run`'s and `bench submit`'s."""
-    s.add_argument("recipe", metavar="RECIPE")
+    s.add_argument(
+        "recipe", metavar="RECIPE", help="a recipe file, or a sweep file (run as `bench sweep` runs it: the main job)"
+    )
     set_argument(s)
     s.add_argument(
         "--out", type=out_folder, default=str(DEFAULT_RESULTS), help="results directory (default: %(default)s)"
@@ -212,7 +214,7 @@ def add_parsers(sub) -> None:
     s.set_defaults(func=cmd_run)
 
     s = sub.add_parser("suite", help="run every recipe of a folder (skipping completed runs), then report and plot")
-    s.add_argument("folder", metavar="DIR")
+    s.add_argument("folder", metavar="DIR", help="a folder of recipe files")
     report_arguments(s, "DIR name", "optimizer the compare table's speedups are relative to")
     set_argument(s, "override a key in every recipe")
     s.set_defaults(func=cmd_suite)

@@ -130,7 +130,7 @@ def add_parsers(sub) -> None:
         metavar="N",
         help="sweep files: workers in the job array (default: one per trial, at most 64)",
     )
-    s.add_argument("--nodes", type=count(1), required=True)
+    s.add_argument("--nodes", type=count(1), required=True, help="nodes of the job (sbatch --nodes)")
     s.add_argument("--gpus-per-node", type=count(0), required=True, help="GPUs per node (0: CPU nodes, gloo)")
     s.add_argument(
         "--workers-per-node", type=count(1), help="torchrun workers per node (default: one per GPU; 1 on CPU nodes)"

@@ -1,5 +1,5 @@
 """`bench sweep`: tune optimizers at each batch with one budget, rerun the best over seeds, then write the verdict
-(bench/sweep.py documents the sweep file).
+(docs/sweeps.md documents the sweep file).
 
     bench sweep SWEEP [--list] [--only TEXT] [--until TIME] [--wait] [--out RESULTS]
 """
@@ -121,9 +121,9 @@ def add_parsers(sub) -> None:
     s = sub.add_parser(
         "sweep",
         help="tune optimizers at each batch with one budget, rerun the best over seeds, "
-        "then report the verdict (bench/sweep.py documents the sweep file)",
+        "then report the verdict (docs/sweeps.md documents the sweep file)",
     )
-    s.add_argument("sweep", metavar="SWEEP")
+    s.add_argument("sweep", metavar="SWEEP", help="the sweep file (YAML: base recipe, batches, arms, search, reruns)")
     s.add_argument(
         "--list",
         action="store_true",

@@ -63,7 +63,9 @@ def _classes(root: Path, split: str, classes: tuple[str, ...] | None) -> tuple[s
     """The class folders of a split (sorted), checked against train/'s `classes`."""
     base = root / split
     if not base.is_dir():
-        raise UserError(f"{root}: missing split folder '{split}/' (expected {root}/{split}/<class>/<image>)")
+        idx = any("idx" in p.name and "ubyte" in p.name for p in root.iterdir()) if root.is_dir() else False
+        hint = f"; these are idx files: `bench data idx {root} --out DIR` converts them" if idx else ""
+        raise UserError(f"{root}: missing split folder '{split}/' (expected {root}/{split}/<class>/<image>){hint}")
     found = tuple(sorted(d.name for d in base.iterdir() if d.is_dir()))
     if not found:
         flat = any(p.suffix.lower() in IMAGE_SUFFIXES for p in base.iterdir())
@@ -97,7 +99,7 @@ def not_there(root: Path) -> UserError:
     """The error for a dataset folder that is not there; a relative data.path names the directory it was resolved
     against (the working directory), which a recipe read from elsewhere does not show."""
     where = (
-        "" if root.is_absolute() else f" (a relative data.path is resolved against the working directory, {Path.cwd()})"
+        "" if root.is_absolute() else f" (a relative path is resolved against the working directory, {Path.cwd()})"
     )
     return UserError(f"{root}: dataset directory does not exist{where}")
 

@@ -1,4 +1,4 @@
-"""The candidate matrix (issue 85): every implementation behind an `auto` key measured side by side on one device,
+"""The candidate matrix: every implementation behind an `auto` key measured side by side on one device,
 paired, the GPU goals judged, and the defaults the measurement chooses (bench/defaults.py).
 
     python -m bench.perf.matrix ROW --device cuda --budget S --json FILE [--tiny]     # one row
