@@ -604,19 +604,21 @@ def validate_options(hparams: dict) -> None:
             raise UserError(f"optimizer hyperparameter {key}={value!r} is invalid: it must be {allowed}.")
 
 
-def check_optimizer(name: str, hparams: dict) -> Optimizer:
-    """A recipe's optimizer name and options (lr, weight_decay and the record's), checked without importing it."""
+def check_optimizer(name: str, hparams: dict, section: str | None = None) -> Optimizer:
+    """An optimizer name and options (lr, weight_decay and the record's), checked without importing it. `section`:
+    a recipe's ("optimizer"), whose keys the message names and where weight_decay is the top-level key instead."""
     if name not in OPTIMIZERS:
         raise UserError(
             f"unknown optimizer {name!r}{did_you_mean(str(name), OPTIMIZERS)}; "
             f"valid names are: {', '.join(OPTIMIZERS)}."
         )
     record = OPTIMIZERS[name]
-    valid = ("lr", "weight_decay", *record.options)
+    valid = ("lr", *(() if section else ("weight_decay",)), *record.options)
     for key in hparams:
         if key not in valid:
+            what = f"key '{section}.{key}': unknown hyperparameter" if section else f"unknown hyperparameter {key!r}"
             raise UserError(
-                f"unknown hyperparameter {key!r} for optimizer {name!r}{did_you_mean(str(key), valid)}; "
+                f"{what} for optimizer {name!r}{did_you_mean(str(key), valid)}; "
                 f"valid ones are: {', '.join(sorted(valid))}."
             )
     validate_options(hparams)

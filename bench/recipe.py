@@ -596,7 +596,7 @@ def _check_names(recipe: Recipe, models: bool = True) -> None:
             "key 'optimizer.weight_decay': weight decay is the recipe's top-level key weight_decay (every optimizer's, "
             "the excluded tensors aside); move it there"
         )
-    record = catalog.check_optimizer(recipe.optimizer.name, recipe.optimizer.hparams)
+    record = catalog.check_optimizer(recipe.optimizer.name, recipe.optimizer.hparams, section="optimizer")
     if record.schedule_free and recipe.eval.ema_epochs is not None:
         raise UserError(
             f"key 'eval.ema_epochs': optimizer '{record.name}' is schedule-free and evaluates its own average of the "

@@ -178,6 +178,12 @@ BAD = [
     ("missing key", BASE.replace("target_top1: 50\n", ""), [], ["missing required key 'target_top1'"]),
     ("set unknown key", BASE, ["schedule.colour=1"], ["--set", "schedule.colour", "not a recipe key"]),
     ("a name where a section goes", BASE, ["model=resnet20_cifar"], ["key 'model': a section (a mapping of keys)"]),
+    (
+        "set an optimizer option misspelt (its --set named; weight_decay not offered: the top-level key)",
+        BASE,
+        ["optimizer.momentun=0.9"],
+        ["with --set optimizer.momentun=0.9: key 'optimizer.momentun'", "valid ones are: lr, momentum, nesterov."],
+    ),
     ("set value not YAML", BASE, ["optimizer.lr=["], ["--set 'optimizer.lr=['", "not valid YAML"]),
     ("set value a bad tag", BASE, ["optimizer.lr=!!float x"], ["--set 'optimizer.lr=!!float x'", "not valid YAML"]),
     ("a date where a number goes", BASE, ["optimizer.lr=2020-13-01"], ["optimizer.lr", "valid number"]),  # text

@@ -76,7 +76,7 @@ BAD = [
     (
         "bad key in an arm",
         SWEEP.replace("optimizer.name: lars}", "optimizer.name: lars, optimizer.etaa: 1}"),
-        ["key 'arms.lars.set'", "unknown hyperparameter 'etaa'"],
+        ["key 'arms.lars.set'", "key 'optimizer.etaa': unknown hyperparameter"],
     ),
     (
         "misspelt optimizer in an arm",  # the arm's set, not the base recipe
