@@ -98,9 +98,7 @@ def _scan_split(root: Path, split: str, classes: tuple[str, ...] | None) -> tupl
 def not_there(root: Path) -> UserError:
     """The error for a dataset folder that is not there; a relative data.path names the directory it was resolved
     against (the working directory), which a recipe read from elsewhere does not show."""
-    where = (
-        "" if root.is_absolute() else f" (a relative path is resolved against the working directory, {Path.cwd()})"
-    )
+    where = "" if root.is_absolute() else f" (a relative path is resolved against the working directory, {Path.cwd()})"
     return UserError(f"{root}: dataset directory does not exist{where}")
 
 
