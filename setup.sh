@@ -12,6 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 PYTHON=${PYTHON:-python3}
 TORCH_CUDA12_INDEX=${TORCH_CUDA12_INDEX:-https://download.pytorch.org/whl/cu129}
+PINS=(torch==2.14.1 torchvision==0.29.1)  # the tested versions
 
 driver_cuda() {  # the major CUDA version the driver runs, or nothing
     command -v nvidia-smi >/dev/null || return 0
@@ -32,11 +33,11 @@ echo "setup.sh: CUDA flavour $cuda (torch ${torch_index[*]:-default wheels}, ben
 # 2 cores). Compiled here, not on first import: where PYTHONDONTWRITEBYTECODE is set (CI images set it) nothing
 # imported would ever be cached, and every process (every test's `bench`) would compile torch again.
 # pip is quiet (-q): one line a step says what the minutes go to
-echo "setup.sh: installing torch 2.14.1, torchvision 0.29.1, bench and its dependencies into .venv (pip: 1-3 min)"
+echo "setup.sh: installing ${PINS[*]}, bench and its dependencies into .venv (pip: 1-3 min)"
 .venv/bin/python -m pip install -q --no-compile --upgrade pip
 # torch from its CUDA 12 index first where that is the flavour; the default wheels come with the rest, in one call
-[ ${#torch_index[@]} -eq 0 ] || .venv/bin/python -m pip install -q --no-compile "${torch_index[@]}" torch==2.14.1 torchvision==0.29.1
-.venv/bin/python -m pip install -q --no-compile torch==2.14.1 torchvision==0.29.1 \
+[ ${#torch_index[@]} -eq 0 ] || .venv/bin/python -m pip install -q --no-compile "${torch_index[@]}" "${PINS[@]}"
+.venv/bin/python -m pip install -q --no-compile "${PINS[@]}" \
     -e ".[test,tensorboard,wandb,optimizers,$dali]"
 # VRGD's fused CPU kernels (bench/optim/fused.py) built here, once, not in the first VRGD run or test (half a
 # minute idle, two under load); beside compileall, as each leaves a core idle at times (50 s against 58 s on 2

@@ -118,3 +118,26 @@ def one_line(text: str) -> str:
     if re.search(r"[\x00-\x1f\x7f]", text):
         raise argparse.ArgumentTypeError(f"{text!r}: a line break or control character (one line is expected)")
     return text
+
+
+def split_set(text: str) -> tuple[str, str]:
+    """A --set: 'schedule.decay=poly' -> ('schedule.decay', 'poly'), or one sentence where there is no KEY=."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise UserError(f"--set '{text}': expected KEY.PATH=VALUE, e.g. --set optimizer.lr=0.5")
+    return key, value
+
+
+def assignment(text: str) -> str:
+    """--set's argparse type: `--set optimizer.lr 0.1` (no '=') refused for the option, before argparse would call
+    the value that follows an unrecognized argument; the value's YAML is the recipe's to check (naming its file)."""
+    try:
+        split_set(text)
+    except UserError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix("--set ")) from None
+    return text
+
+
+def doc_summary(doc: str) -> str:
+    """A module docstring's first paragraph on one line: its command's --help description."""
+    return " ".join(doc.split("\n\n")[0].split())

@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 import difflib
 import json
-import math
 import re
 import types
 import warnings
@@ -31,7 +30,7 @@ from pydantic import (
 )
 
 from bench import catalog
-from bench.errors import BenchDeprecation, BenchWarning, UserError, require_extra
+from bench.errors import BenchDeprecation, BenchWarning, UserError, require_extra, split_set
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 LOADER_ALIASES = catalog.LOADER_ALIASES  # deprecated data.loader names
@@ -565,17 +564,15 @@ def _untagged(err: dict) -> dict:
 
 def _text_hint(err) -> str:
     """Why a number or a boolean came as text (strict types): it was quoted (1e-3 unquoted is a float here)."""
-    text = err["input"]
-    if err["type"] not in ("int_type", "float_type", "bool_type") or not isinstance(text, str):
+    wanted = {"int_type": int, "float_type": (int, float), "bool_type": bool}.get(err["type"])
+    if wanted is None or not isinstance(err["input"], str):
         return ""
-    if err["type"] == "bool_type":
-        quoted = text.lower() in ("true", "false", "yes", "no", "on", "off")  # YAML's booleans, unquoted
-    else:
-        try:
-            quoted = math.isfinite(float(text))
-        except ValueError:
-            quoted = False  # 'abc': no number at all, not a quoted one
-    return ", text: write it without quotes" if quoted else ""
+    try:  # what the text would be unquoted, read as a recipe is ('abc' stays text: no quotes to drop)
+        value = yaml.load(err["input"], Loader=_RecipeLoader)  # noqa: S506 - a SafeLoader
+    except yaml.YAMLError:
+        return ""
+    fits = isinstance(value, wanted) and (wanted is bool or not isinstance(value, bool))
+    return ", text: write it without quotes" if fits else ""
 
 
 def _shown(value, limit: int = 60) -> str:
@@ -591,9 +588,16 @@ def _check_names(recipe: Recipe, models: bool = True) -> None:
         from bench import models as model_checks  # imports torch and timm
 
         model_checks.check(recipe.model.name, recipe.model.kwargs, recipe.model.bn_batch)
-    if "weight_decay" in recipe.optimizer.hparams:  # create() takes the top-level key as weight_decay too
+    # create() takes the top-level key as weight_decay: here it, or a misspelling of it, is the wrong place
+    own = getattr(catalog.OPTIMIZERS.get(recipe.optimizer.name), "options", ())
+    near = [
+        k
+        for k in recipe.optimizer.hparams
+        if k not in own and difflib.get_close_matches(k, ["weight_decay"], cutoff=0.8)
+    ]
+    if near:
         raise UserError(
-            "key 'optimizer.weight_decay': weight decay is the recipe's top-level key weight_decay (every optimizer's, "
+            f"key 'optimizer.{near[0]}': weight decay is the recipe's top-level key weight_decay (every optimizer's, "
             "the excluded tensors aside); move it there"
         )
     record = catalog.check_optimizer(recipe.optimizer.name, recipe.optimizer.hparams, section="optimizer")
@@ -609,10 +613,11 @@ def _check_names(recipe: Recipe, models: bool = True) -> None:
             "decay (set schedule.decay: constant; its warm-up is schedule.warmup_epochs or its warmup_steps)",
             BenchWarning,
         )
-    if recipe.schedule.warmup_epochs == recipe.epochs and recipe.schedule.decay != "constant":
+    warmup, decay = recipe.schedule.warmup_epochs, recipe.schedule.decay
+    if warmup >= 0.9 * recipe.epochs and decay != "constant":  # the schedule named is barely the one run
         warnings.warn(
-            f"schedule.warmup_epochs {recipe.epochs:g} is the whole run (epochs {recipe.epochs:g}): the lr rises "
-            f"to optimizer.lr at the last step and never decays ({recipe.schedule.decay}); shorten the warm-up",
+            f"schedule.warmup_epochs {warmup:g} is {warmup / recipe.epochs:.0%} of the run (epochs {recipe.epochs:g}): "
+            f"the lr rises almost to the end and the {decay} decay barely acts; shorten the warm-up",
             BenchWarning,
         )
     for package in ("tensorboard", "wandb"):
@@ -707,14 +712,6 @@ def load_file_spec(path: str | Path, model: type[BaseModel], what: str, shape: s
     if not base.is_file():
         raise UserError(f"{path}: key 'base': no recipe file at {base}")
     return spec.model_copy(update={"base": base})
-
-
-def split_set(assignment: str) -> tuple[str, str]:
-    """'schedule.decay=poly' -> ('schedule.decay', 'poly'), or one sentence where there is no KEY=."""
-    key, sep, value = assignment.partition("=")
-    if not sep or not key:
-        raise UserError(f"--set '{assignment}': expected KEY.PATH=VALUE, e.g. --set optimizer.lr=0.5")
-    return key, value
 
 
 def parse_set(assignment: str) -> tuple[list[str], Any]:

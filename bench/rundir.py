@@ -455,17 +455,14 @@ def damaged(message: str) -> None:
     print(f"bench: warning: {message}", file=sys.stderr)
 
 
-def find_runs(paths: list[str | Path], required: bool = True) -> list[Path]:
-    """Run directories (folders holding meta.json) at or below each path; `required` False: a path that is missing
-    or holds none yet (a sweep's results folder before its first run finished: its space file, claims) adds none."""
+def find_runs(paths: list[str | Path]) -> list[Path]:
+    """Run directories (folders holding meta.json) at or below each path."""
     runs = []
     for p in map(Path, paths):
         if not p.exists():
-            if not required:
-                continue
             raise UserError(f"{p}: no such run or results directory")
         found = [p] if is_run(p) else sorted(m.parent for m in p.rglob(META))
-        if not found and required:
+        if not found:
             raise UserError(f"{p}: no run directories (folders with meta.json) found")
         runs += found
     return list(dict.fromkeys(runs))

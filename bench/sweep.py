@@ -92,7 +92,7 @@ from bench import recipe as recipe_mod
 from bench.engine import checkpoint
 from bench.errors import BenchWarning, UserError
 from bench.recipe import Strict
-from bench.rundir import FINISHED, find_runs, read_meta, read_metrics
+from bench.rundir import FINISHED, read_meta, read_metrics
 from bench.suite import Preempted, finished_run
 
 Pair = Annotated[tuple[str, str], Field(strict=False)]  # two arms' names, a YAML list
@@ -896,6 +896,11 @@ def run_sweep(
     chosen = [t for t in trials if only in t.name] if only else trials
     if only and not chosen:
         raise UserError(f"--only {only!r}: no trial of {path} has that in its name (see bench sweep {path} --list)")
+    if reused := sum(finished_run(results, t.recipe) is not None for t in chosen):
+        # the same command resumes a sweep: said, so that a second run is not mistaken for a new one
+        print(
+            f"{results}: {reused} of the {len(chosen)} trials finished already, reused (to train anew: another --out)"
+        )
     progress = Progress(until=until, inputs=inputs)
     said = []  # the held runs the last waiting line named: a line a change, not a minute
     while True:
@@ -949,7 +954,7 @@ def own_finished_runs(spec: SweepSpec, results: Path) -> list[tuple[dict, dict]]
     """(recipe, meta) of each finished run under `results` that this sweep made (tags.sweep: its name), not the
     other runs a folder may hold (a suite's, another sweep's); a damaged run is the analysis' to name."""
     out = []
-    for run in find_runs([results], required=False):
+    for run in rundir.runs_in(results):  # none before the first run finished (the folder: its space, claims)
         try:
             recipe, meta = rundir.read_recipe_and_meta(run)
         except UserError:

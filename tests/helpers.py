@@ -323,6 +323,7 @@ TIGHT = dict(rtol=1e-10, atol=1e-12)  # fp64 parameters against the float64 refe
 
 
 def assert_history(ours, ref, **tol):
+    assert len(ours) == len(ref) > 0 and all(len(a) == len(b) for a, b in zip(ours, ref))  # zip would drop a step
     for step, (a, b) in enumerate(zip(ours, ref)):
         for i, (x, y) in enumerate(zip(a, b)):
             torch.testing.assert_close(x, y, **tol, msg=lambda m: f"step {step + 1}, tensor {i}: {m}")
@@ -467,7 +468,8 @@ def process_group(rank: int, world: int, port: int):
 
 
 def train_steps(rank: int, world: int, port: int, recipe_paths: list[str], outs: list[str], steps: int = STEPS) -> None:
-    """Each recipe's parameters after `steps` steps, on `world` ranks of one process group."""
+    """Each recipe's parameters after `steps` steps, on `world` ranks of one process group; and each rank's buffers
+    (BatchNorm's statistics), in `<out>.buffers<rank>`."""
     with process_group(rank, world, port) as dist:
         for recipe_path, out in zip(recipe_paths, outs):
             trainer = Trainer(recipe_mod.load(recipe_path), dist)
@@ -476,6 +478,7 @@ def train_steps(rank: int, world: int, port: int, recipe_paths: list[str], outs:
                 trainer.step(batches, lr=trainer.recipe.optimizer.lr * (step + 1) / steps)
             if rank == 0:
                 torch.save({k: v.detach().clone() for k, v in trainer.model.named_parameters()}, out)
+            torch.save({k: v.detach().clone() for k, v in trainer.model.named_buffers()}, f"{out}.buffers{rank}")
 
 
 def params_after(tmp_path, recipe_paths: list, world: int, steps: int = STEPS) -> list[dict]:

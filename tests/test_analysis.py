@@ -368,6 +368,9 @@ def test_plot_draws_beside_its_results_folder_by_default(tmp_path, monkeypatch, 
     assert main(["plot", "results/mine"]) == 0
     written = [Path(line) for line in capsys.readouterr().out.splitlines()]
     assert written and all(path.parent == Path("plots/mine") and path.is_file() for path in written)
+    make_run(tmp_path / "results" / "other", "lars-100", "lars", 100, 1, [50, 60])
+    assert main(["plot", "results/mine", "results/other"]) == 2  # one figure set of both: not over plots/mine
+    assert "the figures of several folders go where --out names" in capsys.readouterr().err
 
 
 # Bad input: one sentence naming the path or what is allowed, exit code 2.

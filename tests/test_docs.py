@@ -165,7 +165,7 @@ def test_the_readme_shows_the_own_data_block():
 
 def test_the_own_data_block_converts_checks_and_validates(tmp_path, capsys, monkeypatch):
     """The README's block on an MNIST-like idx dataset: convert, check, validate the recipe for both optimizers;
-    data.path is relative to the working directory, as the README says."""
+    data.path is relative to the working directory, as docs/own-data.md says."""
     monkeypatch.chdir(tmp_path)
     family(tmp_path / "downloads", train_per_class=4, val_per_class=1, gz=True)
     assert main(["data", "idx", "downloads", "--out", "data/mine", "--per-class", "3"]) == 0

@@ -213,6 +213,8 @@ def test_schedule_free_adamw_s_first_step_is_a_sign_step_and_its_averages_are_wa
         wd = 0.1 if w.ndim > 1 else 0.0
         torch.testing.assert_close(step, w - 0.5 * (g[i] / (g[i].abs() + 1e-8) + wd * w), **TIGHT)
     torch.testing.assert_close(ours[ZERO_G], ws[ZERO_G] * (1 - 0.5 * 0.1), **TIGHT)
+    # the reference's averaging weights against their closed form (the five-step test above holds the library to
+    # the reference under a warm-up)
     ref = RefScheduleFree(weights(), 0.1, warmup=4)
     ref.run(gradients(5), [0.5] * 5)
     assert ref.c == pytest.approx([1, 4 / 5, 9 / 14, 16 / 30, 16 / 46], rel=1e-14)

@@ -1,10 +1,12 @@
 """bench project: the step-time equations by hand, the byte counts against a real 2-process all-reduce, the
 validation against published time-to-train results, and the CLI's bad inputs."""
 
+import io
 import math
 import re
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 import torch.distributed as dist
@@ -16,6 +18,7 @@ from torch.nn.parallel import DistributedDataParallel
 from bench import optim
 from bench.analysis import project
 from bench.cli import main
+from bench.errors import BenchWarning
 from bench.optim.factory import REGISTRY
 from tests.conftest import start_ranks
 from tests.helpers import TOY, make_run
@@ -303,6 +306,7 @@ def test_a_results_tree_is_projected_with_a_given_throughput(capsys, tmp_path):
     said = capsys.readouterr()
     out = said.out
     assert "5,000 img/s per accelerator (given)" in said.err  # a csv's notes go to stderr, the table to stdout
+    assert "\n\n" not in out.strip() and pd.read_csv(io.StringIO(out)).shape == (2, 5)  # one table
     # both reach 60% at the second evaluation: 2 epochs of 1000 images at batch 100 = 20 steps
     minutes_table = out.split("\n\n")[0].splitlines()
     rows = {line.split(",")[0]: line.split(",")[1:] for line in minutes_table if line.startswith(("LARS,", "VRGD"))}
@@ -314,6 +318,17 @@ def test_a_results_tree_is_projected_with_a_given_throughput(capsys, tmp_path):
             seconds = project.seconds_to_target(2000, 20, n, cluster, project.Device(5000, 0.0, 3350), opt, 1_000_000)
             assert minutes == pytest.approx(seconds / 60, abs=0.005)  # the csv's minutes: 2 decimals
     assert float(rows["LARS"][2]) == pytest.approx(2000 / 5000 / 60, abs=0.005)  # one device: compute only
+
+
+def test_a_given_throughput_without_its_step_overhead_warns_and_an_overhead_alone_is_refused(capsys, tmp_path):
+    """--throughput alone projects with no fixed cost a step (a third off at small per-device batches): said;
+    --step-overhead-ms without it went unused: refused."""
+    tree = _tree(tmp_path / "r", reached=True)
+    args = ["project", str(tree), "--cluster", "dgx-h100", "--parameters", "1000000", "--accelerators", "1,4"]
+    with pytest.warns(BenchWarning, match="--throughput without --step-overhead-ms: no fixed cost a step"):
+        assert main([*args, "--throughput", "5000"]) == 0
+    assert main([*args, "--step-overhead-ms", "3"]) == 2
+    assert "--step-overhead-ms goes with --throughput" in capsys.readouterr().err
 
 
 def test_a_results_tree_without_throughput_or_reach_is_one_sentence(capsys, tmp_path):

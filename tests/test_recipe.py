@@ -77,15 +77,19 @@ def test_every_shipped_recipe_validates():
     assert main(["validate", str(DEMO)]) == 0  # the main job, a sweep file: its trial recipes load
 
 
-def test_a_warmup_as_long_as_the_run_warns_that_the_lr_never_decays(tmp_path):
+def test_a_warmup_as_long_as_the_run_warns_that_the_lr_barely_decays(tmp_path):
     """own-data.yaml (warm-up 1 epoch, cosine) with --set epochs=1 trained at its peak lr to the end, unsaid."""
     path = write_recipe(tmp_path / "r.yaml", BASE.replace("DATA", str(tmp_path)) + "schedule: {warmup_epochs: 1}\n")
-    with pytest.warns(BenchWarning, match=r"warmup_epochs 1 is the whole run \(epochs 1\): .* never decays \(cosine\)"):
+    with pytest.warns(
+        BenchWarning, match=r"warmup_epochs 1 is 100% of the run \(epochs 1\): .* the cosine decay barely acts"
+    ):
         recipe.load(path, models=False)
     with warnings.catch_warnings():  # a constant lr after the warm-up decays nothing anyway; a shorter one decays
         warnings.simplefilter("error", BenchWarning)
         recipe.load(path, ["schedule.decay=constant"], models=False)
         recipe.load(path, ["schedule.warmup_epochs=0.5"], models=False)
+    with pytest.warns(BenchWarning, match=r"warmup_epochs 0.95 is 95% of the run"):  # not only a whole-run one
+        recipe.load(path, ["schedule.warmup_epochs=0.95"], models=False)
 
 
 def test_validate_and_run_name_the_recipe_and_key_of_a_missing_dataset(tmp_path, tiny_dataset, capsys):
@@ -232,6 +236,14 @@ def test_bad_recipe_is_one_sentence_exit_2_nothing_written(tmp_path, capsys, wha
         assert word in err
     assert "Traceback" not in err
     assert not out.exists()
+
+
+def test_a_set_without_its_equals_sign_is_one_sentence_from_python_too(tmp_path):
+    """The command line refuses `--set schedule.decay` in argparse (tests/test_cli.py); api and sweep callers reach
+    recipe.load, which says the same."""
+    path = write_recipe(tmp_path / "r.yaml", BASE.replace("DATA", str(tmp_path)))
+    with pytest.raises(UserError, match=r"--set 'schedule.decay': expected KEY.PATH=VALUE, e.g. --set optimizer.lr="):
+        recipe.load(path, ["schedule.decay"], models=False)
 
 
 def test_missing_recipe_file(tmp_path, capsys):

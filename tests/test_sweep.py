@@ -432,7 +432,7 @@ def test_a_tiny_sweep_killed_once_resumes_and_reports(sweep_file, tmp_path, caps
     assert main(cmd) == 0
     again = capsys.readouterr().out
     assert "run directory" not in again  # nothing left to train, and the first line says why
-    assert again.startswith(f"{out}: 8 finished runs of the sweep are reused (to train anew: another --out)\n")
+    assert again.startswith(f"{out}: 4 of the 4 trials finished already, reused (to train anew: another --out)\n")
     assert len(results.load([out])) == 8
     assert main([*cmd, "--list"]) == 0
     listed = capsys.readouterr().out

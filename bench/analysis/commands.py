@@ -2,7 +2,7 @@
 
     bench report [PATH...] [--runs] [--format markdown|csv|latex|parquet|json] [--out FILE]
     bench table TABLE [PATH...] [--format markdown|csv|latex] [--baseline OPTIMIZER|ARM] [--batch B] [--cells TREE]
-    bench plot [PATH...] --out DIR [--paper]
+    bench plot [PATH...] [--out DIR] [--paper]
 
 PATH: run directories or results trees (any folder holding run directories). Torch-free, as all of the analysis:
 `bench project`, `bench export` and `bench clean`, which need the runner's side too, are bench/commands/results.py.
@@ -78,11 +78,18 @@ def cmd_table(args) -> int:
     return 0
 
 
+def plots_beside(results: str | Path) -> Path:
+    """Where the figures of a results folder go unless told: plots/<its name> (results/mini: plots/mini), as
+    bench plot, suite, sweep and branch draw them; not loose in plots/, nor over another study's."""
+    return Path("plots") / Path(results).resolve().name
+
+
 def cmd_plot(args) -> int:
     from bench.analysis import plots, results
 
-    # beside the results as bench suite and bench sweep draw (results/mini: plots/mini), not loose in plots/
-    out = args.out or Path("plots", *([] if args.paths == args.default_paths else [Path(args.paths[0]).resolve().name]))
+    if args.out is None and len(args.paths) > 1:
+        raise UserError(f"bench plot {' '.join(args.paths)}: the figures of several folders go where --out names")
+    out = args.out or plots_beside(args.paths[0])
     for path in plots.plot_all(results.load_study(args.paths, args.strict), out, args.paper):
         print(path)
     return 0
@@ -214,7 +221,7 @@ def add_parsers(sub, default_results: Path) -> None:
     s.add_argument("paths", **where)
     s.add_argument("--strict", **strict)
     s.add_argument(
-        "--out", type=out_folder, metavar="DIR", help="output folder (default: plots/<the first results folder's name>)"
+        "--out", type=out_folder, metavar="DIR", help="output folder (default: plots/<the results folder's name>)"
     )
     s.add_argument("--paper", **PAPER_OPTION)
-    s.set_defaults(func=cmd_plot, default_paths=where["default"])
+    s.set_defaults(func=cmd_plot)

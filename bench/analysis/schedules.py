@@ -55,9 +55,7 @@ def schedules(study: Study, baseline: str | None = None) -> Table:
         table.rows.append(_row(arm, of, ratios, arm == reference))
         if arm != reference:
             claims.append(
-                claim(
-                    f"{arm} against {reference}", "; ".join(_words(k, r, arm, reference) for k, r in zip(KEYS, ratios))
-                )
+                claim(f"{arm} against {reference}", "; ".join(_words(k, r, arm, alpha) for k, r in zip(KEYS, ratios)))
             )
     table.notes = [
         "batch: the first step's, then the largest of the seeds' last batches and the mean batch over steps (a "
@@ -135,13 +133,18 @@ def _row(arm: str, of: pd.DataFrame, ratios, is_reference: bool) -> list:
     ]
 
 
-def _words(key: str, r, arm: str, reference: str) -> str:
+def _words(key: str, r, arm: str, alpha: float) -> str:
+    """The claim of one ratio, with the coverage of its interval (the family's Bonferroni level)."""
     what = "steps" if key == "steps_to_target" else "images"
     if r is None:
         return f"{what}: too few seeds reached the target on both sides"
     c, detectable = r
-    if c.high < 0:
-        return f"{arm} takes fewer {what} ({math.exp(c.diff):.2f}x [{math.exp(c.low):.2f}, {math.exp(c.high):.2f}])"
-    if c.low > 0:
-        return f"{arm} takes more {what} ({math.exp(c.diff):.2f}x [{math.exp(c.low):.2f}, {math.exp(c.high):.2f}])"
-    return f"{what}: no difference resolved ({math.exp(c.diff):.2f}x; could detect ≥ {math.exp(detectable):.2f}x)"
+    level = f"{100 * (1 - alpha):.4g}%"
+    if c.high < 0 or c.low > 0:
+        more = "fewer" if c.high < 0 else "more"
+        interval = f"[{math.exp(c.low):.2f}, {math.exp(c.high):.2f}]"
+        return f"{arm} takes {more} {what} ({math.exp(c.diff):.2f}x {interval}, {level})"
+    return (
+        f"{what}: no difference resolved ({math.exp(c.diff):.2f}x; could detect ≥ {math.exp(detectable):.2f}x at "
+        f"{level}, 80% power)"
+    )

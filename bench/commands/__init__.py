@@ -16,13 +16,13 @@ This module: what more than one family uses.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import sys
 from pathlib import Path
 
-from bench.errors import UserError, out_folder
+from bench.analysis.commands import plots_beside
+from bench.errors import assignment, out_folder
 
 DEFAULT_RESULTS = Path("results/runs")
 INTERRUPTED = 130  # a person's Ctrl-C: the shell's 128 + SIGINT; a scheduler's SIGTERM/SIGUSR1 preemption is 0
@@ -84,19 +84,7 @@ def output_may_close():
 
 
 def set_argument(s, help: str = "override a recipe key (VALUE in YAML; a mapping replaces the whole section)") -> None:
-    s.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", type=_assignment, help=help)
-
-
-def _assignment(text: str) -> str:
-    """--set's argparse type: `--set optimizer.lr 0.1` (no '=') refused for the option, before argparse would call
-    the value that follows an unrecognized argument; the value's YAML is the recipe's to check (naming its file)."""
-    from bench.recipe import split_set
-
-    try:
-        split_set(text)
-    except UserError as e:
-        raise argparse.ArgumentTypeError(str(e).removeprefix("--set ")) from None
-    return text
+    s.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", type=assignment, help=help)
 
 
 def out_and_plots(out: str | None, plots: str | None, name: str) -> tuple[Path, Path]:
@@ -104,7 +92,7 @@ def out_and_plots(out: str | None, plots: str | None, name: str) -> tuple[Path, 
     and the plots beside it by the results folder's name (--out results/mine draws into plots/mine, not over the
     committed study's figures) unless --plots."""
     results = Path(out or Path("results") / name)
-    return results, Path(plots or Path("plots") / results.name)
+    return results, Path(plots or plots_beside(results))
 
 
 def report_arguments(s, named: str, baseline: str, baseline_metavar: str | None = None) -> None:

@@ -7,6 +7,8 @@ import ast
 import importlib
 from pathlib import Path
 
+from bench.errors import doc_summary
+
 
 def perf_benchmarks() -> dict[str, str]:
     """Each module of bench.perf is a benchmark; its docstring's first sentence (paragraph) is the help."""
@@ -14,7 +16,7 @@ def perf_benchmarks() -> dict[str, str]:
     found = {}
     for path in sorted(folder.glob("[!_]*.py")):
         doc = ast.get_docstring(ast.parse(path.read_text())) or ""
-        found[path.stem] = " ".join(doc.split("\n\n")[0].split())
+        found[path.stem] = doc_summary(doc)
     return found
 
 

@@ -225,8 +225,8 @@ def _optimizer_keys(record, wrap) -> int:
 
 
 def add_parsers(sub) -> None:
-    s = sub.add_parser("validate", help="load and check recipe files and their dataset folders")
-    s.add_argument("recipes", nargs="+", metavar="RECIPE")
+    s = sub.add_parser("validate", help="load and check recipe, sweep and branch files and their dataset folders")
+    s.add_argument("recipes", nargs="+", metavar="RECIPE", help="a recipe, sweep or branch file")
     s.add_argument(
         "--schema-only",
         action="store_true",

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+import warnings
 from pathlib import Path
 
 from bench import catalog
@@ -26,7 +27,7 @@ from bench.analysis.render import Table, cell, render, side_notes
 from bench.commands import DEFAULT_RESULTS
 from bench.engine import checkpoint, tensorboard
 from bench.engine.plan import recipe_plan
-from bench.errors import UserError, out_folder
+from bench.errors import BenchWarning, UserError, out_folder
 from bench.rundir import FINISHED, find_runs, read_recipe_and_meta
 
 
@@ -57,7 +58,8 @@ def cmd_project(args) -> int:
     if recipe_files:
         inputs, facts, parameters = _recipes_inputs(args.paths, args.parameters)
         one = f" ({args.paths[0]})" if len(args.paths) == 1 else ""
-        what = f"the recipe{'s' * (len(args.paths) > 1)}' {facts['epochs']} of {facts['images']:,} images{one}"
+        whose = "the recipes'" if len(args.paths) > 1 else "the recipe's"
+        what = f"{whose} {facts['epochs']} of {facts['images']:,} images{one}"
     elif args.reference:
         inputs, what = project.reference_inputs(), "LARS' epochs to 75.9% from MLPerf's reference convergence points"
         parameters = project.RESNET50_PARAMETERS
@@ -65,7 +67,16 @@ def cmd_project(args) -> int:
         inputs, facts = project.measured_inputs(args.paths)
         what = f"median steps and images to target over the seeds of {', '.join(args.paths)}"
         parameters = args.parameters or project.recorded_parameters(facts["run"]) or count_parameters(facts["run"])
+    if args.step_overhead_ms is not None and not args.throughput:
+        raise UserError("bench project: --step-overhead-ms goes with --throughput (a preset has its own)")
     if args.throughput:
+        if args.step_overhead_ms is None:
+            warnings.warn(
+                "--throughput without --step-overhead-ms: no fixed cost a step (kernel launches, the optimizer, the "
+                "all-reduce's latency), which at small per-device batches misses by a third (docs/cluster.md); its "
+                "intercept: `bench perf train` at two batches, step time against batch",
+                BenchWarning,
+            )
         device = project.Device(args.throughput, (args.step_overhead_ms or 0.0) / 1e3, acc.memory_GBps)
         speed = f"{args.throughput:,.0f} img/s per accelerator (given), {args.step_overhead_ms or 0:g} ms a step"
     elif args.reference or facts.get("resnet50_224"):
@@ -122,6 +133,10 @@ def cmd_project(args) -> int:
             for r in efficient.itertuples()
         ]
         tables.append(sat)
+    if args.format == "csv" and len(tables) > 1:  # one table a csv, as read_csv reads it
+        names = " and ".join(t.title.split(":")[0] for t in tables[1:])
+        warnings.warn(f"the csv holds the minutes; {names}: --format markdown or latex", BenchWarning)
+        tables = tables[:1]
     print("\n".join(render(t, args.format) for t in tables), end="")
     sys.stderr.write(side_notes(tables, args.format))
     if args.plot:

@@ -115,7 +115,7 @@ def _run(args) -> int:
 
 def _run_sweep(args) -> int:
     """`bench run SWEEP.yaml` (the main job, recipes/demo.yaml): the sweep as `bench sweep` runs it (results in
-    results/<name> unless --out says where, figures in plots/<name>), from any tree as a one-recipe run is (each
+    results/<name> unless --out says where, figures in plots/<its name>), from any tree as a one-recipe run is (each
     run records its commit; `bench sweep` keeps refusing uncommitted changes for a study), ending as it does: the
     verdict in words, its table's and the main figure's paths. A one-recipe run's options do not apply."""
     from bench import sweep

@@ -9,7 +9,7 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-from bench.commands import DEFAULT_RESULTS
+from bench.commands import DEFAULT_RESULTS, out_and_plots
 from bench.commands.run import load_recipe, run_arguments, worker_args
 from bench.engine import launch
 from bench.engine.launch import Slurm
@@ -41,7 +41,7 @@ def _submit_sweep(args) -> tuple[str, str]:
             "--wandb or --threads: "
             "put overrides in the sweep file's set)"
         )
-    out = args.out if args.out != str(DEFAULT_RESULTS) else str(Path("results") / spec.name)
+    out = str(out_and_plots(args.out if args.out != str(DEFAULT_RESULTS) else None, None, spec.name)[0])
     tasks = args.array or min(len(trials), 64)
     plans: dict[int, dict[str, list[str]]] = {}  # batch -> plan -> arms (one line a batch where the arms agree)
     for t in trials:

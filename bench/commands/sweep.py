@@ -48,10 +48,6 @@ def run_and_report(args) -> int:
             f"bench sweep {args.sweep}: --only runs no local stage and no reruns, so --wait has nothing to wait for; "
             "give one of them"
         )
-    done = sweep.finished_counts(spec, results)
-    if reused := int(sum(done[key] for key in {count for count, _ in sweep.ROLE_COUNTS.values()})):
-        # the same command resumes a sweep: say so, so that a second run is not mistaken for a new one
-        print(f"{results}: {reused} finished runs of the sweep are reused (to train anew: another --out)")
     try:
         runs, waiting, held = sweep.run_sweep(
             args.sweep,

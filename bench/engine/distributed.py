@@ -63,3 +63,22 @@ def max_over_ranks(value: float) -> float:
         t = t.cuda()
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return t.item()
+
+
+def average_buffers(module: torch.nn.Module) -> None:
+    """Each floating-point buffer (BatchNorm's running statistics) replaced by its mean over the ranks, one
+    all-reduce a dtype. Each rank's micro-batches move its own statistics: unaveraged, the ranks would evaluate
+    different models and rank 0 would checkpoint a third (timm's distribute_bn with reduce, here at every step)."""
+    if not dist.is_initialized() or dist.get_world_size() == 1:
+        return
+    by_dtype: dict[torch.dtype, list[torch.Tensor]] = {}
+    for b in module.buffers():
+        if b.is_floating_point():
+            by_dtype.setdefault(b.dtype, []).append(b)
+    with torch.no_grad():
+        for tensors in by_dtype.values():
+            flat = torch.cat([t.reshape(-1) for t in tensors])
+            dist.all_reduce(flat)
+            flat.div_(dist.get_world_size())
+            for t, mean in zip(tensors, flat.split([t.numel() for t in tensors])):
+                t.copy_(mean.view_as(t))

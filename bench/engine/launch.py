@@ -20,6 +20,9 @@ from bench.engine.threads import usable_cores
 from bench.errors import OutOfSpace, UserError
 
 GRACE_S = 100  # seconds the workers get, after a SIGTERM, to finish their step and checkpoint
+# torchrun's SIGTERM-to-SIGKILL wait (default 30 s), as its environment variable: torch's --shutdown-timeout flag
+# came in 2026 (pytorch#172596) and older torchruns refuse it; they ignore the variable and keep their 30 s
+SHUTDOWN_TIMEOUT = ("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", str(GRACE_S))
 EARLY_SIGNAL_S = 120  # SLURM's SIGUSR1 this long before the time limit: the grace and some margin
 # SIGUSR1 (only SLURM's time-limit warning sends it) means "checkpoint and requeue"; SIGTERM (scancel, a
 # preemption) means "checkpoint and end": a cancelled job must stay cancelled, and SLURM requeues a preempted
@@ -39,13 +42,13 @@ def run_local(nproc: int, bench_args: list[str], max_restarts: int = 0) -> int:
 
     # torchrun would give each worker 1 thread; engine.threads: auto divides the cores between them itself
     os.environ.setdefault("OMP_NUM_THREADS", str(usable_cores()))
+    os.environ.setdefault(*SHUTDOWN_TIMEOUT)
 
     args = parse_args(
         [
             "--standalone",
             f"--nproc-per-node={nproc}",
             f"--max-restarts={max_restarts}",
-            f"--shutdown-timeout={GRACE_S}",
             "-m",
             "bench",
             *bench_args,
@@ -168,7 +171,6 @@ def sbatch_script(
         "torch.distributed.run",
         f"--nnodes={nodes}",
         f"--nproc-per-node={workers}",
-        f"--shutdown-timeout={GRACE_S}",
         "--rdzv-backend=c10d",
         '--rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT"',
         '--rdzv-id="$SLURM_JOB_ID"',
@@ -183,6 +185,7 @@ def sbatch_script(
         'MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
         PORT,
         f"export OMP_NUM_THREADS={cpus_per_worker}  # torchrun's default would be 1 per worker",
+        "export {}={}  # the workers' time to checkpoint after a SIGTERM".format(*SHUTDOWN_TIMEOUT),
     )
     return "\n".join(lines) + "\n"
 

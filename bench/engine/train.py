@@ -164,11 +164,7 @@ def evaluation_weights(model: torch.nn.Module, opt, batches: Callable, recipe: R
                 model(to_device(batch, device, recipe)[0])
         if hasattr(each, "close"):  # a generator left before its end: close it now
             each.close()
-        if torch.distributed.is_initialized():
-            for b in model.buffers():
-                if b.is_floating_point():
-                    torch.distributed.all_reduce(b)
-                    b.div_(torch.distributed.get_world_size())
+        distributed.average_buffers(model)
     try:
         yield
     finally:
@@ -245,7 +241,8 @@ class Trainer:
         self.ddp = None
         if dist.world > 1:
             ids = [self.device.index] if self.device.type == "cuda" else None
-            self.ddp = DistributedDataParallel(self.model, device_ids=ids)
+            # buffers: averaged after each step (step()), not rank 0's broadcast before each forward
+            self.ddp = DistributedDataParallel(self.model, device_ids=ids, broadcast_buffers=False)
         net = self.ddp or self.model
         self.net = compiled(net, self.chosen.compile)
         self.pace = Pace(recipe, self.plan, self.data.train_size, self.opt.pace == "scale_invariant")
@@ -349,6 +346,8 @@ class Trainer:
             total += loss.detach().to(total.dtype)
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
+        if self.ddp is not None and not self.recipe.engine.sync_bn:  # SyncBatchNorm's statistics agree already
+            distributed.average_buffers(self.model)  # one model on every rank: the one evaluated and checkpointed
         return total / accum
 
     def _forward_backward(self, images, labels, scale: float) -> torch.Tensor:
@@ -878,10 +877,13 @@ def _start_records(run: RunDir, trainer: Trainer, state: Progress, resumed: bool
         f"{pace.schedule_steps} {what} = {recipe.epochs:g} epoch{'s' * (recipe.epochs != 1)} of {data.train_size} "
         f"images{rounded}"
     )
-    if recipe.global_batch > data.train_size:
+    key, largest = "global_batch", recipe.global_batch
+    if recipe.adaptive_batch:  # the batch may grow to its max_batch
+        key, largest = "adaptive_batch.max_batch", recipe.adaptive_batch.max_batch
+    if largest > data.train_size:
         warnings.warn(
-            f"global_batch {recipe.global_batch} is larger than the training set ({data.train_size} images): each "
-            "step reads some images more than once",
+            f"{key} {largest} is larger than the training set ({data.train_size} images): a step of it reads some "
+            "images more than once",
             BenchWarning,
         )
     run.curves = _curves(recipe, run, state)

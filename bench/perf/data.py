@@ -31,11 +31,11 @@ from pathlib import Path
 import torch
 
 from bench.data import folder
-from bench.errors import ArgumentParser, UserError, count
+from bench.errors import ArgumentParser, UserError, count, doc_summary
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = ArgumentParser(prog="bench perf data", description=__doc__.split("\n")[0])
+    p = ArgumentParser(prog="bench perf data", description=doc_summary(__doc__))
     p.add_argument("--root", required=True, help="dataset folder (train/ and val/, or train.txt and val.txt)")
     p.add_argument(
         "--split", choices=("train", "val"), default="train", help="which path to time (default: %(default)s)"

@@ -20,7 +20,7 @@ import time
 import torch
 
 from bench.engine.threads import resolve
-from bench.errors import ArgumentParser, UserError, count
+from bench.errors import ArgumentParser, UserError, assignment, count, doc_summary
 from bench.perf.train import MIN_PAIRS, against_ratio, parse_against
 
 
@@ -45,9 +45,11 @@ def measure(cases: dict, images: int | None, repeats: int) -> tuple[dict[str, li
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = ArgumentParser(prog="bench perf eval", description=__doc__.split("\n")[0])
+    parser = ArgumentParser(prog="bench perf eval", description=doc_summary(__doc__))
     parser.add_argument("recipe", help="a recipe file")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="override a recipe key")
+    parser.add_argument(
+        "--set", action="append", default=[], type=assignment, metavar="KEY.PATH=VALUE", help="override a recipe key"
+    )
     parser.add_argument(
         "--against",
         action="append",

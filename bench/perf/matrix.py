@@ -45,7 +45,7 @@ import torch
 
 from bench import defaults
 from bench.engine.threads import resolve
-from bench.errors import ArgumentParser, UserError
+from bench.errors import ArgumentParser, UserError, doc_summary
 from bench.perf.train import GHOST_TARGET, MIN_PAIRS, TARGET, sign_interval, verdict
 
 REPO = Path(__file__).resolve().parents[2]
@@ -469,7 +469,7 @@ def adopt(proposal_file: Path, defaults_file: Path | None = None) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = ArgumentParser(prog="python -m bench.perf.matrix", description=__doc__.split("\n")[0])
+    parser = ArgumentParser(prog="python -m bench.perf.matrix", description=doc_summary(__doc__))
     parser.add_argument("row", choices=[*ROWS, "report", "adopt"])
     parser.add_argument("files", nargs="*", type=Path, help=f"report: the rows' JSON files; adopt: a {PROPOSAL}")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cuda" if torch.cuda.is_available() else "cpu")

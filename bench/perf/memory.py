@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 
-from bench.errors import ArgumentParser, UserError, count
+from bench.errors import ArgumentParser, UserError, assignment, count, doc_summary
 
 
 def _recipe(global_batch: int, micro_batch: int, size: int, model: str, optimizer: str):
@@ -190,7 +190,7 @@ def measure(global_batch: int, args) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = ArgumentParser(prog="bench perf memory", description=__doc__.split("\n")[0])
+    p = ArgumentParser(prog="bench perf memory", description=doc_summary(__doc__))
     p.add_argument("--small", type=count(1), default=1024, help="small global batch (default %(default)s)")
     p.add_argument("--huge", type=count(1), default=98304, help="huge global batch (default %(default)s)")
     p.add_argument("--micro-batch", type=count(1), default=256)
@@ -198,7 +198,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", default="test_resnet")
     p.add_argument("--optimizer", default="sgd")
     p.add_argument("--fits", metavar="RECIPE", help="the largest micro-batch of RECIPE that fits this machine")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="with --fits: override a key")
+    p.add_argument(
+        "--set", action="append", default=[], type=assignment, metavar="KEY=VALUE", help="with --fits: override a key"
+    )
     p.add_argument("--classes", type=count(1), default=1000, help="with --fits: labels (default %(default)s, ImageNet)")
     p.add_argument("--ranks", type=count(1), default=1, help="with --fits: ranks sharing the global batch (default 1)")
     p.add_argument(

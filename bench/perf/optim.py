@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 from bench import optim
-from bench.errors import ArgumentParser, count
+from bench.errors import ArgumentParser, count, doc_summary
 from bench.models import check_name, timm_models
 from bench.perf.train import MIN_PAIRS, alternate, sign_interval
 from bench.perf.train import verdict as judge  # one verdict for every perf goal
@@ -228,7 +228,7 @@ def report(times: dict[str, list[float]], numel: int, copy_elements: int, bench:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = ArgumentParser(prog="bench perf optim", description=__doc__.split("\n")[0])
+    parser = ArgumentParser(prog="bench perf optim", description=doc_summary(__doc__))
     parser.add_argument("--repeats", type=count(1), default=20, help="timed repetitions of each case (default 20)")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--threads", type=count(1), help="CPU threads (torch.set_num_threads); default: torch's")

@@ -23,14 +23,14 @@ from pathlib import Path
 
 import yaml
 
-from bench.errors import ArgumentParser, UserError, count
+from bench.errors import ArgumentParser, UserError, count, doc_summary
 from bench.rundir import read_meta
 
 TARGET = 0.05
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
-    p = ArgumentParser(prog="bench perf sweep", description=__doc__.split("\n")[0])
+    p = ArgumentParser(prog="bench perf sweep", description=doc_summary(__doc__))
     p.add_argument("--recipe", default="recipes/demo-sgd.yaml", help="the base recipe (default: %(default)s)")
     p.add_argument("--epochs", type=float, default=2.0, help="training epochs per trial (default: %(default)s)")
     p.add_argument("--trials", type=count(2), default=3, help="trials timed, at least 2 (default: %(default)s)")

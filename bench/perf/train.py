@@ -56,7 +56,7 @@ from tqdm import tqdm
 
 from bench import defaults
 from bench.engine.threads import resolve
-from bench.errors import ArgumentParser, UserError, count
+from bench.errors import ArgumentParser, UserError, assignment, count, doc_summary
 from bench.rundir import RunDir
 
 TARGET = 0.03  # runner overhead, 1 - bench / bare img/s
@@ -542,9 +542,11 @@ def compile_words(setting) -> str:
 def main(argv: list[str] | None = None) -> int:
     from bench.models import COMPILE_MODES
 
-    parser = ArgumentParser(prog="bench perf train", description=__doc__.split("\n")[0])
+    parser = ArgumentParser(prog="bench perf train", description=doc_summary(__doc__))
     parser.add_argument("recipe", nargs="?", help="a recipe file (default: --model and friends, resnet50 at 224 px)")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="override a recipe key")
+    parser.add_argument(
+        "--set", action="append", default=[], type=assignment, metavar="KEY.PATH=VALUE", help="override a recipe key"
+    )
     parser.add_argument("--model", help="timm model (default: the recipe's, else resnet50)")
     parser.add_argument("--image-size", type=count(1), help="image side in pixels (default: the recipe's, else 224)")
     parser.add_argument("--batch", type=count(1), help="global batch (default: the recipe's, else 256)")
