@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from bench.analysis import cells, ladder, power, results, scaling, tuning, tuning_plots
+from bench.analysis import cells, critical, ladder, power, results, scaling, tuning, tuning_plots
 from bench.errors import UserError
 from tests.helpers import make_run
 
@@ -315,6 +315,20 @@ def test_a_ratio_of_two_located_critical_batches_is_judged_with_its_power_and_it
     )
     [y_claim] = [c for c in claims if c.startswith("y: critical")]
     assert "its batches scatter about the fit more than their reruns do (lack of fit p 0.010)" in y_claim
+    # the batch means of the reference reject the curve's alpha = 1 (curvature, which the scatter test misses):
+    # the curve's interval is flagged too (LARS in the field study: p 0.164 by scatter, 0.008 by the F test)
+    bent = {
+        a: ladder.Alternatives(critical.NO_CURVE, (math.nan,) * 3, critical.AlphaTest(1.2, 40.0, p, 6), (), 64.0)
+        for a, p in (("x", 0.5), ("y", 0.008))
+    }
+    flagged = scaling.scaling_claims(
+        {"x": x, "y": y}, ["x", "y"], "y", {"x": {}, "y": {}}, ratio_of={"x": {"curve": r}}, alternatives=bent
+    )
+    [ratio] = [c for c in flagged if c.startswith("x / y")]
+    assert ratio.endswith(
+        "(too narrow: the batches of y scatter more than the seeds it redraws; the batch means of y reject the "
+        "curve's alpha = 1)."
+    )
     # a sweep tuned on the final Top-1: each critical batch and ratio says it is a secondary reading, quoted alone
     tuned = scaling.scaling_claims(
         {"x": x, "y": y}, ["x", "y"], "y", {"x": {}, "y": {}}, ratio_of={"x": {"curve": r}}, secondary=True

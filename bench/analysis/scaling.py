@@ -192,7 +192,9 @@ def scaling_claims(
     ]
     for arm in names:
         if arm != reference and arm in ratio_of:
-            claims.append(_ratio_claim(arm, reference, ratio_of[arm] or {}, fits, ties, crossings, caveat))
+            claims.append(
+                _ratio_claim(arm, reference, ratio_of[arm] or {}, fits, ties, crossings, caveat, alternatives)
+            )
     return claims + [c for arm in names if (c := _crossings_claim(arm, crossings[arm]))]
 
 
@@ -273,10 +275,19 @@ def smallest_rungs(table_cells: pd.DataFrame) -> dict[str, tuple[int, float, flo
 
 
 def _ratio_claim(
-    arm: str, reference: str, estimated: dict, fits: dict, ties: dict, crossings: dict, caveat: str
+    arm: str,
+    reference: str,
+    estimated: dict,
+    fits: dict,
+    ties: dict,
+    crossings: dict,
+    caveat: str,
+    alternatives: dict,
 ) -> str:
     """An arm's critical batch over the reference arm's in words, by each estimate (ladder.ESTIMATES -> Ratio),
-    with the word they agree on (combined_word) and what the intervals leave out (scaling_claims)."""
+    with the word they agree on (combined_word) and what the intervals leave out (scaling_claims): the curve's
+    interval redraws seeds on the curve, so it is too narrow where an arm's batches scatter about the curve more
+    than its seeds do, or where its batch means reject the curve's alpha = 1 (the F test: curvature)."""
     r = estimated.get("curve")
     pair = f"{display(arm)} / {display(reference)} critical batch"
     if r is None:
@@ -294,9 +305,16 @@ def _ratio_claim(
             )
         if r.unbounded:
             word += f"; in {r.unbounded:,} of its {r.draws:,} draws an arm had no finite critical batch"
+        # the bootstrap redraws seeds on the curve: too narrow where the batches scatter about it more than the
+        # seeds do, or where the batch means reject its shape (alpha = 1)
         scatter = [display(a) for a in (arm, reference) if fits[a].lack_of_fit_p < LACK_OF_FIT_ALPHA]
-        if scatter:  # the bootstrap redraws seeds, not the batches' selections
-            word += f" (too narrow: the batches of {' and '.join(scatter)} scatter more than the seeds it redraws)"
+        bent = [
+            display(a) for a in (arm, reference) if a in alternatives and alternatives[a].alpha.p < LACK_OF_FIT_ALPHA
+        ]
+        reasons = [f"the batches of {' and '.join(scatter)} scatter more than the seeds it redraws"] * bool(scatter)
+        reasons += [f"the batch means of {' and '.join(bent)} reject the curve's alpha = 1"] * bool(bent)
+        if reasons:
+            word += f" (too narrow: {'; '.join(reasons)})"
     untested = [f"{display(a)} {len(ties[a])} of {len(crossings[a])}" for a in (arm, reference) if ties.get(a)]
     if untested and others:  # what the intervals leave out: they hold each cell's selected point fixed
         word += f"; the intervals hold the selections fixed, near ties not rerun ({', '.join(untested)} batches)"
