@@ -243,7 +243,7 @@ def test_a_batch_beyond_the_training_set_says_what_the_run_trains_on(tiny_datase
     )
     done = cli("run", str(recipe), "--out", str(tmp_path / "out"), show_warnings=True)
     assert done.returncode == 0, done.stderr
-    assert "1 steps = 1 epoch of 160 images (200 images, 1.25 epochs: steps are whole)" in done.stdout
+    assert "1 step = 1 epoch of 160 images (200 images, 1.25 epochs: steps are whole)" in done.stdout
     assert "global_batch 200 is larger than the training set (160 images)" in done.stderr
 
 

@@ -622,7 +622,7 @@ def test_list_prints_the_search_warnings_the_runs_and_their_gpu_hours(sweep_file
     assert main(["sweep", str(sweep_file), "--list", "--throughput", "0.1"]) == 0
     said = capsys.readouterr()
     assert said.out.count("| tiny-") == 4
-    assert "4 trials + at most 0 local points + at most 4 reruns = at most 8 runs (2 arms x 1 batches; reruns: " in (
+    assert "4 trials + at most 0 local points + at most 4 reruns = at most 8 runs (2 arms x 1 batch; reruns: " in (
         said.out
     )
     assert "at most 2,048 training images (trials 1,024, locals 0, reruns 1,024) in 64 steps, 128 training" in said.out

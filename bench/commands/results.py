@@ -244,9 +244,9 @@ def sweep_cost(
     n = sweep.run_counts(spec, trials)
     said = (
         f"{n['trials']:,} trials + at most {n['local']:,} local points + at most {n['reruns']:,} reruns = at most "
-        f"{n['trials'] + n['local'] + n['reruns']:,} runs ({len(spec.arms)} arms x {len(spec.batches)} batches; "
-        f"reruns: top {spec.reruns.top} x {len(spec.reruns.seeds)} seeds a cell, {len(spec.reruns.matched)} "
-        "matched pair(s))"
+        f"{n['trials'] + n['local'] + n['reruns']:,} runs ({len(spec.arms)} arms x {len(spec.batches)} "
+        f"batch{'es' * (len(spec.batches) != 1)}; reruns: top {spec.reruns.top} x {len(spec.reruns.seeds)} seeds a "
+        f"cell, {len(spec.reruns.matched)} matched pair{'s' * (len(spec.reruns.matched) != 1)})"
     )
     resnet50 = resnet50_224(trials[0].recipe)
     try:

@@ -868,7 +868,8 @@ def _start_records(run: RunDir, trainer: Trainer, state: Progress, resumed: bool
         print(trainer.memory_note)
     threads_used = torch.get_num_threads()
     print(f"plan: {trainer.plan}, {threads_used} CPU thread{'s' * (threads_used != 1)}")
-    what = "steps" if pace.fixed else f"schedule steps of {pace.reference} images"
+    steps = "step" + "s" * (pace.schedule_steps != 1)
+    what = steps if pace.fixed else f"schedule {steps} of {pace.reference} images"
     seen = pace.schedule_steps * pace.reference
     rounded = f" ({seen:,} images, {seen / data.train_size:.3g} epochs: steps are whole)" * (
         pace.fixed and seen > 1.01 * pace.images_total  # what the run really trains on, where it differs
