@@ -964,11 +964,11 @@ def own_finished_runs(spec: SweepSpec, results: Path) -> list[tuple[dict, dict]]
     return out
 
 
-def measured_speed(spec: SweepSpec, results: Path) -> float | None:
-    """Training images a second with evaluation included, the median over the sweep's finished runs under
-    `results` (on this machine): what `--list` times the rest of the sweep by; None before any finished."""
+def measured_speed(finished: list[tuple[dict, dict]]) -> float | None:
+    """Training images a second with evaluation included, the median over the sweep's finished runs
+    (own_finished_runs, on this machine): what `--list` times the rest of the sweep by; None before any finished."""
     speeds = []
-    for _, meta in own_finished_runs(spec, results):
+    for _, meta in finished:
         seconds = (meta.get("train_time_s") or 0) + (meta.get("eval_time_s") or 0)
         if meta.get("train_images_per_s") and seconds > 0:
             speeds.append(meta["train_images_per_s"] * meta["train_time_s"] / seconds)
@@ -1075,12 +1075,12 @@ ROLE_COUNTS = {
 }
 
 
-def finished_counts(spec: SweepSpec, results: Path) -> dict[str, float]:
-    """The sweep's finished runs under `results` in run_counts' keys: how many of each kind, and their epochs at
+def finished_counts(finished: list[tuple[dict, dict]]) -> dict[str, float]:
+    """The sweep's finished runs (own_finished_runs) in run_counts' keys: how many of each kind, and their epochs at
     their budgets (what run_counts counts them at), so that the bound less these is what is left; and the seconds
     they took (training and evaluation), the pace a stop at the target gives (the bound assumes none stops)."""
     done = dict.fromkeys([key for keys in ROLE_COUNTS.values() for key in keys] + ["seconds"], 0.0)
-    for recipe, meta in own_finished_runs(spec, results):
+    for recipe, meta in finished:
         tags = recipe["tags"]
         if tags.get("role") in ROLE_COUNTS:
             count, epochs = ROLE_COUNTS[tags["role"]]

@@ -630,7 +630,7 @@ def test_list_prints_the_search_warnings_the_runs_and_their_gpu_hours(sweep_file
     assert "arms.lars: 2 trials for 2 searched keys" in said.err and "studies: 1" in said.err
     assert main(["sweep", str(sweep_file), "--list"]) == 0
     assert "time: give --throughput IMG_S, or run one trial" in capsys.readouterr().out
-    assert sweep.measured_speed(sweep.load(sweep_file), sweep_file.parent / "nowhere") is None
+    assert sweep.measured_speed(sweep.own_finished_runs(sweep.load(sweep_file), sweep_file.parent / "nowhere")) is None
 
 
 def test_submit_a_sweep_file_as_a_job_array_of_workers(sweep_file, tmp_path, monkeypatch):

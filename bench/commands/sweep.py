@@ -39,8 +39,11 @@ def run_and_report(args) -> int:
         for warning in sweep.search_warnings(spec):
             print(f"bench: warning: {args.sweep}: {warning}", file=sys.stderr)
         results, _ = out_and_plots(args.out, None, spec.name)
-        measured = sweep.measured_speed(spec, results)
-        print("\n" + sweep_cost(spec, trials, args.throughput, measured, sweep.finished_counts(spec, results)))
+        finished = sweep.own_finished_runs(spec, results)  # read once: the speed and the counts
+        print(
+            "\n"
+            + sweep_cost(spec, trials, args.throughput, sweep.measured_speed(finished), sweep.finished_counts(finished))
+        )
         return 0
     results, plots = out_and_plots(args.out, args.plots, spec.name)
     if args.only and args.wait:
