@@ -16,6 +16,7 @@ from tests.helpers import LAYOUTS, compile_latex
 ROOT = Path(__file__).resolve().parents[1]
 HEADLINES = ("scaling", "verdict", "matched", "batches")  # the tables the write-ups quote
 HEADLINE_STUDIES = (
+    "field",
     "field-ladder",
     "field-decay",
     "field-warmup",
@@ -35,6 +36,7 @@ COMMITTED = sorted(
     ROOT / "results" / "batch-schedule" / "schedules.md",  # the schedule it implies, run against the others
 ]
 LADDER_CHECKS = sorted((ROOT / "results").glob("*/ladder-check-*.md"))  # a branch tree's against results/<ladder>
+SWAPS = sorted((ROOT / "results").glob("*/scaling-in-*.md"))  # a check's cells in place of results/<study>'s
 
 
 def table_claims(markdown: str) -> list[str]:
@@ -223,6 +225,21 @@ def test_the_committed_ladder_check_is_what_its_two_trees_give(path):
     ladder = ROOT / "results" / path.stem.removeprefix("ladder-check-")
     study = results.load_study([path.parent, ladder])
     fresh = rows(render(tables.build("ladder-check", study), "markdown"))
+    assert fresh and fresh == rows(path.read_text()), f"{path} differs from what its trees give now"
+
+
+@pytest.mark.parametrize("path", SWAPS, ids=lambda p: p.parent.name)
+def test_the_committed_swap_is_what_its_two_trees_give(path, studies):
+    """bench table scaling results/<study> --cells results/<check>, written beside the check's tree as
+    scaling-in-<study>.md: its numbers and its claims, the rule's words among them."""
+    from bench.analysis.render import render
+
+    tree = ROOT / "results" / path.stem.removeprefix("scaling-in-")
+    if tree not in studies:
+        studies[tree] = results.load_study([tree])
+    table = tables.build("scaling", studies[tree], None, None, results.load_study([path.parent]))
+    fresh = rows(render(table, "markdown"))
+    assert any(claim.startswith(f"The cells of {path.parent.name} (") for claim in table_claims(path.read_text()))
     assert fresh and fresh == rows(path.read_text()), f"{path} differs from what its trees give now"
 
 
