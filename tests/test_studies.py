@@ -141,46 +141,59 @@ def test_the_ladder_speed_table_quotes_the_committed_tables():
         assert f"99.21% interval {ratio.split(' ', 1)[1]}" in verdict, (batch, ratio)
 
 
-FIELD_ARMS = ("LARS", "VRGD-LARS", "Nesterov SGD", "NAdamW")
+FIELD_RATIO_WORDS = {  # the README's headline sentence, arm by arm, as the scaling claims' words
+    "Muon": ": no difference resolved;",
+    "SOAP": ": no difference resolved;",
+    "NAdamW": ": depends on the curve (curve: smaller; bent curve: no difference resolved; model-free: no difference",
+    "Nesterov SGD": ": depends on the curve (curve: smaller; bent curve: no difference resolved; model-free: no",
+    "Schedule-Free AdamW": ": depends on the curve (curve: smaller; bent curve: smaller; model-free: no difference",
+    "VRGD-LARS": ": depends on the curve (curve: no difference resolved; bent curve: no difference resolved; "
+    "model-free: larger)",
+}
 
 
-def test_the_readmes_field_table_quotes_the_committed_tables():
-    """Each arm's steps in the README's field table are that arm's row at that batch in the committed scaling
-    table, and each VRGD-LARS / LARS cell is that batch's verdict (its point, its 99.21% interval, its word); the
-    tables themselves are recomputed from the tree below."""
-    tree = ROOT / "results" / "field-ladder"
-    scaling_md, verdict_md = ((tree / f"{name}.md").read_text() for name in ("scaling", "verdict"))
-    scaling, verdict = ([re.sub(r" +", " ", line) for line in md.splitlines()] for md in (scaling_md, verdict_md))
-    block = ("<!-- field-status -->", "<!-- /field-status -->")
+def test_the_readmes_field_words_are_the_committed_tables():
+    """The README's headline block on the field study says what its committed tables say (recomputed from the
+    tree above): each arm's critical batch, each ratio's word, the warm-up check's rule, the speed verdicts, the
+    rungs in the linear regime, the run count, and the figures it compares with the 4-arm answer."""
+    from bench import rundir
+
+    tree = ROOT / "results" / "field"
+    scaling_md = (tree / "scaling.md").read_text()
+    claims = table_claims(scaling_md)
     text = (ROOT / "README.md").read_text()
-    text = text[text.index(block[0]) :]
-    assert f"| batch | {' | '.join(FIELD_ARMS)} | VRGD-LARS / LARS" in text
-    (table,) = page_tables("README.md", *block)
-    assert [row[0] for row in table] == ["64", "128", "256", "512", "1,024", "2,048"]
-    for batch, *steps, ratio in table:
-        at = batch.replace(",", "")
-        for arm, cell in zip(FIELD_ARMS, steps):
-            (line,) = [line for line in scaling if line.startswith(f"| {arm} | {at} |")]
-            assert f"| {cell} (" in line, (arm, batch, cell)
-        (line,) = [line for line in verdict if line.startswith(f"| {at} | VRGD-LARS | LARS |")]
-        point, interval, word = re.fullmatch(r"([\d.]+) (\[[\d.]+, [\d.]+\]) (.+)", ratio).groups()
-        assert f"| {point} [" in line and f"99.21% interval {interval}" in line, (batch, ratio)
-        assert f"speed: {word} (" in line, (batch, word)
-    # the headline's critical batches ("NAdamW's (139)"), LARS's bent-curve figures and the ratios' word are the claims'
-    headline, claims = " ".join((text.split("**")[1] + text.split("**")[2]).split()), table_claims(scaling_md)
-    named = {arm: re.findall(rf"(?<![\w-]){arm}'s \((\d[^)]*)\)", headline) for arm in FIELD_ARMS}
-    assert sum(map(bool, named.values())) >= 3
-    for arm, figures in named.items():
-        assert all(f"{arm}: critical batch {figure}" in " ".join(claims) for figure in figures), (arm, figures)
-    (lars,) = [c for c in claims if c.startswith("LARS: critical batch")]
-    alpha, p = re.search(r"alpha (\d\.\d\d \[[\d., ]+\]), F test p (0\.\d+)", headline).groups()
-    assert f"(alpha {alpha})" in lars and f"(F test p {p})" in lars
-    bent = re.search(r"by that curve \(LARS (\d+ \[\d+, \d+\])\)", headline).group(1)
-    assert f"puts it at {bent} (alpha" in lars
-    assert "depends on the curve" in headline and "no ratio to LARS is resolved" in headline
-    for arm in ("NAdamW", "Nesterov SGD"):
+    block = " ".join(text[text.index("<!-- field-status -->") : text.index("<!-- /field-status -->")].split())
+    assert f"**Results ({len(rundir.find_runs([tree]))} runs," in block
+    assert re.search(r"LARS's is (\d+ \[\d+, \d+\])", block)[1] in " ".join(c for c in claims if c.startswith("LARS: "))
+    for arm, word in FIELD_RATIO_WORDS.items():
+        (figure,) = re.findall(rf"(?<![\w-]){arm}'s \((\d+)\)", block)
+        assert any(c.startswith(f"{arm}: critical batch {figure} [") for c in claims), arm
         (ratio,) = [c for c in claims if c.startswith(f"{arm} / LARS critical batch")]
-        assert ": depends on the curve (curve: smaller; bent curve: no difference resolved; model-free: no" in ratio
+        assert word in ratio, (arm, ratio)
+    (swap,) = [
+        c
+        for c in table_claims((ROOT / "results" / "field-warmup" / "scaling-in-field.md").read_text())
+        if c.startswith("The cells of")
+    ]
+    assert "changes no word" in block and swap.endswith("the answer holds (no ratio word changes)")
+    speed = [c for c in table_claims((tree / "verdict.md").read_text()) if c.startswith("VRGD-LARS / LARS steps")]
+    assert len(speed) == 8 and all("too few seeds for 99.38%" in c or "unresolved" in c for c in speed)
+    rungs = [int(n) for n in re.findall(r"batches seen in the linear regime: (\d+) \(", " ".join(claims))]
+    assert len(rungs) == 7 and f"seen at {min(rungs)} to {max(rungs)} batches" in block
+    old = (ROOT / "results" / "field-ladder" / "scaling.md").read_text()
+    assert "LARS: critical batch 162 [" in " ".join(table_claims(old)) and "LARS's 162 is 103" in block
+    rows_of = {md: [re.sub(r" +", " ", line) for line in md.splitlines()] for md in (old, scaling_md)}
+    (then,) = [line for line in rows_of[old] if line.startswith("| LARS | 64 |")]  # B_noise: the arm's first row
+    (now,) = [line for line in rows_of[scaling_md] if line.startswith("| LARS | 16 |")]
+    assert "| 426 [" in then and "| 421 [" in now and "B_noise, 426 then, is 421" in block
+    import pandas as pd
+
+    table = pd.read_csv(tree / "scaling.csv")
+    steps = table[table["batch"].astype(str).str.isdigit()].copy()
+    column = next(c for c in steps.columns if c.startswith("steps to result"))
+    steps["median"] = steps[column].astype(str).str.extract(r"^([\d,]+)")[0].str.replace(",", "").astype(float)
+    fewest = steps.loc[steps.groupby("batch")["median"].idxmin(), "arm"]
+    assert set(fewest) <= {"SOAP", "Muon"} and "SOAP and Muon take the fewest steps at every batch" in block
 
 
 def test_the_quality_table_quotes_the_committed_tables():
