@@ -950,6 +950,19 @@ def _sweep_pass(
     return trials + reruns, waiting, still, bool(held + held_reruns)
 
 
+def next_runs(spec: SweepSpec, trials: list[Trial], results: Path) -> list[Trial]:
+    """The runs `bench sweep` would start now, read from the finished runs without training any: the unfinished
+    trials, the next local points of each cell whose trials have all finished, the unfinished reruns of each cell
+    whose local stage has ended. Empty: the sweep is complete (its local stages may have stopped short of the
+    bound `--list` counts)."""
+    finished = {t.name: run for t in trials if (run := finished_run(results, t.recipe)) is not None}
+    ranked, _ = ranked_trials(trials, finished, spec)
+    local, pending = local_stage(spec, trials, ranked, finished, results, None) if spec.local else ([], [])
+    ranked, _ = ranked_trials(trials + local, finished, spec)
+    reruns = [t for t in all_reruns(spec, ranked) if finished_run(results, t.recipe) is None]
+    return [t for t in trials if t.name not in finished] + pending + reruns
+
+
 def own_finished_runs(spec: SweepSpec, results: Path) -> list[tuple[dict, dict]]:
     """(recipe, meta) of each finished run under `results` that this sweep made (tags.sweep: its name), not the
     other runs a folder may hold (a suite's, another sweep's); a damaged run is the analysis' to name."""
@@ -1001,11 +1014,12 @@ def run_counts(spec: SweepSpec, trials: list[Trial], images: int | None = None) 
 
 
 def local_stage(
-    spec: SweepSpec, trials: list[Trial], ranked: dict, finished: dict, results: Path, progress
+    spec: SweepSpec, trials: list[Trial], ranked: dict, finished: dict, results: Path, progress: Progress | None
 ) -> tuple[list[Trial], list[Trial]]:
     """Round after round, the next local points of every ranked cell (next_local_steps), centred on its best
     quasi-random trial, until no cell steps further; returns the local trials (`finished` gets their runs) and
-    those other processes hold. Deterministic given the finished trials, so a resumed sweep finds the same points."""
+    those other processes hold. Deterministic given the finished trials, so a resumed sweep finds the same points.
+    `progress` None: train nothing, only read what finished (next_runs); the rest is returned as held."""
     centers = {cell: members[0] for cell, members in ranked.items()}
     tried: dict[tuple, list[int]] = {cell: [] for cell in centers}
     local: list[Trial] = []
@@ -1016,10 +1030,14 @@ def local_stage(
         if cell in ranked  # a cell whose local point did not finish steps no further
         for t in local_trials(spec, center, next_local_steps(spec, ranked[cell], tried[cell]))
     ]:
-        with progress.bar(len(batch), "trial", f"local {spec.name}") as bar:
-            done, others = run_trials(batch, results, spec, bar, progress)  # a held point leaves its cell waiting
-            finished.update(done)
-            held += others
+        if progress is None:
+            done = {t.name: run for t in batch if (run := finished_run(results, t.recipe)) is not None}
+            others = [t for t in batch if t.name not in done]
+        else:
+            with progress.bar(len(batch), "trial", f"local {spec.name}") as bar:
+                done, others = run_trials(batch, results, spec, bar, progress)  # a held point leaves its cell waiting
+        finished.update(done)
+        held += others
         for t in batch:
             tried[(t.arm, t.batch)].append(t.recipe.tags["local_step"])
         local += batch

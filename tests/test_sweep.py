@@ -440,6 +440,7 @@ def test_a_tiny_sweep_killed_once_resumes_and_reports(sweep_file, tmp_path, caps
     # the bound split into what finished (and the hours it took) and what is left
     assert "finished: 4 trials, 0 local points, 4 reruns (2,048 images at their budgets; " in listed
     assert "left: at most 0 runs (0 trials, at most 0 local, at most 0 reruns), at most 0 images" in listed
+    assert listed.rstrip().endswith("; `bench sweep` writes the tables")  # and, in so many words, complete
 
 
 def test_list_reads_a_results_folder_before_its_first_run_finished(sweep_file, tmp_path, capsys):
@@ -1271,6 +1272,36 @@ def test_a_tiny_sweep_with_a_local_stage_reruns_the_best_of_all_and_resumes_with
     assert [t.name for t in again] == [t.name for t in runs]
     assert "run directory" not in capsys.readouterr().out  # nothing left to train
     assert len(results.load([out])) == len(runs)
+
+
+@pytest.mark.slow
+def test_list_says_what_the_sweep_would_start_now_and_when_it_is_complete(sweep_file, tmp_path, capsys):
+    """--list's last line, read from the finished runs alone (sweep.next_runs): after the two trials, the cell's two
+    local points (not the bound's three); once the sweep ran, that it is complete, though the bound still counts the
+    extension its local stage did not need (a complete sweep whose bound said runs were left was taken for an
+    unfinished one)."""
+    out, names, held = held_local_points(sweep_file, tmp_path)
+    spec = sweep.load(sweep_file)
+    trials = sweep.expand(sweep_file, spec)
+    assert sorted(t.name for t in sweep.next_runs(spec, trials, out)) == names
+    capsys.readouterr()
+    assert main(["sweep", str(sweep_file), "--out", str(out), "--list"]) == 0
+    assert (
+        capsys.readouterr()
+        .out.rstrip()
+        .endswith(
+            f"next: 2 runs can start now (2 local points: {', '.join(sorted(names))}); more may follow as they finish"
+        )
+    )
+    for claim in held:
+        claim.release()
+    runs, _, _ = sweep.run_sweep(sweep_file, out, allow_dirty=True)
+    assert sweep.next_runs(spec, trials, out) == [] and [t.role for t in runs].count("rerun") == 1
+    assert main(["sweep", str(sweep_file), "--out", str(out), "--list"]) == 0
+    listed = capsys.readouterr().out.rstrip().splitlines()
+    assert listed[-1].startswith("complete: every cell's trials, local stage and reruns have finished")
+    if [t.role for t in runs].count("local") < 3:  # the bound counts the extension the cell did not take
+        assert any("left: at most 1 run (0 trials, at most 1 local, at most 0 reruns)" in line for line in listed)
 
 
 def held_local_points(sweep_file, tmp_path):

@@ -283,7 +283,8 @@ def sweep_cost(
         lines.append(
             f"finished: {done['trials']:,.0f} trials, {done['local']:,.0f} local points, {done['reruns']:,.0f} "
             f"reruns ({(total - left):,.0f} images at their budgets; {_hours(done['seconds'] / 3600)} hours of one "
-            f"process as they ran, stops at the target included); left: at most {sum(runs.values()):,.0f} runs "
+            f"process as they ran, stops at the target included); left: at most {sum(runs.values()):,.0f} "
+            f"run{'s' * (sum(runs.values()) != 1)} "
             f"({runs['trials']:,.0f} trials, at most {runs['local']:,.0f} local, at most {runs['reruns']:,.0f} "
             f"reruns), at most {left:,.0f} images"
             + (f", at most {_hours(left / measured / 3600)} hours of one process here" if measured else "")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import sys
+from collections import Counter
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -44,6 +45,8 @@ def run_and_report(args) -> int:
             "\n"
             + sweep_cost(spec, trials, args.throughput, sweep.measured_speed(finished), sweep.finished_counts(finished))
         )
+        if finished:
+            print(next_runs_line(sweep.next_runs(spec, trials, results)))
         return 0
     results, plots = out_and_plots(args.out, args.plots, spec.name)
     if args.only and args.wait:
@@ -100,6 +103,25 @@ def until_time(text: str | None) -> float | None:
 
 MAIN_FIGURES = ("tuned_top1_vs_batch.png", "steps_to_result.png")  # a sweep's main figure, the first it drew (a
 # steps-to-result sweep draws no Top-1 figure)
+
+
+def next_runs_line(runs: list) -> str:
+    """--list's last line: what the sweep would start now (sweep.next_runs), or that it is complete, which the
+    bound above does not say (a cell's local stage stops where its best point is no longer at its edge)."""
+    from bench import sweep
+
+    if not runs:
+        return (
+            "complete: every cell's trials, local stage and reruns have finished (a local stage stops once its best "
+            "point lies inside it: the bound above is the most it could take); `bench sweep` writes the tables"
+        )
+    counts = Counter(sweep.ROLE_COUNTS[t.role][0] for t in runs)
+    kinds = ", ".join(f"{counts[k]} {word}" for k, word in NEXT_WORDS.items() if counts[k])
+    names = ", ".join(t.name for t in runs[:5]) + (", ..." if len(runs) > 5 else "")
+    return f"next: {len(runs)} run{'s' * (len(runs) != 1)} can start now ({kinds}: {names}); more may follow as they finish"
+
+
+NEXT_WORDS = {"trials": "trials", "local": "local points", "reruns": "reruns"}  # sweep.ROLE_COUNTS' count keys
 
 
 def _sweep_end(results: Path, plots: Path, written: list[Path]) -> list[str]:
