@@ -254,3 +254,21 @@ def test_a_candidate_replaces_todays_only_when_resolved_faster_and_a_failing_one
     assert order[:6] == ["a", "b", "c", "b", "c", "a"]  # the order rotates each round
     assert results == {"a": ["a"] * 3, "c": ["c"] * 3} and failed == {"b": "RuntimeError: compile failed"}
     assert len(alternate({"a": unit("a")}, 100, deadline=time.monotonic() - 1)["a"]) == 1  # at least one round
+
+
+def test_the_img_s_goal_is_judged_on_the_gpu_model_it_is_stated_for_only(monkeypatch):
+    """7,000 img/s is MLPerf's per-H200 rate: an H100's rate is measured and not judged against it; the ratio goals
+    (overhead, ghost BatchNorm, the steps) are judged on any GPU at the full sizes."""
+    from bench import defaults
+    from bench.perf import matrix
+
+    row = matrix.Row("runner", torch.device("cuda"), matrix.FULL)  # a device object: no GPU is touched
+    above = [matrix.IMG_S_GOAL / rate for rate in (7400, 7500, 7450, 7600, 7550, 7480)]
+    monkeypatch.setattr(defaults, "gpu_model", lambda device: "NVIDIA H100 80GB HBM3")
+    assert row.judge_rate(above) == "goal is for an H200"
+    assert row.judge([0.01] * 6, 0.03) == "PASS"  # a ratio goal: judged on the H100
+    monkeypatch.setattr(defaults, "gpu_model", lambda device: "NVIDIA H200")
+    assert row.judge_rate(above) == "PASS"
+    assert row.judge_rate([matrix.IMG_S_GOAL / rate for rate in (5400, 5500, 5450, 5600, 5550, 5480)]) == "MISS"
+    tiny = matrix.Row("runner", torch.device("cuda"), matrix.TINY)
+    assert tiny.judge_rate(above) == "goal is for a GPU at the full sizes"

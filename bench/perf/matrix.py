@@ -14,8 +14,8 @@ at 16 px, batch 8, bn_batch 2, the CPU rehearsal):
 
 - runner: ResNet-50, 224 px, bf16, channels_last, batch 256, random loader, SGD: the bare loop eager and compiled,
   the runner at each engine.compile candidate (false, true, reduce-overhead; max-autotune's minutes of search do not
-  fit the call). Goals: the fastest runner >= 7,000 img/s; overhead 1 - runner / bare <= 3%; the compiled runner
-  >= 95% of the compiled bare loop. Chooses engine.compile.
+  fit the call). Goals: the fastest runner >= 7,000 img/s (on an H200: judged there only); overhead 1 - runner / bare
+  <= 3%; the compiled runner >= 95% of the compiled bare loop. Chooses engine.compile.
 - ghost_bn: the bare loop with ghost BatchNorm 32 in 256 at each engine.ghost_bn candidate, and with torch's
   BatchNorm2d over the 256, in each layout. Goal: ghost / BatchNorm2d <= 1.2 x. Chooses engine.ghost_bn per layout.
 - optimizer: bench perf optim's steps on ResNet-50's shapes: LARS and VRGD-LARS (k = 4) eager, compiled and (VRGD)
@@ -52,7 +52,7 @@ REPO = Path(__file__).resolve().parents[2]
 ROWS = ("runner", "ghost_bn", "optimizer", "eval_memory")
 # issue 85's rows: (the row that measures it, what, goal)
 GOALS = [
-    ("runner", "ResNet-50 224 px bf16 channels_last, batch 256, through bench's runner", ">= 7,000 img/s"),
+    ("runner", "ResNet-50 224 px bf16 channels_last, batch 256, through bench's runner", ">= 7,000 img/s on an H200"),
     ("runner", "runner vs bare loop, same settings", "overhead <= 3%"),
     ("runner", "compiled runner vs compiled bare loop", ">= 95%"),
     ("ghost_bn", "ghost BatchNorm (BN batch 32 in 256) vs BatchNorm2d, channels_last", "<= 1.2 x, paired"),
@@ -67,6 +67,7 @@ GOALS = [
     ),
 ]
 IMG_S_GOAL = 7000.0
+IMG_S_GPU = "H200"  # the img/s goal is MLPerf's per-H200 rate: another GPU model's rate is measured, not judged
 COMPILED_SHARE = 0.95
 LARS_GOAL, VRGD_GOAL, FLAT = 1.5, 2.0, 1.05
 COMPILE_CANDIDATES = {
@@ -115,6 +116,12 @@ class Row:
     def judge(self, ratios: list[float], target: float) -> str:
         """verdict() of the paired ratios' median against `target` (under it: PASS), or why it is not judged."""
         return verdict(*sign_interval(ratios), len(ratios), target) if self.judged else self.unjudged()
+
+    def judge_rate(self, ratios: list[float]) -> str:
+        """judge() of IMG_S_GOAL / img/s against 1, on the GPU model the goal is stated for only."""
+        if self.judged and IMG_S_GPU not in defaults.gpu_model(self.device):
+            return f"goal is for an {IMG_S_GPU}"
+        return self.judge(ratios, 1.0)
 
     def choose(self, key: str, value, why: str) -> None:
         self.choices[key] = {"value": value, "why": why}
@@ -221,7 +228,7 @@ def runner_row(row: Row, deadline: float) -> None:
         ratios = [IMG_S_GOAL / rate for rate in rates[best]]  # under 1: above the goal
         middle, low, high = (statistics.median(rates[best]), min(rates[best]), max(rates[best]))
         row.figure(0, f"{middle:,.0f} img/s ({best}; {low:,.0f} to {high:,.0f} over {len(rates[best])} rounds)",
-                   row.judge(ratios, 1.0))  # fmt: skip
+                   row.judge_rate(ratios))  # fmt: skip
     if {"bare", "runner"} <= rates.keys():
         overheads = [1 - b / a for a, b in zip(rates["bare"], rates["runner"])]
         percent = interval_words([100 * o for o in overheads], "%", 1)
