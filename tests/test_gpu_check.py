@@ -267,6 +267,9 @@ def test_the_img_s_goal_is_judged_on_the_gpu_model_it_is_stated_for_only(monkeyp
     monkeypatch.setattr(defaults, "gpu_model", lambda device: "NVIDIA H100 80GB HBM3")
     assert row.judge_rate(above) == "goal is for an H200"
     assert row.judge([0.01] * 6, 0.03) == "PASS"  # a ratio goal: judged on the H100
+    for other in ("NVIDIA GH200 480GB", "NVIDIA H200 NVL"):  # Grace Hopper; the lower-power PCIe card
+        monkeypatch.setattr(defaults, "gpu_model", lambda device, name=other: name)
+        assert row.judge_rate(above) == "goal is for an H200", other
     monkeypatch.setattr(defaults, "gpu_model", lambda device: "NVIDIA H200")
     assert row.judge_rate(above) == "PASS"
     assert row.judge_rate([matrix.IMG_S_GOAL / rate for rate in (5400, 5500, 5450, 5600, 5550, 5480)]) == "MISS"

@@ -189,10 +189,11 @@ def test_the_readmes_field_words_are_the_committed_tables():
     resolved = [c for c in speed if "faster;" in c]
     assert len(speed) == 8 and all("(99.57%)" in c for c in speed)
     assert len(resolved) == 1 and resolved[0].startswith("VRGD-LARS / LARS steps to target at batch 16: ")
-    assert "; LARS faster;" in resolved[0]
-    verdict = pd.read_csv(sixth / "verdict.csv").set_index("batch")
-    at16 = verdict.loc[16, "steps to target X / Y"]
-    assert f"resolves one batch: LARS is faster than VRGD-LARS at 16 ({at16:.2f}x)" in block
+    assert "; LARS faster; rests on a near tie" in resolved[0]
+    ratio = pd.read_csv(sixth / "verdict.csv").set_index("batch").loc[16, "steps to target X / Y"]  # the median
+    low, high = re.search(r"between ([\d.]+)x and ([\d.]+)x \(99.57%\)", resolved[0]).groups()  # at the level
+    said = f"LARS is faster at 16 (VRGD-LARS takes {ratio:.2f}x LARS's steps, [{low}, {high}] at 99.57%;"
+    assert "(`field-speed.yaml`, declared first" in block and f"resolves one batch: {said} a near tie)" in block
     rungs = [int(n) for n in re.findall(r"batches seen in the linear regime: (\d+) \(", " ".join(claims))]
     assert len(rungs) == 7 and f"seen at {min(rungs)} to {max(rungs)} batches" in block
     old = (ROOT / "results" / "field-ladder" / "scaling.md").read_text()
@@ -320,7 +321,10 @@ def test_every_committed_run_directory_reads_through_the_run_directory_reader():
             ), run
 
 
-RUN_BYTES, TREE_BYTES = 50_000, 200_000  # docs/results.md: a committed study's size budget
+# docs/results.md: a committed study's size budget. 75 kB a run: a tree of LARS and VRGD-LARS runs alone
+# (results/field-speed's own) averages 66 kB, VRGD's GSNR diagnostics at batch 16 packing to 342 kB; 250 kB a tree:
+# field-ladder's tables, 209 kB
+RUN_BYTES, TREE_BYTES = 75_000, 250_000
 
 
 TREES = sorted(p for p in (ROOT / "results").iterdir() if p.is_dir() and any(p.rglob("meta.json")))
@@ -339,10 +343,10 @@ def trees_holding() -> dict[str, set[str]]:
 
 @pytest.mark.parametrize("tree", TREES, ids=lambda p: p.name)
 def test_a_committed_tree_keeps_its_size_budget_and_packed_events(tree):
-    """Every committed file counted (a tree of N runs: at most N x 50 kB + 200 kB), once: a file several trees hold
-    (results/field-speed starts as results/field's LARS and VRGD-LARS runs; git stores them once) counts in the
-    first by name only; and every finished run's events packed (events.jsonl.gz, 3.5 x smaller than the live log a
-    next study would otherwise commit)."""
+    """Every committed file counted once, in the first tree by name that holds it (git stores a copy once:
+    results/field-speed starts as results/field's LARS and VRGD-LARS runs), against 75 kB for each run counted
+    there and 250 kB besides; and every finished run's events packed (events.jsonl.gz, 3.5 x smaller than the live
+    log a next study would otherwise commit)."""
     from bench import rundir
 
     holding = trees_holding()
@@ -352,7 +356,8 @@ def test_a_committed_tree_keeps_its_size_budget_and_packed_events(tree):
 
     size = sum(f.stat().st_size for f in tree.rglob("*") if f.is_file() and counted(f))
     runs = rundir.find_runs([tree])
-    assert size <= RUN_BYTES * len(runs) + TREE_BYTES, f"{tree}: {size:,} bytes for {len(runs)} runs"
+    own = [run for run in runs if counted(run / rundir.META)]  # a copy's allowance is its first tree's
+    assert size <= RUN_BYTES * len(own) + TREE_BYTES, f"{tree}: {size:,} bytes for {len(own)} runs of its own"
     for run in runs:
         if rundir.read_meta(run).get("status") in rundir.FINISHED:
             assert (run / rundir.EVENTS_PACKED).is_file() and not (run / rundir.EVENTS).exists(), run

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import resource
 import statistics
 import subprocess
@@ -68,6 +69,7 @@ GOALS = [
 ]
 IMG_S_GOAL = 7000.0
 IMG_S_GPU = "H200"  # the img/s goal is MLPerf's per-H200 rate: another GPU model's rate is measured, not judged
+IMG_S_MODEL = re.compile(r"(?<![A-Za-z])H200(?! NVL)")  # an H200 SXM; not a GH200 nor the lower-power H200 NVL
 COMPILED_SHARE = 0.95
 LARS_GOAL, VRGD_GOAL, FLAT = 1.5, 2.0, 1.05
 COMPILE_CANDIDATES = {
@@ -119,7 +121,7 @@ class Row:
 
     def judge_rate(self, ratios: list[float]) -> str:
         """judge() of IMG_S_GOAL / img/s against 1, on the GPU model the goal is stated for only."""
-        if self.judged and IMG_S_GPU not in defaults.gpu_model(self.device):
+        if self.judged and not IMG_S_MODEL.search(defaults.gpu_model(self.device)):
             return f"goal is for an {IMG_S_GPU}"
         return self.judge(ratios, 1.0)
 
