@@ -331,13 +331,18 @@ TREES = sorted(p for p in (ROOT / "results").iterdir() if p.is_dir() and any(p.r
 
 
 @functools.cache
+def digest(path: Path) -> str:
+    return hashlib.sha1(path.read_bytes()).hexdigest()
+
+
+@functools.cache
 def trees_holding() -> dict[str, set[str]]:
-    """Each committed file's content (its SHA-1) -> the trees that hold it."""
+    """Each committed file's content (its digest) -> the trees that hold it."""
     holding = {}
     for tree in TREES:
         for f in tree.rglob("*"):
             if f.is_file():
-                holding.setdefault(hashlib.sha1(f.read_bytes()).hexdigest(), set()).add(tree.name)
+                holding.setdefault(digest(f), set()).add(tree.name)
     return holding
 
 
@@ -352,7 +357,7 @@ def test_a_committed_tree_keeps_its_size_budget_and_packed_events(tree):
     holding = trees_holding()
 
     def counted(f: Path) -> bool:
-        return min(holding[hashlib.sha1(f.read_bytes()).hexdigest()]) == tree.name
+        return min(holding[digest(f)]) == tree.name  # each file read once, for every tree
 
     size = sum(f.stat().st_size for f in tree.rglob("*") if f.is_file() and counted(f))
     runs = rundir.find_runs([tree])
